@@ -1,0 +1,97 @@
+# pystrobe build. `make` builds build/pystrobe; `make test` does all set-up
+# (Debian packages, the sid root with python3.13-3.15) and runs every test,
+# in the normal build and again under AddressSanitizer + UBSan;
+# `make demo` dumps the stacks of a bundled example script.
+
+CC      ?= cc
+B       ?= build
+WERROR  ?= $(if $(CI),-Werror,)
+SAN     ?=
+PYTHON  ?= /usr/bin/python3
+
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
+           -Wpointer-arith -Wcast-align -Wvla -Wundef $(WERROR)
+CFLAGS  ?= -O2 -g
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fvisibility=hidden -fPIC -Iinclude -Isrc \
+              $(WARN) $(CFLAGS) $(SAN)
+LDLIBS  := -lelf
+LDFLAGS ?=
+
+LIB_SRC := $(wildcard src/platform/*.c src/binfmt/*.c src/mem/*.c src/cpython/*.c \
+                      src/core/*.c src/output/*.c)
+CLI_SRC := $(wildcard src/cli/*.c)
+LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o)
+CLI_OBJ := $(CLI_SRC:%.c=$(B)/obj/%.o)
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
+TOOL_SRC := $(wildcard tests/tools/*.c)
+TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(B)/tests/%)
+
+.PHONY: all deps sidroot test test-unit test-integration test-one demo clean fuzz format
+
+all: $(B)/pystrobe $(B)/libpystrobe.so $(UNIT_BIN) $(TOOL_BIN)
+
+$(B)/obj/%.o: %.c $(wildcard include/pystrobe/*.h src/*/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(B)/libpystrobe.a: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/libpystrobe.so: $(LIB_OBJ)
+	$(CC) -shared $(SAN) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/pystrobe: $(CLI_OBJ) $(B)/libpystrobe.a
+	$(CC) $(SAN) $(LDFLAGS) -o $@ $(CLI_OBJ) $(B)/libpystrobe.a $(LDLIBS)
+
+$(B)/tests/%: tests/unit/%.c $(B)/libpystrobe.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fvisibility=default $(LDFLAGS) -o $@ $< $(B)/libpystrobe.a $(LDLIBS) -lcmocka
+
+$(B)/tests/%: tests/tools/%.c $(B)/libpystrobe.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libpystrobe.a $(LDLIBS)
+
+# --- set-up -----------------------------------------------------------------
+
+deps:
+	scripts/install-deps.sh
+
+sidroot: deps
+	scripts/sidroot.sh ensure
+
+# --- tests ------------------------------------------------------------------
+
+# Unit tests and the integration suite against one build directory.
+test-one: all
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
+	PYSTROBE_BUILD=$(abspath $(B)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+
+test: sidroot
+	$(MAKE) test-one B=build-asan CC=clang \
+	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
+	$(MAKE) test-one B=build
+
+# Each fuzzer for FUZZ_SECONDS (libFuzzer, clang).
+FUZZ_SECONDS ?= 30
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+fuzz:
+	@set -e; for f in $(FUZZ_SRC); do \
+	  n=$$(basename $$f .c); mkdir -p build-fuzz; \
+	  clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -g -O1 \
+	    -fsanitize=fuzzer,address,undefined $$f $(LIB_SRC) $(LDLIBS) -o build-fuzz/$$n; \
+	  mkdir -p build-fuzz/corpus-$$n; \
+	  build-fuzz/$$n -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus-$$n tests/fuzz/seeds/$$n; \
+	done
+
+# --- demo -------------------------------------------------------------------
+
+demo: deps all
+	scripts/demo.sh $(B)/pystrobe
+
+format:
+	clang-format -i $(wildcard include/pystrobe/*.h src/*/*.[ch] tests/unit/*.c tests/tools/*.c)
+
+clean:
+	rm -rf build build-asan build-fuzz

@@ -1,0 +1,134 @@
+/*
+ * libpystrobe: read the Python stacks of another, running CPython process.
+ *
+ * A session attaches to one process (no code runs in the target, nothing is
+ * written to it), finds the interpreter runtime, validates its layout once, and
+ * then takes snapshots: every interpreter, every thread, every Python frame,
+ * with file, qualified name, line and column range of the executing
+ * instruction.
+ *
+ * Conventions: functions return 0 or a negative PYS_E_* code; detail for the
+ * user is in pys_session_last_error(). The library never prints or exits.
+ * Out-parameters are written only on success.
+ */
+#ifndef PYSTROBE_PYSTROBE_H
+#define PYSTROBE_PYSTROBE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define PYS_EXTERN __attribute__((visibility("default")))
+#else
+#define PYS_EXTERN
+#endif
+
+/* Error codes: X(NAME, code, message). The one table that defines them. */
+#define PYS_ERRNO_MAP(X)                                                                           \
+    X(NOPROC, -1, "no such process")                                                               \
+    X(PERM, -2, "permission denied")                                                               \
+    X(NOTPYTHON, -3, "not a Python process")                                                       \
+    X(VERSION, -4, "unsupported Python version")                                                   \
+    X(EXITED, -5, "the process exited")                                                            \
+    X(BADADDR, -6, "memory read failed")                                                           \
+    X(CORRUPT, -7, "inconsistent data in the target")                                              \
+    X(NOTFOUND, -8, "not found")                                                                   \
+    X(NOMEM, -9, "out of memory")                                                                  \
+    X(INVAL, -10, "invalid argument")                                                              \
+    X(IO, -11, "input/output error")                                                               \
+    X(ELF, -12, "unreadable executable image")                                                     \
+    X(TOODEEP, -13, "stack too deep or cyclic")
+
+enum pys_errno {
+    PYS_OK = 0,
+#define PYS_ERRNO_ENUM_(name, code, msg) PYS_E_##name = (code),
+    PYS_ERRNO_MAP(PYS_ERRNO_ENUM_)
+#undef PYS_ERRNO_ENUM_
+};
+
+/* "PYS_E_NOPROC" style name, or "PYS_E_UNKNOWN". */
+PYS_EXTERN const char *pys_errname(int code);
+/* Short human message for a code. */
+PYS_EXTERN const char *pys_strerror(int code);
+
+/* Thread status bits; the values are those of CPython 3.15's _remote_debugging. */
+#define PYS_THREAD_HAS_GIL 1u
+#define PYS_THREAD_ON_CPU 2u
+#define PYS_THREAD_UNKNOWN 4u /* CPU state not evaluated or not readable */
+#define PYS_THREAD_GIL_REQUESTED 8u
+#define PYS_THREAD_HAS_EXCEPTION 16u
+#define PYS_THREAD_MAIN_THREAD 32u
+
+/* One Python frame. Strings are UTF-8, interned by the session (equal
+ * strings have equal pointers) and valid until pys_session_free(). Unknown
+ * numbers are -1. */
+struct pys_frame {
+    const char *filename; /* co_filename */
+    const char *qualname; /* co_qualname */
+    int32_t firstlineno;  /* co_firstlineno */
+    int32_t lineno;       /* source range of the executing instruction */
+    int32_t end_lineno;
+    int32_t col;     /* 0-based, -1 unknown */
+    int32_t end_col; /* 0-based, exclusive, -1 unknown */
+    int32_t lasti;   /* byte offset of the instruction, as frame.f_lasti */
+};
+
+struct pys_thread {
+    uint64_t native_id;  /* kernel thread id */
+    uint64_t thread_id;  /* threading.get_ident() (pthread_t) */
+    uint64_t tstate;     /* address of the PyThreadState in the target */
+    uint32_t status;     /* PYS_THREAD_* bits */
+    int error;           /* 0, or why the stack below is missing */
+    const char *error_text; /* NULL, or detail for error */
+    size_t nframes;
+    const struct pys_frame *frames; /* innermost first */
+};
+
+struct pys_interp {
+    int64_t id; /* 0 = main interpreter */
+    size_t nthreads;
+    const struct pys_thread *threads; /* in the interpreter's list order (newest first) */
+};
+
+/* Everything one snapshot saw. Owned by the session, valid until the next
+ * snapshot or pys_session_free(). */
+struct pys_snapshot {
+    size_t ninterps;
+    const struct pys_interp *interps; /* in the runtime's list order (newest first) */
+};
+
+struct pys_options {
+    /* Evaluate PYS_THREAD_ON_CPU from the kernel's task state. */
+    int cpu_state;
+};
+
+typedef struct pys_session pys_session;
+
+/* Attach to process pid. On failure *out is untouched; if errtext is not NULL
+ * a message saying what failed is written there (NUL-terminated). */
+PYS_EXTERN int pys_session_attach(pys_session **out, int pid, const struct pys_options *opt,
+                                  char *errtext, size_t errlen);
+PYS_EXTERN void pys_session_free(pys_session *s);
+
+/* Detail of the last error of this session ("" when none). */
+PYS_EXTERN const char *pys_session_last_error(const pys_session *s);
+
+PYS_EXTERN int pys_session_pid(const pys_session *s);
+/* PY_VERSION_HEX of the target, e.g. 0x030f02f0. */
+PYS_EXTERN uint32_t pys_session_python_version(const pys_session *s);
+/* Path of the image that holds the runtime, as the target's maps name it. */
+PYS_EXTERN const char *pys_session_image_path(const pys_session *s);
+
+/* Read every interpreter and thread. A thread whose stack cannot be read gets
+ * its error in pys_thread.error and the others are still reported; the call
+ * itself fails only when nothing can be read (process gone: PYS_E_EXITED). */
+PYS_EXTERN int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,50 @@
+#!/bin/sh
+# The Debian sid root filesystem with python3.13, 3.14 and 3.15 (and their
+# headers), built once into .cache/sid-root and reused.
+#
+#   sidroot.sh ensure    build it unless it is there and complete
+#   sidroot.sh mount     mount /proc and /dev inside it (for tools that need them)
+#   sidroot.sh umount    undo mount
+#   sidroot.sh path      print its path
+set -eu
+here=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=${PYSTROBE_SIDROOT:-$here/.cache/sid-root}
+MIRROR=${PYSTROBE_MIRROR:-http://deb.debian.org/debian}
+PYS="python3.13 python3.14 python3.15"
+
+complete() {
+    [ -f "$ROOT/.pystrobe-complete" ] || return 1
+    for p in $PYS; do [ -x "$ROOT/usr/bin/$p" ] || return 1; done
+}
+
+case "${1:-ensure}" in
+ensure)
+    complete && exit 0
+    [ "$(id -u)" -eq 0 ] || { echo "sidroot: building the sid root needs root" >&2; exit 1; }
+    "$0" umount 2>/dev/null || true
+    rm -rf "$ROOT"
+    mkdir -p "$(dirname "$ROOT")"
+    include=""
+    for p in $PYS; do include="$include,$p,$p-dev"; done
+    echo "sidroot: debootstrap sid into $ROOT (about a minute)"
+    debootstrap --variant=minbase --include="${include#,}" sid "$ROOT" "$MIRROR" \
+        >"$ROOT.log" 2>&1 || { tail -20 "$ROOT.log" >&2; exit 1; }
+    touch "$ROOT/.pystrobe-complete"
+    ;;
+mount)
+    mountpoint -q "$ROOT/proc" || mount -t proc proc "$ROOT/proc"
+    mountpoint -q "$ROOT/dev" || mount --bind /dev "$ROOT/dev"
+    ;;
+umount)
+    for m in dev proc; do
+        if mountpoint -q "$ROOT/$m"; then umount "$ROOT/$m" || umount -l "$ROOT/$m"; fi
+    done
+    ;;
+path)
+    echo "$ROOT"
+    ;;
+*)
+    echo "usage: $0 ensure|mount|umount|path" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,29 @@
+/*
+ * cli: the pystrobe command. The only layer that prints to the terminal or
+ * decides an exit status.
+ */
+#ifndef PYSTROBE_CLI_H
+#define PYSTROBE_CLI_H
+
+/* Exit statuses, documented in docs/cli.md. */
+enum cli_exit {
+    CLI_OK = 0,
+    CLI_USAGE = 2,
+    CLI_NOPROC = 3,
+    CLI_NOTPYTHON = 4,
+    CLI_PERM = 5,
+    CLI_VERSION = 6,
+    CLI_EXITED = 7,
+    CLI_ERROR = 8,
+};
+
+/* Print "pystrobe: <msg>" (plus a hint for permission errors) to stderr and
+ * return the exit status for the library error code. */
+int cli_report(int code, const char *msg);
+
+/* Parse a process id; -1 if s is not one. */
+int cli_parse_pid(const char *s);
+
+int cli_dump(int argc, char **argv);
+
+#endif

@@ -1,0 +1,77 @@
+/*
+ * main: dispatch `pystrobe COMMAND ...`, and the error-to-exit-status map.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <pystrobe/pystrobe.h>
+
+#include "cli/cli.h"
+
+#define PYSTROBE_VERSION "0.1.0"
+
+static const char USAGE[] =
+    "usage: pystrobe COMMAND [options] ...\n"
+    "\n"
+    "Commands:\n"
+    "  dump [--json] PID   print every thread's Python stack of a running process\n"
+    "  help                this text\n"
+    "  version             pystrobe's version\n"
+    "\n"
+    "Supported targets: CPython 3.13, 3.14 and 3.15 (GIL builds) on Linux x86-64.\n"
+    "See docs/cli.md for exit statuses.\n";
+
+int cli_report(int code, const char *msg)
+{
+    fprintf(stderr, "pystrobe: %s\n", msg && *msg ? msg : pys_strerror(code));
+    switch (code) {
+    case PYS_E_NOPROC:
+        return CLI_NOPROC;
+    case PYS_E_NOTPYTHON:
+        return CLI_NOTPYTHON;
+    case PYS_E_PERM:
+        fprintf(stderr, "pystrobe: reading another process needs root or CAP_SYS_PTRACE; "
+                        "for processes of your own user, set kernel.yama.ptrace_scope to 0\n");
+        return CLI_PERM;
+    case PYS_E_VERSION:
+        return CLI_VERSION;
+    case PYS_E_EXITED:
+        return CLI_EXITED;
+    default:
+        return CLI_ERROR;
+    }
+}
+
+int cli_parse_pid(const char *s)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v <= 0 || v > INT_MAX)
+        return -1;
+    return (int)v;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(USAGE, stderr);
+        return CLI_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "dump") == 0)
+        return cli_dump(argc - 1, argv + 1);
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        fputs(USAGE, stdout);
+        return CLI_OK;
+    }
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("pystrobe %s\n", PYSTROBE_VERSION);
+        return CLI_OK;
+    }
+    fprintf(stderr, "pystrobe: unknown command '%s'\n\n%s", cmd, USAGE);
+    return CLI_USAGE;
+}

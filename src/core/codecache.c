@@ -1,0 +1,96 @@
+/*
+ * codecache: code objects read from the target, by address. A frame's code
+ * object is read once (names, file, line table) and then found by a hash
+ * lookup. Entries are dropped when the caller learns the target may have
+ * freed code objects (the interpreter's code generation counter moved).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+
+/* Beyond this many code objects the cache starts over rather than grow. */
+#define CODECACHE_MAX (1u << 20)
+
+static size_t slot_of(uint64_t addr, size_t cap)
+{
+    addr ^= addr >> 33;
+    addr *= 0xff51afd7ed558ccdull;
+    addr ^= addr >> 33;
+    return (size_t)addr & (cap - 1);
+}
+
+static int grow(struct prof_codecache *cc)
+{
+    size_t cap = cc->cap ? cc->cap * 2 : 1024;
+    struct prof_code *slots = calloc(cap, sizeof *slots);
+    if (!slots)
+        return PYS_E_NOMEM;
+    for (size_t i = 0; i < cc->cap; i++) {
+        if (!cc->slots[i].addr)
+            continue;
+        size_t j = slot_of(cc->slots[i].addr, cap);
+        while (slots[j].addr)
+            j = (j + 1) & (cap - 1);
+        slots[j] = cc->slots[i];
+    }
+    free(cc->slots);
+    cc->slots = slots;
+    cc->cap = cap;
+    return 0;
+}
+
+int prof_codecache_get(struct prof_codecache *cc, struct prof_intern *in, struct mem *m,
+                       const struct cpy_offsets *o, const struct cpy_symbols *sym,
+                       uint64_t addr, const struct prof_code **out)
+{
+    int rc;
+    if (cc->count >= CODECACHE_MAX)
+        prof_codecache_clear(cc);
+    if ((cc->count + 1) * 2 > cc->cap && (rc = grow(cc)) < 0)
+        return rc;
+    size_t j = slot_of(addr, cc->cap);
+    for (; cc->slots[j].addr; j = (j + 1) & (cc->cap - 1)) {
+        if (cc->slots[j].addr == addr) {
+            cc->hits++;
+            *out = &cc->slots[j];
+            return 0;
+        }
+    }
+    cc->misses++;
+    struct prof_code e;
+    memset(&e, 0, sizeof e);
+    if ((rc = cpy_code_read(m, o, sym, addr, &e.code)) < 0)
+        return rc;
+    e.filename = prof_intern_str(in, e.code.filename, strlen(e.code.filename));
+    e.qualname = prof_intern_str(in, e.code.qualname, strlen(e.code.qualname));
+    free(e.code.filename);
+    free(e.code.qualname);
+    e.code.filename = e.code.qualname = NULL;
+    if (!e.filename || !e.qualname) {
+        cpy_code_release(&e.code);
+        return PYS_E_NOMEM;
+    }
+    e.addr = addr;
+    cc->slots[j] = e;
+    cc->count++;
+    *out = &cc->slots[j];
+    return 0;
+}
+
+void prof_codecache_clear(struct prof_codecache *cc)
+{
+    for (size_t i = 0; i < cc->cap; i++) {
+        if (cc->slots[i].addr)
+            cpy_code_release(&cc->slots[i].code);
+        memset(&cc->slots[i], 0, sizeof cc->slots[i]);
+    }
+    cc->count = 0;
+}
+
+void prof_codecache_release(struct prof_codecache *cc)
+{
+    prof_codecache_clear(cc);
+    free(cc->slots);
+    memset(cc, 0, sizeof *cc);
+}

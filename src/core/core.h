@@ -1,0 +1,91 @@
+/*
+ * core: what a session keeps between calls: interned strings, the code
+ * object cache, and the session itself. Internal to libpystrobe.
+ */
+#ifndef PYSTROBE_CORE_H
+#define PYSTROBE_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <pystrobe/pystrobe.h>
+
+#include "cpython/cpython.h"
+#include "mem/mem.h"
+
+/* --- interned strings (intern.c) ---------------------------------------- */
+
+/* A set of NUL-terminated strings; each distinct string is stored once and
+ * keeps its address until prof_intern_release. */
+struct prof_intern {
+    char **slots;
+    size_t cap, count;
+};
+
+/* The interned copy of s (len bytes, no NUL needed), or NULL if out of memory. */
+const char *prof_intern_str(struct prof_intern *in, const char *s, size_t len);
+void prof_intern_release(struct prof_intern *in);
+
+/* --- code object cache (codecache.c) ------------------------------------ */
+
+struct prof_code {
+    uint64_t addr;          /* 0 = empty slot */
+    const char *filename;   /* interned */
+    const char *qualname;   /* interned */
+    struct cpy_code code;   /* linetable and lengths; its strings are freed */
+};
+
+struct prof_codecache {
+    struct prof_code *slots;
+    size_t cap, count;
+    uint64_t hits, misses;
+};
+
+/* The cached code object at addr, reading and interning it on a miss. */
+int prof_codecache_get(struct prof_codecache *cc, struct prof_intern *in, struct mem *m,
+                       const struct cpy_offsets *o, const struct cpy_symbols *sym,
+                       uint64_t addr, const struct prof_code **out);
+/* Forget every entry (the target may have freed and reused code objects). */
+void prof_codecache_clear(struct prof_codecache *cc);
+void prof_codecache_release(struct prof_codecache *cc);
+
+/* --- the session (session.c, attach.c, snapshot.c) ---------------------- */
+
+struct pys_session {
+    int pid;
+    struct pys_options opt;
+    struct mem mem;
+    struct cpy_offsets off;
+    struct cpy_symbols sym;
+    uint64_t runtime;        /* address of _PyRuntime */
+    char *image_path;        /* the image holding the runtime */
+    char err[512];           /* last error detail */
+
+    struct prof_intern strings;
+    struct prof_codecache codes;
+    uint64_t code_generation; /* interpreter's code object generation seen last */
+
+    /* Scratch and results of the last snapshot. */
+    struct cpy_stack stack;
+    uint8_t *tsbuf;
+    struct cpy_raw_frame *raw;
+    struct pys_interp *interps;
+    size_t ninterps, interps_cap;
+    struct pys_thread *threads;
+    size_t nthreads, threads_cap;
+    size_t *thread_frame_start; /* per thread: index of its first frame */
+    char (*thread_err)[160];    /* per thread: error detail */
+    struct pys_frame *frames;
+    size_t nframes, frames_cap;
+    struct pys_snapshot snap;
+};
+
+/* Find and validate the runtime of s->pid; fills off, sym, runtime,
+ * image_path. Detail of a failure in s->err. */
+int prof_attach_runtime(struct pys_session *s);
+
+/* printf into s->err; returns code. */
+int prof_fail(struct pys_session *s, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,94 @@
+/*
+ * session: the public lifecycle of an attached process: attach, accessors,
+ * last error, free.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+
+int prof_fail(struct pys_session *s, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->err, sizeof s->err, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int pys_session_attach(pys_session **out, int pid, const struct pys_options *opt, char *errtext,
+                       size_t errlen)
+{
+    struct pys_session *s = NULL;
+    int rc;
+
+    if (errtext && errlen)
+        errtext[0] = '\0';
+    if (!out || pid <= 0) {
+        if (errtext && errlen)
+            snprintf(errtext, errlen, "no such process: %d", pid);
+        return pid <= 0 ? PYS_E_NOPROC : PYS_E_INVAL;
+    }
+    s = calloc(1, sizeof *s);
+    if (!s)
+        return PYS_E_NOMEM;
+    s->pid = pid;
+    if (opt)
+        s->opt = *opt;
+    mem_init_process(&s->mem, pid);
+    rc = prof_attach_runtime(s);
+    if (rc < 0)
+        goto fail;
+    rc = PYS_E_NOMEM;
+    s->tsbuf = malloc(s->off.thread_state.size);
+    s->raw = malloc(CPY_MAX_FRAMES * sizeof *s->raw);
+    if (!s->tsbuf || !s->raw)
+        goto fail;
+    *out = s;
+    return 0;
+fail:
+    if (errtext && errlen)
+        snprintf(errtext, errlen, "%s", s->err[0] ? s->err : pys_strerror(rc));
+    pys_session_free(s);
+    return rc;
+}
+
+void pys_session_free(pys_session *s)
+{
+    if (!s)
+        return;
+    prof_codecache_release(&s->codes);
+    prof_intern_release(&s->strings);
+    cpy_stack_release(&s->stack);
+    free(s->tsbuf);
+    free(s->raw);
+    free(s->interps);
+    free(s->threads);
+    free(s->thread_frame_start);
+    free(s->thread_err);
+    free(s->frames);
+    free(s->image_path);
+    free(s);
+}
+
+const char *pys_session_last_error(const pys_session *s)
+{
+    return s ? s->err : "";
+}
+
+int pys_session_pid(const pys_session *s)
+{
+    return s->pid;
+}
+
+uint32_t pys_session_python_version(const pys_session *s)
+{
+    return s->off.version;
+}
+
+const char *pys_session_image_path(const pys_session *s)
+{
+    return s->image_path;
+}

@@ -1,0 +1,266 @@
+/*
+ * snapshot: one pass over every interpreter, thread and frame of the target.
+ *
+ * For each thread: read its thread state, work out its status, walk its frame
+ * chain (cpython/frames.c), then turn each raw frame into a pys_frame through
+ * the code cache and the line table. A thread whose walk fails is retried a
+ * few times (a running thread can change under the reader) and then reported
+ * with its error; the other threads are still reported. Only a target that
+ * is gone fails the whole snapshot.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "platform/platform.h"
+
+/* A walk that raced with the running thread usually succeeds on a retry. */
+#define WALK_TRIES 3
+
+static int reserve(void **v, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t n = *cap ? *cap : 16;
+    while (n < need)
+        n *= 2;
+    void *p = realloc(*v, n * elem);
+    if (!p)
+        return PYS_E_NOMEM;
+    *v = p;
+    *cap = n;
+    return 0;
+}
+
+static int reserve_threads(struct pys_session *s, size_t need)
+{
+    size_t cap = s->threads_cap;
+    int rc = reserve((void **)&s->threads, &cap, need, sizeof *s->threads);
+    if (rc == 0 && cap != s->threads_cap) {
+        size_t *st = realloc(s->thread_frame_start, cap * sizeof *st);
+        if (st)
+            s->thread_frame_start = st;
+        char(*te)[160] = realloc(s->thread_err, cap * sizeof *te);
+        if (te)
+            s->thread_err = te;
+        if (!st || !te)
+            return PYS_E_NOMEM;
+    }
+    s->threads_cap = cap;
+    return rc;
+}
+
+/* Turn the raw frames of a walk into pys_frames appended to s->frames.
+ * Returns the number added, or an error (the frames added are dropped). */
+static int resolve_frames(struct pys_session *s, size_t nraw, char *err, size_t errlen)
+{
+    size_t start = s->nframes;
+    int rc = reserve((void **)&s->frames, &s->frames_cap, s->nframes + nraw, sizeof *s->frames);
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < nraw; i++) {
+        const struct cpy_raw_frame *rf = &s->raw[i];
+        const struct prof_code *pc;
+        rc = prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym, rf->code, &pc);
+        if (rc < 0) {
+            snprintf(err, errlen, "code object at 0x%llx unreadable: %s",
+                     (unsigned long long)rf->code, pys_strerror(rc));
+            goto fail;
+        }
+        if (cpy_frame_incomplete(&s->off, &pc->code, rf))
+            continue;
+        struct pys_frame *f = &s->frames[s->nframes];
+        struct cpy_location loc;
+        rc = cpy_code_locate(&s->off, &pc->code, rf, &f->lasti, &loc);
+        if (rc < 0) {
+            snprintf(err, errlen, "frame at 0x%llx: instruction pointer outside %s",
+                     (unsigned long long)rf->addr, pc->qualname);
+            goto fail;
+        }
+        f->filename = pc->filename;
+        f->qualname = pc->qualname;
+        f->firstlineno = pc->code.firstlineno;
+        f->lineno = loc.lineno;
+        f->end_lineno = loc.end_lineno;
+        f->col = loc.col;
+        f->end_col = loc.end_col;
+        s->nframes++;
+    }
+    return (int)(s->nframes - start);
+fail:
+    s->nframes = start;
+    return rc;
+}
+
+static const char *walk_error(int rc)
+{
+    switch (rc) {
+    case PYS_E_TOODEEP:
+        return "frame chain too long or cyclic";
+    case PYS_E_CORRUPT:
+        return "frame chain inconsistent (did not reach the base frame)";
+    default:
+        return pys_strerror(rc);
+    }
+}
+
+/* Read one thread: status, then frames. Returns 0 (the thread may carry its
+ * own error) or PYS_E_EXITED / PYS_E_NOMEM, which end the snapshot. */
+static int read_thread(struct pys_session *s, const struct cpy_interp *in,
+                       const struct cpy_thread *t, size_t ti)
+{
+    struct pys_thread *pt = &s->threads[ti];
+    char *err = s->thread_err[ti];
+    int rc = 0;
+
+    memset(pt, 0, sizeof *pt);
+    err[0] = '\0';
+    pt->native_id = t->native_id;
+    pt->thread_id = t->thread_id;
+    pt->tstate = t->addr;
+    if (t->addr == in->threads_main)
+        pt->status |= PYS_THREAD_MAIN_THREAD;
+    if (t->addr == in->gil_holder)
+        pt->status |= PYS_THREAD_HAS_GIL;
+    else if (t->gil_requested)
+        pt->status |= PYS_THREAD_GIL_REQUESTED;
+    if (t->has_exception)
+        pt->status |= PYS_THREAD_HAS_EXCEPTION;
+    if (s->opt.cpu_state) {
+        int state = plat_task_state(s->pid, (int)t->native_id);
+        if (state == 'R')
+            pt->status |= PYS_THREAD_ON_CPU;
+        else if (state < 0)
+            pt->status |= PYS_THREAD_UNKNOWN;
+    } else {
+        pt->status |= PYS_THREAD_UNKNOWN;
+    }
+    s->thread_frame_start[ti] = s->nframes;
+
+    struct cpy_thread cur = *t;
+    for (int attempt = 0; attempt < WALK_TRIES; attempt++) {
+        if (attempt > 0) {
+            /* Re-read the thread state: the thread moved on. */
+            rc = cpy_thread_read(&s->mem, &s->off, &s->sym, t->addr, s->tsbuf, &cur);
+            if (rc < 0)
+                break;
+        }
+        rc = cpy_stack_walk(&s->mem, &s->off, &cur, &s->stack, s->raw, CPY_MAX_FRAMES);
+        if (rc < 0) {
+            snprintf(err, sizeof s->thread_err[ti], "%s", walk_error(rc));
+        } else {
+            rc = resolve_frames(s, (size_t)rc, err, sizeof s->thread_err[ti]);
+        }
+        if (rc >= 0 || rc == PYS_E_EXITED || rc == PYS_E_NOMEM)
+            break;
+    }
+    if (rc == PYS_E_EXITED || rc == PYS_E_NOMEM)
+        return rc;
+    if (rc < 0) {
+        pt->error = rc;
+        pt->nframes = 0;
+        return 0;
+    }
+    err[0] = '\0';
+    pt->nframes = (size_t)rc;
+    return 0;
+}
+
+/* Drop every cached code object if the interpreter says code objects were
+ * freed since the last look (3.14+). Without such a counter (3.13) the cache
+ * is kept for the session. */
+static int check_code_generation(struct pys_session *s, uint64_t interp)
+{
+    if (!CPY_HAS(&s->off, interpreter_state, code_object_generation))
+        return 0;
+    uint64_t gen;
+    int rc = mem_read_u64(&s->mem, interp + s->off.interpreter_state.code_object_generation, &gen);
+    if (rc < 0)
+        return rc;
+    if (gen != s->code_generation) {
+        prof_codecache_clear(&s->codes);
+        s->code_generation = gen;
+    }
+    return 0;
+}
+
+int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
+{
+    uint64_t iaddr;
+    int rc;
+
+    s->ninterps = s->nthreads = s->nframes = 0;
+    s->err[0] = '\0';
+    if ((rc = cpy_runtime_first_interp(&s->mem, &s->off, s->runtime, &iaddr)) < 0)
+        goto fail;
+    for (size_t ni = 0; iaddr != 0; ni++) {
+        struct cpy_interp in;
+        if (ni == CPY_MAX_INTERPS) {
+            rc = prof_fail(s, PYS_E_TOODEEP, "more than %d interpreters", CPY_MAX_INTERPS);
+            goto fail;
+        }
+        if ((rc = cpy_interp_read(&s->mem, &s->off, iaddr, &in)) < 0)
+            goto fail;
+        if (ni == 0 && (rc = check_code_generation(s, iaddr)) < 0)
+            goto fail;
+        if ((rc = reserve((void **)&s->interps, &s->interps_cap, s->ninterps + 1,
+                          sizeof *s->interps)) < 0)
+            goto fail;
+        struct pys_interp *pi = &s->interps[s->ninterps++];
+        pi->id = in.id;
+        pi->nthreads = 0;
+        /* threads is an index until the fix-up below: the array may move. */
+        pi->threads = (const struct pys_thread *)(uintptr_t)s->nthreads;
+        uint64_t taddr = in.threads_head;
+        for (size_t nt = 0; taddr != 0; nt++) {
+            struct cpy_thread t;
+            if (nt == CPY_MAX_THREADS) {
+                rc = prof_fail(s, PYS_E_TOODEEP, "more than %d threads", CPY_MAX_THREADS);
+                goto fail;
+            }
+            if ((rc = reserve_threads(s, s->nthreads + 1)) < 0)
+                goto fail;
+            rc = cpy_thread_read(&s->mem, &s->off, &s->sym, taddr, s->tsbuf, &t);
+            if (rc == PYS_E_EXITED)
+                goto fail;
+            if (rc < 0) {
+                /* The list is broken here: report the thread and stop. */
+                struct pys_thread *pt = &s->threads[s->nthreads];
+                memset(pt, 0, sizeof *pt);
+                pt->tstate = taddr;
+                pt->error = rc;
+                snprintf(s->thread_err[s->nthreads], sizeof s->thread_err[0],
+                         "thread state at 0x%llx unreadable: %s", (unsigned long long)taddr,
+                         pys_strerror(rc));
+                s->thread_frame_start[s->nthreads] = s->nframes;
+                s->nthreads++;
+                pi->nthreads++;
+                break;
+            }
+            if ((rc = read_thread(s, &in, &t, s->nthreads)) < 0)
+                goto fail;
+            s->nthreads++;
+            pi->nthreads++;
+            taddr = t.next;
+        }
+        iaddr = in.next;
+    }
+    /* Fix-up: turn indices into pointers now that the arrays are final. */
+    for (size_t i = 0; i < s->ninterps; i++)
+        s->interps[i].threads = s->threads + (uintptr_t)s->interps[i].threads;
+    for (size_t i = 0; i < s->nthreads; i++) {
+        s->threads[i].frames = s->frames + s->thread_frame_start[i];
+        s->threads[i].error_text = s->threads[i].error ? s->thread_err[i] : NULL;
+    }
+    s->snap.ninterps = s->ninterps;
+    s->snap.interps = s->interps;
+    *out = &s->snap;
+    return 0;
+fail:
+    if (rc == PYS_E_EXITED)
+        return prof_fail(s, rc, "process %d exited", s->pid);
+    if (rc != PYS_E_TOODEEP)
+        prof_fail(s, rc, "reading process %d: %s", s->pid, pys_strerror(rc));
+    return rc;
+}

@@ -1,0 +1,144 @@
+/*
+ * code: code objects (name, file, first line, line table, bytecode length)
+ * and where in its code a frame is. The core caches what cpy_code_read
+ * returns; this file keeps nothing.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <pystrobe/pystrobe.h>
+
+#include "cpython/cpython.h"
+
+/* A code object's fixed part is about 200 bytes in 3.13-3.15. */
+#define CODE_HEAD_MAX 4096
+/* FRAME_OWNED_BY_GENERATOR, the same from 3.11 to 3.15. */
+#define OWNER_GENERATOR 1
+
+static int64_t load_i64(const uint8_t *p)
+{
+    int64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static uint64_t load_u64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static int32_t load_i32(const uint8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Is the object at addr of type code? By address when the image exported
+ * PyCode_Type, else by the type's name. */
+static int check_code_type(struct mem *m, const struct cpy_offsets *o,
+                           const struct cpy_symbols *sym, uint64_t type)
+{
+    if (sym->code_type)
+        return type == sym->code_type ? 0 : PYS_E_CORRUPT;
+    uint64_t name;
+    char buf[8];
+    int rc = mem_read_u64(m, type + o->type_object.tp_name, &name);
+    if (rc == 0)
+        rc = mem_read(m, name, buf, 5);
+    if (rc < 0)
+        return rc;
+    return memcmp(buf, "code", 5) == 0 ? 0 : PYS_E_CORRUPT;
+}
+
+int cpy_code_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_symbols *sym,
+                  uint64_t addr, struct cpy_code *out)
+{
+    uint8_t head[CODE_HEAD_MAX];
+    struct cpy_code c;
+    size_t hlen = o->code_object.size;
+    int rc;
+
+    memset(&c, 0, sizeof c);
+    if (hlen > sizeof head)
+        return PYS_E_CORRUPT;
+    if ((rc = mem_read(m, addr, head, hlen)) < 0)
+        return rc;
+    if ((rc = check_code_type(m, o, sym, load_u64(head + o->pyobject.ob_type))) < 0)
+        return rc;
+    int64_t units = load_i64(head + o->var_object.ob_size);
+    if (units < 0 || units > (INT32_MAX / 2))
+        return PYS_E_CORRUPT;
+    c.ncodeunits = (uint64_t)units;
+    c.firstlineno = load_i32(head + o->code_object.firstlineno);
+    c.firsttraceable = CPY_HAS(o, code_object, firsttraceable)
+                           ? load_i32(head + o->code_object.firsttraceable)
+                           : -1;
+    rc = cpy_unicode_read(m, o, load_u64(head + o->code_object.filename), CPY_MAX_STR_CHARS,
+                          &c.filename);
+    if (rc == 0)
+        rc = cpy_unicode_read(m, o, load_u64(head + o->code_object.qualname), CPY_MAX_STR_CHARS,
+                              &c.qualname);
+    if (rc < 0)
+        goto fail;
+    rc = cpy_bytes_read(m, o, load_u64(head + o->code_object.linetable), CPY_MAX_LINETABLE,
+                        &c.linetable, &c.linetable_len);
+    if (rc == PYS_E_NOTFOUND)
+        rc = 0; /* a table too large to copy: frames of this code get no location */
+    if (rc < 0)
+        goto fail;
+    *out = c;
+    return 0;
+fail:
+    cpy_code_release(&c);
+    return rc;
+}
+
+void cpy_code_release(struct cpy_code *c)
+{
+    free(c->filename);
+    free(c->qualname);
+    free(c->linetable);
+    memset(c, 0, sizeof *c);
+}
+
+/* Code-unit index of the frame's instruction, or -1 if outside the code. */
+static int64_t instr_index(const struct cpy_offsets *o, const struct cpy_code *c,
+                           const struct cpy_raw_frame *f)
+{
+    uint64_t base = f->code + o->code_object.co_code_adaptive;
+    if (f->instr_ptr < base)
+        return -1;
+    uint64_t off = f->instr_ptr - base;
+    if (off % 2 != 0 || off / 2 >= c->ncodeunits)
+        return -1;
+    return (int64_t)(off / 2);
+}
+
+int cpy_code_locate(const struct cpy_offsets *o, const struct cpy_code *c,
+                    const struct cpy_raw_frame *f, int32_t *lasti, struct cpy_location *loc)
+{
+    struct cpy_location l = {-1, -1, -1, -1};
+    int64_t idx = instr_index(o, c, f);
+    if (idx < 0)
+        return PYS_E_CORRUPT;
+    if (c->linetable &&
+        cpy_loctable_lookup(c->linetable, c->linetable_len, c->firstlineno, (uint32_t)idx, &l) <
+            0) {
+        l.lineno = l.end_lineno = l.col = l.end_col = -1;
+    }
+    *lasti = (int32_t)(idx * 2);
+    *loc = l;
+    return 0;
+}
+
+int cpy_frame_incomplete(const struct cpy_offsets *o, const struct cpy_code *c,
+                         const struct cpy_raw_frame *f)
+{
+    if (f->owner == OWNER_GENERATOR || c->firsttraceable < 0)
+        return 0;
+    int64_t idx = instr_index(o, c, f);
+    return idx >= 0 && idx < c->firsttraceable;
+}

@@ -1,0 +1,147 @@
+/*
+ * cpython: how CPython's interpreters, threads, frames, code objects and
+ * strings are laid out in memory, for any supported version, through one
+ * struct cpy_offsets. Everything here reads through struct mem and treats
+ * what it reads as untrusted: lengths and loops are bounded, pointers checked
+ * before use, and a bad value is an error, never a crash.
+ *
+ * No OS headers, no caches (those are the core's), no allocation except where
+ * a function says it returns an allocated string.
+ */
+#ifndef PYSTROBE_CPYTHON_H
+#define PYSTROBE_CPYTHON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpython/linetable.h"
+#include "cpython/offsets.h"
+#include "mem/mem.h"
+
+/* Bounds on what a target may make us walk (each says why). */
+#define CPY_MAX_INTERPS 1024       /* CPython has no limit; thousands would be absurd */
+#define CPY_MAX_THREADS 65536      /* above any realistic thread count */
+#define CPY_MAX_FRAMES 8192        /* records per thread (Python + shim frames); the default
+                                      recursion limit is 1000, deep C recursion ~ 8000 */
+#define CPY_MAX_CHUNKS 1024        /* data stack chunks per thread */
+#define CPY_MAX_CHUNK_BYTES (64u << 20) /* all chunks of one thread */
+#define CPY_MAX_STR_CHARS 4096     /* names and file names; longer ones are cut */
+#define CPY_MAX_LINETABLE (4u << 20) /* a 40 000-line function has ~200 KB */
+
+/* Addresses in the interpreter image that identify objects. */
+struct cpy_symbols {
+    uint64_t code_type;  /* &PyCode_Type, 0 if unknown */
+    uint64_t none;       /* &_Py_NoneStruct, 0 if unknown */
+};
+
+/* --- interpreters ------------------------------------------------------- */
+
+struct cpy_interp {
+    uint64_t addr;
+    int64_t id;
+    uint64_t next;
+    uint64_t threads_head;
+    uint64_t threads_main;   /* the interpreter's main thread state, 0 if none */
+    uint64_t gil_holder;     /* thread state holding the GIL, 0 if nobody */
+};
+
+/* First interpreter of the runtime at runtime_addr (0 if none). */
+int cpy_runtime_first_interp(struct mem *m, const struct cpy_offsets *o, uint64_t runtime_addr,
+                             uint64_t *out);
+int cpy_interp_read(struct mem *m, const struct cpy_offsets *o, uint64_t addr,
+                    struct cpy_interp *out);
+
+/* --- threads ------------------------------------------------------------ */
+
+struct cpy_thread {
+    uint64_t addr;
+    uint64_t next;
+    uint64_t native_id;
+    uint64_t thread_id;
+    uint64_t current_frame;
+    uint64_t base_frame;      /* 3.15+, else 0 */
+    uint64_t datastack_chunk;
+    int has_exception;        /* raising or handling one */
+    int gil_requested;
+};
+
+/* Read the thread state at addr. tsbuf is scratch of o->thread_state.size
+ * bytes. */
+int cpy_thread_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_symbols *sym,
+                    uint64_t addr, uint8_t *tsbuf, struct cpy_thread *out);
+
+/* --- frames ------------------------------------------------------------- */
+
+/* A frame as found on the stack, before its code object is looked at. */
+struct cpy_raw_frame {
+    uint64_t addr;
+    uint64_t code;      /* the code object (tag bits cleared) */
+    uint64_t instr_ptr;
+    uint8_t owner;
+};
+
+/* Scratch the walk reuses between calls: copies of the thread's data stack
+ * chunks. Zero-initialise; release with cpy_stack_release. */
+struct cpy_stack {
+    uint8_t *buf;       /* the chunks' bytes, back to back */
+    size_t cap;
+    struct {
+        uint64_t addr;
+        size_t off, len; /* where in buf */
+    } chunks[CPY_MAX_CHUNKS];
+    size_t nchunks;
+    uint8_t *frame;     /* one frame read directly (outside the chunks) */
+    size_t frame_cap;
+};
+void cpy_stack_release(struct cpy_stack *st);
+
+/*
+ * Walk the thread's frames, innermost first, into out[0..max). Frames that
+ * are not Python frames (entry and shim frames) are left out. Returns the
+ * number of frames, or PYS_E_TOODEEP (chain longer than CPY_MAX_FRAMES or
+ * cyclic), PYS_E_CORRUPT (a 3.15 walk that does not end at the base frame, a
+ * frame that is not plausible), or a read error.
+ */
+int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
+                   struct cpy_stack *st, struct cpy_raw_frame *out, size_t max);
+
+/* --- code objects ------------------------------------------------------- */
+
+struct cpy_code {
+    char *filename;       /* UTF-8, allocated */
+    char *qualname;       /* UTF-8, allocated */
+    int32_t firstlineno;
+    int32_t firsttraceable; /* code units of prologue, -1 if unknown */
+    uint8_t *linetable;   /* allocated, NULL if too large or missing */
+    size_t linetable_len;
+    uint64_t ncodeunits;  /* length of the bytecode in code units */
+};
+
+/* Read the code object at addr. PYS_E_CORRUPT if it is not a code object. */
+int cpy_code_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_symbols *sym,
+                  uint64_t addr, struct cpy_code *out);
+void cpy_code_release(struct cpy_code *c);
+
+/* Where frame f is in code c: byte offset of the instruction (f_lasti) and
+ * its source range. Returns 0, or PYS_E_CORRUPT if the instruction pointer is
+ * outside the code. A location that is unknown comes back as -1s. */
+int cpy_code_locate(const struct cpy_offsets *o, const struct cpy_code *c,
+                    const struct cpy_raw_frame *f, int32_t *lasti, struct cpy_location *loc);
+
+/* Is f still in its prologue (CPython hides such frames from tracebacks)? */
+int cpy_frame_incomplete(const struct cpy_offsets *o, const struct cpy_code *c,
+                         const struct cpy_raw_frame *f);
+
+/* --- objects ------------------------------------------------------------ */
+
+/* Read the str at addr as NUL-terminated UTF-8 (allocated, *out), cut at
+ * max_chars code points. */
+int cpy_unicode_read(struct mem *m, const struct cpy_offsets *o, uint64_t addr,
+                     size_t max_chars, char **out);
+
+/* Read the bytes object at addr (allocated, *out, *len); PYS_E_NOTFOUND if it
+ * holds more than max bytes. */
+int cpy_bytes_read(struct mem *m, const struct cpy_offsets *o, uint64_t addr, size_t max,
+                   uint8_t **out, size_t *len);
+
+#endif

@@ -1,0 +1,148 @@
+/*
+ * frames: walk one thread's chain of _PyInterpreterFrames (3.11+).
+ *
+ * Frames owned by the thread live in its data stack chunks, so the walk first
+ * copies those chunks (a few large reads) and then follows `previous` inside
+ * the copy; a frame outside them (a generator's or coroutine's frame, an entry
+ * frame on the C stack, 3.15's base frame) is read directly. The chain is
+ * bounded and checked for cycles, and on 3.15 it must end at the thread's
+ * base frame, which tells a complete walk from one torn by a racing target.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <pystrobe/pystrobe.h>
+
+#include "cpython/cpython.h"
+
+/* struct _PyStackChunk, unchanged from 3.11 to 3.15: previous, size, top,
+ * then the frames. */
+#define CHUNK_PREVIOUS 0
+#define CHUNK_SIZE 8
+#define CHUNK_HEADER 24
+/* A chunk is at least one page in CPython (default 16 KiB). */
+#define CHUNK_MIN 32
+
+void cpy_stack_release(struct cpy_stack *st)
+{
+    free(st->buf);
+    free(st->frame);
+    memset(st, 0, sizeof *st);
+}
+
+static int grow(uint8_t **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t n = *cap ? *cap : 16384;
+    while (n < need)
+        n *= 2;
+    uint8_t *p = realloc(*buf, n);
+    if (!p)
+        return PYS_E_NOMEM;
+    *buf = p;
+    *cap = n;
+    return 0;
+}
+
+/* Copy every data stack chunk of the thread into st. */
+static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_stack *st)
+{
+    uint64_t addr = t->datastack_chunk;
+    size_t used = 0;
+    int rc;
+
+    st->nchunks = 0;
+    while (addr != 0) {
+        uint8_t head[CHUNK_HEADER];
+        uint64_t size, prev;
+        if (st->nchunks == CPY_MAX_CHUNKS)
+            return PYS_E_TOODEEP;
+        if ((rc = mem_read(m, addr, head, sizeof head)) < 0)
+            return rc;
+        memcpy(&prev, head + CHUNK_PREVIOUS, 8);
+        memcpy(&size, head + CHUNK_SIZE, 8);
+        if (size < CHUNK_MIN || size > CPY_MAX_CHUNK_BYTES - used)
+            return PYS_E_CORRUPT;
+        if ((rc = grow(&st->buf, &st->cap, used + size)) < 0)
+            return rc;
+        if ((rc = mem_read(m, addr, st->buf + used, size)) < 0)
+            return rc;
+        st->chunks[st->nchunks].addr = addr;
+        st->chunks[st->nchunks].off = used;
+        st->chunks[st->nchunks].len = size;
+        st->nchunks++;
+        used += size;
+        addr = prev;
+    }
+    return 0;
+}
+
+/* The bytes of the frame at addr: inside a copied chunk, or read now. */
+static int frame_bytes(struct mem *m, struct cpy_stack *st, uint64_t addr, size_t fsize,
+                       const uint8_t **out)
+{
+    for (size_t i = 0; i < st->nchunks; i++) {
+        uint64_t a = st->chunks[i].addr;
+        size_t len = st->chunks[i].len;
+        if (addr >= a + CHUNK_HEADER && addr - a <= len && fsize <= len - (addr - a)) {
+            *out = st->buf + st->chunks[i].off + (addr - a);
+            return 0;
+        }
+    }
+    int rc = grow(&st->frame, &st->frame_cap, fsize);
+    if (rc == 0)
+        rc = mem_read(m, addr, st->frame, fsize);
+    if (rc == 0)
+        *out = st->frame;
+    return rc;
+}
+
+int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
+                   struct cpy_stack *st, struct cpy_raw_frame *out, size_t max)
+{
+    const struct cpy_frame_offsets *f = &o->interpreter_frame;
+    uint64_t addr = t->current_frame, last = 0;
+    /* Brent's cycle detection: compare with a checkpoint moved at powers of two. */
+    uint64_t checkpoint = 0;
+    size_t power = 1, steps = 0, records = 0, n = 0;
+    int rc;
+
+    if ((rc = copy_chunks(m, t, st)) < 0)
+        return rc;
+    while (addr != 0) {
+        const uint8_t *fb = NULL;
+        uint64_t exe, prev, ip;
+        if (++records > CPY_MAX_FRAMES || addr == checkpoint)
+            return PYS_E_TOODEEP;
+        if (++steps == power) {
+            checkpoint = addr;
+            power *= 2;
+            steps = 0;
+        }
+        if (addr % 8 != 0)
+            return PYS_E_CORRUPT;
+        if ((rc = frame_bytes(m, st, addr, (size_t)f->size, &fb)) < 0)
+            return rc;
+        memcpy(&exe, fb + f->executable, 8);
+        memcpy(&prev, fb + f->previous, 8);
+        memcpy(&ip, fb + f->instr_ptr, 8);
+        uint8_t owner = fb[f->owner];
+        exe &= ~o->stackref_mask;
+        if (owner < o->first_shim_owner && exe != 0) {
+            if (n == max)
+                return PYS_E_TOODEEP;
+            out[n].addr = addr;
+            out[n].code = exe;
+            out[n].instr_ptr = ip;
+            out[n].owner = owner;
+            n++;
+        }
+        last = addr;
+        addr = prev;
+    }
+    if (CPY_HAS(o, thread_state, base_frame) && t->base_frame != 0 && last != t->base_frame &&
+        t->current_frame != 0)
+        return PYS_E_CORRUPT;
+    return (int)n;
+}

@@ -1,0 +1,181 @@
+/*
+ * offsets: the one struct of interpreter offsets the walker reads through.
+ *
+ * For CPython 3.13+ the values come from the target's own _Py_DebugOffsets
+ * table, read at attach; which byte of that table holds which field differs
+ * per minor version and is generated from the interpreters' headers by
+ * tools/gen_layouts.py into layouts_gen.c. Fields a version's table lacks are
+ * filled from the same generated data (offsets in public structs) or left
+ * CPY_ABSENT. cpy_offsets_parse() validates everything once, so the walker can
+ * trust every offset it is given.
+ */
+#ifndef PYSTROBE_CPYTHON_OFFSETS_H
+#define PYSTROBE_CPYTHON_OFFSETS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CPY_ABSENT UINT64_MAX
+
+/*
+ * Every field pystrobe uses: X(group, name, width). width is how many bytes
+ * the walker reads at that offset inside the group's struct (0 for sizes and
+ * for the start of an embedded struct that other fields index into).
+ */
+#define CPY_FIELDS(X)                                                                              \
+    X(runtime_state, size, 0)                                                                      \
+    X(runtime_state, interpreters_head, 8)                                                         \
+    X(runtime_state, main_thread, 8)                                                               \
+    X(interpreter_state, size, 0)                                                                  \
+    X(interpreter_state, id, 8)                                                                    \
+    X(interpreter_state, next, 8)                                                                  \
+    X(interpreter_state, threads_head, 8)                                                          \
+    X(interpreter_state, threads_main, 8)                                                          \
+    X(interpreter_state, gc, 0)                                                                    \
+    X(interpreter_state, ceval_gil, 8)                                                             \
+    X(interpreter_state, gil_runtime_state, 0)                                                     \
+    X(interpreter_state, gil_runtime_state_locked, 4)                                              \
+    X(interpreter_state, gil_runtime_state_holder, 8)                                              \
+    X(interpreter_state, code_object_generation, 8)                                                \
+    X(thread_state, size, 0)                                                                       \
+    X(thread_state, prev, 8)                                                                       \
+    X(thread_state, next, 8)                                                                       \
+    X(thread_state, interp, 8)                                                                     \
+    X(thread_state, current_frame, 8)                                                              \
+    X(thread_state, base_frame, 8)                                                                 \
+    X(thread_state, thread_id, 8)                                                                  \
+    X(thread_state, native_thread_id, 8)                                                           \
+    X(thread_state, datastack_chunk, 8)                                                            \
+    X(thread_state, status, 4)                                                                     \
+    X(thread_state, holds_gil, 4)                                                                  \
+    X(thread_state, gil_requested, 4)                                                              \
+    X(thread_state, current_exception, 8)                                                          \
+    X(thread_state, exc_info, 8)                                                                   \
+    X(thread_state, exc_state, 0)                                                                  \
+    X(err_stackitem, exc_value, 8)                                                                 \
+    X(err_stackitem, previous_item, 8)                                                             \
+    X(interpreter_frame, size, 0)                                                                  \
+    X(interpreter_frame, previous, 8)                                                              \
+    X(interpreter_frame, executable, 8)                                                            \
+    X(interpreter_frame, instr_ptr, 8)                                                             \
+    X(interpreter_frame, owner, 1)                                                                 \
+    X(code_object, size, 0)                                                                        \
+    X(code_object, filename, 8)                                                                    \
+    X(code_object, name, 8)                                                                        \
+    X(code_object, qualname, 8)                                                                    \
+    X(code_object, linetable, 8)                                                                   \
+    X(code_object, firstlineno, 4)                                                                 \
+    X(code_object, firsttraceable, 4)                                                              \
+    X(code_object, co_code_adaptive, 0)                                                            \
+    X(pyobject, size, 0)                                                                           \
+    X(pyobject, ob_type, 8)                                                                        \
+    X(var_object, ob_size, 8)                                                                      \
+    X(type_object, size, 0)                                                                        \
+    X(type_object, tp_name, 8)                                                                     \
+    X(bytes_object, size, 0)                                                                       \
+    X(bytes_object, ob_size, 8)                                                                    \
+    X(bytes_object, ob_sval, 0)                                                                    \
+    X(unicode_object, size, 0)                                                                     \
+    X(unicode_object, state, 4)                                                                    \
+    X(unicode_object, length, 8)                                                                   \
+    X(unicode_object, asciiobject_size, 0)                                                         \
+    X(unicode_object, compactunicodeobject_size, 0)                                                \
+    X(gc, size, 0)                                                                                 \
+    X(gc, collecting, 4)                                                                           \
+    X(gc, frame, 8)
+
+enum cpy_field {
+#define CPY_FIELD_ENUM_(g, n, w) CPY_F_##g##_##n,
+    CPY_FIELDS(CPY_FIELD_ENUM_)
+#undef CPY_FIELD_ENUM_
+        CPY_F_COUNT
+};
+
+/* The values, by group, as the walker uses them. CPY_ABSENT where the
+ * target's version has no such field. */
+struct cpy_offsets {
+    uint32_t version; /* PY_VERSION_HEX of the target */
+    uint32_t minor;
+    struct {
+        uint64_t size, interpreters_head, main_thread;
+    } runtime_state;
+    struct cpy_interp_offsets {
+        uint64_t size, id, next, threads_head, threads_main, gc, ceval_gil, gil_runtime_state,
+            gil_runtime_state_locked, gil_runtime_state_holder, code_object_generation;
+    } interpreter_state;
+    struct cpy_thread_offsets {
+        uint64_t size, prev, next, interp, current_frame, base_frame, thread_id, native_thread_id,
+            datastack_chunk, status, holds_gil, gil_requested, current_exception, exc_info,
+            exc_state;
+    } thread_state;
+    struct {
+        uint64_t exc_value, previous_item;
+    } err_stackitem;
+    struct cpy_frame_offsets {
+        uint64_t size, previous, executable, instr_ptr, owner;
+    } interpreter_frame;
+    struct {
+        uint64_t size, filename, name, qualname, linetable, firstlineno, firsttraceable,
+            co_code_adaptive;
+    } code_object;
+    struct {
+        uint64_t size, ob_type;
+    } pyobject;
+    struct {
+        uint64_t ob_size;
+    } var_object;
+    struct {
+        uint64_t size, tp_name;
+    } type_object;
+    struct {
+        uint64_t size, ob_size, ob_sval;
+    } bytes_object;
+    struct {
+        uint64_t size, state, length, asciiobject_size, compactunicodeobject_size;
+    } unicode_object;
+    struct {
+        uint64_t size, collecting, frame;
+    } gc;
+
+    /* Constants of the version, not offsets. */
+    uint8_t first_shim_owner; /* frames with owner >= this are not Python frames */
+    uint64_t stackref_mask;   /* bits to clear from a _PyStackRef (3.14+), else 0 */
+};
+
+/* Generated, per minor version (layouts_gen.c). */
+#define CPY_NOPOS UINT16_MAX
+struct cpy_layout {
+    uint32_t minor;
+    uint32_t table_size;            /* sizeof(_Py_DebugOffsets) */
+    uint16_t pos[CPY_F_COUNT];      /* byte position in the table, or CPY_NOPOS */
+    uint64_t fallback[CPY_F_COUNT]; /* from the headers where pos is CPY_NOPOS, or CPY_ABSENT */
+    uint64_t main_thread_delta;     /* runtime main_thread - interpreters_head */
+    uint64_t threads_main_delta;    /* interp threads.main - threads.head */
+    uint8_t first_shim_owner;
+    uint64_t stackref_mask;
+};
+extern const struct cpy_layout cpy_layouts[];
+extern const size_t cpy_layouts_count;
+
+/* Largest plausible size of any struct the table describes; a bigger value
+ * is a corrupt table. (3.15's runtime state is 339 KiB.) */
+#define CPY_MAX_STRUCT_SIZE (16u << 20)
+
+/*
+ * Parse and validate a _Py_DebugOffsets table copied from the target (len
+ * bytes; pass at least the largest table size known). Checks the cookie, the
+ * version (a known minor, a final release), the free-threaded flag, every
+ * struct size and that every field used lies inside its struct, aligned.
+ * Returns 0 and fills *out; PYS_E_NOTPYTHON for a wrong cookie,
+ * PYS_E_VERSION for an unknown or pre-release version or a free-threaded
+ * build, PYS_E_CORRUPT for anything else; err gets one line saying why.
+ */
+int cpy_offsets_parse(const uint8_t *buf, size_t len, struct cpy_offsets *out, char *err,
+                      size_t errlen);
+
+/* Largest _Py_DebugOffsets of any known version: how much to read. */
+size_t cpy_offsets_max_table_size(void);
+
+#define CPY_HAS(o, group, name) ((o)->group.name != CPY_ABSENT)
+
+#endif

@@ -1,0 +1,128 @@
+/*
+ * threads: interpreters and their thread states: ids, the frame to start a
+ * walk from, who holds the GIL, and whether a thread is raising or handling
+ * an exception.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <pystrobe/pystrobe.h>
+
+#include "cpython/cpython.h"
+
+/* _PyErr_StackItem chains are as deep as nested generators handling
+ * exceptions; beyond this the chain is taken as corrupt. */
+#define MAX_EXC_ITEMS 256
+#define TSTATE_MAX 65536
+
+static uint64_t load_u64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+int cpy_runtime_first_interp(struct mem *m, const struct cpy_offsets *o, uint64_t runtime_addr,
+                             uint64_t *out)
+{
+    return mem_read_u64(m, runtime_addr + o->runtime_state.interpreters_head, out);
+}
+
+int cpy_interp_read(struct mem *m, const struct cpy_offsets *o, uint64_t addr,
+                    struct cpy_interp *out)
+{
+    const struct cpy_interp_offsets *is = &o->interpreter_state;
+    struct cpy_interp in;
+    uint64_t gil = 0, main = 0;
+    int rc;
+
+    memset(&in, 0, sizeof in);
+    in.addr = addr;
+    struct mem_seg segs[] = {
+        {addr + is->id, &in.id, 8},
+        {addr + is->next, &in.next, 8},
+        {addr + is->threads_head, &in.threads_head, 8},
+        {addr + is->threads_main, &main, 8},
+        {addr + is->ceval_gil, &gil, 8},
+    };
+    if ((rc = mem_readv(m, segs, sizeof segs / sizeof segs[0])) < 0)
+        return rc;
+    in.threads_main = main;
+    /* The GIL this interpreter uses (its own, or a shared one). */
+    if (is->gil_runtime_state_locked < is->gil_runtime_state ||
+        is->gil_runtime_state_holder < is->gil_runtime_state)
+        return PYS_E_CORRUPT;
+    if (gil == 0)
+        gil = addr + is->gil_runtime_state;
+    int32_t locked = 0;
+    uint64_t holder = 0;
+    struct mem_seg gsegs[] = {
+        {gil + (is->gil_runtime_state_locked - is->gil_runtime_state), &locked, 4},
+        {gil + (is->gil_runtime_state_holder - is->gil_runtime_state), &holder, 8},
+    };
+    if ((rc = mem_readv(m, gsegs, 2)) < 0)
+        return rc;
+    in.gil_holder = locked ? holder : 0;
+    *out = in;
+    return 0;
+}
+
+/* Is an exception being handled: the topmost _PyErr_StackItem with a value. */
+static int handling_exception(struct mem *m, const struct cpy_offsets *o,
+                              const struct cpy_symbols *sym, uint64_t item)
+{
+    for (int i = 0; item != 0; i++) {
+        uint64_t value = 0, prev = 0;
+        if (i == MAX_EXC_ITEMS)
+            return PYS_E_TOODEEP;
+        struct mem_seg segs[] = {
+            {item + o->err_stackitem.exc_value, &value, 8},
+            {item + o->err_stackitem.previous_item, &prev, 8},
+        };
+        int rc = mem_readv(m, segs, 2);
+        if (rc < 0)
+            return rc;
+        if (value != 0 && value != sym->none)
+            return 1;
+        item = prev;
+    }
+    return 0;
+}
+
+int cpy_thread_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_symbols *sym,
+                    uint64_t addr, uint8_t *tsbuf, struct cpy_thread *out)
+{
+    const struct cpy_thread_offsets *ts = &o->thread_state;
+    struct cpy_thread t;
+    int rc;
+
+    if (ts->size > TSTATE_MAX)
+        return PYS_E_CORRUPT;
+    if ((rc = mem_read(m, addr, tsbuf, ts->size)) < 0)
+        return rc;
+    memset(&t, 0, sizeof t);
+    t.addr = addr;
+    t.next = load_u64(tsbuf + ts->next);
+    t.native_id = load_u64(tsbuf + ts->native_thread_id);
+    t.thread_id = load_u64(tsbuf + ts->thread_id);
+    t.current_frame = load_u64(tsbuf + ts->current_frame);
+    t.datastack_chunk = load_u64(tsbuf + ts->datastack_chunk);
+    if (CPY_HAS(o, thread_state, base_frame))
+        t.base_frame = load_u64(tsbuf + ts->base_frame);
+    if (CPY_HAS(o, thread_state, gil_requested)) {
+        int32_t req;
+        memcpy(&req, tsbuf + ts->gil_requested, 4);
+        t.gil_requested = req != 0;
+    }
+    uint64_t raising = load_u64(tsbuf + ts->current_exception);
+    if (raising != 0 && raising != sym->none) {
+        t.has_exception = 1;
+    } else {
+        rc = handling_exception(m, o, sym, load_u64(tsbuf + ts->exc_info));
+        if (rc < 0)
+            return rc;
+        t.has_exception = rc;
+    }
+    *out = t;
+    return 0;
+}

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Generate src/cpython/layouts_gen.c from CPython's own headers.
+
+For each supported minor version with a _Py_DebugOffsets table (3.13+), the
+generated table says at which byte of the target's table each field pystrobe
+uses sits, and, for fields that version's table lacks, the offset taken from
+the headers (public structs such as PyThreadState and PyCodeObject).
+
+The positions are found by compiling a probe against the headers (offsetof,
+never by hand), so the output is only as right as the headers given. When
+several header sets are given for one minor (e.g. pyenv 3.13.0 and Debian
+3.13.18) they must agree, or the tool stops.
+
+Usage:
+    tools/gen_layouts.py [--check] [-o src/cpython/layouts_gen.c]
+
+Header sets are found in the pyenv builds (~/.pyenv/versions/3.1x.*) and the
+sid root (.cache/sid-root, made by scripts/sidroot.sh ensure). --check
+regenerates into memory and fails if the committed file differs.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SIDROOT = Path(os.environ.get("PYSTROBE_SIDROOT", ROOT / ".cache" / "sid-root"))
+OUT = ROOT / "src" / "cpython" / "layouts_gen.c"
+MINORS = [13, 14, 15]
+
+
+def field_list():
+    """(group, name) of CPY_FIELDS in offsets.h, in order."""
+    text = (ROOT / "src" / "cpython" / "offsets.h").read_text()
+    block = text[text.index("#define CPY_FIELDS(X)"):text.index("enum cpy_field")]
+    return re.findall(r"X\((\w+), (\w+), \d+\)", block)
+
+
+# Fields a table may lack, and the header expression that gives them.
+FALLBACKS = {
+    ("thread_state", "holds_gil"): ("PY_VERSION_HEX >= 0x030e0000",
+                                    "offsetof(PyThreadState, holds_gil)"),
+    ("thread_state", "current_exception"): ("1", "offsetof(PyThreadState, current_exception)"),
+    ("thread_state", "exc_info"): ("1", "offsetof(PyThreadState, exc_info)"),
+    ("thread_state", "exc_state"): ("1", "offsetof(PyThreadState, exc_state)"),
+    ("err_stackitem", "exc_value"): ("1", "offsetof(_PyErr_StackItem, exc_value)"),
+    ("err_stackitem", "previous_item"): ("1", "offsetof(_PyErr_StackItem, previous_item)"),
+    ("code_object", "firsttraceable"): ("1", "offsetof(PyCodeObject, _co_firsttraceable)"),
+    ("var_object", "ob_size"): ("1", "offsetof(PyVarObject, ob_size)"),
+    ("unicode_object", "compactunicodeobject_size"): ("1", "sizeof(PyCompactUnicodeObject)"),
+}
+# Derived from a table field plus a delta, because the absolute offset drifts
+# with build options while the distance inside one struct does not.
+DERIVED = {("runtime_state", "main_thread"), ("interpreter_state", "threads_main")}
+
+
+def header_sets():
+    """{minor: [(label, [include flags])]}"""
+    sets = {m: [] for m in MINORS}
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    for d in sorted(pyenv.glob("3.1*")) if pyenv.is_dir() else []:
+        m = re.match(r"3\.(\d+)\.\d+$", d.name)
+        if m and int(m.group(1)) in sets:
+            inc = d / "include" / f"python3.{m.group(1)}"
+            if (inc / "internal").is_dir():
+                sets[int(m.group(1))].append((f"pyenv {d.name}", [f"-I{inc}"]))
+    for minor in MINORS:
+        inc = SIDROOT / "usr" / "include" / f"python3.{minor}"
+        if (inc / "internal").is_dir():
+            # -idirafter: the root's multiarch pyconfig.h, but the host's libc headers.
+            sets[minor].append((f"debian 3.{minor}", [f"-I{inc}", f"-idirafter{SIDROOT}/usr/include"]))
+    return sets
+
+
+def table_members(flags):
+    """Members of _Py_DebugOffsets, as {(group, name)}, parsed from the header."""
+    inc = Path(flags[0][2:])
+    for name in ("internal/pycore_debug_offsets.h", "internal/pycore_runtime.h"):
+        p = inc / name
+        if p.exists() and "typedef struct _Py_DebugOffsets" in p.read_text():
+            text = p.read_text()
+            break
+    else:
+        sys.exit(f"no _Py_DebugOffsets in {inc}")
+    body = text[text.index("typedef struct _Py_DebugOffsets"):]
+    body = body[:body.index("} _Py_DebugOffsets;")]
+    members, pending = set(), None
+    for line in body.splitlines()[1:]:
+        line = line.split("//")[0].strip()
+        if re.match(r"struct _?\w+\s*\{", line):
+            pending = []
+        elif pending is not None and re.match(r"\}\s*\w+;", line):
+            group = re.match(r"\}\s*(\w+);", line).group(1)
+            members.update((group, n) for n in pending)
+            pending = None
+        elif pending is not None and re.match(r"uint64_t \w+;", line):
+            pending.append(re.match(r"uint64_t (\w+);", line).group(1))
+    return members
+
+
+PROBE_HEAD = """
+#define Py_BUILD_CORE 1
+#include <Python.h>
+#include <stddef.h>
+#include <stdio.h>
+#include "internal/pycore_runtime.h"
+#include "internal/pycore_interp.h"
+#if PY_VERSION_HEX >= 0x030e0000
+#include "internal/pycore_debug_offsets.h"
+#include "internal/pycore_interpframe_structs.h"
+#include "internal/pycore_stackref.h"
+#else
+#include "internal/pycore_frame.h"
+#endif
+int main(void) {
+"""
+
+
+def probe(flags, fields, members):
+    lines = [PROBE_HEAD]
+    lines.append('printf("minor %d\\n", PY_MINOR_VERSION);')
+    lines.append('printf("table_size %zu\\n", sizeof(_Py_DebugOffsets));')
+    for g, n in fields:
+        key = f"{g}.{n}"
+        if (g, n) in members:
+            lines.append(f'printf("pos {key} %zu\\n", offsetof(_Py_DebugOffsets, {g}.{n}));')
+        elif (g, n) in FALLBACKS:
+            cond, expr = FALLBACKS[(g, n)]
+            lines.append(f"#if {cond}")
+            lines.append(f'printf("fallback {key} %zu\\n", (size_t)({expr}));')
+            lines.append("#endif")
+    lines.append('printf("main_thread_delta %zu\\n", offsetof(_PyRuntimeState, main_thread)'
+                 ' - offsetof(_PyRuntimeState, interpreters.head));')
+    lines.append('printf("threads_main_delta %zu\\n", offsetof(PyInterpreterState, threads.main)'
+                 ' - offsetof(PyInterpreterState, threads.head));')
+    lines.append('printf("first_shim_owner %d\\n", FRAME_OWNED_BY_FRAME_OBJECT + 1);')
+    lines.append("#ifdef Py_TAG_BITS")
+    lines.append('printf("stackref_mask %zu\\n", (size_t)Py_TAG_BITS);')
+    lines.append("#else")
+    lines.append('printf("stackref_mask 0\\n");')
+    lines.append("#endif")
+    lines.append("return 0; }")
+    with tempfile.TemporaryDirectory() as d:
+        src, exe = Path(d) / "probe.c", Path(d) / "probe"
+        src.write_text("\n".join(lines))
+        subprocess.run(["cc", "-w", *flags, str(src), "-o", str(exe)], check=True)
+        out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    result = {}
+    for line in out.splitlines():
+        parts = line.split()
+        result[tuple(parts[:-1])] = int(parts[-1])
+    return result
+
+
+def render(layouts, fields, sources):
+    out = ["/* Generated by tools/gen_layouts.py from CPython's headers; do not edit.",
+           " * Sources: " + "; ".join(sources) + ". */",
+           '#include "cpython/offsets.h"', "",
+           "const struct cpy_layout cpy_layouts[] = {"]
+    for minor, r in sorted(layouts.items()):
+        out.append("    {")
+        out.append(f"        .minor = {minor},")
+        out.append(f"        .table_size = {r[('table_size',)]},")
+        out.append("        .pos = {")
+        for g, n in fields:
+            v = r.get(("pos", f"{g}.{n}"))
+            out.append(f"            [CPY_F_{g}_{n}] = {v if v is not None else 'CPY_NOPOS'},")
+        out.append("        },")
+        out.append("        .fallback = {")
+        for g, n in fields:
+            v = r.get(("fallback", f"{g}.{n}"))
+            out.append(f"            [CPY_F_{g}_{n}] = {str(v) + 'u' if v is not None else 'CPY_ABSENT'},")
+        out.append("        },")
+        for k in ("main_thread_delta", "threads_main_delta", "first_shim_owner", "stackref_mask"):
+            out.append(f"        .{k} = {r[(k,)]},")
+        out.append("    },")
+    out.append("};")
+    out.append("const size_t cpy_layouts_count = sizeof(cpy_layouts) / sizeof(cpy_layouts[0]);")
+    return "\n".join(out) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-o", default=str(OUT))
+    ap.add_argument("--check", action="store_true")
+    args = ap.parse_args()
+    fields = field_list()
+    layouts, sources = {}, []
+    for minor, sets in header_sets().items():
+        if not sets:
+            sys.exit(f"no headers for 3.{minor}: run scripts/sidroot.sh ensure")
+        first = None
+        for label, flags in sets:
+            r = probe(flags, fields, table_members(flags))
+            if first is not None and r != first:
+                diff = {k: (first.get(k), r.get(k)) for k in set(first) | set(r)
+                        if first.get(k) != r.get(k)}
+                sys.exit(f"3.{minor}: {label} disagrees with {sets[0][0]}: {diff}")
+            first = r
+            sources.append(label)
+        layouts[minor] = first
+    text = render(layouts, fields, sources)
+    if args.check:
+        if Path(args.o).read_text() != text:
+            sys.exit(f"{args.o} is out of date: run tools/gen_layouts.py")
+        return
+    Path(args.o).write_text(text)
+
+
+if __name__ == "__main__":
+    main()

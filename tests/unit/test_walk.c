@@ -1,0 +1,362 @@
+/*
+ * Unit tests of the thread, frame, code and string readers (cpython/) on
+ * crafted target memory: a memory image laid out with CPython 3.15's real
+ * offsets, then corrupted in the ways a racing or hostile target could be.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <pystrobe/pystrobe.h>
+
+#include "cpython/cpython.h"
+
+#define HEAP 0x100000ull
+#define HEAP_SIZE 0x10000
+#define CHUNK 0x200000ull
+#define CHUNK_SIZE 0x4000
+
+/* Addresses of the objects in the image. */
+#define A_TSTATE (HEAP + 0x0)
+#define A_BASE (A_TSTATE + 888) /* 3.15's base frame sits right after PyThreadState */
+#define A_TYPE (HEAP + 0x1000)
+#define A_FILENAME (HEAP + 0x1100)
+#define A_QUALNAME (HEAP + 0x1200)
+#define A_UNAME (HEAP + 0x1300)
+#define A_LINETABLE (HEAP + 0x1400)
+#define A_CODE (HEAP + 0x2000)
+#define A_FRAME(i) (HEAP + 0x3000 + (uint64_t)(i) * 0x100)
+
+struct image {
+    struct cpy_offsets o;
+    uint8_t heap[HEAP_SIZE];
+    uint8_t chunk[CHUNK_SIZE];
+    struct mem_region regions[2];
+    struct mem mem;
+    struct cpy_symbols sym;
+};
+
+static void load_offsets(struct cpy_offsets *o)
+{
+    uint8_t buf[1024];
+    char err[200];
+    FILE *f = fopen("tests/unit/data/debug_offsets_3.15.2.bin", "rb");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    assert_int_equal(cpy_offsets_parse(buf, n, o, err, sizeof err), 0);
+}
+
+static uint8_t *at(struct image *im, uint64_t addr)
+{
+    if (addr >= CHUNK && addr < CHUNK + CHUNK_SIZE)
+        return im->chunk + (addr - CHUNK);
+    assert_true(addr >= HEAP && addr < HEAP + HEAP_SIZE);
+    return im->heap + (addr - HEAP);
+}
+
+static void put64(struct image *im, uint64_t addr, uint64_t v)
+{
+    memcpy(at(im, addr), &v, 8);
+}
+
+static void put32(struct image *im, uint64_t addr, uint32_t v)
+{
+    memcpy(at(im, addr), &v, 4);
+}
+
+/* A compact str: ASCII (kind 1) or UCS-2 (kind 2). */
+static void put_str(struct image *im, uint64_t addr, const void *chars, size_t n, unsigned kind)
+{
+    const struct cpy_offsets *o = &im->o;
+    int ascii = kind == 1;
+    put32(im, addr + o->unicode_object.state, (kind << 2) | (1u << 5) | ((unsigned)ascii << 6));
+    put64(im, addr + o->unicode_object.length, n);
+    uint64_t data = addr + (ascii ? o->unicode_object.asciiobject_size
+                                  : o->unicode_object.compactunicodeobject_size);
+    memcpy(at(im, data), chars, n * kind);
+}
+
+/* A frame of the code object at A_CODE at instruction idx, linked to prev. */
+static void put_frame(struct image *im, uint64_t addr, uint64_t prev, uint32_t idx,
+                      uint8_t owner)
+{
+    const struct cpy_offsets *o = &im->o;
+    put64(im, addr + o->interpreter_frame.executable, A_CODE | 1); /* tagged stackref */
+    put64(im, addr + o->interpreter_frame.previous, prev);
+    put64(im, addr + o->interpreter_frame.instr_ptr,
+          A_CODE + o->code_object.co_code_adaptive + 2ull * idx);
+    *at(im, addr + o->interpreter_frame.owner) = owner;
+}
+
+/* A thread with three frames: A_FRAME(0) -> A_FRAME(1) -> A_FRAME(2) ->
+ * base frame, and one code object "pkg/mod.py", "Outer.f". */
+static void build(struct image *im)
+{
+    memset(im, 0, sizeof *im);
+    load_offsets(&im->o);
+    const struct cpy_offsets *o = &im->o;
+    im->regions[0] = (struct mem_region){HEAP, im->heap, HEAP_SIZE};
+    im->regions[1] = (struct mem_region){CHUNK, im->chunk, CHUNK_SIZE};
+    mem_init_image(&im->mem, im->regions, 2);
+    im->sym.code_type = A_TYPE;
+    im->sym.none = 0;
+
+    put_str(im, A_FILENAME, "pkg/mod.py", 10, 1);
+    put_str(im, A_QUALNAME, "Outer.f", 7, 1);
+    /* Location table: 4 units on line 1, cols 0-0; then 2 units, line 2, cols 8-9. */
+    static const uint8_t lt[] = {0x83, 0x00, 0xd9, 0x08, 0x09};
+    put64(im, A_LINETABLE + o->bytes_object.ob_size, sizeof lt);
+    memcpy(at(im, A_LINETABLE + o->bytes_object.ob_sval), lt, sizeof lt);
+    put64(im, A_CODE + o->pyobject.ob_type, A_TYPE);
+    put64(im, A_CODE + o->var_object.ob_size, 6); /* code units */
+    put64(im, A_CODE + o->code_object.filename, A_FILENAME);
+    put64(im, A_CODE + o->code_object.qualname, A_QUALNAME);
+    put64(im, A_CODE + o->code_object.linetable, A_LINETABLE);
+    put32(im, A_CODE + o->code_object.firstlineno, 1);
+    put32(im, A_CODE + o->code_object.firsttraceable, 1);
+
+    put_frame(im, A_FRAME(0), A_FRAME(1), 5, 0);
+    put_frame(im, A_FRAME(1), A_FRAME(2), 4, 0);
+    put_frame(im, A_FRAME(2), A_BASE, 2, 0);
+    *at(im, A_BASE + o->interpreter_frame.owner) = 3; /* base frame: not Python */
+
+    put64(im, A_TSTATE + o->thread_state.native_thread_id, 4242);
+    put64(im, A_TSTATE + o->thread_state.thread_id, 0x7f00);
+    put64(im, A_TSTATE + o->thread_state.current_frame, A_FRAME(0));
+    put64(im, A_TSTATE + o->thread_state.base_frame, A_BASE);
+}
+
+static int walk(struct image *im, struct cpy_raw_frame *out, size_t max)
+{
+    uint8_t ts[4096];
+    struct cpy_thread t;
+    struct cpy_stack st;
+    memset(&st, 0, sizeof st);
+    int rc = cpy_thread_read(&im->mem, &im->o, &im->sym, A_TSTATE, ts, &t);
+    assert_int_equal(rc, 0);
+    rc = cpy_stack_walk(&im->mem, &im->o, &t, &st, out, max);
+    cpy_stack_release(&st);
+    return rc;
+}
+
+static void test_walk_ok(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    struct cpy_raw_frame f[16];
+    build(im);
+    assert_int_equal(walk(im, f, 16), 3);
+    assert_int_equal(f[0].addr, A_FRAME(0));
+    assert_int_equal(f[2].addr, A_FRAME(2));
+    assert_int_equal(f[0].code, A_CODE); /* tag bits cleared */
+
+    struct cpy_code c;
+    assert_int_equal(cpy_code_read(&im->mem, &im->o, &im->sym, A_CODE, &c), 0);
+    assert_string_equal(c.filename, "pkg/mod.py");
+    assert_string_equal(c.qualname, "Outer.f");
+    int32_t lasti;
+    struct cpy_location loc;
+    assert_int_equal(cpy_code_locate(&im->o, &c, &f[0], &lasti, &loc), 0);
+    assert_int_equal(lasti, 10);
+    assert_int_equal(loc.lineno, 2);
+    assert_int_equal(loc.col, 8);
+    assert_int_equal(loc.end_col, 9);
+    assert_int_equal(cpy_code_locate(&im->o, &c, &f[2], &lasti, &loc), 0);
+    assert_int_equal(loc.lineno, 1);
+    assert_int_equal(cpy_frame_incomplete(&im->o, &c, &f[2]), 0);
+    cpy_code_release(&c);
+    free(im);
+}
+
+static void test_walk_cycle(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    struct cpy_raw_frame f[16];
+    build(im);
+    put64(im, A_FRAME(2) + im->o.interpreter_frame.previous, A_FRAME(0));
+    assert_int_equal(walk(im, f, 16), PYS_E_TOODEEP);
+    /* A frame that is its own caller. */
+    put64(im, A_FRAME(1) + im->o.interpreter_frame.previous, A_FRAME(1));
+    assert_int_equal(walk(im, f, 16), PYS_E_TOODEEP);
+    free(im);
+}
+
+static void test_walk_too_many(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    struct cpy_raw_frame f[2];
+    build(im);
+    assert_int_equal(walk(im, f, 2), PYS_E_TOODEEP);
+    free(im);
+}
+
+static void test_walk_unmapped(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    struct cpy_raw_frame f[16];
+    build(im);
+    put64(im, A_FRAME(1) + im->o.interpreter_frame.previous, 0x7777000);
+    assert_int_equal(walk(im, f, 16), PYS_E_BADADDR);
+    put64(im, A_FRAME(1) + im->o.interpreter_frame.previous, A_FRAME(2) + 3);
+    assert_int_equal(walk(im, f, 16), PYS_E_CORRUPT); /* misaligned frame */
+    free(im);
+}
+
+static void test_walk_base_frame(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    struct cpy_raw_frame f[16];
+    build(im);
+    /* The chain ends early (a torn read): not at the base frame. */
+    put64(im, A_FRAME(1) + im->o.interpreter_frame.previous, 0);
+    assert_int_equal(walk(im, f, 16), PYS_E_CORRUPT);
+    free(im);
+}
+
+static void test_walk_skips_shims(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    struct cpy_raw_frame f[16];
+    build(im);
+    *at(im, A_FRAME(1) + im->o.interpreter_frame.owner) = 3; /* an entry frame */
+    assert_int_equal(walk(im, f, 16), 2);
+    assert_int_equal(f[1].addr, A_FRAME(2));
+    free(im);
+}
+
+static void test_walk_in_chunk(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    struct cpy_raw_frame f[16];
+    build(im);
+    /* Move the innermost frame into a data stack chunk; make its heap copy
+     * garbage, so a walk that reads it from anywhere but the chunk fails. */
+    uint64_t fa = CHUNK + 24;
+    put64(im, CHUNK + 8, CHUNK_SIZE);
+    put_frame(im, fa, A_FRAME(1), 5, 0);
+    memset(at(im, A_FRAME(0)), 0xff, 88);
+    put64(im, A_TSTATE + im->o.thread_state.datastack_chunk, CHUNK);
+    put64(im, A_TSTATE + im->o.thread_state.current_frame, fa);
+    /* Past the thread state: the chunk header and body, then the three
+     * frames outside the chunk; the frame inside it comes from the copy. */
+    uint64_t before = im->mem.stats.reads;
+    assert_int_equal(walk(im, f, 16), 3);
+    assert_int_equal(f[0].addr, fa);
+    uint64_t tstate_reads = 1;
+    assert_int_equal(im->mem.stats.reads - before - tstate_reads, 5);
+    /* A chunk claiming to be 1 TiB is refused. */
+    put64(im, CHUNK + 8, 1ull << 40);
+    assert_int_equal(walk(im, f, 16), PYS_E_CORRUPT);
+    free(im);
+}
+
+static void test_code_checks(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    struct cpy_code c;
+    struct cpy_raw_frame fr = {A_FRAME(0), A_CODE, 0, 0};
+    int32_t lasti;
+    struct cpy_location loc;
+    build(im);
+    /* Not a code object. */
+    put64(im, A_CODE + im->o.pyobject.ob_type, A_TYPE + 8);
+    assert_int_equal(cpy_code_read(&im->mem, &im->o, &im->sym, A_CODE, &c), PYS_E_CORRUPT);
+    put64(im, A_CODE + im->o.pyobject.ob_type, A_TYPE);
+    /* Negative string length. */
+    put64(im, A_QUALNAME + im->o.unicode_object.length, (uint64_t)-5);
+    assert_int_equal(cpy_code_read(&im->mem, &im->o, &im->sym, A_CODE, &c), PYS_E_CORRUPT);
+    put64(im, A_QUALNAME + im->o.unicode_object.length, 7);
+    /* Instruction pointer outside the bytecode. */
+    assert_int_equal(cpy_code_read(&im->mem, &im->o, &im->sym, A_CODE, &c), 0);
+    fr.instr_ptr = A_CODE + im->o.code_object.co_code_adaptive + 2 * 6;
+    assert_int_equal(cpy_code_locate(&im->o, &c, &fr, &lasti, &loc), PYS_E_CORRUPT);
+    fr.instr_ptr = A_CODE;
+    assert_int_equal(cpy_code_locate(&im->o, &c, &fr, &lasti, &loc), PYS_E_CORRUPT);
+    /* A thread-owned frame still in its prologue is incomplete. */
+    fr.instr_ptr = A_CODE + im->o.code_object.co_code_adaptive;
+    assert_int_equal(cpy_frame_incomplete(&im->o, &c, &fr), 1);
+    fr.owner = 1; /* generator frames never are */
+    assert_int_equal(cpy_frame_incomplete(&im->o, &c, &fr), 0);
+    cpy_code_release(&c);
+    free(im);
+}
+
+static void test_unicode(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    char *s = NULL;
+    build(im);
+    /* "função_λ" in UCS-2, then a lone surrogate. */
+    const uint16_t u[] = {'f', 'u', 'n', 0xe7, 0xe3, 'o', '_', 0x3bb, 0xd800};
+    put_str(im, A_UNAME, u, 9, 2);
+    assert_int_equal(cpy_unicode_read(&im->mem, &im->o, A_UNAME, 100, &s), 0);
+    assert_string_equal(s, "fun\xc3\xa7\xc3\xa3o_\xce\xbb\xef\xbf\xbd");
+    free(s);
+    /* Cut at max_chars code points. */
+    assert_int_equal(cpy_unicode_read(&im->mem, &im->o, A_UNAME, 4, &s), 0);
+    assert_string_equal(s, "fun\xc3\xa7");
+    free(s);
+    /* A kind of 3 does not exist; non-compact strings are refused. */
+    put32(im, A_UNAME + im->o.unicode_object.state, (3u << 2) | (1u << 5));
+    assert_int_equal(cpy_unicode_read(&im->mem, &im->o, A_UNAME, 100, &s), PYS_E_CORRUPT);
+    put32(im, A_UNAME + im->o.unicode_object.state, (2u << 2));
+    assert_int_equal(cpy_unicode_read(&im->mem, &im->o, A_UNAME, 100, &s), PYS_E_CORRUPT);
+    /* A length running off the mapped memory. */
+    put_str(im, A_UNAME, u, 9, 2);
+    put64(im, A_UNAME + im->o.unicode_object.length, 1u << 20);
+    assert_int_equal(cpy_unicode_read(&im->mem, &im->o, A_UNAME, 1u << 20, &s), PYS_E_BADADDR);
+    free(im);
+}
+
+static void test_exception_status(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    uint8_t ts[4096];
+    struct cpy_thread t;
+    build(im);
+    const struct cpy_offsets *o = &im->o;
+    uint64_t item = A_TSTATE + o->thread_state.exc_state;
+    put64(im, A_TSTATE + o->thread_state.exc_info, item);
+    assert_int_equal(cpy_thread_read(&im->mem, o, &im->sym, A_TSTATE, ts, &t), 0);
+    assert_int_equal(t.has_exception, 0);
+    assert_int_equal(t.native_id, 4242);
+    /* Handled in an outer item (a generator's own item on top). */
+    uint64_t outer = HEAP + 0x5000;
+    put64(im, item + o->err_stackitem.previous_item, outer);
+    put64(im, outer + o->err_stackitem.exc_value, HEAP + 0x5100);
+    assert_int_equal(cpy_thread_read(&im->mem, o, &im->sym, A_TSTATE, ts, &t), 0);
+    assert_int_equal(t.has_exception, 1);
+    /* A cyclic item chain ends in an error, not a hang. */
+    put64(im, outer + o->err_stackitem.exc_value, 0);
+    put64(im, outer + o->err_stackitem.previous_item, item);
+    assert_int_equal(cpy_thread_read(&im->mem, o, &im->sym, A_TSTATE, ts, &t), PYS_E_TOODEEP);
+    free(im);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_walk_ok),         cmocka_unit_test(test_walk_cycle),
+        cmocka_unit_test(test_walk_too_many),   cmocka_unit_test(test_walk_unmapped),
+        cmocka_unit_test(test_walk_base_frame), cmocka_unit_test(test_walk_skips_shims),
+        cmocka_unit_test(test_walk_in_chunk),   cmocka_unit_test(test_code_checks),
+        cmocka_unit_test(test_unicode),         cmocka_unit_test(test_exception_status),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -69,12 +69,14 @@ test-one: all
 	PYSTROBE_BUILD=$(abspath $(B)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
 
 test: sidroot
-	$(MAKE) test-one B=build-asan CC=clang \
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
+	$(MAKE) --no-print-directory test-one B=build-asan CC=clang \
 	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
-	$(MAKE) test-one B=build
+	$(MAKE) --no-print-directory test-one B=build
 
-# Each fuzzer for FUZZ_SECONDS (libFuzzer, clang).
+# Each fuzzer for FUZZ_SECONDS (libFuzzer, clang); `make test` runs each briefly.
 FUZZ_SECONDS ?= 30
+TEST_FUZZ_SECONDS ?= 10
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 fuzz:
 	@set -e; for f in $(FUZZ_SRC); do \
@@ -82,7 +84,10 @@ fuzz:
 	  clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -g -O1 \
 	    -fsanitize=fuzzer,address,undefined $$f $(LIB_SRC) $(LDLIBS) -o build-fuzz/$$n; \
 	  mkdir -p build-fuzz/corpus-$$n; \
-	  build-fuzz/$$n -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus-$$n tests/fuzz/seeds/$$n; \
+	  echo "== $$n ($(FUZZ_SECONDS) s)"; \
+	  build-fuzz/$$n -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus-$$n tests/fuzz/seeds/$$n \
+	    2>build-fuzz/$$n.log || { tail -40 build-fuzz/$$n.log; exit 1; }; \
+	  tail -1 build-fuzz/$$n.log; \
 	done
 
 # --- demo -------------------------------------------------------------------

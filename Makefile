@@ -92,7 +92,7 @@ fuzz:
 
 # --- demo -------------------------------------------------------------------
 
-demo: deps all
+demo: sidroot all
 	scripts/demo.sh $(B)/pystrobe
 
 format:

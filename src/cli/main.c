@@ -26,16 +26,21 @@ static const char USAGE[] =
 
 int cli_report(int code, const char *msg)
 {
-    fprintf(stderr, "pystrobe: %s\n", msg && *msg ? msg : pys_strerror(code));
+    const char *text = msg && *msg ? msg : pys_strerror(code);
+    if (code == PYS_E_PERM) {
+        /* The library says what was denied; the command says what grants it. */
+        fprintf(stderr,
+                "pystrobe: %s: run as root or with CAP_SYS_PTRACE, or (for processes of your "
+                "own user) set kernel.yama.ptrace_scope to 0\n",
+                text);
+        return CLI_PERM;
+    }
+    fprintf(stderr, "pystrobe: %s\n", text);
     switch (code) {
     case PYS_E_NOPROC:
         return CLI_NOPROC;
     case PYS_E_NOTPYTHON:
         return CLI_NOTPYTHON;
-    case PYS_E_PERM:
-        fprintf(stderr, "pystrobe: reading another process needs root or CAP_SYS_PTRACE; "
-                        "for processes of your own user, set kernel.yama.ptrace_scope to 0\n");
-        return CLI_PERM;
     case PYS_E_VERSION:
         return CLI_VERSION;
     case PYS_E_EXITED:

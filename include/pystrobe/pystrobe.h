@@ -66,6 +66,11 @@ PYS_EXTERN const char *pys_strerror(int code);
 /* One Python frame. Strings are UTF-8, interned by the session (equal
  * strings have equal pointers) and valid until pys_session_free(). Unknown
  * numbers are -1. */
+/* What a frame stands for. Markers have filename "~", no location. */
+#define PYS_FRAME_PYTHON 0
+#define PYS_FRAME_NATIVE 1 /* "<native>": C code between Python frames */
+#define PYS_FRAME_GC 2     /* "<GC>": a garbage collection started here */
+
 struct pys_frame {
     const char *filename; /* co_filename */
     const char *qualname; /* co_qualname */
@@ -75,6 +80,7 @@ struct pys_frame {
     int32_t col;     /* 0-based, -1 unknown */
     int32_t end_col; /* 0-based, exclusive, -1 unknown */
     int32_t lasti;   /* byte offset of the instruction, as frame.f_lasti */
+    int32_t kind;    /* PYS_FRAME_* */
 };
 
 struct pys_thread {
@@ -104,6 +110,12 @@ struct pys_snapshot {
 struct pys_options {
     /* Evaluate PYS_THREAD_ON_CPU from the kernel's task state. */
     int cpu_state;
+    /* Add a PYS_FRAME_NATIVE marker wherever C code called back into Python,
+     * and one at the bottom of each thread. */
+    int native;
+    /* Add a PYS_FRAME_GC marker above the frame that started the running
+     * garbage collection, where the version tells it (3.15). */
+    int gc;
 };
 
 typedef struct pys_session pys_session;
@@ -127,6 +139,53 @@ PYS_EXTERN const char *pys_session_image_path(const pys_session *s);
  * its error in pys_thread.error and the others are still reported; the call
  * itself fails only when nothing can be read (process gone: PYS_E_EXITED). */
 PYS_EXTERN int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out);
+
+/* --- aggregated profiles ----------------------------------------------- */
+
+/*
+ * A profile aggregates stacks by distinct stack: a trie whose first level is
+ * the threads, then frames from the outermost call inward. Memory grows with
+ * the number of distinct stacks, not with the number of samples. A frame is
+ * identified by its strings' addresses (interned by the session) and its
+ * numbers, so the session that produced the frames must outlive the profile.
+ */
+typedef struct pys_profile pys_profile;
+
+struct pys_profile_node {
+    uint32_t parent;       /* node id; 0 for thread nodes (children of the root) */
+    uint32_t first_child;  /* 0 = none */
+    uint32_t next_sibling; /* 0 = none */
+    uint64_t self;         /* samples ending at this node */
+    uint64_t total;        /* samples passing through it (self included) */
+    uint64_t thread;       /* native thread id the node belongs to */
+    int is_thread;         /* a thread node: frame is unused */
+    struct pys_frame frame;
+};
+
+/* Facts about how the profile was taken, for the outputs' headers. */
+struct pys_profile_info {
+    int pid;
+    uint32_t python_version;
+    uint64_t interval_ns;   /* the requested sampling interval */
+    uint64_t duration_ns;   /* wall time sampled */
+    uint64_t samples;       /* snapshots taken */
+    uint64_t failed;        /* snapshots in which a thread could not be read */
+    uint64_t missed;        /* deadlines passed without a snapshot */
+    const char *mode;       /* "wall", "cpu", "gil", "exception" */
+};
+
+PYS_EXTERN pys_profile *pys_profile_new(void);
+PYS_EXTERN void pys_profile_free(pys_profile *p);
+/* Add one thread's stack (frames innermost first, as in pys_thread) with the
+ * given weight. 0, or PYS_E_NOMEM (the profile is unchanged). */
+PYS_EXTERN int pys_profile_add(pys_profile *p, uint64_t thread, const struct pys_frame *frames,
+                               size_t n, uint64_t weight);
+/* Node 0 is the root; ids run from 0 to pys_profile_nodes() - 1, and a
+ * node's parent always has a smaller id. */
+PYS_EXTERN size_t pys_profile_nodes(const pys_profile *p);
+PYS_EXTERN const struct pys_profile_node *pys_profile_node(const pys_profile *p, uint32_t id);
+PYS_EXTERN struct pys_profile_info *pys_profile_info(pys_profile *p);
+PYS_EXTERN const struct pys_profile_info *pys_profile_info_get(const pys_profile *p);
 
 #ifdef __cplusplus
 }

@@ -62,6 +62,7 @@ struct pys_session {
     char err[512];           /* last error detail */
 
     struct prof_intern strings;
+    const char *marker_file, *marker_native, *marker_gc; /* interned "~", "<native>", "<GC>" */
     struct prof_codecache codes;
     uint64_t code_generation; /* interpreter's code object generation seen last */
 

@@ -44,7 +44,10 @@ int pys_session_attach(pys_session **out, int pid, const struct pys_options *opt
     rc = PYS_E_NOMEM;
     s->tsbuf = malloc(s->off.thread_state.size);
     s->raw = malloc(CPY_MAX_FRAMES * sizeof *s->raw);
-    if (!s->tsbuf || !s->raw)
+    s->marker_file = prof_intern_str(&s->strings, "~", 1);
+    s->marker_native = prof_intern_str(&s->strings, "<native>", 8);
+    s->marker_gc = prof_intern_str(&s->strings, "<GC>", 4);
+    if (!s->tsbuf || !s->raw || !s->marker_file || !s->marker_native || !s->marker_gc)
         goto fail;
     *out = s;
     return 0;

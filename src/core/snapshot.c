@@ -51,17 +51,41 @@ static int reserve_threads(struct pys_session *s, size_t need)
     return rc;
 }
 
-/* Turn the raw frames of a walk into pys_frames appended to s->frames.
- * Returns the number added, or an error (the frames added are dropped). */
-static int resolve_frames(struct pys_session *s, size_t nraw, char *err, size_t errlen)
+/* Append a marker frame (<native>, <GC>). The caller reserved room. */
+static void add_marker(struct pys_session *s, int kind)
+{
+    struct pys_frame *f = &s->frames[s->nframes++];
+    memset(f, 0, sizeof *f);
+    f->filename = s->marker_file;
+    f->qualname = kind == PYS_FRAME_GC ? s->marker_gc : s->marker_native;
+    f->firstlineno = f->lineno = f->end_lineno = f->col = f->end_col = f->lasti = -1;
+    f->kind = kind;
+}
+
+/*
+ * Turn the raw frames of a walk into pys_frames appended to s->frames.
+ * Shim frames become one <native> marker per run of them (with the native
+ * option); a <GC> marker goes directly above the frame that started a running
+ * collection, in place of a <native> in the same gap. Returns the number of
+ * frames added, or an error (the frames added are dropped).
+ */
+static int resolve_frames(struct pys_session *s, const struct cpy_interp *in, size_t nraw,
+                          char *err, size_t errlen)
 {
     size_t start = s->nframes;
-    int rc = reserve((void **)&s->frames, &s->frames_cap, s->nframes + nraw, sizeof *s->frames);
+    int pending_native = 0;
+    /* At most one marker per raw frame, plus one at the bottom. */
+    int rc = reserve((void **)&s->frames, &s->frames_cap, s->nframes + 2 * nraw + 1,
+                     sizeof *s->frames);
     if (rc < 0)
         return rc;
     for (size_t i = 0; i < nraw; i++) {
         const struct cpy_raw_frame *rf = &s->raw[i];
         const struct prof_code *pc;
+        if (rf->shim) {
+            pending_native = 1;
+            continue;
+        }
         rc = prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym, rf->code, &pc);
         if (rc < 0) {
             snprintf(err, errlen, "code object at 0x%llx unreadable: %s",
@@ -70,6 +94,13 @@ static int resolve_frames(struct pys_session *s, size_t nraw, char *err, size_t 
         }
         if (cpy_frame_incomplete(&s->off, &pc->code, rf))
             continue;
+        if (s->opt.gc && in->gc_frame != 0 && rf->addr == in->gc_frame) {
+            add_marker(s, PYS_FRAME_GC);
+            pending_native = 0;
+        } else if (pending_native && s->opt.native) {
+            add_marker(s, PYS_FRAME_NATIVE);
+        }
+        pending_native = 0;
         struct pys_frame *f = &s->frames[s->nframes];
         struct cpy_location loc;
         rc = cpy_code_locate(&s->off, &pc->code, rf, &f->lasti, &loc);
@@ -85,8 +116,12 @@ static int resolve_frames(struct pys_session *s, size_t nraw, char *err, size_t 
         f->end_lineno = loc.end_lineno;
         f->col = loc.col;
         f->end_col = loc.end_col;
+        f->kind = PYS_FRAME_PYTHON;
         s->nframes++;
     }
+    /* The C code that started the thread. */
+    if (s->opt.native && s->nframes > start)
+        add_marker(s, PYS_FRAME_NATIVE);
     return (int)(s->nframes - start);
 fail:
     s->nframes = start;
@@ -150,7 +185,7 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
         if (rc < 0) {
             snprintf(err, sizeof s->thread_err[ti], "%s", walk_error(rc));
         } else {
-            rc = resolve_frames(s, (size_t)rc, err, sizeof s->thread_err[ti]);
+            rc = resolve_frames(s, in, (size_t)rc, err, sizeof s->thread_err[ti]);
         }
         if (rc >= 0 || rc == PYS_E_EXITED || rc == PYS_E_NOMEM)
             break;

@@ -43,6 +43,7 @@ struct cpy_interp {
     uint64_t threads_head;
     uint64_t threads_main;   /* the interpreter's main thread state, 0 if none */
     uint64_t gil_holder;     /* thread state holding the GIL, 0 if nobody */
+    uint64_t gc_frame;       /* frame that started the running collection (3.15), or 0 */
 };
 
 /* First interpreter of the runtime at runtime_addr (0 if none). */
@@ -78,6 +79,7 @@ struct cpy_raw_frame {
     uint64_t code;      /* the code object (tag bits cleared) */
     uint64_t instr_ptr;
     uint8_t owner;
+    uint8_t shim;       /* an entry/shim/base frame: C code, not a Python frame */
 };
 
 /* Scratch the walk reuses between calls: copies of the thread's data stack
@@ -97,7 +99,8 @@ void cpy_stack_release(struct cpy_stack *st);
 
 /*
  * Walk the thread's frames, innermost first, into out[0..max). Frames that
- * are not Python frames (entry and shim frames) are left out. Returns the
+ * are not Python frames (entry, shim and base frames) are included with
+ * shim set: they mark where C code sits on the stack. Returns the
  * number of frames, or PYS_E_TOODEEP (chain longer than CPY_MAX_FRAMES or
  * cyclic), PYS_E_CORRUPT (a 3.15 walk that does not end at the base frame, a
  * frame that is not plausible), or a read error.

@@ -129,15 +129,14 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
         memcpy(&ip, fb + f->instr_ptr, 8);
         uint8_t owner = fb[f->owner];
         exe &= ~o->stackref_mask;
-        if (owner < o->first_shim_owner && exe != 0) {
-            if (n == max)
-                return PYS_E_TOODEEP;
-            out[n].addr = addr;
-            out[n].code = exe;
-            out[n].instr_ptr = ip;
-            out[n].owner = owner;
-            n++;
-        }
+        if (n == max)
+            return PYS_E_TOODEEP;
+        out[n].addr = addr;
+        out[n].code = exe;
+        out[n].instr_ptr = ip;
+        out[n].owner = owner;
+        out[n].shim = owner >= o->first_shim_owner || exe == 0;
+        n++;
         last = addr;
         addr = prev;
     }

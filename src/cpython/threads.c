@@ -63,6 +63,18 @@ int cpy_interp_read(struct mem *m, const struct cpy_offsets *o, uint64_t addr,
     if ((rc = mem_readv(m, gsegs, 2)) < 0)
         return rc;
     in.gil_holder = locked ? holder : 0;
+    /* The frame that started a running collection (3.15 publishes it). */
+    if (CPY_HAS(o, gc, frame) && CPY_HAS(o, interpreter_state, gc)) {
+        int32_t collecting = 0;
+        uint64_t frame = 0;
+        struct mem_seg csegs[] = {
+            {addr + is->gc + o->gc.collecting, &collecting, 4},
+            {addr + is->gc + o->gc.frame, &frame, 8},
+        };
+        if ((rc = mem_readv(m, csegs, 2)) < 0)
+            return rc;
+        in.gc_frame = collecting ? frame : 0;
+    }
     *out = in;
     return 0;
 }

@@ -152,10 +152,13 @@ static void test_walk_ok(void **state)
     struct image *im = malloc(sizeof *im);
     struct cpy_raw_frame f[16];
     build(im);
-    assert_int_equal(walk(im, f, 16), 3);
+    assert_int_equal(walk(im, f, 16), 4);
     assert_int_equal(f[0].addr, A_FRAME(0));
     assert_int_equal(f[2].addr, A_FRAME(2));
     assert_int_equal(f[0].code, A_CODE); /* tag bits cleared */
+    assert_int_equal(f[0].shim, 0);
+    assert_int_equal(f[3].addr, A_BASE); /* the base frame ends the walk, as a shim */
+    assert_int_equal(f[3].shim, 1);
 
     struct cpy_code c;
     assert_int_equal(cpy_code_read(&im->mem, &im->o, &im->sym, A_CODE, &c), 0);
@@ -193,9 +196,9 @@ static void test_walk_too_many(void **state)
 {
     (void)state;
     struct image *im = malloc(sizeof *im);
-    struct cpy_raw_frame f[2];
+    struct cpy_raw_frame f[3];
     build(im);
-    assert_int_equal(walk(im, f, 2), PYS_E_TOODEEP);
+    assert_int_equal(walk(im, f, 3), PYS_E_TOODEEP);
     free(im);
 }
 
@@ -224,15 +227,17 @@ static void test_walk_base_frame(void **state)
     free(im);
 }
 
-static void test_walk_skips_shims(void **state)
+static void test_walk_marks_shims(void **state)
 {
     (void)state;
     struct image *im = malloc(sizeof *im);
     struct cpy_raw_frame f[16];
     build(im);
     *at(im, A_FRAME(1) + im->o.interpreter_frame.owner) = 3; /* an entry frame */
-    assert_int_equal(walk(im, f, 16), 2);
-    assert_int_equal(f[1].addr, A_FRAME(2));
+    assert_int_equal(walk(im, f, 16), 4);
+    assert_int_equal(f[0].shim, 0);
+    assert_int_equal(f[1].shim, 1);
+    assert_int_equal(f[2].shim, 0);
     free(im);
 }
 
@@ -253,7 +258,7 @@ static void test_walk_in_chunk(void **state)
     /* Past the thread state: the chunk header and body, then the three
      * frames outside the chunk; the frame inside it comes from the copy. */
     uint64_t before = im->mem.stats.reads;
-    assert_int_equal(walk(im, f, 16), 3);
+    assert_int_equal(walk(im, f, 16), 4);
     assert_int_equal(f[0].addr, fa);
     uint64_t tstate_reads = 1;
     assert_int_equal(im->mem.stats.reads - before - tstate_reads, 5);
@@ -268,7 +273,7 @@ static void test_code_checks(void **state)
     (void)state;
     struct image *im = malloc(sizeof *im);
     struct cpy_code c;
-    struct cpy_raw_frame fr = {A_FRAME(0), A_CODE, 0, 0};
+    struct cpy_raw_frame fr = {A_FRAME(0), A_CODE, 0, 0, 0};
     int32_t lasti;
     struct cpy_location loc;
     build(im);
@@ -354,7 +359,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_walk_ok),         cmocka_unit_test(test_walk_cycle),
         cmocka_unit_test(test_walk_too_many),   cmocka_unit_test(test_walk_unmapped),
-        cmocka_unit_test(test_walk_base_frame), cmocka_unit_test(test_walk_skips_shims),
+        cmocka_unit_test(test_walk_base_frame), cmocka_unit_test(test_walk_marks_shims),
         cmocka_unit_test(test_walk_in_chunk),   cmocka_unit_test(test_code_checks),
         cmocka_unit_test(test_unicode),         cmocka_unit_test(test_exception_status),
     };

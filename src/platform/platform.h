@@ -30,38 +30,58 @@ struct plat_maps {
     size_t n;
 };
 
-/* Parse the text of a maps file (len bytes, need not be NUL-terminated).
- * Lines that do not parse make the whole call fail with PYS_E_CORRUPT. */
+/* Parse the text of a maps file (len bytes, need not be NUL-terminated; the
+ * last line need not end in a newline). Empty text gives 0 maps (v NULL).
+ * Any line not in the kernel's format (including a blank line or a NUL byte)
+ * makes the whole call fail with PYS_E_CORRUPT; *out is then untouched. */
 int plat_maps_parse(const char *text, size_t len, struct plat_maps *out);
 /* Read and parse /proc/PID/maps. PYS_E_NOPROC if the process does not exist,
- * PYS_E_PERM if it may not be read. */
+ * PYS_E_PERM if it may not be read, PYS_E_INVAL for pid <= 0. A kernel
+ * thread (or a process exiting during the read) has 0 maps. */
 int plat_maps_read(pid_t pid, struct plat_maps *out);
+/* Free what plat_maps_parse/plat_maps_read returned (the array and its path
+ * strings are one allocation) and reset *m to empty. NULL is allowed. */
 void plat_maps_release(struct plat_maps *m);
 
 /* Open the file behind a mapping for reading, as the target sees it:
- * /proc/PID/map_files/START-END first, then /proc/PID/root/PATH.
- * Returns an fd (>= 0) or a negative code. */
+ * /proc/PID/map_files/START-END first (needs CAP_SYS_ADMIN; works across
+ * chroots and for deleted files), then /proc/PID/root/PATH for an absolute
+ * path not marked " (deleted)". Returns an O_RDONLY|O_CLOEXEC fd (>= 0, the
+ * caller closes it), or PYS_E_NOTFOUND, PYS_E_PERM, PYS_E_NOPROC, ... */
 int plat_map_open(pid_t pid, const struct plat_map *m);
 
 /* Does the process exist, and is it a zombie? 0 = alive, PYS_E_NOPROC =
- * no such process, PYS_E_EXITED = zombie (exited, not yet reaped). */
+ * no such process (also for the id of a thread that is not a thread group
+ * leader), PYS_E_EXITED = zombie (exited, not yet reaped). A process whose
+ * main thread exited while others still run is alive. */
 int plat_proc_check(pid_t pid);
 
-/* Path of the process's executable (readlink /proc/PID/exe) into buf. */
+/* Path of the process's executable (readlink /proc/PID/exe) into buf,
+ * NUL-terminated; " (deleted)" is kept as the kernel prints it. PYS_E_INVAL
+ * if it does not fit in len bytes (buf is then untouched), PYS_E_NOTFOUND
+ * for a process without one (kernel thread, zombie). */
 int plat_proc_exe(pid_t pid, char *buf, size_t len);
 
+/* Descendants of pid (children only unless recursive), breadth first, at
+ * most max of them into out. Returns how many, or a negative code. */
+int plat_proc_children(pid_t pid, int recursive, pid_t *out, size_t max);
+
 /* Kernel scheduler state letter of thread tid ('R', 'S', 'D', ...) from
- * /proc/PID/task/TID/stat; negative code if unreadable. */
+ * /proc/PID/task/TID/stat, as a positive int; negative code if unreadable
+ * (PYS_E_NOPROC: no such process, PYS_E_NOTFOUND: no such thread). */
 int plat_task_state(pid_t pid, pid_t tid);
 
 /* Copy len bytes at addr in the target to buf. PYS_E_BADADDR for an
- * unmapped address or a short read, PYS_E_EXITED if the process is gone,
- * PYS_E_PERM without ptrace rights. */
+ * unmapped address or a short read, PYS_E_EXITED if the process is gone
+ * (or never existed), PYS_E_PERM without ptrace rights. buf may be partly
+ * written on failure. len is limited to 1 GiB (PYS_E_INVAL above). */
 int plat_mem_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 
-/* Many reads in one system call (process_vm_readv with several remote
- * iovecs). Returns the number of segments read completely, in order (a
- * segment after a failed one is not read), or a negative code if none. */
+/* Many reads in one system call (process_vm_readv with up to IOV_MAX
+ * remote iovecs per call). Returns the number of segments read completely,
+ * in order (a segment after a failed one is not read; its buffer may be
+ * partly written), or a negative code if none: PYS_E_BADADDR when the first
+ * segment is unreadable or only partly readable. */
 struct plat_seg {
     uint64_t addr;
     void *buf;

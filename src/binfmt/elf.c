@@ -1,0 +1,251 @@
+/*
+ * elf: sections, symbols and the first loadable segment of a 64-bit ELF
+ * image on disk, read with libelf.
+ *
+ * The file may be anything the target mapped, so it is untrusted: every
+ * header, string and table goes through libelf's checked accessors (which
+ * bound offsets by the file size and string reads by their table), and any
+ * failure is PYS_E_ELF, never a crash. The image is mapped read-only and
+ * private (ELF_C_READ_MMAP); nothing is copied up front.
+ */
+#include "binfmt/elf.h"
+
+#include <pystrobe/pystrobe.h>
+
+#include <gelf.h>
+#include <libelf.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct bin_image {
+    Elf *elf;
+    size_t shstrndx;     /* section holding the section names */
+    int is_exec;         /* ET_EXEC */
+    uint64_t base_vaddr; /* align_down(p_vaddr, p_align) of the first PT_LOAD */
+};
+
+/* The first PT_LOAD's page-aligned address; PYS_E_ELF without one. */
+static int first_load_base(Elf *elf, uint64_t *out)
+{
+    size_t nphdr = 0;
+
+    if (elf_getphdrnum(elf, &nphdr) != 0)
+        return PYS_E_ELF;
+    /* gelf_getphdr takes an int index. */
+    if (nphdr > INT_MAX)
+        nphdr = INT_MAX;
+    for (size_t i = 0; i < nphdr; i++) {
+        GElf_Phdr ph;
+
+        if (gelf_getphdr(elf, (int)i, &ph) == NULL)
+            return PYS_E_ELF;
+        if (ph.p_type != PT_LOAD)
+            continue;
+        /* p_align is a power of two by the ELF specification; the modulo
+         * keeps a file that breaks the rule from giving nonsense. 0 and 1
+         * mean no alignment. */
+        if (ph.p_align > 1)
+            *out = ph.p_vaddr - ph.p_vaddr % ph.p_align;
+        else
+            *out = ph.p_vaddr;
+        return 0;
+    }
+    return PYS_E_ELF;
+}
+
+int bin_image_open(int fd, struct bin_image **out)
+{
+    struct bin_image *img = NULL;
+    Elf *elf = NULL;
+    GElf_Ehdr eh;
+    int rc;
+
+    if (fd < 0 || out == NULL)
+        return PYS_E_INVAL;
+    /* Sets libelf's library-wide version once; repeating it is harmless. */
+    if (elf_version(EV_CURRENT) == EV_NONE)
+        return PYS_E_ELF;
+    elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    if (elf == NULL) {
+        rc = PYS_E_ELF;
+        goto out;
+    }
+    if (elf_kind(elf) != ELF_K_ELF || gelf_getclass(elf) != ELFCLASS64 ||
+        gelf_getehdr(elf, &eh) == NULL || (eh.e_type != ET_EXEC && eh.e_type != ET_DYN)) {
+        rc = PYS_E_ELF;
+        goto out;
+    }
+    img = calloc(1, sizeof(*img));
+    if (img == NULL) {
+        rc = PYS_E_NOMEM;
+        goto out;
+    }
+    rc = first_load_base(elf, &img->base_vaddr);
+    if (rc < 0)
+        goto out;
+    /* Without section names nothing can be looked up; a file whose section
+     * header table is cut off or out of range fails here. */
+    if (elf_getshdrstrndx(elf, &img->shstrndx) != 0 || img->shstrndx == SHN_UNDEF ||
+        elf_getscn(elf, img->shstrndx) == NULL) {
+        rc = PYS_E_ELF;
+        goto out;
+    }
+    img->elf = elf;
+    img->is_exec = eh.e_type == ET_EXEC;
+    elf = NULL;
+    *out = img;
+    img = NULL;
+out:
+    free(img);
+    if (elf != NULL)
+        elf_end(elf);
+    return rc;
+}
+
+void bin_image_free(struct bin_image *img)
+{
+    if (img == NULL)
+        return;
+    elf_end(img->elf);
+    free(img);
+}
+
+int bin_image_is_exec(const struct bin_image *img)
+{
+    return img->is_exec;
+}
+
+uint64_t bin_image_base_vaddr(const struct bin_image *img)
+{
+    return img->base_vaddr;
+}
+
+/* Section named name and its header, or NULL. A section whose header or
+ * name cannot be read is skipped, not fatal: another may still match. */
+static Elf_Scn *find_section(const struct bin_image *img, const char *name, GElf_Shdr *sh)
+{
+    Elf_Scn *scn = NULL;
+
+    while ((scn = elf_nextscn(img->elf, scn)) != NULL) {
+        const char *s;
+
+        if (gelf_getshdr(scn, sh) == NULL)
+            continue;
+        s = elf_strptr(img->elf, img->shstrndx, sh->sh_name);
+        if (s != NULL && strcmp(s, name) == 0)
+            return scn;
+    }
+    return NULL;
+}
+
+int bin_image_section(const struct bin_image *img, const char *name, struct bin_section *out)
+{
+    GElf_Shdr sh;
+
+    if (img == NULL || name == NULL || out == NULL)
+        return PYS_E_INVAL;
+    if (find_section(img, name, &sh) == NULL)
+        return PYS_E_NOTFOUND;
+    out->addr = sh.sh_addr;
+    out->size = sh.sh_size;
+    out->offset = sh.sh_offset;
+    return 0;
+}
+
+/*
+ * The bytes as the file holds them (elf_rawdata: no byte-order conversion).
+ * A SHT_NOBITS section (.bss) has no bytes in the file and reads as the
+ * zeros it starts as. A compressed section is refused: its file bytes are
+ * not what the process sees.
+ */
+long bin_image_section_read(const struct bin_image *img, const char *name, void *buf, size_t len)
+{
+    GElf_Shdr sh;
+    Elf_Scn *scn;
+    Elf_Data *d;
+    size_t n;
+
+    if (img == NULL || name == NULL || (buf == NULL && len > 0))
+        return PYS_E_INVAL;
+    scn = find_section(img, name, &sh);
+    if (scn == NULL)
+        return PYS_E_NOTFOUND;
+    if (sh.sh_flags & SHF_COMPRESSED)
+        return PYS_E_ELF;
+    n = sh.sh_size < len ? (size_t)sh.sh_size : len;
+    if (n > (size_t)LONG_MAX)
+        return PYS_E_INVAL;
+    if (sh.sh_type == SHT_NOBITS) {
+        memset(buf, 0, n);
+        return (long)n;
+    }
+    if (n == 0)
+        return 0;
+    /* libelf checks that sh_offset + sh_size lies inside the file. */
+    d = elf_rawdata(scn, NULL);
+    if (d == NULL || d->d_buf == NULL || d->d_size < n)
+        return PYS_E_ELF;
+    memcpy(buf, d->d_buf, n);
+    return (long)n;
+}
+
+/* Value of the first defined symbol called name in the symbol table of
+ * type (SHT_DYNSYM or SHT_SYMTAB). 0, PYS_E_NOTFOUND or PYS_E_ELF. */
+static int find_symbol(const struct bin_image *img, Elf64_Word type, const char *name,
+                       uint64_t *value)
+{
+    Elf_Scn *scn = NULL;
+
+    while ((scn = elf_nextscn(img->elf, scn)) != NULL) {
+        GElf_Shdr sh;
+        Elf_Data *d;
+        size_t entsize, nsyms;
+
+        if (gelf_getshdr(scn, &sh) == NULL || sh.sh_type != type)
+            continue;
+        /* elf_getdata converts to the host's layout; gelf_getsym checks
+         * each index against the data's size. */
+        d = elf_getdata(scn, NULL);
+        entsize = gelf_fsize(img->elf, ELF_T_SYM, 1, EV_CURRENT);
+        if (d == NULL || entsize == 0)
+            return PYS_E_ELF;
+        nsyms = d->d_size / entsize;
+        /* gelf_getsym takes an int index. */
+        if (nsyms > INT_MAX)
+            return PYS_E_ELF;
+        for (size_t i = 0; i < nsyms; i++) {
+            GElf_Sym sym;
+            const char *s;
+
+            if (gelf_getsym(d, (int)i, &sym) == NULL)
+                return PYS_E_ELF;
+            if (sym.st_shndx == SHN_UNDEF || sym.st_name == 0)
+                continue;
+            /* elf_strptr checks that sh_link is a string table and that
+             * the name is terminated inside it. */
+            s = elf_strptr(img->elf, sh.sh_link, sym.st_name);
+            if (s != NULL && strcmp(s, name) == 0) {
+                *value = sym.st_value;
+                return 0;
+            }
+        }
+    }
+    return PYS_E_NOTFOUND;
+}
+
+int bin_image_symbol(const struct bin_image *img, const char *name, uint64_t *value)
+{
+    uint64_t v = 0;
+    int rc;
+
+    if (img == NULL || name == NULL || value == NULL)
+        return PYS_E_INVAL;
+    rc = find_symbol(img, SHT_DYNSYM, name, &v);
+    if (rc == PYS_E_NOTFOUND)
+        rc = find_symbol(img, SHT_SYMTAB, name, &v);
+    if (rc < 0)
+        return rc;
+    *value = v;
+    return 0;
+}

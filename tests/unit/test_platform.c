@@ -1,0 +1,758 @@
+/*
+ * Unit tests of the platform layer: the /proc/PID/maps parser on crafted
+ * text (field by field, and that malformed text is refused without touching
+ * the result), then the live calls against this process and its children:
+ * reading maps and opening a mapped file, memory reads that succeed, fail or
+ * stop part way, and process and thread states (running, sleeping, zombie,
+ * gone).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pystrobe/pystrobe.h>
+
+#include "platform/platform.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* How long to wait for a child to reach a state: generous for loaded CI. */
+#define WAIT_MS 5000
+
+static int parse_str(const char *s, struct plat_maps *m)
+{
+    return plat_maps_parse(s, strlen(s), m);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/* --- parser ------------------------------------------------------------- */
+
+static void test_parse_kernel_lines(void **state)
+{
+    static const char text[] =
+        "00400000-00425000 r--p 00000000 fe:00 247134                     "
+        "/usr/bin/python3.15\n"
+        "00425000-00880000 r-xp 00025000 fe:00 247134                     "
+        "/usr/bin/python3.15\n"
+        "7f0b70e4f000-7f0b70ea6000 rw-s 1a2b3c4d5e fd:01 18446744073709551615 /dev/shm/x\n"
+        "ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  "
+        "[vsyscall]\n";
+    struct plat_maps m = {NULL, 0};
+    (void)state;
+
+    assert_int_equal(parse_str(text, &m), 0);
+    assert_int_equal(m.n, 4);
+    assert_int_equal(m.v[0].start, 0x400000);
+    assert_int_equal(m.v[0].end, 0x425000);
+    assert_string_equal(m.v[0].perms, "r--p");
+    assert_int_equal(m.v[0].offset, 0);
+    assert_int_equal(m.v[0].dev_major, 0xfe);
+    assert_int_equal(m.v[0].dev_minor, 0);
+    assert_int_equal(m.v[0].inode, 247134);
+    assert_string_equal(m.v[0].path, "/usr/bin/python3.15");
+    assert_string_equal(m.v[1].perms, "r-xp");
+    assert_int_equal(m.v[1].offset, 0x25000);
+    assert_int_equal(m.v[2].start, 0x7f0b70e4f000);
+    assert_int_equal(m.v[2].end, 0x7f0b70ea6000);
+    assert_string_equal(m.v[2].perms, "rw-s");
+    assert_int_equal(m.v[2].offset, 0x1a2b3c4d5e);
+    assert_int_equal(m.v[2].dev_major, 0xfd);
+    assert_int_equal(m.v[2].dev_minor, 1);
+    assert_int_equal(m.v[2].inode, UINT64_MAX);
+    assert_string_equal(m.v[2].path, "/dev/shm/x");
+    assert_int_equal(m.v[3].start, 0xffffffffff600000);
+    assert_int_equal(m.v[3].end, 0xffffffffff601000);
+    assert_string_equal(m.v[3].perms, "--xp");
+    assert_string_equal(m.v[3].path, "[vsyscall]");
+    plat_maps_release(&m);
+    assert_null(m.v);
+    assert_int_equal(m.n, 0);
+}
+
+static void test_parse_path_with_spaces(void **state)
+{
+    static const char text[] =
+        "7f0000000000-7f0000001000 r-xp 00001000 08:01 42   /tmp/my dir/lib  x.so\n"
+        "7f0000001000-7f0000002000 r--p 00000000 00:00 0 [anon:name with spaces]\n";
+    struct plat_maps m = {NULL, 0};
+    (void)state;
+
+    assert_int_equal(parse_str(text, &m), 0);
+    assert_int_equal(m.n, 2);
+    assert_string_equal(m.v[0].path, "/tmp/my dir/lib  x.so");
+    assert_int_equal(m.v[0].inode, 42);
+    assert_string_equal(m.v[1].path, "[anon:name with spaces]");
+    plat_maps_release(&m);
+}
+
+static void test_parse_deleted(void **state)
+{
+    static const char text[] = "7f1000000000-7f1000200000 r--p 00000000 fe:00 9 "
+                               "/usr/lib/libpython3.13.so.1.0 (deleted)\n";
+    struct plat_maps m = {NULL, 0};
+    (void)state;
+
+    assert_int_equal(parse_str(text, &m), 0);
+    assert_int_equal(m.n, 1);
+    assert_string_equal(m.v[0].path, "/usr/lib/libpython3.13.so.1.0 (deleted)");
+    plat_maps_release(&m);
+}
+
+static void test_parse_pseudo_paths(void **state)
+{
+    static const char text[] =
+        "5580f58e6000-5580f5907000 rw-p 00000000 00:00 0                          [heap]\n"
+        "7ffc0a000000-7ffc0a021000 rw-p 00000000 00:00 0                          [stack]\n"
+        "7ffc0a1f0000-7ffc0a1f4000 r--p 00000000 00:00 0                          [vvar]\n"
+        "7ffc0a1f4000-7ffc0a1f6000 r-xp 00000000 00:00 0                          [vdso]\n";
+    static const char *const want[] = {"[heap]", "[stack]", "[vvar]", "[vdso]"};
+    struct plat_maps m = {NULL, 0};
+    (void)state;
+
+    assert_int_equal(parse_str(text, &m), 0);
+    assert_int_equal(m.n, 4);
+    for (size_t i = 0; i < 4; i++) {
+        assert_string_equal(m.v[i].path, want[i]);
+        assert_int_equal(m.v[i].inode, 0);
+    }
+    plat_maps_release(&m);
+}
+
+static void test_parse_anonymous(void **state)
+{
+    /* As the kernel prints it (a space after the inode), without that
+     * space, and with padding but no path. */
+    static const char text[] = "7f0b70d8b000-7f0b70e4f000 rw-p 00000000 00:00 0 \n"
+                               "7f0b70e4f000-7f0b70e50000 ---p 00000000 00:00 0\n"
+                               "7f0b70e50000-7f0b70e51000 rw-p 00000000 00:00 0          \n";
+    struct plat_maps m = {NULL, 0};
+    (void)state;
+
+    assert_int_equal(parse_str(text, &m), 0);
+    assert_int_equal(m.n, 3);
+    for (size_t i = 0; i < 3; i++)
+        assert_null(m.v[i].path);
+    assert_string_equal(m.v[1].perms, "---p");
+    assert_int_equal(m.v[2].start, 0x7f0b70e50000);
+    plat_maps_release(&m);
+}
+
+static void test_parse_long_line(void **state)
+{
+    static const char head[] = "7f0000000000-7f0000001000 r--p 00000000 08:01 7 /";
+    size_t plen = 100000, hlen = sizeof(head) - 1;
+    char *text = malloc(hlen + plen + 64);
+    struct plat_maps m = {NULL, 0};
+    size_t len;
+    (void)state;
+
+    assert_non_null(text);
+    memcpy(text, head, hlen);
+    memset(text + hlen, 'a', plen);
+    len = hlen + plen;
+    text[len++] = '\n';
+    len += (size_t)sprintf(text + len, "%s", "7f0000001000-7f0000002000 r--p 00000000 00:00 0\n");
+    assert_int_equal(plat_maps_parse(text, len, &m), 0);
+    assert_int_equal(m.n, 2);
+    assert_int_equal(strlen(m.v[0].path), plen + 1);
+    assert_int_equal(m.v[0].path[0], '/');
+    assert_int_equal(m.v[0].path[plen], 'a');
+    assert_null(m.v[1].path);
+    plat_maps_release(&m);
+    free(text);
+}
+
+static void test_parse_no_trailing_newline(void **state)
+{
+    static const char text[] = "00400000-00425000 r--p 00000000 fe:00 1 /a\n"
+                               "00425000-00426000 r-xp 00025000 fe:00 1 /a b";
+    struct plat_maps m = {NULL, 0};
+    (void)state;
+
+    assert_int_equal(parse_str(text, &m), 0);
+    assert_int_equal(m.n, 2);
+    assert_string_equal(m.v[1].path, "/a b");
+    plat_maps_release(&m);
+
+    /* Not NUL-terminated: the parser must stop at len. */
+    assert_int_equal(plat_maps_parse(text, 43, &m), 0);
+    assert_int_equal(m.n, 1);
+    assert_string_equal(m.v[0].path, "/a");
+    plat_maps_release(&m);
+    assert_int_equal(plat_maps_parse(text, 42, &m), 0);
+    assert_int_equal(m.n, 1);
+    assert_string_equal(m.v[0].path, "/a");
+    plat_maps_release(&m);
+}
+
+static void test_parse_empty(void **state)
+{
+    struct plat_map sentinel;
+    struct plat_maps m = {&sentinel, 77};
+    (void)state;
+
+    assert_int_equal(plat_maps_parse("", 0, &m), 0);
+    assert_null(m.v);
+    assert_int_equal(m.n, 0);
+    m.v = &sentinel;
+    assert_int_equal(plat_maps_parse(NULL, 0, &m), 0);
+    assert_null(m.v);
+    assert_int_equal(m.n, 0);
+    plat_maps_release(&m);
+    plat_maps_release(NULL);
+}
+
+static void test_parse_big_device_numbers(void **state)
+{
+    static const char text[] = "1000-2000 r--p 0 103:2 5 /dev/nvme\n"
+                               "2000-2000 r--p ffffffffffffffff ffffffff:ffffffff 0\n";
+    struct plat_maps m = {NULL, 0};
+    (void)state;
+
+    assert_int_equal(parse_str(text, &m), 0);
+    assert_int_equal(m.n, 2);
+    assert_int_equal(m.v[0].dev_major, 0x103);
+    assert_int_equal(m.v[0].dev_minor, 2);
+    assert_int_equal(m.v[1].offset, UINT64_MAX);
+    assert_int_equal(m.v[1].dev_major, 0xffffffffu);
+    assert_int_equal(m.v[1].start, m.v[1].end);
+    plat_maps_release(&m);
+}
+
+static void test_parse_malformed(void **state)
+{
+#define GOOD "00400000-00425000 r--p 00000000 fe:00 1 /x\n"
+    static const char *const bad[] = {
+        "\n",
+        "garbage\n",
+        GOOD "\n" GOOD, /* blank line */
+        GOOD "00400000-0042",
+        "00400000 00425000 r--p 00000000 fe:00 1 /x\n",
+        "-00425000 r--p 00000000 fe:00 1 /x\n",
+        "00400000- r--p 00000000 fe:00 1 /x\n",
+        "00400000-00425000 r--x 00000000 fe:00 1 /x\n",
+        "00400000-00425000 rw- 00000000 fe:00 1 /x\n",
+        "00400000-00425000 R--p 00000000 fe:00 1 /x\n",
+        "00400000-00425000 r--p 00000000 fe:00\n",
+        "00400000-00425000 r--p 00000000 fe:00 \n",
+        "00400000-00425000 r--p 00000000 fe00 1 /x\n",
+        "00400000-00425000 r--p 00000000 :00 1 /x\n",
+        "00400000-00425000 r--p 00000000 fe:00 1x /x\n",
+        "00400000-00425000 r--p 00000000 fe:00 1\t/x\n",
+        "00400000-00425000  r--p 00000000 fe:00 1 /x\n",
+        " 00400000-00425000 r--p 00000000 fe:00 1 /x\n",
+        "00425000-00400000 r--p 00000000 fe:00 1 /x\n",   /* start > end */
+        "10000000000000000-1 r--p 00000000 fe:00 1 /x\n", /* 17 digits */
+        "0-1 r--p 10000000000000000 fe:00 1 /x\n",        /* offset overflow */
+        "0-1 r--p 0 100000000:00 1 /x\n",                 /* major overflow */
+        "0-1 r--p 0 0:100000000 1 /x\n",                  /* minor overflow */
+        "0-1 r--p 0 0:0 18446744073709551616 /x\n",       /* inode overflow */
+        "0x400000-0x425000 r--p 00000000 fe:00 1 /x\n",
+        "00400000-00425000 r--p 00000000 fe:00 -1 /x\n",
+        "00400000-00425000 r--p\n",
+        "00400000-00425000",
+    };
+#undef GOOD
+    struct plat_map sentinel;
+    (void)state;
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct plat_maps m = {&sentinel, 77};
+
+        if (parse_str(bad[i], &m) != PYS_E_CORRUPT)
+            fail_msg("accepted malformed maps text #%zu: \"%s\"", i, bad[i]);
+        /* The out-parameter is untouched on failure. */
+        assert_ptr_equal(m.v, &sentinel);
+        assert_int_equal(m.n, 77);
+    }
+}
+
+static void test_parse_nul_byte(void **state)
+{
+    static const char text[] = "00400000-00425000 r--p 00000000 fe:00 1 /a\0b\n";
+    struct plat_maps m = {NULL, 0};
+    (void)state;
+
+    assert_int_equal(plat_maps_parse(text, sizeof(text) - 1, &m), PYS_E_CORRUPT);
+    assert_null(m.v);
+    assert_int_equal(plat_maps_parse(NULL, 1, &m), PYS_E_INVAL);
+}
+
+/* --- live: maps and files ------------------------------------------------ */
+
+static const struct plat_map *find_map(const struct plat_maps *m, uint64_t addr)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        if (m->v[i].start <= addr && addr < m->v[i].end)
+            return &m->v[i];
+    }
+    return NULL;
+}
+
+static void test_maps_read_self(void **state)
+{
+    struct plat_maps m = {NULL, 0};
+    const struct plat_map *fn;
+    char exe[PATH_MAX];
+    ssize_t n;
+    int have_stack = 0;
+    (void)state;
+
+    assert_int_equal(plat_maps_read(getpid(), &m), 0);
+    assert_true(m.n > 5);
+    fn = find_map(&m, (uint64_t)(uintptr_t)&test_maps_read_self);
+    assert_non_null(fn);
+    assert_int_equal(fn->perms[2], 'x');
+    assert_non_null(fn->path);
+    n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    assert_true(n > 0);
+    exe[n] = '\0';
+    assert_string_equal(fn->path, exe);
+    for (size_t i = 0; i < m.n; i++)
+        have_stack |= m.v[i].path != NULL && strcmp(m.v[i].path, "[stack]") == 0;
+    assert_true(have_stack);
+    plat_maps_release(&m);
+}
+
+static void assert_same_file(int fd, const char *path)
+{
+    struct stat a, b;
+
+    assert_int_equal(fstat(fd, &a), 0);
+    assert_int_equal(stat(path, &b), 0);
+    assert_int_equal(a.st_dev, b.st_dev);
+    assert_int_equal(a.st_ino, b.st_ino);
+}
+
+static void test_map_open_self(void **state)
+{
+    struct plat_maps m = {NULL, 0};
+    const struct plat_map *fn;
+    struct plat_map copy;
+    int fd;
+    (void)state;
+
+    assert_int_equal(plat_maps_read(getpid(), &m), 0);
+    fn = find_map(&m, (uint64_t)(uintptr_t)&test_map_open_self);
+    assert_non_null(fn);
+
+    /* map_files (this test runs as root, or it falls back to the path). */
+    fd = plat_map_open(getpid(), fn);
+    assert_true(fd >= 0);
+    assert_same_file(fd, "/proc/self/exe");
+    close(fd);
+
+    /* Bounds that name no mapping: only /proc/PID/root/PATH can work. */
+    copy = *fn;
+    copy.start = 0x1000;
+    copy.end = 0x2000;
+    fd = plat_map_open(getpid(), &copy);
+    assert_true(fd >= 0);
+    assert_same_file(fd, "/proc/self/exe");
+    close(fd);
+
+    /* No fallback for anonymous, relative or deleted paths. */
+    copy.path = NULL;
+    assert_true(plat_map_open(getpid(), &copy) < 0);
+    copy.path = "[heap]";
+    assert_true(plat_map_open(getpid(), &copy) < 0);
+    copy.path = "/bin/sh (deleted)";
+    assert_int_equal(plat_map_open(getpid(), &copy), PYS_E_NOTFOUND);
+    plat_maps_release(&m);
+}
+
+/* --- live: memory --------------------------------------------------------- */
+
+/* Two pages: the first readable, the second unmapped. Returns the first. */
+static char *page_before_hole(size_t *pagesz)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    char *p;
+
+    assert_true(ps > 0);
+    p = mmap(NULL, 2 * (size_t)ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(p != MAP_FAILED);
+    assert_int_equal(munmap(p + ps, (size_t)ps), 0);
+    memset(p, 0x5a, (size_t)ps);
+    *pagesz = (size_t)ps;
+    return p;
+}
+
+static void test_mem_read_self(void **state)
+{
+    static const char known[] = "pystrobe reads this";
+    char buf[sizeof(known)];
+    char out[16];
+    size_t ps;
+    char *page;
+    (void)state;
+
+    memset(buf, 0, sizeof(buf));
+    assert_int_equal(plat_mem_read(getpid(), (uint64_t)(uintptr_t)known, buf, sizeof(buf)), 0);
+    assert_memory_equal(buf, known, sizeof(known));
+    assert_int_equal(plat_mem_read(getpid(), (uint64_t)(uintptr_t)known, buf, 0), 0);
+
+    assert_int_equal(plat_mem_read(getpid(), 0, buf, 8), PYS_E_BADADDR);
+    assert_int_equal(plat_mem_read(getpid(), UINT64_MAX - 3, buf, 8), PYS_E_BADADDR);
+    assert_int_equal(plat_mem_read(getpid(), 0xffff800000000000u, buf, 8), PYS_E_BADADDR);
+
+    page = page_before_hole(&ps);
+    /* Inside the hole. */
+    assert_int_equal(plat_mem_read(getpid(), (uint64_t)(uintptr_t)(page + ps), out, 8),
+                     PYS_E_BADADDR);
+    /* Across the edge: a short read. */
+    memset(out, 0, sizeof(out));
+    assert_int_equal(
+        plat_mem_read(getpid(), (uint64_t)(uintptr_t)(page + ps - 8), out, sizeof(out)),
+        PYS_E_BADADDR);
+    assert_int_equal(plat_mem_read(getpid(), (uint64_t)(uintptr_t)(page + ps - 8), out, 8), 0);
+    assert_int_equal(out[0], 0x5a);
+    munmap(page, ps);
+}
+
+static void test_mem_readv_self(void **state)
+{
+    static const char a[] = "first", b[] = "second", c[] = "third";
+    char ba[sizeof(a)], bb[sizeof(b)], bc[sizeof(c)], bd[16];
+    size_t ps;
+    char *page = page_before_hole(&ps);
+    uint64_t hole = (uint64_t)(uintptr_t)(page + ps);
+    (void)state;
+
+    struct plat_seg all[] = {
+        {(uint64_t)(uintptr_t)a, ba, sizeof(a)},
+        {(uint64_t)(uintptr_t)b, bb, sizeof(b)},
+        {(uint64_t)(uintptr_t)c, bc, sizeof(c)},
+    };
+    assert_int_equal(plat_mem_readv(getpid(), all, 3), 3);
+    assert_string_equal(ba, a);
+    assert_string_equal(bb, b);
+    assert_string_equal(bc, c);
+    assert_int_equal(plat_mem_readv(getpid(), all, 0), 0);
+
+    /* good + bad + good: only the first counts, the third is not read. */
+    struct plat_seg gbg[] = {
+        {(uint64_t)(uintptr_t)a, ba, sizeof(a)},
+        {hole, bd, 8},
+        {(uint64_t)(uintptr_t)c, bc, sizeof(c)},
+    };
+    memset(bc, 0, sizeof(bc));
+    assert_int_equal(plat_mem_readv(getpid(), gbg, 3), 1);
+    assert_string_equal(ba, a);
+    assert_int_equal(bc[0], 0);
+
+    /* good + segment running into the hole + good. */
+    struct plat_seg gpg[] = {
+        {(uint64_t)(uintptr_t)a, ba, sizeof(a)},
+        {hole - 8, bd, 16},
+        {(uint64_t)(uintptr_t)c, bc, sizeof(c)},
+    };
+    assert_int_equal(plat_mem_readv(getpid(), gpg, 3), 1);
+
+    /* Nothing readable, or the first segment only in part. */
+    struct plat_seg bad_first[] = {{hole, bd, 8}, {(uint64_t)(uintptr_t)a, ba, sizeof(a)}};
+    assert_int_equal(plat_mem_readv(getpid(), bad_first, 2), PYS_E_BADADDR);
+    struct plat_seg part_first[] = {{hole - 8, bd, 16}};
+    assert_int_equal(plat_mem_readv(getpid(), part_first, 1), PYS_E_BADADDR);
+    struct plat_seg null_first[] = {{0, bd, 8}};
+    assert_int_equal(plat_mem_readv(getpid(), null_first, 1), PYS_E_BADADDR);
+
+    /* Zero-length segments are complete when reached. */
+    struct plat_seg empty_then_bad[] = {{hole, NULL, 0}, {hole, bd, 8}};
+    assert_int_equal(plat_mem_readv(getpid(), empty_then_bad, 2), 1);
+    munmap(page, ps);
+}
+
+static void test_mem_readv_many(void **state)
+{
+    /* More segments than one process_vm_readv takes. */
+    enum { N = IOV_MAX + IOV_MAX / 2 + 3 };
+    uint64_t *src = malloc(N * sizeof(*src));
+    uint64_t *dst = calloc(N, sizeof(*dst));
+    struct plat_seg *segs = malloc(N * sizeof(*segs));
+    size_t ps;
+    char *page = page_before_hole(&ps);
+    (void)state;
+
+    assert_non_null(src);
+    assert_non_null(dst);
+    assert_non_null(segs);
+    for (size_t i = 0; i < N; i++) {
+        src[i] = i * 0x9e3779b97f4a7c15u;
+        segs[i].addr = (uint64_t)(uintptr_t)&src[i];
+        segs[i].buf = &dst[i];
+        segs[i].len = sizeof(dst[i]);
+    }
+    assert_int_equal(plat_mem_readv(getpid(), segs, N), N);
+    assert_memory_equal(src, dst, N * sizeof(*src));
+
+    /* A bad segment in the second batch stops there. */
+    segs[IOV_MAX + 10].addr = (uint64_t)(uintptr_t)(page + ps);
+    assert_int_equal(plat_mem_readv(getpid(), segs, N), IOV_MAX + 10);
+    free(src);
+    free(dst);
+    free(segs);
+    munmap(page, ps);
+}
+
+/* --- live: processes and threads ----------------------------------------- */
+
+static pid_t absent_pid(void)
+{
+    FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
+    long max = 0;
+
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%ld", &max), 1);
+    fclose(f);
+    assert_true(max > 0 && max < INT_MAX);
+    /* pid_max is one more than the largest pid the kernel hands out. */
+    return (pid_t)max;
+}
+
+static void assert_gone(pid_t pid)
+{
+    struct plat_maps m = {NULL, 0};
+    char exe[64] = "untouched";
+    char buf[8];
+    struct plat_seg seg = {0x400000, buf, sizeof(buf)};
+
+    assert_int_equal(plat_proc_check(pid), PYS_E_NOPROC);
+    assert_int_equal(plat_maps_read(pid, &m), PYS_E_NOPROC);
+    assert_null(m.v);
+    assert_int_equal(plat_proc_exe(pid, exe, sizeof(exe)), PYS_E_NOPROC);
+    assert_string_equal(exe, "untouched");
+    assert_int_equal(plat_task_state(pid, pid), PYS_E_NOPROC);
+    /* Memory reads are done after attach: a process that is gone exited. */
+    assert_int_equal(plat_mem_read(pid, 0x400000, buf, sizeof(buf)), PYS_E_EXITED);
+    assert_int_equal(plat_mem_readv(pid, &seg, 1), PYS_E_EXITED);
+}
+
+static void test_absent_pid(void **state)
+{
+    (void)state;
+    assert_gone(absent_pid());
+    assert_int_equal(plat_proc_check(0), PYS_E_INVAL);
+    assert_int_equal(plat_proc_check(-1), PYS_E_INVAL);
+    assert_int_equal(plat_maps_read(0, &(struct plat_maps){NULL, 0}), PYS_E_INVAL);
+}
+
+static void test_reaped_child(void **state)
+{
+    pid_t pid = fork();
+    (void)state;
+
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(0);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    /* The pid could be reused at once in principle; not in practice. */
+    assert_gone(pid);
+}
+
+static void test_self(void **state)
+{
+    char exe[PATH_MAX], small[4] = "abc";
+    (void)state;
+
+    assert_int_equal(plat_proc_check(getpid()), 0);
+    assert_int_equal(plat_proc_exe(getpid(), exe, sizeof(exe)), 0);
+    assert_int_equal(exe[0], '/');
+    {
+        struct stat a, b;
+
+        assert_int_equal(stat(exe, &a), 0);
+        assert_int_equal(stat("/proc/self/exe", &b), 0);
+        assert_int_equal(a.st_ino, b.st_ino);
+    }
+    assert_int_equal(plat_proc_exe(getpid(), small, sizeof(small)), PYS_E_INVAL);
+    assert_string_equal(small, "abc");
+    /* Reading its own stat file, the thread is running. */
+    assert_int_equal(plat_task_state(getpid(), gettid()), 'R');
+    /* A thread id this process does not have. */
+    assert_int_equal(plat_task_state(getpid(), absent_pid()), PYS_E_NOTFOUND);
+    assert_int_equal(plat_task_state(getpid(), 0), PYS_E_INVAL);
+}
+
+static int wait_task_state(pid_t pid, pid_t tid, int want)
+{
+    int st = 0;
+
+    for (int ms = 0; ms < WAIT_MS; ms += 10) {
+        st = plat_task_state(pid, tid);
+        if (st == want)
+            break;
+        sleep_ms(10);
+    }
+    return st;
+}
+
+static void test_sleeping_child(void **state)
+{
+    pid_t pid = fork();
+    int st, rc;
+    (void)state;
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        for (;;)
+            pause();
+    }
+    /* Results first, asserts after the child is gone: a failed assert
+     * must not leave it behind. */
+    st = wait_task_state(pid, pid, 'S');
+    rc = plat_proc_check(pid);
+    kill(pid, SIGKILL);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    assert_int_equal(st, 'S');
+    assert_int_equal(rc, 0);
+}
+
+static void test_zombie_child(void **state)
+{
+    pid_t pid = fork();
+    char buf[8], path[PATH_MAX];
+    int rc = 0, st, mem, exe;
+    (void)state;
+
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(0);
+    for (int ms = 0; ms < WAIT_MS; ms += 10) {
+        rc = plat_proc_check(pid);
+        if (rc == PYS_E_EXITED)
+            break;
+        sleep_ms(10);
+    }
+    st = plat_task_state(pid, pid);
+    mem = plat_mem_read(pid, 0x400000, buf, sizeof(buf));
+    exe = plat_proc_exe(pid, path, sizeof(path));
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    assert_int_equal(rc, PYS_E_EXITED);
+    assert_int_equal(st, 'Z');
+    assert_int_equal(mem, PYS_E_EXITED);
+    /* A zombie has no executable any more. */
+    assert_int_equal(exe, PYS_E_NOTFOUND);
+}
+
+static void *park(void *arg)
+{
+    (void)arg;
+    for (;;)
+        pause();
+    return NULL;
+}
+
+static void test_leader_exited_process_alive(void **state)
+{
+    pid_t pid = fork();
+    int st, rc;
+    (void)state;
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        pthread_t t;
+
+        if (pthread_create(&t, NULL, park, NULL) != 0)
+            _exit(1);
+        pthread_exit(NULL);
+    }
+    /* The leader is a zombie, the other thread lives on. */
+    st = wait_task_state(pid, pid, 'Z');
+    rc = plat_proc_check(pid);
+    kill(pid, SIGKILL);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    assert_int_equal(st, 'Z');
+    assert_int_equal(rc, 0);
+}
+
+struct thread_arg {
+    int fds[2];
+    pid_t tid;
+};
+
+static void *block_on_pipe(void *p)
+{
+    struct thread_arg *a = p;
+    char c;
+
+    __atomic_store_n(&a->tid, gettid(), __ATOMIC_SEQ_CST);
+    while (read(a->fds[0], &c, 1) < 0)
+        ;
+    return NULL;
+}
+
+static void test_thread_id_is_not_a_process(void **state)
+{
+    struct thread_arg a = {{-1, -1}, 0};
+    pthread_t t;
+    pid_t tid = 0;
+    int st, rc;
+    (void)state;
+
+    assert_int_equal(pipe(a.fds), 0);
+    assert_int_equal(pthread_create(&t, NULL, block_on_pipe, &a), 0);
+    for (int ms = 0; ms < WAIT_MS && tid == 0; ms += 10) {
+        tid = __atomic_load_n(&a.tid, __ATOMIC_SEQ_CST);
+        if (tid == 0)
+            sleep_ms(10);
+    }
+    st = tid > 0 ? wait_task_state(getpid(), tid, 'S') : 0;
+    rc = tid > 0 ? plat_proc_check(tid) : 0;
+    assert_int_equal(write(a.fds[1], "x", 1), 1);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    close(a.fds[0]);
+    close(a.fds[1]);
+    assert_true(tid > 0);
+    assert_int_equal(st, 'S');
+    assert_int_equal(rc, PYS_E_NOPROC);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_kernel_lines),
+        cmocka_unit_test(test_parse_path_with_spaces),
+        cmocka_unit_test(test_parse_deleted),
+        cmocka_unit_test(test_parse_pseudo_paths),
+        cmocka_unit_test(test_parse_anonymous),
+        cmocka_unit_test(test_parse_long_line),
+        cmocka_unit_test(test_parse_no_trailing_newline),
+        cmocka_unit_test(test_parse_empty),
+        cmocka_unit_test(test_parse_big_device_numbers),
+        cmocka_unit_test(test_parse_malformed),
+        cmocka_unit_test(test_parse_nul_byte),
+        cmocka_unit_test(test_maps_read_self),
+        cmocka_unit_test(test_map_open_self),
+        cmocka_unit_test(test_mem_read_self),
+        cmocka_unit_test(test_mem_readv_self),
+        cmocka_unit_test(test_mem_readv_many),
+        cmocka_unit_test(test_absent_pid),
+        cmocka_unit_test(test_reaped_child),
+        cmocka_unit_test(test_self),
+        cmocka_unit_test(test_sleeping_child),
+        cmocka_unit_test(test_zombie_child),
+        cmocka_unit_test(test_leader_exited_process_alive),
+        cmocka_unit_test(test_thread_id_is_not_a_process),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -4,7 +4,8 @@
 For each supported minor version with a _Py_DebugOffsets table (3.13+), the
 generated table says at which byte of the target's table each field pystrobe
 uses sits, and, for fields that version's table lacks, the offset taken from
-the headers (public structs such as PyThreadState and PyCodeObject).
+the headers (public structs such as PyThreadState and PyCodeObject). For the
+versions without a table (3.8-3.12) every offset comes from the headers.
 
 The positions are found by compiling a probe against the headers (offsetof,
 never by hand), so the output is only as right as the headers given. When
@@ -29,7 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SIDROOT = Path(os.environ.get("PYSTROBE_SIDROOT", ROOT / ".cache" / "sid-root"))
 OUT = ROOT / "src" / "cpython" / "layouts_gen.c"
-MINORS = [13, 14, 15]
+MINORS = [8, 9, 10, 11, 12, 13, 14, 15]
+TABLE_FROM = 13  # first minor whose runtime carries _Py_DebugOffsets
 
 
 def field_list():
@@ -39,19 +41,108 @@ def field_list():
     return re.findall(r"X\((\w+), (\w+), \d+\)", block)
 
 
-# Fields a table may lack, and the header expression that gives them.
-FALLBACKS = {
-    ("thread_state", "holds_gil"): ("PY_VERSION_HEX >= 0x030e0000",
-                                    "offsetof(PyThreadState, holds_gil)"),
-    ("thread_state", "current_exception"): ("1", "offsetof(PyThreadState, current_exception)"),
-    ("thread_state", "exc_info"): ("1", "offsetof(PyThreadState, exc_info)"),
-    ("thread_state", "exc_state"): ("1", "offsetof(PyThreadState, exc_state)"),
-    ("err_stackitem", "exc_value"): ("1", "offsetof(_PyErr_StackItem, exc_value)"),
-    ("err_stackitem", "previous_item"): ("1", "offsetof(_PyErr_StackItem, previous_item)"),
-    ("code_object", "firsttraceable"): ("1", "offsetof(PyCodeObject, _co_firsttraceable)"),
-    ("var_object", "ob_size"): ("1", "offsetof(PyVarObject, ob_size)"),
-    ("unicode_object", "compactunicodeobject_size"): ("1", "sizeof(PyCompactUnicodeObject)"),
+# Where the headers put each field, for the versions (or the fields) the
+# target's own table does not give: (condition, C expression), first match.
+V = "PY_VERSION_HEX"
+EXPRS = {
+    ("runtime_state", "size"): [("1", "sizeof(_PyRuntimeState)")],
+    ("runtime_state", "interpreters_head"): [("1", "offsetof(_PyRuntimeState, interpreters.head)")],
+    ("runtime_state", "main_thread"): [(f"{V} < 0x030d0000",
+                                        "offsetof(_PyRuntimeState, main_thread)")],
+    ("runtime_state", "gil_holder"): [(f"{V} < 0x030c0000",
+                                       "offsetof(_PyRuntimeState, gilstate.tstate_current)")],
+    ("interpreter_state", "size"): [("1", "sizeof(PyInterpreterState)")],
+    ("interpreter_state", "id"): [("1", "offsetof(PyInterpreterState, id)")],
+    ("interpreter_state", "next"): [("1", "offsetof(PyInterpreterState, next)")],
+    ("interpreter_state", "threads_head"): [
+        (f"{V} < 0x030b0000", "offsetof(PyInterpreterState, tstate_head)"),
+        ("1", "offsetof(PyInterpreterState, threads.head)")],
+    ("interpreter_state", "gc"): [(f"{V} >= 0x03090000", "offsetof(PyInterpreterState, gc)")],
+    ("interpreter_state", "ceval_gil"): [(f"{V} >= 0x030c0000",
+                                          "offsetof(PyInterpreterState, ceval.gil)")],
+    ("interpreter_state", "gil_runtime_state"): [(f"{V} >= 0x030c0000",
+                                                  "offsetof(PyInterpreterState, _gil)")],
+    ("interpreter_state", "gil_runtime_state_locked"): [
+        (f"{V} >= 0x030c0000", "offsetof(PyInterpreterState, _gil.locked)")],
+    ("interpreter_state", "gil_runtime_state_holder"): [
+        (f"{V} >= 0x030c0000", "offsetof(PyInterpreterState, _gil.last_holder)")],
+    ("thread_state", "size"): [("1", "sizeof(PyThreadState)")],
+    ("thread_state", "prev"): [("1", "offsetof(PyThreadState, prev)")],
+    ("thread_state", "next"): [("1", "offsetof(PyThreadState, next)")],
+    ("thread_state", "interp"): [("1", "offsetof(PyThreadState, interp)")],
+    ("thread_state", "current_frame"): [(f"{V} < 0x030b0000", "offsetof(PyThreadState, frame)")],
+    ("thread_state", "cframe"): [(f"{V} >= 0x030b0000 && {V} < 0x030d0000",
+                                  "offsetof(PyThreadState, cframe)")],
+    ("cframe", "current_frame"): [(f"{V} >= 0x030b0000 && {V} < 0x030d0000",
+                                   "offsetof(_PyCFrame, current_frame)")],
+    ("thread_state", "thread_id"): [("1", "offsetof(PyThreadState, thread_id)")],
+    ("thread_state", "native_thread_id"): [(f"{V} >= 0x030b0000",
+                                            "offsetof(PyThreadState, native_thread_id)")],
+    ("thread_state", "datastack_chunk"): [(f"{V} >= 0x030b0000",
+                                           "offsetof(PyThreadState, datastack_chunk)")],
+    ("thread_state", "status"): [(f"{V} >= 0x030c0000", "offsetof(PyThreadState, _status)")],
+    ("thread_state", "holds_gil"): [(f"{V} >= 0x030e0000", "offsetof(PyThreadState, holds_gil)")],
+    ("thread_state", "current_exception"): [
+        (f"{V} < 0x030c0000", "offsetof(PyThreadState, curexc_type)"),
+        ("1", "offsetof(PyThreadState, current_exception)")],
+    ("thread_state", "exc_info"): [("1", "offsetof(PyThreadState, exc_info)")],
+    ("thread_state", "exc_state"): [("1", "offsetof(PyThreadState, exc_state)")],
+    ("err_stackitem", "exc_value"): [("1", "offsetof(_PyErr_StackItem, exc_value)")],
+    ("err_stackitem", "previous_item"): [("1", "offsetof(_PyErr_StackItem, previous_item)")],
+    ("interpreter_frame", "size"): [(f"{V} < 0x030b0000", "sizeof(PyFrameObject)"),
+                                    ("1", "sizeof(_PyInterpreterFrame)")],
+    ("interpreter_frame", "previous"): [(f"{V} < 0x030b0000", "offsetof(PyFrameObject, f_back)"),
+                                        ("1", "offsetof(_PyInterpreterFrame, previous)")],
+    ("interpreter_frame", "executable"): [
+        (f"{V} < 0x030b0000", "offsetof(PyFrameObject, f_code)"),
+        ("1", "offsetof(_PyInterpreterFrame, f_code)")],
+    ("interpreter_frame", "instr_ptr"): [(f"{V} >= 0x030b0000",
+                                          "offsetof(_PyInterpreterFrame, prev_instr)")],
+    ("interpreter_frame", "owner"): [(f"{V} >= 0x030b0000",
+                                      "offsetof(_PyInterpreterFrame, owner)")],
+    ("interpreter_frame", "is_entry"): [(f"{V} >= 0x030b0000 && {V} < 0x030c0000",
+                                         "offsetof(_PyInterpreterFrame, is_entry)")],
+    ("interpreter_frame", "lasti"): [(f"{V} < 0x030b0000", "offsetof(PyFrameObject, f_lasti)")],
+    ("code_object", "size"): [("1", "sizeof(PyCodeObject)")],
+    ("code_object", "filename"): [("1", "offsetof(PyCodeObject, co_filename)")],
+    ("code_object", "name"): [("1", "offsetof(PyCodeObject, co_name)")],
+    ("code_object", "qualname"): [(f"{V} >= 0x030b0000", "offsetof(PyCodeObject, co_qualname)")],
+    ("code_object", "linetable"): [(f"{V} < 0x030a0000", "offsetof(PyCodeObject, co_lnotab)"),
+                                   ("1", "offsetof(PyCodeObject, co_linetable)")],
+    ("code_object", "firstlineno"): [("1", "offsetof(PyCodeObject, co_firstlineno)")],
+    ("code_object", "firsttraceable"): [(f"{V} >= 0x030b0000",
+                                         "offsetof(PyCodeObject, _co_firsttraceable)")],
+    ("code_object", "co_code_adaptive"): [(f"{V} >= 0x030b0000",
+                                           "offsetof(PyCodeObject, co_code_adaptive)")],
+    ("code_object", "co_code"): [(f"{V} < 0x030b0000", "offsetof(PyCodeObject, co_code)")],
+    ("pyobject", "size"): [("1", "sizeof(PyObject)")],
+    ("pyobject", "ob_type"): [("1", "offsetof(PyObject, ob_type)")],
+    ("var_object", "ob_size"): [("1", "offsetof(PyVarObject, ob_size)")],
+    ("type_object", "size"): [("1", "sizeof(PyTypeObject)")],
+    ("type_object", "tp_name"): [("1", "offsetof(PyTypeObject, tp_name)")],
+    ("bytes_object", "size"): [("1", "sizeof(PyBytesObject)")],
+    ("bytes_object", "ob_size"): [("1", "offsetof(PyBytesObject, ob_base.ob_size)")],
+    ("bytes_object", "ob_sval"): [("1", "offsetof(PyBytesObject, ob_sval)")],
+    ("unicode_object", "size"): [("1", "sizeof(PyUnicodeObject)")],
+    ("unicode_object", "state"): [("1", "offsetof(PyASCIIObject, state)")],
+    ("unicode_object", "length"): [("1", "offsetof(PyASCIIObject, length)")],
+    ("unicode_object", "asciiobject_size"): [("1", "sizeof(PyASCIIObject)")],
+    ("unicode_object", "compactunicodeobject_size"): [("1", "sizeof(PyCompactUnicodeObject)")],
 }
+
+# Facts about each version that are not offsets: how frames are reached,
+# what a frame's position field holds, the line table format (offsets.h).
+TRAITS = {
+    8: ("CPY_FRAMES_OBJECT", "CPY_POS_LASTI_BYTES", "CPY_LINES_LNOTAB"),
+    9: ("CPY_FRAMES_OBJECT", "CPY_POS_LASTI_BYTES", "CPY_LINES_LNOTAB"),
+    10: ("CPY_FRAMES_OBJECT", "CPY_POS_LASTI_UNITS", "CPY_LINES_PEP626"),
+    11: ("CPY_FRAMES_CFRAME", "CPY_POS_PREV_INSTR", "CPY_LINES_LOCTABLE"),
+    12: ("CPY_FRAMES_CFRAME", "CPY_POS_PREV_INSTR", "CPY_LINES_LOCTABLE"),
+    13: ("CPY_FRAMES_DIRECT", "CPY_POS_INSTR_PTR", "CPY_LINES_LOCTABLE"),
+    14: ("CPY_FRAMES_DIRECT", "CPY_POS_INSTR_PTR", "CPY_LINES_LOCTABLE"),
+    15: ("CPY_FRAMES_DIRECT", "CPY_POS_INSTR_PTR", "CPY_LINES_LOCTABLE"),
+}
+
 # Derived from a table field plus a delta, because the absolute offset drifts
 # with build options while the distance inside one struct does not.
 DERIVED = {("runtime_state", "main_thread"), ("interpreter_state", "threads_main")}
@@ -61,7 +152,7 @@ def header_sets():
     """{minor: [(label, [include flags])]}"""
     sets = {m: [] for m in MINORS}
     pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
-    for d in sorted(pyenv.glob("3.1*")) if pyenv.is_dir() else []:
+    for d in sorted(pyenv.glob("3.*")) if pyenv.is_dir() else []:
         m = re.match(r"3\.(\d+)\.\d+$", d.name)
         if m and int(m.group(1)) in sets:
             inc = d / "include" / f"python3.{m.group(1)}"
@@ -75,8 +166,10 @@ def header_sets():
     return sets
 
 
-def table_members(flags):
+def table_members(minor, flags):
     """Members of _Py_DebugOffsets, as {(group, name)}, parsed from the header."""
+    if minor < TABLE_FROM:
+        return set()
     inc = Path(flags[0][2:])
     for name in ("internal/pycore_debug_offsets.h", "internal/pycore_runtime.h"):
         p = inc / name
@@ -104,15 +197,21 @@ def table_members(flags):
 PROBE_HEAD = """
 #define Py_BUILD_CORE 1
 #include <Python.h>
+#include <frameobject.h>
 #include <stddef.h>
 #include <stdio.h>
+#if __has_include("internal/pycore_runtime.h")
 #include "internal/pycore_runtime.h"
+#endif
+#include "internal/pycore_pystate.h"
+#if __has_include("internal/pycore_interp.h")
 #include "internal/pycore_interp.h"
+#endif
 #if PY_VERSION_HEX >= 0x030e0000
 #include "internal/pycore_debug_offsets.h"
 #include "internal/pycore_interpframe_structs.h"
 #include "internal/pycore_stackref.h"
-#else
+#elif PY_VERSION_HEX >= 0x030b0000
 #include "internal/pycore_frame.h"
 #endif
 int main(void) {
@@ -122,21 +221,35 @@ int main(void) {
 def probe(flags, fields, members):
     lines = [PROBE_HEAD]
     lines.append('printf("minor %d\\n", PY_MINOR_VERSION);')
+    lines.append("#if PY_VERSION_HEX >= 0x030d0000")
     lines.append('printf("table_size %zu\\n", sizeof(_Py_DebugOffsets));')
+    lines.append("#else")
+    lines.append('printf("table_size 0\\n");')
+    lines.append("#endif")
     for g, n in fields:
         key = f"{g}.{n}"
         if (g, n) in members:
             lines.append(f'printf("pos {key} %zu\\n", offsetof(_Py_DebugOffsets, {g}.{n}));')
-        elif (g, n) in FALLBACKS:
-            cond, expr = FALLBACKS[(g, n)]
-            lines.append(f"#if {cond}")
+            continue
+        chain = EXPRS.get((g, n), [])
+        for i, (cond, expr) in enumerate(chain):
+            lines.append(("#if " if i == 0 else "#elif ") + cond)
             lines.append(f'printf("fallback {key} %zu\\n", (size_t)({expr}));')
+        if chain:
             lines.append("#endif")
+    lines.append("#if PY_VERSION_HEX >= 0x030d0000")
     lines.append('printf("main_thread_delta %zu\\n", offsetof(_PyRuntimeState, main_thread)'
                  ' - offsetof(_PyRuntimeState, interpreters.head));')
     lines.append('printf("threads_main_delta %zu\\n", offsetof(PyInterpreterState, threads.main)'
                  ' - offsetof(PyInterpreterState, threads.head));')
+    lines.append("#else")
+    lines.append('printf("main_thread_delta 0\\nthreads_main_delta 0\\n");')
+    lines.append("#endif")
+    lines.append("#if PY_VERSION_HEX >= 0x030c0000")
     lines.append('printf("first_shim_owner %d\\n", FRAME_OWNED_BY_FRAME_OBJECT + 1);')
+    lines.append("#else")
+    lines.append('printf("first_shim_owner 255\\n");')  # no shim frames before 3.12
+    lines.append("#endif")
     lines.append("#ifdef Py_TAG_BITS")
     lines.append('printf("stackref_mask %zu\\n", (size_t)Py_TAG_BITS);')
     lines.append("#else")
@@ -157,7 +270,9 @@ def probe(flags, fields, members):
 
 def render(layouts, fields, sources):
     out = ["/* Generated by tools/gen_layouts.py from CPython's headers; do not edit.",
-           " * Sources: " + "; ".join(sources) + ". */",
+           " * Sources: " + "; ".join(sources) + ".",
+           " * Versions without _Py_DebugOffsets (3.8-3.12) have no .pos: every offset",
+           " * is a .fallback from the headers. */",
            '#include "cpython/offsets.h"', "",
            "const struct cpy_layout cpy_layouts[] = {"]
     for minor, r in sorted(layouts.items()):
@@ -176,6 +291,8 @@ def render(layouts, fields, sources):
         out.append("        },")
         for k in ("main_thread_delta", "threads_main_delta", "first_shim_owner", "stackref_mask"):
             out.append(f"        .{k} = {r[(k,)]},")
+        frames, position, lines_ = TRAITS[minor]
+        out.append(f"        .traits = {{{frames}, {position}, {lines_}, {int(minor >= TABLE_FROM)}}},")
         out.append("    },")
     out.append("};")
     out.append("const size_t cpy_layouts_count = sizeof(cpy_layouts) / sizeof(cpy_layouts[0]);")
@@ -194,7 +311,7 @@ def main():
             sys.exit(f"no headers for 3.{minor}: run scripts/sidroot.sh ensure")
         first = None
         for label, flags in sets:
-            r = probe(flags, fields, table_members(flags))
+            r = probe(flags, fields, table_members(minor, flags))
             if first is not None and r != first:
                 diff = {k: (first.get(k), r.get(k)) for k in set(first) | set(r)
                         if first.get(k) != r.get(k)}

@@ -130,15 +130,34 @@ PYS_EXTERN void pys_session_free(pys_session *s);
 PYS_EXTERN const char *pys_session_last_error(const pys_session *s);
 
 PYS_EXTERN int pys_session_pid(const pys_session *s);
-/* PY_VERSION_HEX of the target, e.g. 0x030f02f0. */
+/* PY_VERSION_HEX of the target, e.g. 0x030f02f0 (patch 0 when not known). */
 PYS_EXTERN uint32_t pys_session_python_version(const pys_session *s);
+/* The target's version as text: "3.15.2", or "3.9" where the image does not
+ * tell its patch level (3.8-3.10). */
+PYS_EXTERN const char *pys_session_python_version_text(const pys_session *s);
 /* Path of the image that holds the runtime, as the target's maps name it. */
 PYS_EXTERN const char *pys_session_image_path(const pys_session *s);
+
+/* Counters of a session, for --stats. */
+struct pys_stats {
+    uint64_t snapshots;        /* pys_session_snapshot calls */
+    uint64_t thread_errors;    /* thread stacks that could not be read */
+    uint64_t mem_reads;        /* read system calls (a batch counts once) */
+    uint64_t mem_bytes;        /* bytes asked for */
+    uint64_t mem_failures;     /* reads that failed */
+    uint64_t code_hits;        /* code objects found in the cache */
+    uint64_t code_misses;      /* code objects read from the target */
+};
+PYS_EXTERN void pys_session_stats(const pys_session *s, struct pys_stats *out);
 
 /* Read every interpreter and thread. A thread whose stack cannot be read gets
  * its error in pys_thread.error and the others are still reported; the call
  * itself fails only when nothing can be read (process gone: PYS_E_EXITED). */
 PYS_EXTERN int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out);
+
+/* Descendants of pid (children only unless recursive), breadth first, at
+ * most max into out. Returns how many, or a negative code. */
+PYS_EXTERN int pys_child_pids(int pid, int recursive, int *out, size_t max);
 
 /* --- aggregated profiles ----------------------------------------------- */
 

@@ -15,11 +15,6 @@
 
 static const char DUMP_USAGE[] = "usage: pystrobe dump [--json] PID\n";
 
-static void version_str(uint32_t v, char *buf, size_t len)
-{
-    snprintf(buf, len, "%u.%u.%u", (v >> 24) & 0xff, (v >> 16) & 0xff, (v >> 8) & 0xff);
-}
-
 /* Text from the target on a terminal: control characters escaped. */
 static void put_text(FILE *f, const char *s)
 {
@@ -42,9 +37,7 @@ static void put_num(FILE *f, int32_t v)
 
 static void print_text(FILE *f, const pys_session *s, const struct pys_snapshot *snap)
 {
-    char ver[32];
-    version_str(pys_session_python_version(s), ver, sizeof ver);
-    fprintf(f, "Process %d: Python %s (", pys_session_pid(s), ver);
+    fprintf(f, "Process %d: Python %s (", pys_session_pid(s), pys_session_python_version_text(s));
     put_text(f, pys_session_image_path(s));
     fputs(")\n", f);
     for (size_t i = 0; i < snap->ninterps; i++) {
@@ -104,14 +97,12 @@ static void print_text(FILE *f, const pys_session *s, const struct pys_snapshot 
 static void print_json(FILE *f, const pys_session *s, const struct pys_snapshot *snap)
 {
     struct out_json j;
-    char ver[32];
-    version_str(pys_session_python_version(s), ver, sizeof ver);
     out_json_init(&j, f);
     out_json_begin_object(&j);
     out_json_key(&j, "pid");
     out_json_int(&j, pys_session_pid(s));
     out_json_key(&j, "python_version");
-    out_json_string(&j, ver);
+    out_json_string(&j, pys_session_python_version_text(s));
     out_json_key(&j, "image");
     out_json_string(&j, pys_session_image_path(s));
     out_json_key(&j, "interpreters");

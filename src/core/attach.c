@@ -71,22 +71,112 @@ static int name_version(const char *path, unsigned *major, unsigned *minor)
     return 0;
 }
 
-/* A human version string: from Py_Version in the target if exported (3.11+),
- * else from the file name. */
-static void version_text(struct pys_session *s, const struct bin_image *img, uint64_t bias,
-                         unsigned major, unsigned minor, char *buf, size_t len)
+/* Largest .rodata searched for the version string; libpython's is ~1 MiB. */
+#define RODATA_MAX (64u << 20)
+
+/*
+ * Before 3.11 nothing exported holds the version, but PY_VERSION ("3.9.18")
+ * is a string literal in .rodata: find "3.MINOR." digits "\0" there, not
+ * preceded by a digit or a dot. (The linker may merge the literal into the
+ * tail of a longer string, such as an install prefix ending in it.) Returns
+ * the patch level, or -1 if not found.
+ */
+static int rodata_patch(const struct bin_image *img, unsigned major, unsigned minor)
+{
+    struct bin_section sec;
+    char prefix[16];
+    int patch = -1;
+    if (bin_image_section(img, ".rodata", &sec) < 0 || sec.size > RODATA_MAX)
+        return -1;
+    char *buf = malloc((size_t)sec.size + 1);
+    if (!buf)
+        return -1;
+    long n = bin_image_section_read(img, ".rodata", buf, (size_t)sec.size);
+    int plen = snprintf(prefix, sizeof prefix, "%u.%u.", major, minor);
+    for (long i = 1; n > 0 && i + plen < n && patch < 0; i++) {
+        char before = buf[i - 1];
+        if ((before >= '0' && before <= '9') || before == '.' ||
+            memcmp(buf + i, prefix, (size_t)plen) != 0)
+            continue;
+        long j = i + plen, v = 0;
+        while (j < n && j - (i + plen) < 3 && buf[j] >= '0' && buf[j] <= '9')
+            v = v * 10 + (buf[j++] - '0');
+        if (j > i + plen && j < n && buf[j] == '\0')
+            patch = (int)v;
+    }
+    free(buf);
+    return patch;
+}
+
+/* The target's PY_VERSION_HEX from Py_Version (exported from 3.11 on), or
+ * major.minor from the file name with patch 0; 0 if neither tells. *exact
+ * says whether the patch level is known. */
+static uint32_t image_version(struct pys_session *s, const struct bin_image *img, uint64_t bias,
+                              unsigned major, unsigned minor, int *exact)
 {
     uint64_t sym, hex = 0;
+    *exact = 0;
     if (bin_image_symbol(img, "Py_Version", &sym) == 0 &&
-        mem_read(&s->mem, sym + bias, &hex, sizeof hex) == 0 && (hex >> 24) != 0) {
-        snprintf(buf, len, "%u.%u.%u", (unsigned)(hex >> 24) & 0xff,
-                 (unsigned)(hex >> 16) & 0xff, (unsigned)(hex >> 8) & 0xff);
-        return;
+        mem_read(&s->mem, sym + bias, &hex, sizeof hex) == 0 && (hex >> 24) != 0 &&
+        (hex >> 32) == 0) {
+        *exact = 1;
+        return (uint32_t)hex;
     }
-    if (major)
-        snprintf(buf, len, "%u.%u", major, minor);
-    else
+    if (major) {
+        int patch = rodata_patch(img, major, minor);
+        *exact = patch >= 0;
+        return (uint32_t)(major << 24 | minor << 16 | (patch >= 0 ? (unsigned)patch : 0) << 8 |
+                          0xf0);
+    }
+    return 0;
+}
+
+static void version_text(uint32_t v, int exact, char *buf, size_t len)
+{
+    if (v == 0)
         snprintf(buf, len, "(unknown version)");
+    else if (exact)
+        snprintf(buf, len, "%u.%u.%u", v >> 24, (v >> 16) & 0xff, (v >> 8) & 0xff);
+    else
+        snprintf(buf, len, "%u.%u", v >> 24, (v >> 16) & 0xff);
+}
+
+#define SUPPORTED "supported: 3.8 to 3.15"
+
+/*
+ * Check that the offsets fit the runtime at `runtime`: an interpreter list
+ * that is initialised, and a first thread state that points back at its
+ * interpreter. For versions without debug offsets this is what tells a
+ * build whose layout differs from pystrobe's tables.
+ */
+static int check_runtime(struct pys_session *s, uint64_t runtime, const char *path,
+                         struct verdict *v)
+{
+    uint64_t head = 0, back = 0;
+    struct cpy_interp in;
+    int rc = cpy_runtime_first_interp(&s->mem, &s->off, runtime, &head);
+    if (rc < 0)
+        return rc;
+    if (head == 0) {
+        note(v, PYS_E_NOTPYTHON, "the Python runtime in %s is not initialised (starting or "
+                                 "exiting?)", path);
+        return PYS_E_NOTPYTHON;
+    }
+    if ((rc = cpy_interp_read(&s->mem, &s->off, runtime, head, &in)) < 0) {
+        if (rc == PYS_E_EXITED)
+            return rc;
+        note(v, PYS_E_NOTPYTHON, "the interpreter list of %s is unreadable", path);
+        return PYS_E_NOTPYTHON;
+    }
+    if (in.threads_head != 0 &&
+        (mem_read_u64(&s->mem, in.threads_head + s->off.thread_state.interp, &back) < 0 ||
+         back != head)) {
+        note(v, PYS_E_VERSION, "has a Python %u.%u runtime whose layout does not match "
+                               "pystrobe's tables (an unusual build?)",
+             s->off.version >> 24, (s->off.version >> 16) & 0xff);
+        return PYS_E_VERSION;
+    }
+    return 0;
 }
 
 /* Try one image; 0 if it holds the runtime (and s is filled), else a code
@@ -96,6 +186,7 @@ static int try_image(struct pys_session *s, const struct plat_map *map, struct v
     struct bin_image *img = NULL;
     struct bin_section sec;
     uint8_t *table = NULL;
+    uint64_t value;
     unsigned major = 0, minor = 0;
     int fd = -1, rc;
 
@@ -120,58 +211,59 @@ static int try_image(struct pys_session *s, const struct plat_map *map, struct v
         rc = PYS_E_NOTPYTHON;
         goto out;
     }
+    int exact;
+    uint32_t version = image_version(s, img, bias, major, minor, &exact);
     char ver[64];
-    version_text(s, img, bias, major, minor, ver, sizeof ver);
-    if (bin_image_section(img, ".PyRuntime", &sec) < 0) {
-        rc = PYS_E_VERSION;
-        note(v, rc, "runs Python %s, which is not supported (supported: 3.13 to 3.15)", ver);
-        goto out;
+    version_text(version, exact, ver, sizeof ver);
+    uint64_t runtime = 0;
+    int have_table = 0;
+    if (bin_image_section(img, ".PyRuntime", &sec) == 0) {
+        /* 3.13+: the runtime starts with _Py_DebugOffsets. */
+        size_t want = cpy_offsets_max_table_size();
+        if (want > sec.size)
+            want = (size_t)sec.size;
+        table = malloc(want);
+        rc = PYS_E_NOMEM;
+        if (!table)
+            goto out;
+        runtime = bias + sec.addr;
+        if ((rc = mem_read(&s->mem, runtime, table, want)) < 0) {
+            if (rc != PYS_E_EXITED && rc != PYS_E_PERM)
+                note(v, PYS_E_NOTPYTHON, "cannot read the runtime of %s at 0x%llx", map->path,
+                     (unsigned long long)runtime);
+            goto out;
+        }
+        char why[200];
+        rc = cpy_offsets_parse(table, want, &s->off, why, sizeof why);
+        if (rc == PYS_E_VERSION) {
+            note(v, rc, "runs Python %s: %s (" SUPPORTED ")", ver, why);
+            goto out;
+        }
+        if (rc < 0 && rc != PYS_E_NOTPYTHON) {
+            note(v, rc, "%s: %s", map->path, why);
+            goto out;
+        }
+        have_table = rc == 0;
     }
-    size_t want = cpy_offsets_max_table_size();
-    if (want > sec.size)
-        want = (size_t)sec.size;
-    table = malloc(want);
-    rc = PYS_E_NOMEM;
-    if (!table)
-        goto out;
-    uint64_t runtime = bias + sec.addr;
-    if ((rc = mem_read(&s->mem, runtime, table, want)) < 0) {
-        if (rc != PYS_E_EXITED && rc != PYS_E_PERM)
-            note(v, PYS_E_NOTPYTHON, "cannot read the runtime of %s at 0x%llx", map->path,
-                 (unsigned long long)runtime);
-        goto out;
+    if (!have_table) {
+        /* 3.8-3.12: _PyRuntime by symbol, offsets from pystrobe's tables. */
+        char why[200];
+        if (bin_image_symbol(img, "_PyRuntime", &value) < 0 || version == 0) {
+            rc = PYS_E_VERSION;
+            note(v, rc, "runs Python %s, which is not supported (" SUPPORTED ")", ver);
+            goto out;
+        }
+        runtime = bias + value;
+        rc = cpy_offsets_for_version(version, &s->off, why, sizeof why);
+        if (rc < 0) {
+            note(v, PYS_E_VERSION, "runs Python %s, which is not supported (" SUPPORTED ")", ver);
+            rc = PYS_E_VERSION;
+            goto out;
+        }
     }
-    char why[200];
-    rc = cpy_offsets_parse(table, want, &s->off, why, sizeof why);
-    if (rc == PYS_E_NOTPYTHON) {
-        /* 3.10-3.12 have the section but no debug offsets. */
-        rc = PYS_E_VERSION;
-        note(v, rc, "runs Python %s, which is not supported (supported: 3.13 to 3.15)", ver);
+    if ((rc = check_runtime(s, runtime, map->path, v)) < 0)
         goto out;
-    }
-    if (rc == PYS_E_VERSION) {
-        note(v, rc, "runs Python %s: %s (supported: 3.13 to 3.15)", ver, why);
-        goto out;
-    }
-    if (rc < 0) {
-        note(v, rc, "%s: %s", map->path, why);
-        goto out;
-    }
-    uint64_t head = 0;
-    if ((rc = cpy_runtime_first_interp(&s->mem, &s->off, runtime, &head)) < 0)
-        goto out;
-    if (head == 0) {
-        rc = PYS_E_NOTPYTHON;
-        note(v, rc, "the Python runtime in %s is not initialised (starting or exiting?)",
-             map->path);
-        goto out;
-    }
-    struct cpy_interp in;
-    if ((rc = cpy_interp_read(&s->mem, &s->off, head, &in)) < 0) {
-        note(v, PYS_E_NOTPYTHON, "the interpreter list of %s is unreadable", map->path);
-        goto out;
-    }
-    uint64_t value;
+    version_text(s->off.version, exact || have_table, s->version_text, sizeof s->version_text);
     memset(&s->sym, 0, sizeof s->sym);
     if (bin_image_symbol(img, "PyCode_Type", &value) == 0)
         s->sym.code_type = value + bias;

@@ -59,7 +59,9 @@ struct pys_session {
     struct cpy_symbols sym;
     uint64_t runtime;        /* address of _PyRuntime */
     char *image_path;        /* the image holding the runtime */
+    char version_text[32];   /* "3.12.1", or "3.9" when the patch level is not known */
     char err[512];           /* last error detail */
+    uint64_t snapshots, thread_errors; /* counters for pys_session_stats */
 
     struct prof_intern strings;
     const char *marker_file, *marker_native, *marker_gc; /* interned "~", "<native>", "<GC>" */

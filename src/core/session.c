@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "platform/platform.h"
 
 int prof_fail(struct pys_session *s, int code, const char *fmt, ...)
 {
@@ -91,7 +92,31 @@ uint32_t pys_session_python_version(const pys_session *s)
     return s->off.version;
 }
 
+const char *pys_session_python_version_text(const pys_session *s)
+{
+    return s->version_text;
+}
+
 const char *pys_session_image_path(const pys_session *s)
 {
     return s->image_path;
+}
+
+void pys_session_stats(const pys_session *s, struct pys_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    out->snapshots = s->snapshots;
+    out->thread_errors = s->thread_errors;
+    out->mem_reads = s->mem.stats.reads;
+    out->mem_bytes = s->mem.stats.bytes;
+    out->mem_failures = s->mem.stats.failures;
+    out->code_hits = s->codes.hits;
+    out->code_misses = s->codes.misses;
+}
+
+int pys_child_pids(int pid, int recursive, int *out, size_t max)
+{
+    if (pid <= 0 || (!out && max))
+        return PYS_E_INVAL;
+    return plat_proc_children(pid, recursive, out, max);
 }

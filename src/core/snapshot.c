@@ -100,7 +100,8 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in, si
         } else if (pending_native && s->opt.native) {
             add_marker(s, PYS_FRAME_NATIVE);
         }
-        pending_native = 0;
+        /* 3.11 marks the first Python frame of each C-level call instead. */
+        pending_native = rf->entry;
         struct pys_frame *f = &s->frames[s->nframes];
         struct cpy_location loc;
         rc = cpy_code_locate(&s->off, &pc->code, rf, &f->lasti, &loc);
@@ -154,7 +155,8 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
     pt->native_id = t->native_id;
     pt->thread_id = t->thread_id;
     pt->tstate = t->addr;
-    if (t->addr == in->threads_main)
+    if ((in->threads_main && t->addr == in->threads_main) ||
+        (in->main_ident && t->thread_id == in->main_ident))
         pt->status |= PYS_THREAD_MAIN_THREAD;
     if (t->addr == in->gil_holder)
         pt->status |= PYS_THREAD_HAS_GIL;
@@ -195,6 +197,7 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
     if (rc < 0) {
         pt->error = rc;
         pt->nframes = 0;
+        s->thread_errors++;
         return 0;
     }
     err[0] = '\0';
@@ -227,6 +230,7 @@ int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
 
     s->ninterps = s->nthreads = s->nframes = 0;
     s->err[0] = '\0';
+    s->snapshots++;
     if ((rc = cpy_runtime_first_interp(&s->mem, &s->off, s->runtime, &iaddr)) < 0)
         goto fail;
     for (size_t ni = 0; iaddr != 0; ni++) {
@@ -235,7 +239,7 @@ int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
             rc = prof_fail(s, PYS_E_TOODEEP, "more than %d interpreters", CPY_MAX_INTERPS);
             goto fail;
         }
-        if ((rc = cpy_interp_read(&s->mem, &s->off, iaddr, &in)) < 0)
+        if ((rc = cpy_interp_read(&s->mem, &s->off, s->runtime, iaddr, &in)) < 0)
             goto fail;
         if (ni == 0 && (rc = check_code_generation(s, iaddr)) < 0)
             goto fail;

@@ -68,7 +68,18 @@ int cpy_code_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_s
         return rc;
     if ((rc = check_code_type(m, o, sym, load_u64(head + o->pyobject.ob_type))) < 0)
         return rc;
-    int64_t units = load_i64(head + o->var_object.ob_size);
+    int64_t units;
+    if (CPY_HAS(o, code_object, co_code)) {
+        /* Before 3.11 the bytecode is a bytes object of its own. */
+        int64_t nbytes;
+        rc = mem_read(m, load_u64(head + o->code_object.co_code) + o->bytes_object.ob_size,
+                      &nbytes, sizeof nbytes);
+        if (rc < 0)
+            return rc;
+        units = nbytes / 2;
+    } else {
+        units = load_i64(head + o->var_object.ob_size);
+    }
     if (units < 0 || units > (INT32_MAX / 2))
         return PYS_E_CORRUPT;
     c.ncodeunits = (uint64_t)units;
@@ -78,9 +89,11 @@ int cpy_code_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_s
                            : -1;
     rc = cpy_unicode_read(m, o, load_u64(head + o->code_object.filename), CPY_MAX_STR_CHARS,
                           &c.filename);
+    /* No co_qualname before 3.11: the plain name is all there is. */
+    uint64_t qual = CPY_HAS(o, code_object, qualname) ? o->code_object.qualname
+                                                       : o->code_object.name;
     if (rc == 0)
-        rc = cpy_unicode_read(m, o, load_u64(head + o->code_object.qualname), CPY_MAX_STR_CHARS,
-                              &c.qualname);
+        rc = cpy_unicode_read(m, o, load_u64(head + qual), CPY_MAX_STR_CHARS, &c.qualname);
     if (rc < 0)
         goto fail;
     rc = cpy_bytes_read(m, o, load_u64(head + o->code_object.linetable), CPY_MAX_LINETABLE,
@@ -104,17 +117,34 @@ void cpy_code_release(struct cpy_code *c)
     memset(c, 0, sizeof *c);
 }
 
-/* Code-unit index of the frame's instruction, or -1 if outside the code. */
+/* Code-unit index of the frame's instruction: negative before the first
+ * instruction, INT64_MAX if the position is not inside the code at all. */
 static int64_t instr_index(const struct cpy_offsets *o, const struct cpy_code *c,
                            const struct cpy_raw_frame *f)
 {
-    uint64_t base = f->code + o->code_object.co_code_adaptive;
-    if (f->instr_ptr < base)
-        return -1;
-    uint64_t off = f->instr_ptr - base;
-    if (off % 2 != 0 || off / 2 >= c->ncodeunits)
-        return -1;
-    return (int64_t)(off / 2);
+    int64_t idx;
+    switch (o->traits.position) {
+    case CPY_POS_LASTI_BYTES:
+        idx = (int64_t)f->instr_ptr < 0 ? -1 : (int64_t)f->instr_ptr / 2;
+        break;
+    case CPY_POS_LASTI_UNITS:
+        idx = (int64_t)f->instr_ptr < 0 ? -1 : (int64_t)f->instr_ptr;
+        break;
+    default: {
+        uint64_t base = f->code + o->code_object.co_code_adaptive;
+        if (f->instr_ptr < base) {
+            /* 3.11/3.12 point one unit before the code until the first instruction. */
+            return base - f->instr_ptr == 2 ? -1 : INT64_MAX;
+        }
+        uint64_t off = f->instr_ptr - base;
+        if (off % 2 != 0)
+            return INT64_MAX;
+        idx = off / 2 > (uint64_t)INT32_MAX ? INT64_MAX : (int64_t)(off / 2);
+    }
+    }
+    if (idx >= 0 && (uint64_t)idx >= c->ncodeunits)
+        return INT64_MAX;
+    return idx;
 }
 
 int cpy_code_locate(const struct cpy_offsets *o, const struct cpy_code *c,
@@ -122,12 +152,37 @@ int cpy_code_locate(const struct cpy_offsets *o, const struct cpy_code *c,
 {
     struct cpy_location l = {-1, -1, -1, -1};
     int64_t idx = instr_index(o, c, f);
-    if (idx < 0)
+    int rc = 0;
+    if (idx == INT64_MAX)
         return PYS_E_CORRUPT;
-    if (c->linetable &&
-        cpy_loctable_lookup(c->linetable, c->linetable_len, c->firstlineno, (uint32_t)idx, &l) <
-            0) {
-        l.lineno = l.end_lineno = l.col = l.end_col = -1;
+    if (idx < 0) {
+        /* Not started (3.8-3.10): Python reports the first line. */
+        if (o->traits.position == CPY_POS_PREV_INSTR || o->traits.position == CPY_POS_INSTR_PTR)
+            return PYS_E_CORRUPT;
+        l.lineno = l.end_lineno = c->firstlineno;
+        *lasti = -1;
+        *loc = l;
+        return 0;
+    }
+    if (c->linetable) {
+        switch (o->traits.lines) {
+        case CPY_LINES_LNOTAB:
+            rc = cpy_lnotab_lookup(c->linetable, c->linetable_len, c->firstlineno,
+                                   (uint32_t)idx * 2, &l.lineno);
+            l.end_lineno = l.lineno;
+            break;
+        case CPY_LINES_PEP626:
+            rc = cpy_linetable310_lookup(c->linetable, c->linetable_len, c->firstlineno,
+                                         (uint32_t)idx * 2, &l.lineno);
+            l.end_lineno = l.lineno;
+            break;
+        default:
+            rc = cpy_loctable_lookup(c->linetable, c->linetable_len, c->firstlineno,
+                                     (uint32_t)idx, &l);
+            break;
+        }
+        if (rc < 0)
+            l.lineno = l.end_lineno = l.col = l.end_col = -1;
     }
     *lasti = (int32_t)(idx * 2);
     *loc = l;
@@ -137,8 +192,10 @@ int cpy_code_locate(const struct cpy_offsets *o, const struct cpy_code *c,
 int cpy_frame_incomplete(const struct cpy_offsets *o, const struct cpy_code *c,
                          const struct cpy_raw_frame *f)
 {
-    if (f->owner == OWNER_GENERATOR || c->firsttraceable < 0)
+    /* Only interpreter frames (3.11+) have a prologue to hide. */
+    if (o->traits.frames == CPY_FRAMES_OBJECT || f->owner == OWNER_GENERATOR ||
+        c->firsttraceable < 0)
         return 0;
     int64_t idx = instr_index(o, c, f);
-    return idx >= 0 && idx < c->firsttraceable;
+    return idx != INT64_MAX && idx < c->firsttraceable;
 }

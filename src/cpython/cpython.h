@@ -41,7 +41,8 @@ struct cpy_interp {
     int64_t id;
     uint64_t next;
     uint64_t threads_head;
-    uint64_t threads_main;   /* the interpreter's main thread state, 0 if none */
+    uint64_t threads_main;   /* the interpreter's main thread state, 0 if unknown */
+    uint64_t main_ident;     /* else: thread_id (pthread) of the main thread, 0 if unknown */
     uint64_t gil_holder;     /* thread state holding the GIL, 0 if nobody */
     uint64_t gc_frame;       /* frame that started the running collection (3.15), or 0 */
 };
@@ -49,15 +50,16 @@ struct cpy_interp {
 /* First interpreter of the runtime at runtime_addr (0 if none). */
 int cpy_runtime_first_interp(struct mem *m, const struct cpy_offsets *o, uint64_t runtime_addr,
                              uint64_t *out);
-int cpy_interp_read(struct mem *m, const struct cpy_offsets *o, uint64_t addr,
-                    struct cpy_interp *out);
+/* Read the interpreter at addr of the runtime at runtime_addr. */
+int cpy_interp_read(struct mem *m, const struct cpy_offsets *o, uint64_t runtime_addr,
+                    uint64_t addr, struct cpy_interp *out);
 
 /* --- threads ------------------------------------------------------------ */
 
 struct cpy_thread {
     uint64_t addr;
     uint64_t next;
-    uint64_t native_id;
+    uint64_t native_id;       /* kernel TID, 0 if it could not be found */
     uint64_t thread_id;
     uint64_t current_frame;
     uint64_t base_frame;      /* 3.15+, else 0 */
@@ -77,9 +79,10 @@ int cpy_thread_read(struct mem *m, const struct cpy_offsets *o, const struct cpy
 struct cpy_raw_frame {
     uint64_t addr;
     uint64_t code;      /* the code object (tag bits cleared) */
-    uint64_t instr_ptr;
+    uint64_t instr_ptr; /* the position field: a pointer, or f_lasti (3.8-3.10) */
     uint8_t owner;
     uint8_t shim;       /* an entry/shim/base frame: C code, not a Python frame */
+    uint8_t entry;      /* 3.11: the first Python frame of a C-level call (C is below it) */
 };
 
 /* Scratch the walk reuses between calls: copies of the thread's data stack

@@ -1,5 +1,6 @@
 /*
- * frames: walk one thread's chain of _PyInterpreterFrames (3.11+).
+ * frames: walk one thread's chain of frames: PyFrameObjects linked by f_back
+ * (3.8-3.10), or _PyInterpreterFrames linked by previous (3.11+).
  *
  * Frames owned by the thread live in its data stack chunks, so the walk first
  * copies those chunks (a few large reads) and then follows `previous` inside
@@ -98,14 +99,71 @@ static int frame_bytes(struct mem *m, struct cpy_stack *st, uint64_t addr, size_
     return rc;
 }
 
+/* Brent's cycle detection: compare each address with a checkpoint that
+ * moves to the current address at every power of two steps. */
+struct cycle {
+    uint64_t checkpoint;
+    size_t power, steps, records;
+};
+
+static int cycle_step(struct cycle *c, uint64_t addr)
+{
+    if (++c->records > CPY_MAX_FRAMES || addr == c->checkpoint)
+        return PYS_E_TOODEEP;
+    if (++c->steps == c->power) {
+        c->checkpoint = addr;
+        c->power *= 2;
+        c->steps = 0;
+    }
+    return 0;
+}
+
+/* 3.8-3.10: every frame is a PyFrameObject on the heap, generators' too. */
+static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
+                        struct cpy_stack *st, struct cpy_raw_frame *out, size_t max)
+{
+    const struct cpy_frame_offsets *f = &o->interpreter_frame;
+    struct cycle cy = {0, 1, 0, 0};
+    size_t n = 0;
+    int rc;
+    if ((rc = grow(&st->frame, &st->frame_cap, (size_t)f->size)) < 0)
+        return rc;
+    for (uint64_t addr = t->current_frame; addr != 0;) {
+        uint64_t code, prev;
+        int32_t lasti;
+        if ((rc = cycle_step(&cy, addr)) < 0)
+            return rc;
+        if (addr % 8 != 0)
+            return PYS_E_CORRUPT;
+        if ((rc = mem_read(m, addr, st->frame, (size_t)f->size)) < 0)
+            return rc;
+        memcpy(&code, st->frame + f->executable, 8);
+        memcpy(&prev, st->frame + f->previous, 8);
+        memcpy(&lasti, st->frame + f->lasti, 4);
+        if (n == max)
+            return PYS_E_TOODEEP;
+        out[n].addr = addr;
+        out[n].code = code;
+        out[n].instr_ptr = (uint64_t)(int64_t)lasti;
+        out[n].owner = 0;
+        out[n].shim = code == 0;
+        out[n].entry = 0;
+        n++;
+        addr = prev;
+    }
+    return (int)n;
+}
+
 int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
                    struct cpy_stack *st, struct cpy_raw_frame *out, size_t max)
 {
+    if (o->traits.frames == CPY_FRAMES_OBJECT)
+        return walk_objects(m, o, t, st, out, max);
+
     const struct cpy_frame_offsets *f = &o->interpreter_frame;
     uint64_t addr = t->current_frame, last = 0;
-    /* Brent's cycle detection: compare with a checkpoint moved at powers of two. */
-    uint64_t checkpoint = 0;
-    size_t power = 1, steps = 0, records = 0, n = 0;
+    struct cycle cy = {0, 1, 0, 0};
+    size_t n = 0;
     int rc;
 
     if ((rc = copy_chunks(m, t, st)) < 0)
@@ -113,13 +171,8 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
     while (addr != 0) {
         const uint8_t *fb = NULL;
         uint64_t exe, prev, ip;
-        if (++records > CPY_MAX_FRAMES || addr == checkpoint)
-            return PYS_E_TOODEEP;
-        if (++steps == power) {
-            checkpoint = addr;
-            power *= 2;
-            steps = 0;
-        }
+        if ((rc = cycle_step(&cy, addr)) < 0)
+            return rc;
         if (addr % 8 != 0)
             return PYS_E_CORRUPT;
         if ((rc = frame_bytes(m, st, addr, (size_t)f->size, &fb)) < 0)
@@ -136,6 +189,7 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
         out[n].instr_ptr = ip;
         out[n].owner = owner;
         out[n].shim = owner >= o->first_shim_owner || exe == 0;
+        out[n].entry = CPY_HAS(o, interpreter_frame, is_entry) && fb[f->is_entry] != 0;
         n++;
         last = addr;
         addr = prev;

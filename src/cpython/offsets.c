@@ -37,9 +37,11 @@ static const char *const FIELD_NAME[CPY_F_COUNT] = {
 static const enum cpy_field FIELD_SIZE[CPY_F_COUNT] = {
 #define CPY_FIELD_SIZE_(g, n, w) [CPY_F_##g##_##n] = CPY_F_##g##_size,
 #define CPY_F_err_stackitem_size CPY_F_COUNT
+#define CPY_F_cframe_size CPY_F_COUNT
 #define CPY_F_var_object_size CPY_F_bytes_object_size
     CPY_FIELDS(CPY_FIELD_SIZE_)
 #undef CPY_F_err_stackitem_size
+#undef CPY_F_cframe_size
 #undef CPY_F_var_object_size
 #undef CPY_FIELD_SIZE_
 };
@@ -48,17 +50,31 @@ static const enum cpy_field FIELD_SIZE[CPY_F_COUNT] = {
 static const enum cpy_field REQUIRED[] = {
     CPY_F_runtime_state_interpreters_head, CPY_F_interpreter_state_id,
     CPY_F_interpreter_state_next,          CPY_F_interpreter_state_threads_head,
-    CPY_F_thread_state_next,               CPY_F_thread_state_current_frame,
-    CPY_F_thread_state_native_thread_id,   CPY_F_thread_state_thread_id,
-    CPY_F_thread_state_datastack_chunk,    CPY_F_interpreter_frame_previous,
-    CPY_F_interpreter_frame_executable,    CPY_F_interpreter_frame_instr_ptr,
-    CPY_F_interpreter_frame_owner,         CPY_F_code_object_filename,
-    CPY_F_code_object_qualname,            CPY_F_code_object_linetable,
-    CPY_F_code_object_firstlineno,         CPY_F_code_object_co_code_adaptive,
-    CPY_F_pyobject_ob_type,                CPY_F_bytes_object_ob_size,
+    CPY_F_thread_state_next,               CPY_F_thread_state_thread_id,
+    CPY_F_thread_state_exc_info,           CPY_F_thread_state_current_exception,
+    CPY_F_err_stackitem_exc_value,         CPY_F_err_stackitem_previous_item,
+    CPY_F_interpreter_frame_previous,      CPY_F_interpreter_frame_executable,
+    CPY_F_code_object_filename,            CPY_F_code_object_name,
+    CPY_F_code_object_linetable,           CPY_F_code_object_firstlineno,
+    CPY_F_pyobject_ob_type,                CPY_F_var_object_ob_size,
+    CPY_F_type_object_tp_name,             CPY_F_bytes_object_ob_size,
     CPY_F_bytes_object_ob_sval,            CPY_F_unicode_object_state,
     CPY_F_unicode_object_length,           CPY_F_unicode_object_asciiobject_size,
 };
+
+/* And those each way of keeping frames needs. */
+static const enum cpy_field REQUIRED_OBJECT[] = {
+    CPY_F_thread_state_current_frame, CPY_F_interpreter_frame_lasti, CPY_F_code_object_co_code};
+static const enum cpy_field REQUIRED_CFRAME[] = {
+    CPY_F_thread_state_cframe,          CPY_F_cframe_current_frame,
+    CPY_F_thread_state_native_thread_id, CPY_F_thread_state_datastack_chunk,
+    CPY_F_interpreter_frame_instr_ptr,  CPY_F_interpreter_frame_owner,
+    CPY_F_code_object_qualname,         CPY_F_code_object_co_code_adaptive};
+static const enum cpy_field REQUIRED_DIRECT[] = {
+    CPY_F_thread_state_current_frame,   CPY_F_thread_state_native_thread_id,
+    CPY_F_thread_state_datastack_chunk, CPY_F_interpreter_frame_instr_ptr,
+    CPY_F_interpreter_frame_owner,      CPY_F_code_object_qualname,
+    CPY_F_code_object_co_code_adaptive};
 
 static int fail(int code, char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -144,6 +160,45 @@ static int check_fields(const struct cpy_offsets *o, char *err, size_t errlen)
     return 0;
 }
 
+static const struct cpy_layout *find_layout(unsigned minor)
+{
+    for (size_t i = 0; i < cpy_layouts_count; i++)
+        if (cpy_layouts[i].minor == minor)
+            return &cpy_layouts[i];
+    return NULL;
+}
+
+static int require(const struct cpy_offsets *o, const enum cpy_field *list, size_t n, char *err,
+                   size_t errlen)
+{
+    struct cpy_offsets *m = (struct cpy_offsets *)o;
+    for (size_t i = 0; i < n; i++)
+        if (*field_ptr(m, list[i]) == CPY_ABSENT)
+            return fail(PYS_E_CORRUPT, err, errlen, "offsets: %s missing", FIELD_NAME[list[i]]);
+    return 0;
+}
+
+/* The version's constants, then the checks every version gets. */
+static int finish(struct cpy_offsets *o, const struct cpy_layout *lay, char *err, size_t errlen)
+{
+    o->first_shim_owner = lay->first_shim_owner;
+    o->stackref_mask = lay->stackref_mask;
+    o->traits = lay->traits;
+    int rc = require(o, REQUIRED, sizeof REQUIRED / sizeof REQUIRED[0], err, errlen);
+    if (rc == 0 && o->traits.frames == CPY_FRAMES_OBJECT)
+        rc = require(o, REQUIRED_OBJECT, sizeof REQUIRED_OBJECT / sizeof REQUIRED_OBJECT[0], err,
+                     errlen);
+    if (rc == 0 && o->traits.frames == CPY_FRAMES_CFRAME)
+        rc = require(o, REQUIRED_CFRAME, sizeof REQUIRED_CFRAME / sizeof REQUIRED_CFRAME[0], err,
+                     errlen);
+    if (rc == 0 && o->traits.frames == CPY_FRAMES_DIRECT)
+        rc = require(o, REQUIRED_DIRECT, sizeof REQUIRED_DIRECT / sizeof REQUIRED_DIRECT[0], err,
+                     errlen);
+    if (rc == 0)
+        rc = check_fields(o, err, errlen);
+    return rc;
+}
+
 int cpy_offsets_parse(const uint8_t *buf, size_t len, struct cpy_offsets *out, char *err,
                       size_t errlen)
 {
@@ -161,10 +216,8 @@ int cpy_offsets_parse(const uint8_t *buf, size_t len, struct cpy_offsets *out, c
     if (version >> 32 || major != 3)
         return fail(PYS_E_VERSION, err, errlen, "version field 0x%llx is not a Python 3 version",
                     (unsigned long long)version);
-    for (size_t i = 0; i < cpy_layouts_count; i++)
-        if (cpy_layouts[i].minor == minor)
-            lay = &cpy_layouts[i];
-    if (!lay)
+    lay = find_layout(minor);
+    if (!lay || !lay->traits.debug_table)
         return fail(PYS_E_VERSION, err, errlen, "Python 3.%u is not supported", minor);
     if (level != 0xf)
         return fail(PYS_E_VERSION, err, errlen,
@@ -203,14 +256,27 @@ int cpy_offsets_parse(const uint8_t *buf, size_t len, struct cpy_offsets *out, c
     /* A zero "gil_runtime_state_enabled"-style offset means absent in GIL builds. */
     if (o.interpreter_state.code_object_generation == 0)
         o.interpreter_state.code_object_generation = CPY_ABSENT;
-    o.first_shim_owner = lay->first_shim_owner;
-    o.stackref_mask = lay->stackref_mask;
+    int rc = finish(&o, lay, err, errlen);
+    if (rc < 0)
+        return rc;
+    *out = o;
+    return 0;
+}
 
-    for (size_t i = 0; i < sizeof REQUIRED / sizeof REQUIRED[0]; i++)
-        if (*field_ptr(&o, REQUIRED[i]) == CPY_ABSENT)
-            return fail(PYS_E_CORRUPT, err, errlen, "debug offsets: %s missing",
-                        FIELD_NAME[REQUIRED[i]]);
-    int rc = check_fields(&o, err, errlen);
+int cpy_offsets_for_version(uint32_t version, struct cpy_offsets *out, char *err, size_t errlen)
+{
+    struct cpy_offsets o;
+    unsigned minor = (version >> 16) & 0xff;
+    const struct cpy_layout *lay = find_layout(minor);
+    if ((version >> 24) != 3 || !lay || lay->traits.debug_table)
+        return fail(PYS_E_VERSION, err, errlen, "Python %u.%u is not supported",
+                    (unsigned)(version >> 24), minor);
+    memset(&o, 0, sizeof o);
+    o.version = version;
+    o.minor = minor;
+    for (int f = 0; f < CPY_F_COUNT; f++)
+        *field_ptr(&o, (enum cpy_field)f) = lay->fallback[f];
+    int rc = finish(&o, lay, err, errlen);
     if (rc < 0)
         return rc;
     *out = o;

@@ -26,6 +26,7 @@
     X(runtime_state, size, 0)                                                                      \
     X(runtime_state, interpreters_head, 8)                                                         \
     X(runtime_state, main_thread, 8)                                                               \
+    X(runtime_state, gil_holder, 8)                                                                \
     X(interpreter_state, size, 0)                                                                  \
     X(interpreter_state, id, 8)                                                                    \
     X(interpreter_state, next, 8)                                                                  \
@@ -42,6 +43,7 @@
     X(thread_state, next, 8)                                                                       \
     X(thread_state, interp, 8)                                                                     \
     X(thread_state, current_frame, 8)                                                              \
+    X(thread_state, cframe, 8)                                                                     \
     X(thread_state, base_frame, 8)                                                                 \
     X(thread_state, thread_id, 8)                                                                  \
     X(thread_state, native_thread_id, 8)                                                           \
@@ -54,11 +56,14 @@
     X(thread_state, exc_state, 0)                                                                  \
     X(err_stackitem, exc_value, 8)                                                                 \
     X(err_stackitem, previous_item, 8)                                                             \
+    X(cframe, current_frame, 8)                                                                    \
     X(interpreter_frame, size, 0)                                                                  \
     X(interpreter_frame, previous, 8)                                                              \
     X(interpreter_frame, executable, 8)                                                            \
     X(interpreter_frame, instr_ptr, 8)                                                             \
     X(interpreter_frame, owner, 1)                                                                 \
+    X(interpreter_frame, is_entry, 1)                                                              \
+    X(interpreter_frame, lasti, 4)                                                                 \
     X(code_object, size, 0)                                                                        \
     X(code_object, filename, 8)                                                                    \
     X(code_object, name, 8)                                                                        \
@@ -67,6 +72,7 @@
     X(code_object, firstlineno, 4)                                                                 \
     X(code_object, firsttraceable, 4)                                                              \
     X(code_object, co_code_adaptive, 0)                                                            \
+    X(code_object, co_code, 8)                                                                     \
     X(pyobject, size, 0)                                                                           \
     X(pyobject, ob_type, 8)                                                                        \
     X(var_object, ob_size, 8)                                                                      \
@@ -97,26 +103,29 @@ struct cpy_offsets {
     uint32_t version; /* PY_VERSION_HEX of the target */
     uint32_t minor;
     struct {
-        uint64_t size, interpreters_head, main_thread;
+        uint64_t size, interpreters_head, main_thread, gil_holder;
     } runtime_state;
     struct cpy_interp_offsets {
         uint64_t size, id, next, threads_head, threads_main, gc, ceval_gil, gil_runtime_state,
             gil_runtime_state_locked, gil_runtime_state_holder, code_object_generation;
     } interpreter_state;
     struct cpy_thread_offsets {
-        uint64_t size, prev, next, interp, current_frame, base_frame, thread_id, native_thread_id,
+        uint64_t size, prev, next, interp, current_frame, cframe, base_frame, thread_id, native_thread_id,
             datastack_chunk, status, holds_gil, gil_requested, current_exception, exc_info,
             exc_state;
     } thread_state;
     struct {
         uint64_t exc_value, previous_item;
     } err_stackitem;
+    struct {
+        uint64_t current_frame;
+    } cframe;
     struct cpy_frame_offsets {
-        uint64_t size, previous, executable, instr_ptr, owner;
+        uint64_t size, previous, executable, instr_ptr, owner, is_entry, lasti;
     } interpreter_frame;
     struct {
         uint64_t size, filename, name, qualname, linetable, firstlineno, firsttraceable,
-            co_code_adaptive;
+            co_code_adaptive, co_code;
     } code_object;
     struct {
         uint64_t size, ob_type;
@@ -138,9 +147,29 @@ struct cpy_offsets {
     } gc;
 
     /* Constants of the version, not offsets. */
+    struct cpy_traits {
+        uint8_t frames;   /* CPY_FRAMES_*: how frames are reached and linked */
+        uint8_t position; /* CPY_POS_*: what the frame's position field holds */
+        uint8_t lines;    /* CPY_LINES_*: the line table's format */
+        uint8_t debug_table; /* the runtime starts with _Py_DebugOffsets (3.13+) */
+    } traits;
     uint8_t first_shim_owner; /* frames with owner >= this are not Python frames */
     uint64_t stackref_mask;   /* bits to clear from a _PyStackRef (3.14+), else 0 */
 };
+
+/* How a version keeps its frames. */
+#define CPY_FRAMES_OBJECT 0 /* 3.8-3.10: PyFrameObject chain from tstate->frame (f_back) */
+#define CPY_FRAMES_CFRAME 1 /* 3.11-3.12: _PyInterpreterFrame via tstate->cframe->current_frame */
+#define CPY_FRAMES_DIRECT 2 /* 3.13+: _PyInterpreterFrame at tstate->current_frame */
+/* What a frame's position field holds. */
+#define CPY_POS_LASTI_BYTES 0 /* 3.8, 3.9: f_lasti, a byte offset, -1 before start */
+#define CPY_POS_LASTI_UNITS 1 /* 3.10: f_lasti in code units, -1 before start */
+#define CPY_POS_PREV_INSTR 2  /* 3.11, 3.12: pointer to the last code unit executed */
+#define CPY_POS_INSTR_PTR 3   /* 3.13+: pointer to the instruction executing */
+/* Line table formats (cpython/linetable.h). */
+#define CPY_LINES_LNOTAB 0   /* 3.8, 3.9 */
+#define CPY_LINES_PEP626 1   /* 3.10 */
+#define CPY_LINES_LOCTABLE 2 /* 3.11+ */
 
 /* Generated, per minor version (layouts_gen.c). */
 #define CPY_NOPOS UINT16_MAX
@@ -153,6 +182,7 @@ struct cpy_layout {
     uint64_t threads_main_delta;    /* interp threads.main - threads.head */
     uint8_t first_shim_owner;
     uint64_t stackref_mask;
+    struct cpy_traits traits;
 };
 extern const struct cpy_layout cpy_layouts[];
 extern const size_t cpy_layouts_count;
@@ -175,6 +205,14 @@ int cpy_offsets_parse(const uint8_t *buf, size_t len, struct cpy_offsets *out, c
 
 /* Largest _Py_DebugOffsets of any known version: how much to read. */
 size_t cpy_offsets_max_table_size(void);
+
+/*
+ * The offsets of a version without a _Py_DebugOffsets table (3.8-3.12),
+ * from the generated tables, for the target's PY_VERSION_HEX (patch and
+ * release level may be 0 when only major.minor is known). PYS_E_VERSION if
+ * pystrobe has no table for that minor version or it has a debug table.
+ */
+int cpy_offsets_for_version(uint32_t version, struct cpy_offsets *out, char *err, size_t errlen);
 
 #define CPY_HAS(o, group, name) ((o)->group.name != CPY_ABSENT)
 

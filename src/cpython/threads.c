@@ -28,8 +28,8 @@ int cpy_runtime_first_interp(struct mem *m, const struct cpy_offsets *o, uint64_
     return mem_read_u64(m, runtime_addr + o->runtime_state.interpreters_head, out);
 }
 
-int cpy_interp_read(struct mem *m, const struct cpy_offsets *o, uint64_t addr,
-                    struct cpy_interp *out)
+int cpy_interp_read(struct mem *m, const struct cpy_offsets *o, uint64_t runtime_addr,
+                    uint64_t addr, struct cpy_interp *out)
 {
     const struct cpy_interp_offsets *is = &o->interpreter_state;
     struct cpy_interp in;
@@ -42,27 +42,42 @@ int cpy_interp_read(struct mem *m, const struct cpy_offsets *o, uint64_t addr,
         {addr + is->id, &in.id, 8},
         {addr + is->next, &in.next, 8},
         {addr + is->threads_head, &in.threads_head, 8},
-        {addr + is->threads_main, &main, 8},
-        {addr + is->ceval_gil, &gil, 8},
     };
     if ((rc = mem_readv(m, segs, sizeof segs / sizeof segs[0])) < 0)
         return rc;
-    in.threads_main = main;
-    /* The GIL this interpreter uses (its own, or a shared one). */
-    if (is->gil_runtime_state_locked < is->gil_runtime_state ||
-        is->gil_runtime_state_holder < is->gil_runtime_state)
-        return PYS_E_CORRUPT;
-    if (gil == 0)
-        gil = addr + is->gil_runtime_state;
-    int32_t locked = 0;
-    uint64_t holder = 0;
-    struct mem_seg gsegs[] = {
-        {gil + (is->gil_runtime_state_locked - is->gil_runtime_state), &locked, 4},
-        {gil + (is->gil_runtime_state_holder - is->gil_runtime_state), &holder, 8},
-    };
-    if ((rc = mem_readv(m, gsegs, 2)) < 0)
-        return rc;
-    in.gil_holder = locked ? holder : 0;
+    if (CPY_HAS(o, interpreter_state, threads_main)) {
+        if ((rc = mem_read_u64(m, addr + is->threads_main, &main)) < 0)
+            return rc;
+        in.threads_main = main;
+    } else if (in.id == 0 && CPY_HAS(o, runtime_state, main_thread)) {
+        /* Before 3.13: the runtime knows the main thread's pthread id. */
+        if ((rc = mem_read_u64(m, runtime_addr + o->runtime_state.main_thread, &main)) < 0)
+            return rc;
+        in.main_ident = main;
+    }
+    if (CPY_HAS(o, runtime_state, gil_holder)) {
+        /* 3.8-3.11: one GIL; the runtime names the thread state holding it. */
+        if ((rc = mem_read_u64(m, runtime_addr + o->runtime_state.gil_holder, &in.gil_holder)) < 0)
+            return rc;
+    } else if (CPY_HAS(o, interpreter_state, gil_runtime_state)) {
+        /* 3.12+: the GIL this interpreter uses (its own, or a shared one). */
+        if (is->gil_runtime_state_locked < is->gil_runtime_state ||
+            is->gil_runtime_state_holder < is->gil_runtime_state)
+            return PYS_E_CORRUPT;
+        if ((rc = mem_read_u64(m, addr + is->ceval_gil, &gil)) < 0)
+            return rc;
+        if (gil == 0)
+            gil = addr + is->gil_runtime_state;
+        int32_t locked = 0;
+        uint64_t holder = 0;
+        struct mem_seg gsegs[] = {
+            {gil + (is->gil_runtime_state_locked - is->gil_runtime_state), &locked, 4},
+            {gil + (is->gil_runtime_state_holder - is->gil_runtime_state), &holder, 8},
+        };
+        if ((rc = mem_readv(m, gsegs, 2)) < 0)
+            return rc;
+        in.gil_holder = locked ? holder : 0;
+    }
     /* The frame that started a running collection (3.15 publishes it). */
     if (CPY_HAS(o, gc, frame) && CPY_HAS(o, interpreter_state, gc)) {
         int32_t collecting = 0;
@@ -101,6 +116,25 @@ static int handling_exception(struct mem *m, const struct cpy_offsets *o,
     return 0;
 }
 
+/*
+ * Before 3.11 a thread state knows only pthread_self(). With glibc on
+ * x86-64, pthread_t is the address of struct pthread, whose kernel thread id
+ * is the int at 0x2d0 (glibc 2.28 to 2.43 at least). A value that is not a
+ * plausible TID is reported as 0 (unknown) rather than trusted.
+ */
+#define GLIBC_PTHREAD_TID 0x2d0
+#define MAX_TID 4194304 /* the kernel's PID_MAX_LIMIT */
+
+static int glibc_tid(struct mem *m, uint64_t pthread, uint64_t *out)
+{
+    int32_t tid = 0;
+    int rc = pthread ? mem_read(m, pthread + GLIBC_PTHREAD_TID, &tid, sizeof tid) : 0;
+    if (rc == PYS_E_EXITED)
+        return rc;
+    *out = rc == 0 && tid > 0 && tid <= MAX_TID ? (uint64_t)tid : 0;
+    return 0;
+}
+
 int cpy_thread_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_symbols *sym,
                     uint64_t addr, uint8_t *tsbuf, struct cpy_thread *out)
 {
@@ -115,10 +149,22 @@ int cpy_thread_read(struct mem *m, const struct cpy_offsets *o, const struct cpy
     memset(&t, 0, sizeof t);
     t.addr = addr;
     t.next = load_u64(tsbuf + ts->next);
-    t.native_id = load_u64(tsbuf + ts->native_thread_id);
     t.thread_id = load_u64(tsbuf + ts->thread_id);
-    t.current_frame = load_u64(tsbuf + ts->current_frame);
-    t.datastack_chunk = load_u64(tsbuf + ts->datastack_chunk);
+    if (CPY_HAS(o, thread_state, native_thread_id))
+        t.native_id = load_u64(tsbuf + ts->native_thread_id);
+    else if ((rc = glibc_tid(m, t.thread_id, &t.native_id)) < 0)
+        return rc;
+    if (o->traits.frames == CPY_FRAMES_CFRAME) {
+        /* 3.11, 3.12: the current frame is in the innermost _PyCFrame. */
+        uint64_t cframe = load_u64(tsbuf + ts->cframe);
+        if (cframe && (rc = mem_read_u64(m, cframe + o->cframe.current_frame,
+                                         &t.current_frame)) < 0)
+            return rc;
+    } else {
+        t.current_frame = load_u64(tsbuf + ts->current_frame);
+    }
+    if (CPY_HAS(o, thread_state, datastack_chunk))
+        t.datastack_chunk = load_u64(tsbuf + ts->datastack_chunk);
     if (CPY_HAS(o, thread_state, base_frame))
         t.base_frame = load_u64(tsbuf + ts->base_frame);
     if (CPY_HAS(o, thread_state, gil_requested)) {

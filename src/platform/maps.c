@@ -272,31 +272,6 @@ out:
     return rc;
 }
 
-/* errno of a failed open or read under /proc/PID to a PYS_E_* code. ENOENT
- * means "no such process" only if /proc/PID itself is gone; otherwise the
- * file inside is missing. */
-static int map_proc_errno(pid_t pid, int err)
-{
-    char dir[32];
-
-    switch (err) {
-    case ESRCH:
-        return PYS_E_NOPROC;
-    case ENOENT:
-        snprintf(dir, sizeof(dir), "/proc/%d", (int)pid);
-        if (access(dir, F_OK) < 0 && errno == ENOENT)
-            return PYS_E_NOPROC;
-        return PYS_E_NOTFOUND;
-    case EACCES:
-    case EPERM:
-        return PYS_E_PERM;
-    case ENOMEM:
-        return PYS_E_NOMEM;
-    default:
-        return PYS_E_IO;
-    }
-}
-
 int plat_maps_read(pid_t pid, struct plat_maps *out)
 {
     char path[48];
@@ -310,7 +285,7 @@ int plat_maps_read(pid_t pid, struct plat_maps *out)
     snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        rc = map_proc_errno(pid, errno);
+        rc = plat_proc_errno(pid, errno);
         /* /proc/PID/maps exists for every process. */
         if (rc == PYS_E_NOTFOUND)
             rc = PYS_E_NOPROC;
@@ -344,7 +319,7 @@ int plat_maps_read(pid_t pid, struct plat_maps *out)
         if (r < 0) {
             if (errno == EINTR)
                 continue;
-            rc = map_proc_errno(pid, errno);
+            rc = plat_proc_errno(pid, errno);
             if (rc == PYS_E_NOTFOUND)
                 rc = PYS_E_NOPROC;
             goto out;
@@ -405,7 +380,7 @@ int plat_map_open(pid_t pid, const struct plat_map *m)
         rc = fd;
         goto out;
     }
-    map_files_rc = map_proc_errno(pid, errno);
+    map_files_rc = plat_proc_errno(pid, errno);
     rc = map_files_rc;
     if (rc == PYS_E_NOPROC || m->path == NULL || m->path[0] != '/' ||
         ends_with(m->path, " (deleted)"))
@@ -423,7 +398,7 @@ int plat_map_open(pid_t pid, const struct plat_map *m)
         rc = fd;
         goto out;
     }
-    rc = map_proc_errno(pid, errno);
+    rc = plat_proc_errno(pid, errno);
     /* "Permission denied" on map_files tells the user what would help
      * (privileges) better than "not found" on the path does. */
     if (rc == PYS_E_NOTFOUND && map_files_rc == PYS_E_PERM)

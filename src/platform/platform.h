@@ -66,6 +66,11 @@ int plat_proc_exe(pid_t pid, char *buf, size_t len);
  * most max of them into out. Returns how many, or a negative code. */
 int plat_proc_children(pid_t pid, int recursive, pid_t *out, size_t max);
 
+/* errno of a failed open, read or readlink under /proc/PID as a PYS_E_*
+ * code (for the platform layer's own files). ENOENT means "no such process"
+ * only if /proc/PID itself is gone, else PYS_E_NOTFOUND. */
+int plat_proc_errno(pid_t pid, int err);
+
 /* Kernel scheduler state letter of thread tid ('R', 'S', 'D', ...) from
  * /proc/PID/task/TID/stat, as a positive int; negative code if unreadable
  * (PYS_E_NOPROC: no such process, PYS_E_NOTFOUND: no such thread). */

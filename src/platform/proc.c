@@ -26,9 +26,7 @@
  * refused rather than split. */
 #define MEM_MAX_BYTES ((size_t)1 << 30)
 
-/* errno of a failed open, read or readlink under /proc/PID to a PYS_E_*
- * code. ENOENT means "no such process" only if /proc/PID itself is gone. */
-static int proc_errno(pid_t pid, int err)
+int plat_proc_errno(pid_t pid, int err)
 {
     char dir[32];
 
@@ -79,7 +77,7 @@ static long read_small(pid_t pid, const char *path, char *buf, size_t cap)
 
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        rc = proc_errno(pid, errno);
+        rc = plat_proc_errno(pid, errno);
         goto out;
     }
     while (len < cap - 1) {
@@ -88,7 +86,7 @@ static long read_small(pid_t pid, const char *path, char *buf, size_t cap)
         if (r < 0) {
             if (errno == EINTR)
                 continue;
-            rc = proc_errno(pid, errno);
+            rc = plat_proc_errno(pid, errno);
             goto out;
         }
         if (r == 0)
@@ -144,7 +142,7 @@ int plat_proc_check(pid_t pid)
     snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
     f = fopen(path, "re");
     if (f == NULL) {
-        rc = proc_errno(pid, errno);
+        rc = plat_proc_errno(pid, errno);
         if (rc == PYS_E_NOTFOUND)
             rc = PYS_E_NOPROC;
         goto out;
@@ -157,7 +155,7 @@ int plat_proc_check(pid_t pid)
         errno = 0;
         if (getline(&line, &cap, f) < 0) {
             if (ferror(f)) {
-                rc = errno != 0 ? proc_errno(pid, errno) : PYS_E_IO;
+                rc = errno != 0 ? plat_proc_errno(pid, errno) : PYS_E_IO;
                 if (rc == PYS_E_NOTFOUND)
                     rc = PYS_E_NOPROC;
                 goto out;
@@ -207,7 +205,7 @@ int plat_proc_exe(pid_t pid, char *buf, size_t len)
     /* Not read into buf directly: buf is written only on success. */
     r = readlink(path, target, sizeof(target));
     if (r < 0)
-        return proc_errno(pid, errno);
+        return plat_proc_errno(pid, errno);
     /* The kernel fails a path longer than a page, so this is only a guard. */
     if ((size_t)r >= sizeof(target))
         return PYS_E_NOMEM;

@@ -171,8 +171,11 @@ def qualname(code):
     return getattr(code, "co_qualname", code.co_name)
 
 
-def positions(code, lasti):
-    if lasti < 0 or not hasattr(code, "co_positions"):
+def positions(code, lasti, f_lineno):
+    if not hasattr(code, "co_positions"):
+        # Before 3.11 a frame has a line and no columns.
+        return (f_lineno, f_lineno, None, None)
+    if lasti < 0:
         return (None, None, None, None)
     pos = list(code.co_positions())
     i = lasti // 2
@@ -232,7 +235,7 @@ def signature(stacks):
 
 def frame_record(f):
     code = f.f_code
-    lineno, end_lineno, col, end_col = positions(code, f.f_lasti)
+    lineno, end_lineno, col, end_col = positions(code, f.f_lasti, f.f_lineno)
     return {"filename": code.co_filename, "qualname": qualname(code),
             "firstlineno": code.co_firstlineno, "lasti": f.f_lasti,
             "lineno": lineno, "end_lineno": end_lineno,

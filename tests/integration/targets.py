@@ -66,7 +66,7 @@ def _pyenv_prefix(version):
 
 
 # pyenv builds on this machine, by full version.
-PYENV_VERSIONS = ["3.8.18", "3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0"]
+PYENV_VERSIONS = ["3.6.15", "3.7.16", "3.8.18", "3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0"]
 SID_MINORS = [13, 14, 15]
 
 
@@ -87,11 +87,11 @@ def all_targets():
     return found
 
 
-SUPPORTED_FROM = (3, 13)
+SUPPORTED_FROM = (3, 8)
 
 
 def supported_targets():
-    """Targets pystrobe supports today (3.13+)."""
+    """Targets pystrobe supports (3.8+)."""
     return [t for t in all_targets() if t.version >= SUPPORTED_FROM]
 
 

@@ -78,6 +78,10 @@ def all_targets():
         exe = p / "bin" / f"python{major}.{minor}" if p else None
         if exe and exe.exists():
             found.append(Target(f"pyenv-{v}", (major, minor), [str(exe)]))
+    # Debian 12's own python3.11: a static build (runtime in the executable).
+    host = Path("/usr/bin/python3.11")
+    if host.exists():
+        found.append(Target("debian-3.11-static", (3, 11), [str(host)]))
     for minor in SID_MINORS:
         exe = SIDROOT / "usr" / "bin" / f"python3.{minor}"
         if exe.exists():

@@ -12,7 +12,7 @@ PYTHON  ?= /usr/bin/python3
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
            -Wpointer-arith -Wcast-align -Wvla -Wundef $(WERROR)
 CFLAGS  ?= -O2 -g
-ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fvisibility=hidden -fPIC -Iinclude -Isrc \
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fvisibility=hidden -fPIC -Iinclude -Isrc -I$(B)/gen \
               $(WARN) $(CFLAGS) $(SAN)
 LDLIBS  := -lelf
 LDFLAGS ?=
@@ -27,7 +27,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 TOOL_SRC := $(wildcard tests/tools/*.c)
 TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(B)/tests/%)
 
-.PHONY: all deps sidroot test test-unit test-integration test-one demo clean fuzz format
+.PHONY: all deps sidroot test test-unit test-integration test-one demo clean fuzz format module bench
 
 all: $(B)/pystrobe $(B)/libpystrobe.so $(UNIT_BIN) $(TOOL_BIN)
 
@@ -53,6 +53,44 @@ $(B)/tests/%: tests/tools/%.c $(B)/libpystrobe.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libpystrobe.a $(LDLIBS)
 
+$(B)/gen/flamegraph_html.h: src/output/flamegraph.html tools/embed_asset.py
+	$(PYTHON) tools/embed_asset.py $< $@ out_flamegraph_html
+
+$(B)/obj/src/output/flamegraph.o: $(B)/gen/flamegraph_html.h
+
+# --- Python module ------------------------------------------------------------
+# `make module`: the pystrobe package in $(B)/python/pystrobe, importable with
+# PYTHONPATH=$(B)/python. One abi3 build (limited API of 3.8) serves every host
+# 3.8+. The library layers it uses are compiled again without $(SAN): a
+# sanitized extension cannot load into an ordinary interpreter. libpystrobe is
+# linked in statically (its symbols hidden), libelf dynamically.
+
+PY_INCLUDE   = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+MOD_DIR     := $(B)/python/pystrobe
+MOD_CFLAGS  := -std=c11 -D_GNU_SOURCE -fvisibility=hidden -fPIC -Iinclude -Isrc $(WARN) $(CFLAGS)
+MOD_LIB_SRC := $(filter-out src/output/% src/cli/%,$(LIB_SRC))
+MOD_LIB_OBJ := $(MOD_LIB_SRC:%.c=$(B)/python/obj/%.o)
+MOD_PY      := $(patsubst python/pystrobe/%,$(MOD_DIR)/%,$(wildcard python/pystrobe/*.py))
+
+module: $(MOD_DIR)/_pystrobe.abi3.so $(MOD_PY)
+
+$(B)/python/obj/%.o: %.c $(wildcard include/pystrobe/*.h src/*/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(MOD_CFLAGS) -c $< -o $@
+
+$(B)/python/obj/libpystrobe.a: $(MOD_LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(MOD_DIR)/_pystrobe.abi3.so: python/pystrobe/_pystrobe.c $(B)/python/obj/libpystrobe.a \
+                              $(wildcard include/pystrobe/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(MOD_CFLAGS) -isystem $(PY_INCLUDE) -DPy_LIMITED_API=0x03080000 -shared $(LDFLAGS) \
+	    -Wl,--exclude-libs,ALL -o $@ $< $(B)/python/obj/libpystrobe.a $(LDLIBS)
+
+$(MOD_DIR)/%.py: python/pystrobe/%.py
+	@mkdir -p $(dir $@)
+	cp $< $@
+
 # --- set-up -----------------------------------------------------------------
 
 deps:
@@ -64,7 +102,7 @@ sidroot: deps
 # --- tests ------------------------------------------------------------------
 
 # Unit tests and the integration suite against one build directory.
-test-one: all
+test-one: all module
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 	PYSTROBE_BUILD=$(abspath $(B)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
 
@@ -78,10 +116,10 @@ test: sidroot
 FUZZ_SECONDS ?= 30
 TEST_FUZZ_SECONDS ?= 10
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
-fuzz:
+fuzz: $(B)/gen/flamegraph_html.h
 	@set -e; for f in $(FUZZ_SRC); do \
 	  n=$$(basename $$f .c); mkdir -p build-fuzz; \
-	  clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -g -O1 \
+	  clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(B)/gen -g -O1 \
 	    -fsanitize=fuzzer,address,undefined $$f $(LIB_SRC) $(LDLIBS) -o build-fuzz/$$n; \
 	  mkdir -p build-fuzz/corpus-$$n; \
 	  echo "== $$n ($(FUZZ_SECONDS) s)"; \
@@ -89,6 +127,17 @@ fuzz:
 	    2>build-fuzz/$$n.log || { tail -40 build-fuzz/$$n.log; exit 1; }; \
 	  tail -1 build-fuzz/$$n.log; \
 	done
+
+# --- benchmark ----------------------------------------------------------------
+
+# pystrobe side by side with CPython 3.15's own profiler (bench/README.md);
+# not part of `make test`. `make bench BENCH_ARGS=--quick` is a smoke run.
+bench: sidroot all $(B)/bench/unwind_loop
+	$(PYTHON) bench/run.py --build $(B) $(BENCH_ARGS)
+
+$(B)/bench/unwind_loop: bench/unwind_loop.c $(B)/libpystrobe.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libpystrobe.a $(LDLIBS)
 
 # --- demo -------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 # Install the Debian packages pystrobe needs to build and test, if missing.
 set -eu
 PKGS="make gcc clang libclang-rt-dev libelf-dev libcmocka-dev pkg-config python3 python3-pytest
-      debootstrap util-linux procps"
+      debootstrap util-linux procps chromium"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

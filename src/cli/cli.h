@@ -25,5 +25,7 @@ int cli_report(int code, const char *msg);
 int cli_parse_pid(const char *s);
 
 int cli_dump(int argc, char **argv);
+/* `run` (attach == 0) and `attach` (attach == 1). */
+int cli_record(int argc, char **argv, int attach);
 
 #endif

@@ -17,6 +17,10 @@ static const char USAGE[] =
     "usage: pystrobe COMMAND [options] ...\n"
     "\n"
     "Commands:\n"
+    "  run [options] script.py [args...] | -m module [args...] | -- COMMAND [args...]\n"
+    "                      run a program and profile it (pystrobe run --help)\n"
+    "  attach [options] PID\n"
+    "                      profile a running process until it exits or Ctrl-C\n"
     "  dump [--json] PID   print every thread's Python stack of a running process\n"
     "  help                this text\n"
     "  version             pystrobe's version\n"
@@ -69,6 +73,10 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "dump") == 0)
         return cli_dump(argc - 1, argv + 1);
+    if (strcmp(cmd, "run") == 0)
+        return cli_record(argc - 1, argv + 1, 0);
+    if (strcmp(cmd, "attach") == 0)
+        return cli_record(argc - 1, argv + 1, 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         fputs(USAGE, stdout);
         return CLI_OK;

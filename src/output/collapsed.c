@@ -1,0 +1,95 @@
+/*
+ * collapsed: the profile as folded stacks. ';' separates frames and the
+ * last space separates the count, so those characters (and line breaks) in a
+ * name from the target are replaced: ';' by ',', line breaks by ' '.
+ */
+#include "output/collapsed.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void put_name(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        char c = *s;
+        if (c == ';')
+            c = ',';
+        else if (c == '\n' || c == '\r')
+            c = ' ';
+        fputc(c, f);
+    }
+}
+
+static void put_frame(FILE *f, const struct pys_frame *fr)
+{
+    if (fr->kind != PYS_FRAME_PYTHON) {
+        put_name(f, fr->qualname);
+        return;
+    }
+    put_name(f, fr->filename);
+    fputc(':', f);
+    put_name(f, fr->qualname);
+    fprintf(f, ":%d", fr->lineno < 0 ? 0 : (int)fr->lineno);
+}
+
+/* Every stack of p with self samples, each line built from the leaf up. */
+static int write_lines(FILE *f, const pys_profile *p, int tid)
+{
+    size_t nn = pys_profile_nodes(p);
+    uint32_t *path = malloc((nn ? nn : 1) * sizeof *path);
+    if (!path)
+        return PYS_E_NOMEM;
+    for (uint32_t id = 1; id < nn; id++) {
+        const struct pys_profile_node *nd = pys_profile_node(p, id);
+        if (nd->self == 0)
+            continue;
+        size_t depth = 0;
+        for (uint32_t x = id; x != 0; x = pys_profile_node(p, x)->parent)
+            path[depth++] = x;
+        int first = 1;
+        while (depth-- > 0) {
+            const struct pys_profile_node *pn = pys_profile_node(p, path[depth]);
+            if (pn->is_thread) {
+                if (!tid)
+                    continue;
+                fprintf(f, "tid:%llu", (unsigned long long)pn->thread);
+            } else {
+                if (!first)
+                    fputc(';', f);
+                put_frame(f, &pn->frame);
+            }
+            first = 0;
+        }
+        fprintf(f, " %llu\n", (unsigned long long)nd->self);
+    }
+    free(path);
+    return ferror(f) ? PYS_E_IO : 0;
+}
+
+int out_collapsed_write(FILE *f, const pys_profile *p, int tid)
+{
+    if (tid)
+        return write_lines(f, p, 1);
+    /* Merge the threads: the same stacks under one thread node. */
+    size_t nn = pys_profile_nodes(p);
+    pys_profile *m = pys_profile_new();
+    struct pys_frame *frames = malloc((nn ? nn : 1) * sizeof *frames);
+    int rc = PYS_E_NOMEM;
+    if (!m || !frames)
+        goto done;
+    for (uint32_t id = 1; id < nn; id++) {
+        const struct pys_profile_node *nd = pys_profile_node(p, id);
+        if (nd->self == 0 || nd->is_thread)
+            continue;
+        size_t n = 0;
+        for (uint32_t x = id; !pys_profile_node(p, x)->is_thread; x = pys_profile_node(p, x)->parent)
+            frames[n++] = pys_profile_node(p, x)->frame; /* innermost first */
+        if ((rc = pys_profile_add(m, 0, frames, n, nd->self)) < 0)
+            goto done;
+    }
+    rc = write_lines(f, m, 0);
+done:
+    free(frames);
+    pys_profile_free(m);
+    return rc;
+}

@@ -1,0 +1,252 @@
+/*
+ * flamegraph: write a profile into the embedded HTML page. The page's text is
+ * copied up to its data marker, the profile follows as JSON (format in
+ * flamegraph.h), then the rest of the page. Names are written once each, into
+ * a string table, and nodes as parallel arrays of numbers, which keeps the
+ * page small and quick for the browser to parse: some 30 bytes per node.
+ */
+#include "output/flamegraph.h"
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "output/json.h"
+
+#include "flamegraph_html.h" /* out_flamegraph_html, generated from flamegraph.html */
+
+/* Where the data goes in the page: the whole content of the data <script>. */
+#define DATA_MARK "@PYSTROBE_DATA@"
+#define DATA_FORMAT_VERSION 1
+#define DEFAULT_TITLE "pystrobe flame graph"
+
+/* Integers above this lose precision as JavaScript numbers. */
+#define JS_MAX_SAFE_INT (((uint64_t)1 << 53) - 1)
+
+/* Distinct strings by content, in order of first appearance. */
+struct strtab {
+    const char **strs;
+    size_t n, cap;
+    uint32_t *slots; /* 1 + index into strs, 0 = empty; open addressing */
+    size_t nslots;   /* a power of two, kept above twice n */
+};
+
+enum field { F_PARENT, F_NAME, F_FILE, F_LINE, F_FIRST, F_KIND, F_SELF, F_TOTAL };
+
+static const struct {
+    enum field field;
+    const char *key;
+} NODE_FIELDS[] = {
+    {F_PARENT, "parent"}, {F_NAME, "name"}, {F_FILE, "file"}, {F_LINE, "line"},
+    {F_FIRST, "first"},   {F_KIND, "kind"}, {F_SELF, "self"}, {F_TOTAL, "total"},
+};
+
+static uint64_t str_hash(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static int strtab_rehash(struct strtab *t, size_t nslots)
+{
+    uint32_t *slots = calloc(nslots, sizeof *slots);
+    if (!slots)
+        return PYS_E_NOMEM;
+    for (size_t i = 0; i < t->n; i++) {
+        size_t j = str_hash(t->strs[i]) & (nslots - 1);
+        while (slots[j])
+            j = (j + 1) & (nslots - 1);
+        slots[j] = (uint32_t)(i + 1);
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->nslots = nslots;
+    return 0;
+}
+
+/* The index of s (NULL counts as ""), added if new; -1 if out of memory. The
+ * table keeps the pointer, not a copy. */
+static int32_t strtab_add(struct strtab *t, const char *s)
+{
+    if (!s)
+        s = "";
+    if ((t->n + 1) * 2 > t->nslots && strtab_rehash(t, t->nslots ? t->nslots * 2 : 256) < 0)
+        return -1;
+    size_t j = str_hash(s) & (t->nslots - 1);
+    for (; t->slots[j]; j = (j + 1) & (t->nslots - 1))
+        if (strcmp(t->strs[t->slots[j] - 1], s) == 0)
+            return (int32_t)(t->slots[j] - 1);
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 256;
+        const char **strs = realloc(t->strs, cap * sizeof *strs);
+        if (!strs)
+            return -1;
+        t->strs = strs;
+        t->cap = cap;
+    }
+    t->strs[t->n] = s;
+    t->slots[j] = (uint32_t)(t->n + 1);
+    return (int32_t)t->n++;
+}
+
+static void strtab_release(struct strtab *t)
+{
+    free(t->strs);
+    free(t->slots);
+    memset(t, 0, sizeof *t);
+}
+
+static int64_t clamp_u64(uint64_t v)
+{
+    return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
+static int is_frame(const struct pys_profile_node *nd, uint32_t id)
+{
+    return id != 0 && !nd->is_thread;
+}
+
+static int64_t node_field(const pys_profile *p, const int32_t *ix, uint32_t id, enum field fd)
+{
+    const struct pys_profile_node *nd = pys_profile_node(p, id);
+    int frame = is_frame(nd, id);
+    switch (fd) {
+    case F_PARENT:
+        return id == 0 ? -1 : (int64_t)nd->parent;
+    case F_NAME:
+        return frame ? ix[2 * (size_t)id] : -1;
+    case F_FILE:
+        return frame ? ix[2 * (size_t)id + 1] : -1;
+    case F_LINE:
+        return frame && nd->frame.lineno >= 0 ? nd->frame.lineno : -1;
+    case F_FIRST:
+        return frame && nd->frame.firstlineno >= 0 ? nd->frame.firstlineno : -1;
+    case F_KIND:
+        return frame ? nd->frame.kind : -1;
+    case F_SELF:
+        return clamp_u64(nd->self);
+    case F_TOTAL:
+        return clamp_u64(nd->total);
+    }
+    return -1;
+}
+
+static void write_info(struct out_json *j, const struct pys_profile_info *in)
+{
+    out_json_begin_object(j);
+    out_json_key(j, "pid");
+    out_json_int(j, in->pid);
+    out_json_key(j, "python_version");
+    out_json_int(j, in->python_version);
+    out_json_key(j, "mode");
+    if (in->mode)
+        out_json_string(j, in->mode);
+    else
+        out_json_null(j);
+    out_json_key(j, "samples");
+    out_json_int(j, clamp_u64(in->samples));
+    out_json_key(j, "duration_ns");
+    out_json_int(j, clamp_u64(in->duration_ns));
+    out_json_key(j, "interval_ns");
+    out_json_int(j, clamp_u64(in->interval_ns));
+    out_json_key(j, "failed");
+    out_json_int(j, clamp_u64(in->failed));
+    out_json_key(j, "missed");
+    out_json_int(j, clamp_u64(in->missed));
+    out_json_end_object(j);
+}
+
+static void write_threads(struct out_json *j, const pys_profile *p, size_t n)
+{
+    out_json_begin_array(j);
+    for (uint32_t id = 1; id < n; id++) {
+        const struct pys_profile_node *nd = pys_profile_node(p, id);
+        if (!nd->is_thread)
+            continue;
+        out_json_begin_array(j);
+        out_json_int(j, id);
+        if (nd->thread <= JS_MAX_SAFE_INT) {
+            out_json_int(j, (int64_t)nd->thread);
+        } else {
+            char buf[24];
+            snprintf(buf, sizeof buf, "%" PRIu64, nd->thread);
+            out_json_string(j, buf);
+        }
+        out_json_end_array(j);
+    }
+    out_json_end_array(j);
+}
+
+static void write_data(FILE *f, const pys_profile *p, const char *title, const struct strtab *st,
+                       const int32_t *ix, size_t n)
+{
+    struct out_json j;
+    out_json_init(&j, f);
+    out_json_begin_object(&j);
+    out_json_key(&j, "format");
+    out_json_string(&j, "pystrobe-flamegraph");
+    out_json_key(&j, "version");
+    out_json_int(&j, DATA_FORMAT_VERSION);
+    out_json_key(&j, "title");
+    out_json_string(&j, title);
+    out_json_key(&j, "info");
+    write_info(&j, pys_profile_info_get(p));
+    out_json_key(&j, "strings");
+    out_json_begin_array(&j);
+    for (size_t i = 0; i < st->n; i++)
+        out_json_string(&j, st->strs[i]);
+    out_json_end_array(&j);
+    out_json_key(&j, "threads");
+    write_threads(&j, p, n);
+    out_json_key(&j, "nodes");
+    out_json_begin_object(&j);
+    for (size_t k = 0; k < sizeof NODE_FIELDS / sizeof NODE_FIELDS[0]; k++) {
+        out_json_key(&j, NODE_FIELDS[k].key);
+        out_json_begin_array(&j);
+        for (uint32_t id = 0; id < n; id++)
+            out_json_int(&j, node_field(p, ix, id, NODE_FIELDS[k].field));
+        out_json_end_array(&j);
+    }
+    out_json_end_object(&j);
+    out_json_end_object(&j);
+}
+
+int out_flamegraph_write(FILE *f, const pys_profile *p, const char *title)
+{
+    const char *page = out_flamegraph_html;
+    const char *mark = strstr(page, DATA_MARK);
+    size_t n = pys_profile_nodes(p);
+    struct strtab st = {0};
+    int32_t *ix = NULL; /* per node: string index of qualname, then of filename */
+    int rc = PYS_E_NOMEM;
+
+    /* The page is ours and fixed at build time; the test suite renders it. */
+    if (!mark || strstr(mark + 1, DATA_MARK))
+        return PYS_E_INVAL;
+    ix = calloc(2 * n, sizeof *ix);
+    if (!ix)
+        goto out;
+    for (uint32_t id = 1; id < n; id++) {
+        const struct pys_profile_node *nd = pys_profile_node(p, id);
+        if (!is_frame(nd, id))
+            continue;
+        ix[2 * (size_t)id] = strtab_add(&st, nd->frame.qualname);
+        ix[2 * (size_t)id + 1] = strtab_add(&st, nd->frame.filename);
+        if (ix[2 * (size_t)id] < 0 || ix[2 * (size_t)id + 1] < 0)
+            goto out;
+    }
+
+    fwrite(page, 1, (size_t)(mark - page), f);
+    write_data(f, p, title ? title : DEFAULT_TITLE, &st, ix, n);
+    fputs(mark + strlen(DATA_MARK), f);
+    rc = fflush(f) != 0 || ferror(f) ? PYS_E_IO : 0;
+out:
+    free(ix);
+    strtab_release(&st);
+    return rc;
+}

@@ -1,0 +1,412 @@
+/*
+ * pstats: the profile by function, as Python's pstats module knows it.
+ *
+ * A function is (co_filename, co_firstlineno, co_qualname); markers are
+ * ("~", 0, "<native>") and ("~", 0, "<GC>"), as cProfile names built-ins.
+ * Per function: direct samples (the function was executing), cumulative
+ * samples (it was on the stack; a recursive function counts once per sample),
+ * and per caller the samples that passed through that call. Times are samples
+ * times the sampling interval.
+ *
+ * Two forms: the file pstats.Stats(FILE) loads (a marshal'd dict
+ * {key: (direct, cumulative, tottime, cumtime, {caller_key: samples})}, the
+ * same shape CPython 3.15's sampling profiler writes) and a table for the
+ * terminal.
+ */
+#include "output/pstats.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* One function of the profile. */
+struct fn {
+    const char *filename, *qualname;
+    int32_t firstlineno;
+    uint64_t direct, cumulative;
+    uint32_t onpath; /* times it is on the current DFS path */
+};
+
+struct edge {
+    uint32_t callee, caller;
+    uint64_t samples;
+};
+
+struct fntab {
+    struct fn *v;
+    size_t n, cap;
+    uint32_t *slots; /* 1 + index into v, 0 = empty */
+    size_t nslots;
+    struct edge *edges;
+    size_t nedges, capedges;
+    uint32_t *edge_slots; /* 1 + index into edges */
+    size_t nedge_slots;
+    uint32_t *node_fn; /* per profile node: function index (frames only) */
+};
+
+static uint64_t hash3(uintptr_t a, uintptr_t b, uint64_t c)
+{
+    uint64_t h = a * 0x9e3779b97f4a7c15ull;
+    h ^= (b + 0x632be59bd9b4e019ull) * 0xbf58476d1ce4e5b9ull;
+    h ^= c * 0x94d049bb133111ebull;
+    return h ^ (h >> 29);
+}
+
+static void fn_key(const struct pys_frame *f, const char **file, const char **qual, int32_t *line)
+{
+    *file = f->filename;
+    *qual = f->qualname;
+    *line = f->kind == PYS_FRAME_PYTHON ? f->firstlineno : 0;
+}
+
+static int rehash(uint32_t **slots, size_t *nslots, size_t want, size_t n,
+                  uint64_t (*hash)(const void *, size_t), const void *ctx)
+{
+    size_t cap = *nslots ? *nslots : 1024;
+    while (cap < want * 2)
+        cap *= 2;
+    if (cap == *nslots)
+        return 0;
+    uint32_t *s = calloc(cap, sizeof *s);
+    if (!s)
+        return PYS_E_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = hash(ctx, i) & (cap - 1);
+        while (s[j])
+            j = (j + 1) & (cap - 1);
+        s[j] = (uint32_t)(i + 1);
+    }
+    free(*slots);
+    *slots = s;
+    *nslots = cap;
+    return 0;
+}
+
+static uint64_t fn_hash_at(const void *ctx, size_t i)
+{
+    const struct fn *f = &((const struct fntab *)ctx)->v[i];
+    return hash3((uintptr_t)f->filename, (uintptr_t)f->qualname, (uint64_t)f->firstlineno);
+}
+
+static uint64_t edge_hash_at(const void *ctx, size_t i)
+{
+    const struct edge *e = &((const struct fntab *)ctx)->edges[i];
+    return hash3(e->callee, e->caller, 7);
+}
+
+/* Index of the function of frame f, added if new; negative on no memory. */
+static long fn_get(struct fntab *t, const struct pys_frame *fr)
+{
+    const char *file, *qual;
+    int32_t line;
+    fn_key(fr, &file, &qual, &line);
+    if ((t->n + 1) * 2 > t->nslots &&
+        rehash(&t->slots, &t->nslots, t->n + 1, t->n, fn_hash_at, t) < 0)
+        return PYS_E_NOMEM;
+    size_t j = hash3((uintptr_t)file, (uintptr_t)qual, (uint64_t)line) & (t->nslots - 1);
+    for (; t->slots[j]; j = (j + 1) & (t->nslots - 1)) {
+        struct fn *f = &t->v[t->slots[j] - 1];
+        if (f->filename == file && f->qualname == qual && f->firstlineno == line)
+            return (long)(t->slots[j] - 1);
+    }
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 256;
+        struct fn *v = realloc(t->v, cap * sizeof *v);
+        if (!v)
+            return PYS_E_NOMEM;
+        t->v = v;
+        t->cap = cap;
+    }
+    struct fn *f = &t->v[t->n];
+    memset(f, 0, sizeof *f);
+    f->filename = file;
+    f->qualname = qual;
+    f->firstlineno = line;
+    t->slots[j] = (uint32_t)(t->n + 1);
+    return (long)t->n++;
+}
+
+static int edge_add(struct fntab *t, uint32_t callee, uint32_t caller, uint64_t samples)
+{
+    if ((t->nedges + 1) * 2 > t->nedge_slots &&
+        rehash(&t->edge_slots, &t->nedge_slots, t->nedges + 1, t->nedges, edge_hash_at, t) < 0)
+        return PYS_E_NOMEM;
+    size_t j = hash3(callee, caller, 7) & (t->nedge_slots - 1);
+    for (; t->edge_slots[j]; j = (j + 1) & (t->nedge_slots - 1)) {
+        struct edge *e = &t->edges[t->edge_slots[j] - 1];
+        if (e->callee == callee && e->caller == caller) {
+            e->samples += samples;
+            return 0;
+        }
+    }
+    if (t->nedges == t->capedges) {
+        size_t cap = t->capedges ? t->capedges * 2 : 256;
+        struct edge *v = realloc(t->edges, cap * sizeof *v);
+        if (!v)
+            return PYS_E_NOMEM;
+        t->edges = v;
+        t->capedges = cap;
+    }
+    t->edges[t->nedges] = (struct edge){callee, caller, samples};
+    t->edge_slots[j] = (uint32_t)(t->nedges + 1);
+    t->nedges++;
+    return 0;
+}
+
+static void fntab_release(struct fntab *t)
+{
+    free(t->v);
+    free(t->slots);
+    free(t->edges);
+    free(t->edge_slots);
+    free(t->node_fn);
+    memset(t, 0, sizeof *t);
+}
+
+/* Visit the profile's trie depth first and fill the function table. */
+static int fntab_build(struct fntab *t, const pys_profile *p)
+{
+    size_t nn = pys_profile_nodes(p);
+    memset(t, 0, sizeof *t);
+    t->node_fn = calloc(nn ? nn : 1, sizeof *t->node_fn);
+    if (!t->node_fn)
+        return PYS_E_NOMEM;
+    uint32_t cur = pys_profile_node(p, 0)->first_child;
+    while (cur) {
+        const struct pys_profile_node *nd = pys_profile_node(p, cur);
+        /* enter */
+        if (!nd->is_thread) {
+            long f = fn_get(t, &nd->frame);
+            if (f < 0)
+                return (int)f;
+            t->node_fn[cur] = (uint32_t)f;
+            struct fn *fn = &t->v[f];
+            if (fn->onpath++ == 0)
+                fn->cumulative += nd->total;
+            fn->direct += nd->self;
+            const struct pys_profile_node *par = pys_profile_node(p, nd->parent);
+            if (!par->is_thread && nd->parent != 0 &&
+                edge_add(t, (uint32_t)f, t->node_fn[nd->parent], nd->total) < 0)
+                return PYS_E_NOMEM;
+        }
+        if (nd->first_child) {
+            cur = nd->first_child;
+            continue;
+        }
+        /* leave nodes until one has a next sibling */
+        while (cur) {
+            nd = pys_profile_node(p, cur);
+            if (!nd->is_thread)
+                t->v[t->node_fn[cur]].onpath--;
+            if (nd->next_sibling) {
+                cur = nd->next_sibling;
+                break;
+            }
+            cur = nd->parent;
+        }
+    }
+    return 0;
+}
+
+/* --- marshal -------------------------------------------------------------- */
+
+static void w_i32(FILE *f, int32_t v)
+{
+    uint32_t u = (uint32_t)v;
+    unsigned char b[4] = {(unsigned char)u, (unsigned char)(u >> 8), (unsigned char)(u >> 16),
+                          (unsigned char)(u >> 24)};
+    fwrite(b, 1, 4, f);
+}
+
+/* A non-negative integer: TYPE_INT when it fits, else TYPE_LONG (15-bit digits). */
+static void w_int(FILE *f, uint64_t v)
+{
+    if (v <= INT32_MAX) {
+        fputc('i', f);
+        w_i32(f, (int32_t)v);
+        return;
+    }
+    int n = 0;
+    for (uint64_t x = v; x; x >>= 15)
+        n++;
+    fputc('l', f);
+    w_i32(f, n);
+    for (int i = 0; i < n; i++) {
+        unsigned d = (unsigned)((v >> (15 * i)) & 0x7fff);
+        fputc((int)(d & 0xff), f);
+        fputc((int)(d >> 8), f);
+    }
+}
+
+static void w_float(FILE *f, double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, 8);
+    fputc('g', f);
+    for (int i = 0; i < 8; i++)
+        fputc((int)((u >> (8 * i)) & 0xff), f);
+}
+
+static void w_str(FILE *f, const char *s)
+{
+    size_t n = strlen(s);
+    fputc('u', f);
+    w_i32(f, (int32_t)n);
+    fwrite(s, 1, n, f);
+}
+
+static void w_key(FILE *f, const struct fn *fn)
+{
+    fputc(')', f); /* small tuple */
+    fputc(3, f);
+    w_str(f, fn->filename);
+    w_int(f, (uint64_t)(fn->firstlineno < 0 ? 0 : fn->firstlineno));
+    w_str(f, fn->qualname);
+}
+
+static int cmp_edge(const void *a, const void *b)
+{
+    const struct edge *x = a, *y = b;
+    if (x->callee != y->callee)
+        return x->callee < y->callee ? -1 : 1;
+    return x->caller < y->caller ? -1 : x->caller > y->caller;
+}
+
+int out_pstats_write_marshal(FILE *f, const pys_profile *p)
+{
+    struct fntab t;
+    int rc = fntab_build(&t, p);
+    if (rc < 0)
+        goto done;
+    double interval = (double)pys_profile_info_get(p)->interval_ns / 1e9;
+    qsort(t.edges, t.nedges, sizeof *t.edges, cmp_edge);
+    size_t e = 0;
+    fputc('{', f);
+    for (size_t i = 0; i < t.n; i++) {
+        const struct fn *fn = &t.v[i];
+        w_key(f, fn);
+        fputc(')', f);
+        fputc(5, f);
+        w_int(f, fn->direct);
+        w_int(f, fn->cumulative);
+        w_float(f, (double)fn->direct * interval);
+        w_float(f, (double)fn->cumulative * interval);
+        fputc('{', f);
+        while (e < t.nedges && t.edges[e].callee < i)
+            e++;
+        for (; e < t.nedges && t.edges[e].callee == i; e++) {
+            w_key(f, &t.v[t.edges[e].caller]);
+            w_int(f, t.edges[e].samples);
+        }
+        fputc('0', f);
+    }
+    fputc('0', f);
+    rc = ferror(f) ? PYS_E_IO : 0;
+done:
+    fntab_release(&t);
+    return rc;
+}
+
+/* --- table ---------------------------------------------------------------- */
+
+static const char *const SORT_NAMES[] = {
+    [OUT_SORT_NSAMPLES] = "nsamples",     [OUT_SORT_TOTTIME] = "tottime",
+    [OUT_SORT_CUMTIME] = "cumtime",       [OUT_SORT_SAMPLE_PCT] = "sample-pct",
+    [OUT_SORT_CUMUL_PCT] = "cumul-pct",   [OUT_SORT_NSAMPLES_CUMUL] = "nsamples-cumul",
+    [OUT_SORT_NAME] = "name",
+};
+
+int out_pstats_sort_parse(const char *name)
+{
+    for (size_t i = 0; i < sizeof SORT_NAMES / sizeof SORT_NAMES[0]; i++)
+        if (strcmp(name, SORT_NAMES[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    return b ? b + 1 : path;
+}
+
+static int g_sort; /* qsort has no context argument in C11 */
+
+static int cmp_fn(const void *a, const void *b)
+{
+    const struct fn *x = a, *y = b;
+    uint64_t kx, ky;
+    switch (g_sort) {
+    case OUT_SORT_NAME: {
+        int c = strcmp(x->qualname, y->qualname);
+        if (c == 0)
+            c = strcmp(base_name(x->filename), base_name(y->filename));
+        return c;
+    }
+    case OUT_SORT_CUMTIME:
+    case OUT_SORT_CUMUL_PCT:
+    case OUT_SORT_NSAMPLES_CUMUL:
+        kx = x->cumulative;
+        ky = y->cumulative;
+        break;
+    default:
+        kx = x->direct;
+        ky = y->direct;
+        break;
+    }
+    if (kx != ky)
+        return kx > ky ? -1 : 1;
+    return strcmp(x->qualname, y->qualname);
+}
+
+/* Names on the terminal: control characters as '?'. */
+static void put_clean(FILE *f, const char *s)
+{
+    for (; *s; s++)
+        fputc((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s, f);
+}
+
+int out_pstats_write_table(FILE *f, const pys_profile *p, int sort, size_t limit)
+{
+    struct fntab t;
+    int rc = fntab_build(&t, p);
+    if (rc < 0)
+        goto done;
+    const struct pys_profile_info *info = pys_profile_info_get(p);
+    double interval = (double)info->interval_ns / 1e9;
+    uint64_t total = 0;
+    for (size_t i = 0; i < t.n; i++)
+        total += t.v[i].direct;
+    g_sort = sort;
+    qsort(t.v, t.n, sizeof *t.v, cmp_fn);
+    if (t.n == 0) {
+        fprintf(f, "No samples were collected%s.\n",
+                info->mode && strcmp(info->mode, "wall") != 0 ? " (no thread matched the mode)"
+                                                             : "");
+        goto out;
+    }
+    fprintf(f, "Profile: %llu stack samples, %s mode, sorted by %s\n\n",
+            (unsigned long long)total, info->mode ? info->mode : "wall", SORT_NAMES[sort]);
+    fprintf(f, "%21s  %7s  %11s  %7s  %11s  %s\n", "nsamples", "sample%", "tottime (s)",
+            "cumul%", "cumtime (s)", "filename:lineno(function)");
+    for (size_t i = 0; i < t.n && i < limit; i++) {
+        const struct fn *fn = &t.v[i];
+        char ns[48];
+        snprintf(ns, sizeof ns, "%llu/%llu", (unsigned long long)fn->direct,
+                 (unsigned long long)fn->cumulative);
+        double pct = total ? 100.0 * (double)fn->direct / (double)total : 0;
+        double cpct = total ? 100.0 * (double)fn->cumulative / (double)total : 0;
+        fprintf(f, "%21s  %7.1f  %11.3f  %7.1f  %11.3f  ", ns, pct, (double)fn->direct * interval,
+                cpct, (double)fn->cumulative * interval);
+        put_clean(f, base_name(fn->filename));
+        fprintf(f, ":%d(", (int)fn->firstlineno);
+        put_clean(f, fn->qualname);
+        fputs(")\n", f);
+    }
+    if (t.n > limit)
+        fprintf(f, "\n(%zu more functions; -l/--limit shows more)\n", t.n - limit);
+out:
+    rc = ferror(f) ? PYS_E_IO : 0;
+done:
+    fntab_release(&t);
+    return rc;
+}

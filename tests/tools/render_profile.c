@@ -1,9 +1,10 @@
 /*
  * render_profile: build a profile from "collapsed" stacks on stdin and write
- * it as a flame graph page, for the tests of the page (and to look at one
+ * it as a flame graph page (or, with a format flag, as a pstats file or
+ * collapsed stacks), for the tests of the outputs (and to look at one
  * without a target process).
  *
- * Usage: render_profile OUT.html [TITLE] < STACKS
+ * Usage: render_profile [--pstats | --collapsed | --collapsed-no-tid] OUT [TITLE] < STACKS
  *
  * One stack per line, outermost frame first:
  *
@@ -30,7 +31,9 @@
 
 #include <pystrobe/pystrobe.h>
 
+#include "output/collapsed.h"
 #include "output/flamegraph.h"
+#include "output/pstats.h"
 
 /* Equal strings must share one pointer: the profile compares addresses. */
 struct intern {
@@ -217,8 +220,16 @@ int main(int argc, char **argv)
     FILE *out;
     int rc;
 
+    const char *format = "--flamegraph";
+    if (argc > 1 && strncmp(argv[1], "--", 2) == 0) {
+        format = argv[1];
+        argc--;
+        argv++;
+    }
     if (argc < 2 || argc > 3) {
-        fputs("usage: render_profile OUT.html [TITLE] < STACKS\n", stderr);
+        fputs("usage: render_profile [--pstats | --collapsed | --collapsed-no-tid] OUT "
+              "[TITLE] < STACKS\n",
+              stderr);
         return 2;
     }
     p = check_alloc(pys_profile_new());
@@ -241,7 +252,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "render_profile: cannot open %s: %s\n", argv[1], strerror(errno));
         return 1;
     }
-    rc = out_flamegraph_write(out, p, argc == 3 ? argv[2] : in.title);
+    if (strcmp(format, "--pstats") == 0)
+        rc = out_pstats_write_marshal(out, p);
+    else if (strcmp(format, "--collapsed") == 0)
+        rc = out_collapsed_write(out, p, 1);
+    else if (strcmp(format, "--collapsed-no-tid") == 0)
+        rc = out_collapsed_write(out, p, 0);
+    else
+        rc = out_flamegraph_write(out, p, argc == 3 ? argv[2] : in.title);
     if (fclose(out) != 0 && rc == 0)
         rc = PYS_E_IO;
     if (rc < 0)

@@ -80,6 +80,8 @@ EXPRS = {
                                             "offsetof(PyThreadState, native_thread_id)")],
     ("thread_state", "datastack_chunk"): [(f"{V} >= 0x030b0000",
                                            "offsetof(PyThreadState, datastack_chunk)")],
+    ("thread_state", "datastack_top"): [(f"{V} >= 0x030b0000",
+                                         "offsetof(PyThreadState, datastack_top)")],
     ("thread_state", "status"): [(f"{V} >= 0x030c0000", "offsetof(PyThreadState, _status)")],
     ("thread_state", "holds_gil"): [(f"{V} >= 0x030e0000", "offsetof(PyThreadState, holds_gil)")],
     ("thread_state", "current_exception"): [

@@ -78,8 +78,36 @@ int prof_codecache_get(struct prof_codecache *cc, struct prof_intern *in, struct
     return 0;
 }
 
+int prof_codecache_locate(struct prof_codecache *cc, const struct cpy_offsets *o,
+                          const struct prof_code *pc, const struct cpy_raw_frame *f,
+                          int32_t *lasti, struct cpy_location *loc)
+{
+    if (!cc->memo)
+        cc->memo = calloc(PROF_LOCMEMO_SIZE, sizeof *cc->memo);
+    struct prof_locmemo *e = NULL;
+    if (cc->memo) {
+        uint64_t h = (pc->addr ^ (f->instr_ptr * 0x9e3779b97f4a7c15ull)) >> 4;
+        e = &cc->memo[(h ^ (h >> 17)) & (PROF_LOCMEMO_SIZE - 1)];
+        if (e->code == pc->addr && e->position == f->instr_ptr) {
+            *lasti = e->lasti;
+            *loc = e->loc;
+            return 0;
+        }
+    }
+    int rc = cpy_code_locate(o, &pc->code, f, lasti, loc);
+    if (rc == 0 && e) {
+        e->code = pc->addr;
+        e->position = f->instr_ptr;
+        e->lasti = *lasti;
+        e->loc = *loc;
+    }
+    return rc;
+}
+
 void prof_codecache_clear(struct prof_codecache *cc)
 {
+    if (cc->memo)
+        memset(cc->memo, 0, PROF_LOCMEMO_SIZE * sizeof *cc->memo);
     for (size_t i = 0; i < cc->cap; i++) {
         if (cc->slots[i].addr)
             cpy_code_release(&cc->slots[i].code);
@@ -92,5 +120,6 @@ void prof_codecache_release(struct prof_codecache *cc)
 {
     prof_codecache_clear(cc);
     free(cc->slots);
+    free(cc->memo);
     memset(cc, 0, sizeof *cc);
 }

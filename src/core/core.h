@@ -35,16 +35,34 @@ struct prof_code {
     struct cpy_code code;   /* linetable and lengths; its strings are freed */
 };
 
+/* A frame position already decoded: (code, position) -> location. */
+struct prof_locmemo {
+    uint64_t code;       /* 0 = empty */
+    uint64_t position;   /* cpy_raw_frame.instr_ptr */
+    int32_t lasti;
+    struct cpy_location loc;
+};
+
+/* Direct-mapped; 4096 entries (160 KiB) cover the hot lines of most programs. */
+#define PROF_LOCMEMO_SIZE 4096
+
 struct prof_codecache {
     struct prof_code *slots;
     size_t cap, count;
     uint64_t hits, misses;
+    struct prof_locmemo *memo; /* PROF_LOCMEMO_SIZE entries, allocated on first use */
 };
 
 /* The cached code object at addr, reading and interning it on a miss. */
 int prof_codecache_get(struct prof_codecache *cc, struct prof_intern *in, struct mem *m,
                        const struct cpy_offsets *o, const struct cpy_symbols *sym,
                        uint64_t addr, const struct prof_code **out);
+/* Where frame f is in code pc, as cpy_code_locate, remembered per
+ * (code, position) so that a line table is decoded once per instruction. */
+int prof_codecache_locate(struct prof_codecache *cc, const struct cpy_offsets *o,
+                          const struct prof_code *pc, const struct cpy_raw_frame *f,
+                          int32_t *lasti, struct cpy_location *loc);
+
 /* Forget every entry (the target may have freed and reused code objects). */
 void prof_codecache_clear(struct prof_codecache *cc);
 void prof_codecache_release(struct prof_codecache *cc);

@@ -43,7 +43,7 @@ int pys_session_attach(pys_session **out, int pid, const struct pys_options *opt
     if (rc < 0)
         goto fail;
     rc = PYS_E_NOMEM;
-    s->tsbuf = malloc(s->off.thread_state.size);
+    s->tsbuf = malloc(cpy_thread_bufsize(&s->off));
     s->raw = malloc(CPY_MAX_FRAMES * sizeof *s->raw);
     s->marker_file = prof_intern_str(&s->strings, "~", 1);
     s->marker_native = prof_intern_str(&s->strings, "<native>", 8);

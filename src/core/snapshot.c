@@ -104,7 +104,7 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in, si
         pending_native = rf->entry;
         struct pys_frame *f = &s->frames[s->nframes];
         struct cpy_location loc;
-        rc = cpy_code_locate(&s->off, &pc->code, rf, &f->lasti, &loc);
+        rc = prof_codecache_locate(&s->codes, &s->off, pc, rf, &f->lasti, &loc);
         if (rc < 0) {
             snprintf(err, errlen, "frame at 0x%llx: instruction pointer outside %s",
                      (unsigned long long)rf->addr, pc->qualname);
@@ -206,21 +206,16 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
 }
 
 /* Drop every cached code object if the interpreter says code objects were
- * freed since the last look (3.14+). Without such a counter (3.13) the cache
- * is kept for the session. */
-static int check_code_generation(struct pys_session *s, uint64_t interp)
+ * freed since the last look (3.14+). Without such a counter (3.8-3.13) the
+ * cache is kept for the session. */
+static void check_code_generation(struct pys_session *s, const struct cpy_interp *in)
 {
     if (!CPY_HAS(&s->off, interpreter_state, code_object_generation))
-        return 0;
-    uint64_t gen;
-    int rc = mem_read_u64(&s->mem, interp + s->off.interpreter_state.code_object_generation, &gen);
-    if (rc < 0)
-        return rc;
-    if (gen != s->code_generation) {
+        return;
+    if (in->code_generation != s->code_generation) {
         prof_codecache_clear(&s->codes);
-        s->code_generation = gen;
+        s->code_generation = in->code_generation;
     }
-    return 0;
 }
 
 int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
@@ -241,8 +236,8 @@ int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
         }
         if ((rc = cpy_interp_read(&s->mem, &s->off, s->runtime, iaddr, &in)) < 0)
             goto fail;
-        if (ni == 0 && (rc = check_code_generation(s, iaddr)) < 0)
-            goto fail;
+        if (ni == 0)
+            check_code_generation(s, &in);
         if ((rc = reserve((void **)&s->interps, &s->interps_cap, s->ninterps + 1,
                           sizeof *s->interps)) < 0)
             goto fail;

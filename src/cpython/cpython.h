@@ -45,6 +45,7 @@ struct cpy_interp {
     uint64_t main_ident;     /* else: thread_id (pthread) of the main thread, 0 if unknown */
     uint64_t gil_holder;     /* thread state holding the GIL, 0 if nobody */
     uint64_t gc_frame;       /* frame that started the running collection (3.15), or 0 */
+    uint64_t code_generation; /* moves when code objects are freed (3.14+), else 0 */
 };
 
 /* First interpreter of the runtime at runtime_addr (0 if none). */
@@ -64,12 +65,21 @@ struct cpy_thread {
     uint64_t current_frame;
     uint64_t base_frame;      /* 3.15+, else 0 */
     uint64_t datastack_chunk;
+    uint64_t datastack_top;   /* end of the used part of datastack_chunk */
     int has_exception;        /* raising or handling one */
     int gil_requested;
+    /* The copy of the thread state (and what follows it: 3.15's base frame)
+     * that cpy_thread_read made, for the walk to use instead of reads. */
+    const uint8_t *copy;
+    uint64_t copy_addr;
+    size_t copy_len;
 };
 
-/* Read the thread state at addr. tsbuf is scratch of o->thread_state.size
- * bytes. */
+/* Bytes of scratch cpy_thread_read needs. */
+size_t cpy_thread_bufsize(const struct cpy_offsets *o);
+
+/* Read the thread state at addr into tsbuf (cpy_thread_bufsize bytes),
+ * which must stay untouched while out is used. */
 int cpy_thread_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_symbols *sym,
                     uint64_t addr, uint8_t *tsbuf, struct cpy_thread *out);
 

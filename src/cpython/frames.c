@@ -21,8 +21,6 @@
 #define CHUNK_PREVIOUS 0
 #define CHUNK_SIZE 8
 #define CHUNK_HEADER 24
-/* A chunk is at least one page in CPython (default 16 KiB). */
-#define CHUNK_MIN 32
 
 void cpy_stack_release(struct cpy_stack *st)
 {
@@ -46,7 +44,15 @@ static int grow(uint8_t **buf, size_t *cap, size_t need)
     return 0;
 }
 
-/* Copy every data stack chunk of the thread into st. */
+/* struct _PyStackChunk's top: slots (pointers) in use, for chunks that are
+ * not the current one. */
+#define CHUNK_TOP 16
+
+/*
+ * Copy the used part of every data stack chunk of the thread into st: the
+ * current chunk up to the thread's datastack_top (one read, header
+ * included), each older one up to its own top (header, then body).
+ */
 static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_stack *st)
 {
     uint64_t addr = t->datastack_chunk;
@@ -54,35 +60,53 @@ static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_sta
     int rc;
 
     st->nchunks = 0;
-    while (addr != 0) {
-        uint8_t head[CHUNK_HEADER];
-        uint64_t size, prev;
+    for (int current = 1; addr != 0; current = 0) {
+        uint64_t size, prev, len;
         if (st->nchunks == CPY_MAX_CHUNKS)
             return PYS_E_TOODEEP;
-        if ((rc = mem_read(m, addr, head, sizeof head)) < 0)
-            return rc;
-        memcpy(&prev, head + CHUNK_PREVIOUS, 8);
-        memcpy(&size, head + CHUNK_SIZE, 8);
-        if (size < CHUNK_MIN || size > CPY_MAX_CHUNK_BYTES - used)
+        if (current && t->datastack_top > addr + CHUNK_HEADER &&
+            t->datastack_top - addr <= CPY_MAX_CHUNK_BYTES - used) {
+            len = t->datastack_top - addr;
+        } else {
+            uint8_t head[CHUNK_HEADER];
+            uint64_t top;
+            if ((rc = mem_read(m, addr, head, sizeof head)) < 0)
+                return rc;
+            memcpy(&top, head + CHUNK_TOP, 8);
+            if (top > (CPY_MAX_CHUNK_BYTES - CHUNK_HEADER) / 8)
+                return PYS_E_CORRUPT;
+            len = CHUNK_HEADER + top * 8;
+        }
+        if (len < CHUNK_HEADER || len > CPY_MAX_CHUNK_BYTES - used)
             return PYS_E_CORRUPT;
-        if ((rc = grow(&st->buf, &st->cap, used + size)) < 0)
+        if ((rc = grow(&st->buf, &st->cap, used + len)) < 0)
             return rc;
-        if ((rc = mem_read(m, addr, st->buf + used, size)) < 0)
+        if ((rc = mem_read(m, addr, st->buf + used, len)) < 0)
             return rc;
+        memcpy(&prev, st->buf + used + CHUNK_PREVIOUS, 8);
+        memcpy(&size, st->buf + used + CHUNK_SIZE, 8);
+        if (size < len)
+            return PYS_E_CORRUPT;
         st->chunks[st->nchunks].addr = addr;
         st->chunks[st->nchunks].off = used;
-        st->chunks[st->nchunks].len = size;
+        st->chunks[st->nchunks].len = len;
         st->nchunks++;
-        used += size;
+        used += len;
         addr = prev;
     }
     return 0;
 }
 
-/* The bytes of the frame at addr: inside a copied chunk, or read now. */
-static int frame_bytes(struct mem *m, struct cpy_stack *st, uint64_t addr, size_t fsize,
-                       const uint8_t **out)
+/* The bytes of the frame at addr: inside a copied chunk or the thread
+ * state's copy, or read now. */
+static int frame_bytes(struct mem *m, const struct cpy_thread *t, struct cpy_stack *st,
+                       uint64_t addr, size_t fsize, const uint8_t **out)
 {
+    if (t->copy && addr >= t->copy_addr && addr - t->copy_addr <= t->copy_len &&
+        fsize <= t->copy_len - (addr - t->copy_addr)) {
+        *out = t->copy + (addr - t->copy_addr);
+        return 0;
+    }
     for (size_t i = 0; i < st->nchunks; i++) {
         uint64_t a = st->chunks[i].addr;
         size_t len = st->chunks[i].len;
@@ -175,7 +199,7 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
             return rc;
         if (addr % 8 != 0)
             return PYS_E_CORRUPT;
-        if ((rc = frame_bytes(m, st, addr, (size_t)f->size, &fb)) < 0)
+        if ((rc = frame_bytes(m, t, st, addr, (size_t)f->size, &fb)) < 0)
             return rc;
         memcpy(&exe, fb + f->executable, 8);
         memcpy(&prev, fb + f->previous, 8);

@@ -48,6 +48,7 @@
     X(thread_state, thread_id, 8)                                                                  \
     X(thread_state, native_thread_id, 8)                                                           \
     X(thread_state, datastack_chunk, 8)                                                            \
+    X(thread_state, datastack_top, 8)                                                              \
     X(thread_state, status, 4)                                                                     \
     X(thread_state, holds_gil, 4)                                                                  \
     X(thread_state, gil_requested, 4)                                                              \
@@ -111,7 +112,7 @@ struct cpy_offsets {
     } interpreter_state;
     struct cpy_thread_offsets {
         uint64_t size, prev, next, interp, current_frame, cframe, base_frame, thread_id, native_thread_id,
-            datastack_chunk, status, holds_gil, gil_requested, current_exception, exc_info,
+            datastack_chunk, datastack_top, status, holds_gil, gil_requested, current_exception, exc_info,
             exc_state;
     } thread_state;
     struct {

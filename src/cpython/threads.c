@@ -28,87 +28,100 @@ int cpy_runtime_first_interp(struct mem *m, const struct cpy_offsets *o, uint64_
     return mem_read_u64(m, runtime_addr + o->runtime_state.interpreters_head, out);
 }
 
+/* Add a segment reading width bytes at addr into dst, when the field exists. */
+static void want(struct mem_seg *segs, size_t *n, uint64_t base, uint64_t off, void *dst,
+                 size_t width)
+{
+    if (off == CPY_ABSENT)
+        return;
+    segs[*n].addr = base + off;
+    segs[*n].buf = dst;
+    segs[*n].len = width;
+    (*n)++;
+}
+
+/*
+ * Everything a sample needs from an interpreter in one batched read: ids and
+ * list heads, the main thread, the GIL holder, the collecting frame. The GIL
+ * is predicted to be the interpreter's own (3.12+); if ceval.gil points
+ * elsewhere (a shared GIL), that one is read in a second call.
+ */
 int cpy_interp_read(struct mem *m, const struct cpy_offsets *o, uint64_t runtime_addr,
                     uint64_t addr, struct cpy_interp *out)
 {
     const struct cpy_interp_offsets *is = &o->interpreter_state;
     struct cpy_interp in;
-    uint64_t gil = 0, main = 0;
+    struct mem_seg segs[12];
+    size_t n = 0;
+    uint64_t gil = 0, holder = 0, main_ident = 0, gc_frame = 0;
+    int32_t locked = 0, collecting = 0;
     int rc;
 
     memset(&in, 0, sizeof in);
     in.addr = addr;
-    struct mem_seg segs[] = {
-        {addr + is->id, &in.id, 8},
-        {addr + is->next, &in.next, 8},
-        {addr + is->threads_head, &in.threads_head, 8},
-    };
-    if ((rc = mem_readv(m, segs, sizeof segs / sizeof segs[0])) < 0)
-        return rc;
-    if (CPY_HAS(o, interpreter_state, threads_main)) {
-        if ((rc = mem_read_u64(m, addr + is->threads_main, &main)) < 0)
-            return rc;
-        in.threads_main = main;
-    } else if (in.id == 0 && CPY_HAS(o, runtime_state, main_thread)) {
-        /* Before 3.13: the runtime knows the main thread's pthread id. */
-        if ((rc = mem_read_u64(m, runtime_addr + o->runtime_state.main_thread, &main)) < 0)
-            return rc;
-        in.main_ident = main;
-    }
-    if (CPY_HAS(o, runtime_state, gil_holder)) {
-        /* 3.8-3.11: one GIL; the runtime names the thread state holding it. */
-        if ((rc = mem_read_u64(m, runtime_addr + o->runtime_state.gil_holder, &in.gil_holder)) < 0)
-            return rc;
-    } else if (CPY_HAS(o, interpreter_state, gil_runtime_state)) {
-        /* 3.12+: the GIL this interpreter uses (its own, or a shared one). */
+    want(segs, &n, addr, is->id, &in.id, 8);
+    want(segs, &n, addr, is->next, &in.next, 8);
+    want(segs, &n, addr, is->threads_head, &in.threads_head, 8);
+    want(segs, &n, addr, is->threads_main, &in.threads_main, 8);
+    want(segs, &n, addr, is->code_object_generation, &in.code_generation, 8);
+    /* Before 3.13 the runtime knows the main thread's pthread id. */
+    if (!CPY_HAS(o, interpreter_state, threads_main))
+        want(segs, &n, runtime_addr, o->runtime_state.main_thread, &main_ident, 8);
+    /* 3.8-3.11: one GIL, and the runtime names the thread state holding it. */
+    want(segs, &n, runtime_addr, o->runtime_state.gil_holder, &holder, 8);
+    int own_gil = CPY_HAS(o, interpreter_state, gil_runtime_state);
+    if (own_gil) {
         if (is->gil_runtime_state_locked < is->gil_runtime_state ||
             is->gil_runtime_state_holder < is->gil_runtime_state)
             return PYS_E_CORRUPT;
-        if ((rc = mem_read_u64(m, addr + is->ceval_gil, &gil)) < 0)
-            return rc;
-        if (gil == 0)
-            gil = addr + is->gil_runtime_state;
-        int32_t locked = 0;
-        uint64_t holder = 0;
+        want(segs, &n, addr, is->ceval_gil, &gil, 8);
+        want(segs, &n, addr, is->gil_runtime_state_locked, &locked, 4);
+        want(segs, &n, addr, is->gil_runtime_state_holder, &holder, 8);
+    }
+    /* The frame that started a running collection (3.15 publishes it). */
+    if (CPY_HAS(o, gc, frame) && CPY_HAS(o, interpreter_state, gc)) {
+        want(segs, &n, addr + is->gc, o->gc.collecting, &collecting, 4);
+        want(segs, &n, addr + is->gc, o->gc.frame, &gc_frame, 8);
+    }
+    if ((rc = mem_readv(m, segs, n)) < 0)
+        return rc;
+    if (own_gil && gil != 0 && gil != addr + is->gil_runtime_state) {
         struct mem_seg gsegs[] = {
             {gil + (is->gil_runtime_state_locked - is->gil_runtime_state), &locked, 4},
             {gil + (is->gil_runtime_state_holder - is->gil_runtime_state), &holder, 8},
         };
         if ((rc = mem_readv(m, gsegs, 2)) < 0)
             return rc;
-        in.gil_holder = locked ? holder : 0;
     }
-    /* The frame that started a running collection (3.15 publishes it). */
-    if (CPY_HAS(o, gc, frame) && CPY_HAS(o, interpreter_state, gc)) {
-        int32_t collecting = 0;
-        uint64_t frame = 0;
-        struct mem_seg csegs[] = {
-            {addr + is->gc + o->gc.collecting, &collecting, 4},
-            {addr + is->gc + o->gc.frame, &frame, 8},
-        };
-        if ((rc = mem_readv(m, csegs, 2)) < 0)
-            return rc;
-        in.gc_frame = collecting ? frame : 0;
-    }
+    in.gil_holder = own_gil && !locked ? 0 : holder;
+    in.main_ident = in.id == 0 ? main_ident : 0;
+    in.gc_frame = collecting ? gc_frame : 0;
     *out = in;
     return 0;
 }
 
-/* Is an exception being handled: the topmost _PyErr_StackItem with a value. */
+/* Is an exception being handled: the topmost _PyErr_StackItem with a value.
+ * The usual item is embedded in the thread state: taken from its copy. */
 static int handling_exception(struct mem *m, const struct cpy_offsets *o,
-                              const struct cpy_symbols *sym, uint64_t item)
+                              const struct cpy_symbols *sym, const struct cpy_thread *t,
+                              uint64_t item)
 {
     for (int i = 0; item != 0; i++) {
         uint64_t value = 0, prev = 0;
         if (i == MAX_EXC_ITEMS)
             return PYS_E_TOODEEP;
-        struct mem_seg segs[] = {
-            {item + o->err_stackitem.exc_value, &value, 8},
-            {item + o->err_stackitem.previous_item, &prev, 8},
-        };
-        int rc = mem_readv(m, segs, 2);
-        if (rc < 0)
-            return rc;
+        uint64_t v_at = item + o->err_stackitem.exc_value;
+        uint64_t p_at = item + o->err_stackitem.previous_item;
+        if (v_at >= t->copy_addr && v_at + 8 <= t->copy_addr + t->copy_len &&
+            p_at >= t->copy_addr && p_at + 8 <= t->copy_addr + t->copy_len) {
+            memcpy(&value, t->copy + (v_at - t->copy_addr), 8);
+            memcpy(&prev, t->copy + (p_at - t->copy_addr), 8);
+        } else {
+            struct mem_seg segs[] = {{v_at, &value, 8}, {p_at, &prev, 8}};
+            int rc = mem_readv(m, segs, 2);
+            if (rc < 0)
+                return rc;
+        }
         if (value != 0 && value != sym->none)
             return 1;
         item = prev;
@@ -135,6 +148,11 @@ static int glibc_tid(struct mem *m, uint64_t pthread, uint64_t *out)
     return 0;
 }
 
+size_t cpy_thread_bufsize(const struct cpy_offsets *o)
+{
+    return (size_t)o->thread_state.size + (size_t)o->interpreter_frame.size;
+}
+
 int cpy_thread_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_symbols *sym,
                     uint64_t addr, uint8_t *tsbuf, struct cpy_thread *out)
 {
@@ -144,10 +162,18 @@ int cpy_thread_read(struct mem *m, const struct cpy_offsets *o, const struct cpy
 
     if (ts->size > TSTATE_MAX)
         return PYS_E_CORRUPT;
-    if ((rc = mem_read(m, addr, tsbuf, ts->size)) < 0)
+    /* 3.15 keeps the base frame right after PyThreadState (in
+     * _PyThreadStateImpl): one read takes both. */
+    size_t len = (size_t)ts->size;
+    if (CPY_HAS(o, thread_state, base_frame))
+        len += (size_t)o->interpreter_frame.size;
+    if ((rc = mem_read(m, addr, tsbuf, len)) < 0)
         return rc;
     memset(&t, 0, sizeof t);
     t.addr = addr;
+    t.copy = tsbuf;
+    t.copy_addr = addr;
+    t.copy_len = len;
     t.next = load_u64(tsbuf + ts->next);
     t.thread_id = load_u64(tsbuf + ts->thread_id);
     if (CPY_HAS(o, thread_state, native_thread_id))
@@ -165,6 +191,8 @@ int cpy_thread_read(struct mem *m, const struct cpy_offsets *o, const struct cpy
     }
     if (CPY_HAS(o, thread_state, datastack_chunk))
         t.datastack_chunk = load_u64(tsbuf + ts->datastack_chunk);
+    if (CPY_HAS(o, thread_state, datastack_top))
+        t.datastack_top = load_u64(tsbuf + ts->datastack_top);
     if (CPY_HAS(o, thread_state, base_frame))
         t.base_frame = load_u64(tsbuf + ts->base_frame);
     if (CPY_HAS(o, thread_state, gil_requested)) {
@@ -176,7 +204,7 @@ int cpy_thread_read(struct mem *m, const struct cpy_offsets *o, const struct cpy
     if (raising != 0 && raising != sym->none) {
         t.has_exception = 1;
     } else {
-        rc = handling_exception(m, o, sym, load_u64(tsbuf + ts->exc_info));
+        rc = handling_exception(m, o, sym, &t, load_u64(tsbuf + ts->exc_info));
         if (rc < 0)
             return rc;
         t.has_exception = rc;

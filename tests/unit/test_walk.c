@@ -254,16 +254,25 @@ static void test_walk_in_chunk(void **state)
     put_frame(im, fa, A_FRAME(1), 5, 0);
     memset(at(im, A_FRAME(0)), 0xff, 88);
     put64(im, A_TSTATE + im->o.thread_state.datastack_chunk, CHUNK);
+    put64(im, A_TSTATE + im->o.thread_state.datastack_top, fa + 88);
     put64(im, A_TSTATE + im->o.thread_state.current_frame, fa);
-    /* Past the thread state: the chunk header and body, then the three
-     * frames outside the chunk; the frame inside it comes from the copy. */
+    /* Past the thread state: one read of the chunk's used part (header
+     * included), then the two heap frames. The frame inside the chunk comes
+     * from the chunk's copy, the base frame from the thread state's. */
     uint64_t before = im->mem.stats.reads;
     assert_int_equal(walk(im, f, 16), 4);
     assert_int_equal(f[0].addr, fa);
     uint64_t tstate_reads = 1;
-    assert_int_equal(im->mem.stats.reads - before - tstate_reads, 5);
-    /* A chunk claiming to be 1 TiB is refused. */
-    put64(im, CHUNK + 8, 1ull << 40);
+    assert_int_equal(im->mem.stats.reads - before - tstate_reads, 3);
+    /* A chunk smaller than its used part is refused. */
+    put64(im, CHUNK + 8, 64);
+    assert_int_equal(walk(im, f, 16), PYS_E_CORRUPT);
+    put64(im, CHUNK + 8, CHUNK_SIZE);
+    /* So is an older chunk claiming 2^40 slots in use. */
+    uint64_t older = CHUNK + 0x1000;
+    put64(im, CHUNK, older);
+    put64(im, older + 8, CHUNK_SIZE);
+    put64(im, older + 16, 1ull << 40);
     assert_int_equal(walk(im, f, 16), PYS_E_CORRUPT);
     free(im);
 }

@@ -116,6 +116,11 @@ struct pys_options {
     /* Add a PYS_FRAME_GC marker above the frame that started the running
      * garbage collection, where the version tells it (3.15). */
     int gc;
+    /* Reuse the unchanged bottom of each stack between snapshots (3.15+).
+     * This WRITES into the target: PyThreadState.last_profiled_frame of each
+     * thread, the anchor CPython maintains for profilers (and zeroes anchors
+     * found at attach). 0 keeps the session strictly read-only. */
+    int frame_cache;
 };
 
 typedef struct pys_session pys_session;
@@ -147,6 +152,12 @@ struct pys_stats {
     uint64_t mem_failures;     /* reads that failed */
     uint64_t code_hits;        /* code objects found in the cache */
     uint64_t code_misses;      /* code objects read from the target */
+    uint64_t frame_cache_hits;         /* 3.15 frame cache: only the top frame read */
+    uint64_t frame_cache_partial_hits; /* frames above the anchor read, the rest cached */
+    uint64_t frame_cache_misses;       /* whole stack walked */
+    uint64_t frames_from_cache;
+    uint64_t frames_read;              /* frame records read while the cache was on */
+    uint64_t mem_writes;               /* anchor writes into the target */
 };
 PYS_EXTERN void pys_session_stats(const pys_session *s, struct pys_stats *out);
 

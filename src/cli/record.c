@@ -44,7 +44,7 @@ struct rec {
     uint64_t duration_ns; /* 0 = until the end */
     int main_only;
     enum mode mode;
-    int native, gc, realtime, stats, tid;
+    int native, gc, realtime, stats, tid, read_only;
     enum format format;
     const char *output;
     int sort;
@@ -163,6 +163,9 @@ static const char RUN_USAGE[] =
     "      --realtime-stats      a live line: achieved rate, time per sample\n"
     "      --stats               read and cache counters at the end\n"
     "      --python PATH         (run) the interpreter for script.py / -m (default python3)\n"
+    "      --read-only           never write into the target. By default pystrobe keeps\n"
+    "                            a frame cache on CPython 3.15+, which writes one field\n"
+    "                            per thread (PyThreadState.last_profiled_frame)\n"
     "Output:\n"
     "      --pstats              a table on stdout, or with -o a file pstats.Stats loads\n"
     "                            (the default)\n"
@@ -187,6 +190,7 @@ enum {
     OPT_FLAMEGRAPH,
     OPT_SORT,
     OPT_NO_TID,
+    OPT_READ_ONLY,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -207,6 +211,7 @@ static const struct option LONG_OPTS[] = {
     {"sort", required_argument, NULL, OPT_SORT},
     {"limit", required_argument, NULL, 'l'},
     {"no-tid", no_argument, NULL, OPT_NO_TID},
+    {"read-only", no_argument, NULL, OPT_READ_ONLY},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -293,6 +298,12 @@ static int parse_args(struct rec *r, int argc, char **argv, int attach, int *pid
             break;
         case 'o':
             r->output = optarg;
+            break;
+        case OPT_NO_TID:
+            r->tid = 0;
+            break;
+        case OPT_READ_ONLY:
+            r->read_only = 1;
             break;
         case OPT_SORT:
             r->sort = out_pstats_sort_parse(optarg);
@@ -694,6 +705,24 @@ static void print_stats(const pys_session *s, const struct pys_profile_info *inf
     fprintf(stderr, "  code object cache:  %llu hits, %llu misses (%.2f%% hits)\n",
             (unsigned long long)st.code_hits, (unsigned long long)st.code_misses,
             code ? 100.0 * (double)st.code_hits / (double)code : 0.0);
+    uint64_t walks = st.frame_cache_hits + st.frame_cache_partial_hits + st.frame_cache_misses;
+    if (walks) {
+        fprintf(stderr,
+                "  frame cache:        %llu full hits, %llu partial hits, %llu misses "
+                "(%.2f%% hits)\n",
+                (unsigned long long)st.frame_cache_hits,
+                (unsigned long long)st.frame_cache_partial_hits,
+                (unsigned long long)st.frame_cache_misses,
+                100.0 * (double)(st.frame_cache_hits + st.frame_cache_partial_hits) /
+                    (double)walks);
+        fprintf(stderr, "  frames:             %llu from the cache, %llu read; %llu anchor writes\n",
+                (unsigned long long)st.frames_from_cache, (unsigned long long)st.frames_read,
+                (unsigned long long)st.mem_writes);
+    } else {
+        fprintf(stderr, "  frame cache:        off (%s)\n",
+                pys_session_python_version(s) < 0x030f0000 ? "needs CPython 3.15+"
+                                                           : "--read-only");
+    }
 }
 
 static int write_output(const struct rec *r, const pys_session *s, const pys_profile *p,
@@ -737,7 +766,10 @@ int cli_record(int argc, char **argv, int attach)
     int rc = parse_args(&r, argc, argv, attach, &pid);
     if (rc != -1)
         return rc;
-    struct pys_options opt = {.cpu_state = r.mode == MODE_CPU, .native = r.native, .gc = r.gc};
+    struct pys_options opt = {.cpu_state = r.mode == MODE_CPU,
+                              .native = r.native,
+                              .gc = r.gc,
+                              .frame_cache = !r.read_only};
     prctl(PR_SET_TIMERSLACK, 1UL);
     install_signals();
 

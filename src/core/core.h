@@ -67,6 +67,31 @@ int prof_codecache_locate(struct prof_codecache *cc, const struct cpy_offsets *o
 void prof_codecache_clear(struct prof_codecache *cc);
 void prof_codecache_release(struct prof_codecache *cc);
 
+/* --- frame cache (framecache.c), CPython 3.15+ -------------------------- */
+
+struct prof_fcache_entry {
+    uint64_t tstate;              /* 0 = empty slot */
+    struct cpy_raw_frame *frames; /* the last chain, current frame first, to the base */
+    size_t n, cap;
+    uint64_t anchor, seq;         /* last_profiled_frame and its seq when last sampled */
+    uint64_t epoch;               /* snapshot that last saw the thread */
+    uint32_t since_full;          /* samples since the last full walk */
+};
+
+struct prof_fcache {
+    struct prof_fcache_entry *v;
+    size_t cap, count;
+    uint64_t hits, partial_hits, misses, frames_cached, frames_read;
+};
+
+struct pys_session;
+/* Walk thread t into s->raw using and refreshing the cache; returns the
+ * number of raw frames or an error, as cpy_stack_walk. */
+int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t);
+/* Drop the entries of threads the last snapshot did not see. */
+void prof_fcache_sweep(struct pys_session *s);
+void prof_fcache_release(struct prof_fcache *fc);
+
 /* --- the session (session.c, attach.c, snapshot.c) ---------------------- */
 
 struct pys_session {
@@ -84,6 +109,8 @@ struct pys_session {
     struct prof_intern strings;
     const char *marker_file, *marker_native, *marker_gc; /* interned "~", "<native>", "<GC>" */
     struct prof_codecache codes;
+    struct prof_fcache fcache;
+    int use_fcache;          /* opt.frame_cache and the target has the anchor (3.15+) */
     uint64_t code_generation; /* interpreter's code object generation seen last */
 
     /* Scratch and results of the last snapshot. */

@@ -19,6 +19,31 @@ int prof_fail(struct pys_session *s, int code, const char *fmt, ...)
     return code;
 }
 
+/* Zero the frame cache anchors another profiler may have left, so that
+ * every anchor the interpreter maintains from now on is pystrobe's. */
+static void clear_anchors(struct pys_session *s)
+{
+    uint64_t iaddr = 0;
+    if (cpy_runtime_first_interp(&s->mem, &s->off, s->runtime, &iaddr) < 0)
+        return;
+    for (int ni = 0; iaddr != 0 && ni < CPY_MAX_INTERPS; ni++) {
+        struct cpy_interp in;
+        if (cpy_interp_read(&s->mem, &s->off, s->runtime, iaddr, &in) < 0)
+            return;
+        uint64_t t = in.threads_head;
+        for (int nt = 0; t != 0 && nt < CPY_MAX_THREADS; nt++) {
+            uint64_t lpf = 0, next = 0;
+            if (mem_read_u64(&s->mem, t + s->off.thread_state.last_profiled_frame, &lpf) < 0 ||
+                mem_read_u64(&s->mem, t + s->off.thread_state.next, &next) < 0)
+                break;
+            if (lpf != 0)
+                mem_write_u64(&s->mem, t + s->off.thread_state.last_profiled_frame, 0);
+            t = next;
+        }
+        iaddr = in.next;
+    }
+}
+
 int pys_session_attach(pys_session **out, int pid, const struct pys_options *opt, char *errtext,
                        size_t errlen)
 {
@@ -50,6 +75,9 @@ int pys_session_attach(pys_session **out, int pid, const struct pys_options *opt
     s->marker_gc = prof_intern_str(&s->strings, "<GC>", 4);
     if (!s->tsbuf || !s->raw || !s->marker_file || !s->marker_native || !s->marker_gc)
         goto fail;
+    s->use_fcache = s->opt.frame_cache && CPY_HAS(&s->off, thread_state, last_profiled_frame);
+    if (s->use_fcache)
+        clear_anchors(s);
     *out = s;
     return 0;
 fail:
@@ -64,6 +92,7 @@ void pys_session_free(pys_session *s)
     if (!s)
         return;
     prof_codecache_release(&s->codes);
+    prof_fcache_release(&s->fcache);
     prof_intern_release(&s->strings);
     cpy_stack_release(&s->stack);
     free(s->tsbuf);
@@ -112,6 +141,12 @@ void pys_session_stats(const pys_session *s, struct pys_stats *out)
     out->mem_failures = s->mem.stats.failures;
     out->code_hits = s->codes.hits;
     out->code_misses = s->codes.misses;
+    out->frame_cache_hits = s->fcache.hits;
+    out->frame_cache_partial_hits = s->fcache.partial_hits;
+    out->frame_cache_misses = s->fcache.misses;
+    out->frames_from_cache = s->fcache.frames_cached;
+    out->frames_read = s->fcache.frames_read;
+    out->mem_writes = s->mem.stats.writes;
 }
 
 int pys_child_pids(int pid, int recursive, int *out, size_t max)

@@ -183,7 +183,9 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
             if (rc < 0)
                 break;
         }
-        rc = cpy_stack_walk(&s->mem, &s->off, &cur, &s->stack, s->raw, CPY_MAX_FRAMES);
+        rc = s->use_fcache
+                 ? prof_fcache_walk(s, &cur)
+                 : cpy_stack_walk(&s->mem, &s->off, &cur, &s->stack, s->raw, CPY_MAX_FRAMES);
         if (rc < 0) {
             snprintf(err, sizeof s->thread_err[ti], "%s", walk_error(rc));
         } else {
@@ -280,6 +282,8 @@ int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
         }
         iaddr = in.next;
     }
+    if (s->use_fcache)
+        prof_fcache_sweep(s);
     /* Fix-up: turn indices into pointers now that the arrays are final. */
     for (size_t i = 0; i < s->ninterps; i++)
         s->interps[i].threads = s->threads + (uintptr_t)s->interps[i].threads;

@@ -64,6 +64,8 @@ struct cpy_thread {
     uint64_t thread_id;
     uint64_t current_frame;
     uint64_t base_frame;      /* 3.15+, else 0 */
+    uint64_t last_profiled_frame;     /* 3.15+: the frame cache anchor, else 0 */
+    uint64_t last_profiled_frame_seq; /* 3.15+: bumped when the anchor frame returns */
     uint64_t datastack_chunk;
     uint64_t datastack_top;   /* end of the used part of datastack_chunk */
     int has_exception;        /* raising or handling one */
@@ -120,6 +122,18 @@ void cpy_stack_release(struct cpy_stack *st);
  */
 int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
                    struct cpy_stack *st, struct cpy_raw_frame *out, size_t max);
+
+/*
+ * Walk from the thread's current frame towards `stop`, reading each frame on
+ * its own (no chunk copy): the frames above stop and stop itself, innermost
+ * first, into out[0..max). *stop_prev gets stop's `previous`. Returns the
+ * number of frames, PYS_E_NOTFOUND if the chain ends without meeting stop,
+ * or an error as cpy_stack_walk. For the 3.15 frame cache (interpreter
+ * frames only).
+ */
+int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
+                      struct cpy_stack *st, uint64_t stop, struct cpy_raw_frame *out, size_t max,
+                      uint64_t *stop_prev);
 
 /* --- code objects ------------------------------------------------------- */
 

@@ -178,6 +178,56 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
     return (int)n;
 }
 
+/* Parse the _PyInterpreterFrame bytes fb at addr into *rf; its previous. */
+static uint64_t parse_frame(const struct cpy_offsets *o, uint64_t addr, const uint8_t *fb,
+                            struct cpy_raw_frame *rf)
+{
+    const struct cpy_frame_offsets *f = &o->interpreter_frame;
+    uint64_t exe, prev, ip;
+    memcpy(&exe, fb + f->executable, 8);
+    memcpy(&prev, fb + f->previous, 8);
+    memcpy(&ip, fb + f->instr_ptr, 8);
+    uint8_t owner = fb[f->owner];
+    exe &= ~o->stackref_mask;
+    rf->addr = addr;
+    rf->code = exe;
+    rf->instr_ptr = ip;
+    rf->owner = owner;
+    rf->shim = owner >= o->first_shim_owner || exe == 0;
+    rf->entry = CPY_HAS(o, interpreter_frame, is_entry) && fb[f->is_entry] != 0;
+    return prev;
+}
+
+int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
+                      struct cpy_stack *st, uint64_t stop, struct cpy_raw_frame *out, size_t max,
+                      uint64_t *stop_prev)
+{
+    struct cycle cy = {0, 1, 0, 0};
+    size_t n = 0;
+    int rc;
+    if (o->traits.frames == CPY_FRAMES_OBJECT)
+        return PYS_E_INVAL;
+    st->nchunks = 0; /* frames are read one by one */
+    for (uint64_t addr = t->current_frame; addr != 0;) {
+        const uint8_t *fb = NULL;
+        if ((rc = cycle_step(&cy, addr)) < 0)
+            return rc;
+        if (addr % 8 != 0)
+            return PYS_E_CORRUPT;
+        if ((rc = frame_bytes(m, t, st, addr, (size_t)o->interpreter_frame.size, &fb)) < 0)
+            return rc;
+        if (n == max)
+            return PYS_E_TOODEEP;
+        uint64_t prev = parse_frame(o, addr, fb, &out[n++]);
+        if (addr == stop) {
+            *stop_prev = prev;
+            return (int)n;
+        }
+        addr = prev;
+    }
+    return PYS_E_NOTFOUND;
+}
+
 int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
                    struct cpy_stack *st, struct cpy_raw_frame *out, size_t max)
 {
@@ -194,27 +244,15 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
         return rc;
     while (addr != 0) {
         const uint8_t *fb = NULL;
-        uint64_t exe, prev, ip;
         if ((rc = cycle_step(&cy, addr)) < 0)
             return rc;
         if (addr % 8 != 0)
             return PYS_E_CORRUPT;
         if ((rc = frame_bytes(m, t, st, addr, (size_t)f->size, &fb)) < 0)
             return rc;
-        memcpy(&exe, fb + f->executable, 8);
-        memcpy(&prev, fb + f->previous, 8);
-        memcpy(&ip, fb + f->instr_ptr, 8);
-        uint8_t owner = fb[f->owner];
-        exe &= ~o->stackref_mask;
         if (n == max)
             return PYS_E_TOODEEP;
-        out[n].addr = addr;
-        out[n].code = exe;
-        out[n].instr_ptr = ip;
-        out[n].owner = owner;
-        out[n].shim = owner >= o->first_shim_owner || exe == 0;
-        out[n].entry = CPY_HAS(o, interpreter_frame, is_entry) && fb[f->is_entry] != 0;
-        n++;
+        uint64_t prev = parse_frame(o, addr, fb, &out[n++]);
         last = addr;
         addr = prev;
     }

@@ -45,6 +45,8 @@
     X(thread_state, current_frame, 8)                                                              \
     X(thread_state, cframe, 8)                                                                     \
     X(thread_state, base_frame, 8)                                                                 \
+    X(thread_state, last_profiled_frame, 8)                                                        \
+    X(thread_state, last_profiled_frame_seq, 8)                                                    \
     X(thread_state, thread_id, 8)                                                                  \
     X(thread_state, native_thread_id, 8)                                                           \
     X(thread_state, datastack_chunk, 8)                                                            \
@@ -111,7 +113,8 @@ struct cpy_offsets {
             gil_runtime_state_locked, gil_runtime_state_holder, code_object_generation;
     } interpreter_state;
     struct cpy_thread_offsets {
-        uint64_t size, prev, next, interp, current_frame, cframe, base_frame, thread_id, native_thread_id,
+        uint64_t size, prev, next, interp, current_frame, cframe, base_frame, last_profiled_frame,
+            last_profiled_frame_seq, thread_id, native_thread_id,
             datastack_chunk, datastack_top, status, holds_gil, gil_requested, current_exception, exc_info,
             exc_state;
     } thread_state;

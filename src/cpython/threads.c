@@ -195,6 +195,10 @@ int cpy_thread_read(struct mem *m, const struct cpy_offsets *o, const struct cpy
         t.datastack_top = load_u64(tsbuf + ts->datastack_top);
     if (CPY_HAS(o, thread_state, base_frame))
         t.base_frame = load_u64(tsbuf + ts->base_frame);
+    if (CPY_HAS(o, thread_state, last_profiled_frame_seq)) {
+        t.last_profiled_frame = load_u64(tsbuf + ts->last_profiled_frame);
+        t.last_profiled_frame_seq = load_u64(tsbuf + ts->last_profiled_frame_seq);
+    }
     if (CPY_HAS(o, thread_state, gil_requested)) {
         int32_t req;
         memcpy(&req, tsbuf + ts->gil_requested, 4);

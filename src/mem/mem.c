@@ -62,6 +62,30 @@ int mem_read_u64(struct mem *m, uint64_t addr, uint64_t *out)
     return rc;
 }
 
+int mem_write(struct mem *m, uint64_t addr, const void *buf, size_t len)
+{
+    if (addr == 0 || addr + len < addr)
+        return PYS_E_BADADDR;
+    m->stats.writes++;
+    if (m->pid > 0)
+        return plat_mem_write(m->pid, addr, buf, len);
+    for (size_t i = 0; i < m->nregions; i++) {
+        const struct mem_region *r = &m->regions[i];
+        if (addr >= r->addr && addr - r->addr <= r->len && len <= r->len - (addr - r->addr)) {
+            if (!r->writable)
+                return PYS_E_PERM;
+            memcpy(r->writable + (addr - r->addr), buf, len);
+            return 0;
+        }
+    }
+    return PYS_E_BADADDR;
+}
+
+int mem_write_u64(struct mem *m, uint64_t addr, uint64_t v)
+{
+    return mem_write(m, addr, &v, sizeof v);
+}
+
 int mem_readv(struct mem *m, const struct mem_seg *segs, size_t n)
 {
     if (m->pid <= 0) {

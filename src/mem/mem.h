@@ -14,12 +14,14 @@ struct mem_region {
     uint64_t addr;
     const uint8_t *data;
     size_t len;
+    uint8_t *writable; /* the same bytes, if writes may change them; else NULL */
 };
 
 struct mem_stats {
     uint64_t reads;       /* calls that reached the target (a batch is one) */
     uint64_t bytes;       /* bytes asked for */
     uint64_t failures;    /* reads that failed */
+    uint64_t writes;      /* writes into the target */
 };
 
 struct mem {
@@ -43,6 +45,10 @@ void mem_init_image(struct mem *m, const struct mem_region *regions, size_t n);
  * PYS_E_EXITED (process gone), PYS_E_PERM. Address 0 is always bad. */
 int mem_read(struct mem *m, uint64_t addr, void *buf, size_t len);
 int mem_read_u64(struct mem *m, uint64_t addr, uint64_t *out);
+
+/* Write len bytes at addr (an image only where its region is writable). */
+int mem_write(struct mem *m, uint64_t addr, const void *buf, size_t len);
+int mem_write_u64(struct mem *m, uint64_t addr, uint64_t v);
 
 /* Read all segments, in as few system calls as possible. 0 when all were
  * read, else the first failure's code. */

@@ -82,6 +82,10 @@ int plat_task_state(pid_t pid, pid_t tid);
  * written on failure. len is limited to 1 GiB (PYS_E_INVAL above). */
 int plat_mem_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 
+/* Write len bytes at addr in the target (process_vm_writev); errors as
+ * plat_mem_read. The only write pystrobe makes is the frame cache anchor. */
+int plat_mem_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
+
 /* Many reads in one system call (process_vm_readv with up to IOV_MAX
  * remote iovecs per call). Returns the number of segments read completely,
  * in order (a segment after a failed one is not read; its buffer may be

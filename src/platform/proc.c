@@ -271,6 +271,29 @@ int plat_mem_read(pid_t pid, uint64_t addr, void *buf, size_t len)
     return 0;
 }
 
+int plat_mem_write(pid_t pid, uint64_t addr, const void *buf, size_t len)
+{
+    struct iovec local, remote;
+    ssize_t r;
+
+    if (pid <= 0 || (buf == NULL && len > 0) || len > MEM_MAX_BYTES)
+        return PYS_E_INVAL;
+    if (len == 0)
+        return 0;
+    if (addr > UINT64_MAX - len)
+        return PYS_E_BADADDR;
+    local.iov_base = (void *)(uintptr_t)buf;
+    local.iov_len = len;
+    remote.iov_base = (void *)(uintptr_t)addr;
+    remote.iov_len = len;
+    r = process_vm_writev(pid, &local, 1, &remote, 1, 0);
+    if (r < 0)
+        return mem_errno(errno);
+    if ((size_t)r != len)
+        return PYS_E_BADADDR;
+    return 0;
+}
+
 /*
  * Segments go to the kernel in batches of up to IOV_MAX (the most one
  * process_vm_readv accepts) and MEM_MAX_BYTES; a sample's reads fit in one

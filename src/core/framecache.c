@@ -1,0 +1,180 @@
+/*
+ * framecache: reuse the unchanged bottom of a thread's stack between samples
+ * (CPython 3.15+).
+ *
+ * The protocol: after a sample, pystrobe writes the thread's current frame
+ * into PyThreadState.last_profiled_frame (the anchor; the one field pystrobe
+ * ever writes). Whenever the interpreter returns from the anchor frame it
+ * moves the anchor to that frame's caller and bumps last_profiled_frame_seq.
+ * So at the next sample the anchor is a frame that has not returned since:
+ * it and everything below it are as pystrobe last saw them, apart from the
+ * anchor's own position (it may have called something since).
+ *
+ * A sample therefore walks from the current frame down to the anchor,
+ * reading only those frames, and takes the frames below the anchor from the
+ * cache: a full hit when the current frame is the anchor (one frame read), a
+ * partial hit otherwise. It is a miss, and a full walk, when the anchor is
+ * not in the cached chain, when the freshly read anchor does not match the
+ * cached one (code object and caller), and every REFRESH samples, which
+ * bounds how long a chain could stay wrong if the target moved between
+ * pystrobe's read and its write of the anchor. Only chains that reached the
+ * base frame are cached.
+ *
+ * The sequence number guards the one case where the anchor's address alone
+ * could mislead: the anchor we wrote, still in place, must come with the
+ * sequence number we saw (a frame returned and another pushed at the same
+ * address would have moved the anchor and bumped it).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+
+/* A full walk at least this often per thread. */
+#define REFRESH 256
+
+static size_t slot_of(uint64_t tstate, size_t cap)
+{
+    uint64_t h = tstate * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 20) & (cap - 1);
+}
+
+static struct prof_fcache_entry *lookup(struct prof_fcache *fc, uint64_t tstate, int create)
+{
+    if (create && (fc->count + 1) * 2 > fc->cap) {
+        size_t cap = fc->cap ? fc->cap * 2 : 64;
+        struct prof_fcache_entry *v = calloc(cap, sizeof *v);
+        if (!v)
+            return NULL;
+        for (size_t i = 0; i < fc->cap; i++) {
+            if (!fc->v[i].tstate)
+                continue;
+            size_t j = slot_of(fc->v[i].tstate, cap);
+            while (v[j].tstate)
+                j = (j + 1) & (cap - 1);
+            v[j] = fc->v[i];
+        }
+        free(fc->v);
+        fc->v = v;
+        fc->cap = cap;
+    }
+    if (!fc->cap)
+        return NULL;
+    size_t j = slot_of(tstate, fc->cap);
+    for (; fc->v[j].tstate; j = (j + 1) & (fc->cap - 1))
+        if (fc->v[j].tstate == tstate)
+            return &fc->v[j];
+    if (!create)
+        return NULL;
+    memset(&fc->v[j], 0, sizeof fc->v[j]);
+    fc->v[j].tstate = tstate;
+    fc->count++;
+    return &fc->v[j];
+}
+
+/* Remove entry e, re-placing the entries after it in its probe run. */
+static void remove_entry(struct prof_fcache *fc, struct prof_fcache_entry *e)
+{
+    size_t j = (size_t)(e - fc->v);
+    free(e->frames);
+    memset(e, 0, sizeof *e);
+    fc->count--;
+    for (j = (j + 1) & (fc->cap - 1); fc->v[j].tstate; j = (j + 1) & (fc->cap - 1)) {
+        struct prof_fcache_entry moved = fc->v[j];
+        memset(&fc->v[j], 0, sizeof fc->v[j]);
+        size_t k = slot_of(moved.tstate, fc->cap);
+        while (fc->v[k].tstate)
+            k = (k + 1) & (fc->cap - 1);
+        fc->v[k] = moved;
+    }
+}
+
+int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
+{
+    struct prof_fcache *fc = &s->fcache;
+    struct prof_fcache_entry *e = lookup(fc, t->addr, 1);
+    uint64_t anchor = t->last_profiled_frame;
+    int n = -1;
+
+    if (!e)
+        return PYS_E_NOMEM;
+    e->epoch = s->snapshots;
+    int same_anchor_ok = anchor != e->anchor || t->last_profiled_frame_seq == e->seq;
+    if (e->n && anchor != 0 && same_anchor_ok && e->since_full < REFRESH) {
+        size_t pos = 0;
+        while (pos < e->n && e->frames[pos].addr != anchor)
+            pos++;
+        uint64_t prev = 0;
+        int k = pos < e->n ? cpy_stack_walk_to(&s->mem, &s->off, t, &s->stack, anchor, s->raw,
+                                               CPY_MAX_FRAMES, &prev)
+                           : PYS_E_NOTFOUND;
+        if (k == PYS_E_EXITED || k == PYS_E_NOMEM)
+            return k;
+        uint64_t below = pos + 1 < e->n ? e->frames[pos + 1].addr : 0;
+        if (k > 0 && s->raw[k - 1].code == e->frames[pos].code && prev == below &&
+            (size_t)k + (e->n - pos - 1) <= CPY_MAX_FRAMES) {
+            size_t rest = e->n - pos - 1;
+            memcpy(s->raw + k, e->frames + pos + 1, rest * sizeof *s->raw);
+            n = k + (int)rest;
+            if (k == 1)
+                fc->hits++;
+            else
+                fc->partial_hits++;
+            fc->frames_cached += rest;
+            fc->frames_read += (uint64_t)k;
+            e->since_full++;
+        }
+    }
+    if (n < 0) {
+        fc->misses++;
+        n = cpy_stack_walk(&s->mem, &s->off, t, &s->stack, s->raw, CPY_MAX_FRAMES);
+        if (n < 0) {
+            e->n = 0;
+            return n;
+        }
+        fc->frames_read += (uint64_t)n;
+        e->since_full = 0;
+    }
+    /* Remember the chain (it reached the base frame: the walk checks) and
+     * anchor it at the current frame. */
+    if ((size_t)n > e->cap) {
+        struct cpy_raw_frame *f = realloc(e->frames, (size_t)n * sizeof *f);
+        if (!f) {
+            e->n = 0;
+            return n;
+        }
+        e->frames = f;
+        e->cap = (size_t)n;
+    }
+    memcpy(e->frames, s->raw, (size_t)n * sizeof *s->raw);
+    e->n = (size_t)n;
+    e->anchor = t->current_frame;
+    e->seq = t->last_profiled_frame_seq;
+    if (n > 0 && t->current_frame != anchor) {
+        int rc = mem_write_u64(&s->mem, t->addr + s->off.thread_state.last_profiled_frame,
+                               t->current_frame);
+        if (rc == PYS_E_EXITED)
+            return rc;
+        if (rc < 0)
+            e->n = 0; /* the anchor is not ours: do not trust the cache */
+    }
+    return n;
+}
+
+void prof_fcache_sweep(struct pys_session *s)
+{
+    struct prof_fcache *fc = &s->fcache;
+    for (size_t i = 0; i < fc->cap; i++) {
+        /* A removal moves later entries back: look at this slot again. */
+        while (fc->v[i].tstate && fc->v[i].epoch != s->snapshots)
+            remove_entry(fc, &fc->v[i]);
+    }
+}
+
+void prof_fcache_release(struct prof_fcache *fc)
+{
+    for (size_t i = 0; i < fc->cap; i++)
+        free(fc->v[i].frames);
+    free(fc->v);
+    memset(fc, 0, sizeof *fc);
+}

@@ -1,0 +1,132 @@
+"""The CPython 3.15 frame cache (src/core/framecache.c): cached and
+uncached unwinds agree, frames at reused addresses never mix two call chains,
+returned frames vanish, the top frame's line follows the program, and the
+counters show the cache at work. Samples come in time order from
+tests/tools/sample_stream, which drives the library directly."""
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from targets import ROOT, supported_targets
+
+BUILD = Path(os.environ.get("PYSTROBE_BUILD", ROOT / "build"))
+STREAM = BUILD / "tests" / "sample_stream"
+WORKLOAD = ROOT / "tests" / "integration" / "workloads" / "cache_aba.py"
+
+CACHE_TARGETS = [t for t in supported_targets() if t.version >= (3, 15)]
+pytestmark = pytest.mark.skipif(not CACHE_TARGETS, reason="no CPython 3.15 target")
+
+
+@pytest.fixture(params=CACHE_TARGETS, ids=repr)
+def target15(request):
+    return request.param
+
+
+def stream(pid, seconds, *flags):
+    r = subprocess.run([str(STREAM), str(pid), str(seconds), *flags],
+                       capture_output=True, text=True, timeout=seconds + 30)
+    assert r.returncode == 0, r.stderr
+    samples = []
+    for line in r.stdout.splitlines():
+        n, tid, stack = line.split(" ", 2)
+        samples.append((int(n), int(tid), stack.split(";")))
+    m = re.search(r"hits (\d+) partial (\d+) misses (\d+)", r.stderr)
+    return samples, tuple(int(x) for x in m.groups())
+
+
+def start(spawn, target, mode, seconds):
+    script = target.stage(WORKLOAD)
+    p = spawn(target.argv + ["-B", script, mode, str(seconds)])
+    time.sleep(0.5)
+    assert p.poll() is None
+    return p
+
+
+def names(stack):
+    return [f.rsplit(":", 2)[1] for f in stack]
+
+
+def test_cached_equals_uncached_on_stopped_target(stack):
+    if stack.target.version < (3, 15):
+        pytest.skip("frame cache: CPython 3.15+")
+    cached, counts = stream(stack.pid, 0.5)
+    plain, zero = stream(stack.pid, 0.5, "--read-only")
+    assert zero == (0, 0, 0)
+    assert counts[0] > 0, counts          # full hits: the stack does not move
+    by_tid = lambda samples: {(tid, tuple(s)) for _, tid, s in samples}
+    # Every sample of a stopped thread is the same stack, with and without the cache.
+    assert by_tid(cached) == by_tid(plain)
+    assert len(by_tid(cached)) == len({tid for _, tid, _ in plain})
+
+
+def test_reused_addresses_never_mix_chains(spawn, target15):
+    p = start(spawn, target15, "aba", 6)
+    samples, (hits, partial, misses) = stream(p.pid, 2)
+    assert hits + partial > misses, (hits, partial, misses)
+    a, b = {"chain_a", "a1", "a2"}, {"chain_b", "b1", "b2"}
+    seen_a = seen_b = 0
+    for n, tid, stack in samples:
+        got = set(names(stack))
+        assert not (got & a and got & b), f"sample {n} mixes both chains: {stack}"
+        seen_a += bool(got & a)
+        seen_b += bool(got & b)
+    assert seen_a > 50 and seen_b > 50, (seen_a, seen_b)
+
+
+def test_top_line_follows_the_program(spawn, target15):
+    p = start(spawn, target15, "lines", 6)
+    # About 1 ms apart, so that the cache's periodic full walk (every 256
+    # samples) is rare next to the program's switches (every 20 ms).
+    samples, (hits, partial, misses) = stream(p.pid, 2, "--interval-us", "1000")
+    src = WORKLOAD.read_text().splitlines()
+    line_a = 1 + next(i for i, l in enumerate(src) if "LINE-A" in l)
+    line_b = 1 + next(i for i, l in enumerate(src) if "LINE-B" in l)
+    tops = [int(s[-1].rsplit(":", 1)[1]) for _, _, s in samples if names(s)[-1] == "lines"]
+    # Each loop is three lines: "t = ...", "while ...", "pass".
+    at_a = sum(line_a - 2 <= t <= line_a for t in tops)
+    at_b = sum(line_b - 2 <= t <= line_b for t in tops)
+    # The loop spends about half its time on each line; a top frame taken
+    # stale from the cache would stick to one of them.
+    assert at_a > 0.25 * len(tops) and at_b > 0.25 * len(tops), (at_a, at_b, len(tops))
+    # And it follows them as they happen: no run of samples on one loop much
+    # longer than the 20 ms the program stays there.
+    blocks = ["a" if line_a - 2 <= t <= line_a else "b" if line_b - 2 <= t <= line_b else "-"
+              for t in tops]
+    longest = run = 1
+    for x, y in zip(blocks, blocks[1:]):
+        run = run + 1 if x == y else 1
+        longest = max(longest, run)
+    assert longest < 80, f"the top line stuck for {longest} samples (~1 ms apart)"
+    assert hits > 0, (hits, partial, misses)
+
+
+def test_returned_frames_vanish(spawn, target15):
+    p = start(spawn, target15, "aba", 6)
+    samples, _ = stream(p.pid, 1.5)
+    # Every stack is a chain the program really has: <module>, main, then
+    # either chain_a-a1-a2-spin or chain_b-b1-b2-spin (or a prefix of one).
+    chains = (["<module>", "main", "chain_a", "a1", "a2", "spin"],
+              ["<module>", "main", "chain_b", "b1", "b2", "spin"])
+    for n, tid, stack in samples:
+        got = names(stack)
+        assert any(got == c[:len(got)] for c in chains), f"sample {n}: {got}"
+
+
+def test_stats_show_the_cache(pystrobe, spawn, target15, tmp_path):
+    p = start(spawn, target15, "aba", 6)
+    r = subprocess.run([str(pystrobe), "attach", "-d", "1", "--stats", "--collapsed",
+                        "-o", str(tmp_path / "c.txt"), str(p.pid)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"frame cache: +(\d+) full hits, (\d+) partial hits, (\d+) misses", r.stderr)
+    assert m, r.stderr
+    hits, partial, misses = map(int, m.groups())
+    assert hits + partial > 0 and misses >= 1, r.stderr
+    r = subprocess.run([str(pystrobe), "attach", "-d", "0.5", "--read-only", "--stats",
+                        "--collapsed", "-o", str(tmp_path / "d.txt"), str(p.pid)],
+                       capture_output=True, text=True, timeout=60)
+    assert "frame cache:        off (--read-only)" in r.stderr, r.stderr

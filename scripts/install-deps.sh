@@ -2,6 +2,7 @@
 # Install the Debian packages pystrobe needs to build and test, if missing.
 set -eu
 PKGS="make gcc clang libclang-rt-dev libelf-dev libcmocka-dev pkg-config python3 python3-pytest
+      python3-dev python3-setuptools python3-wheel
       debootstrap util-linux procps chromium"
 missing=""
 for p in $PKGS; do

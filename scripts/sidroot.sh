@@ -1,6 +1,7 @@
 #!/bin/sh
 # The Debian sid root filesystem with python3.13, 3.14 and 3.15 (and their
-# headers), built once into .cache/sid-root and reused.
+# headers), built once into .cache/sid-root and reused. It also has libelf,
+# which the pystrobe Python module needs when python3.15 there imports it.
 #
 #   sidroot.sh ensure    build it unless it is there and complete
 #   sidroot.sh mount     mount /proc and /dev inside it (for tools that need them)
@@ -11,10 +12,14 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 ROOT=${PYSTROBE_SIDROOT:-$here/.cache/sid-root}
 MIRROR=${PYSTROBE_MIRROR:-http://deb.debian.org/debian}
 PYS="python3.13 python3.14 python3.15"
+EXTRA="libelf1t64"
 
 complete() {
     [ -f "$ROOT/.pystrobe-complete" ] || return 1
     for p in $PYS; do [ -x "$ROOT/usr/bin/$p" ] || return 1; done
+    for p in $EXTRA; do
+        grep -qx "Package: $p" "$ROOT/var/lib/dpkg/status" 2>/dev/null || return 1
+    done
 }
 
 case "${1:-ensure}" in
@@ -26,6 +31,7 @@ ensure)
     mkdir -p "$(dirname "$ROOT")"
     include=""
     for p in $PYS; do include="$include,$p,$p-dev"; done
+    for p in $EXTRA; do include="$include,$p"; done
     echo "sidroot: debootstrap sid into $ROOT (about a minute)"
     debootstrap --variant=minbase --include="${include#,}" sid "$ROOT" "$MIRROR" \
         >"$ROOT.log" 2>&1 || { tail -20 "$ROOT.log" >&2; exit 1; }

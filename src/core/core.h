@@ -82,12 +82,22 @@ struct prof_fcache {
     struct prof_fcache_entry *v;
     size_t cap, count;
     uint64_t hits, partial_hits, misses, frames_cached, frames_read;
+    uint64_t (*verify)[2];  /* scratch: code and caller of each frame, re-read */
+    struct mem_seg *segs;
 };
 
 struct pys_session;
 /* Walk thread t into s->raw using and refreshing the cache; returns the
  * number of raw frames or an error, as cpy_stack_walk. */
 int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t);
+/*
+ * Re-read the code and caller of frames raw[0..k) in one batch and check
+ * that they are what the walk saw (the last one's caller: last_prev). A walk
+ * reads a running target over time; if the chain changed meanwhile it may mix
+ * two call chains, and must neither be cached nor reported. 1 if unchanged.
+ */
+int prof_chain_unchanged(struct pys_session *s, const struct cpy_raw_frame *raw, size_t k,
+                         uint64_t last_prev);
 /* Drop the entries of threads the last snapshot did not see. */
 void prof_fcache_sweep(struct pys_session *s);
 void prof_fcache_release(struct prof_fcache *fc);

@@ -33,6 +33,34 @@
 /* A full walk at least this often per thread. */
 #define REFRESH 256
 
+int prof_chain_unchanged(struct pys_session *s, const struct cpy_raw_frame *raw, size_t k,
+                         uint64_t last_prev)
+{
+    const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
+    struct prof_fcache *fc = &s->fcache;
+    if (!fc->verify) {
+        fc->verify = malloc(CPY_MAX_FRAMES * sizeof *fc->verify);
+        fc->segs = malloc(2 * CPY_MAX_FRAMES * sizeof *fc->segs);
+        if (!fc->verify || !fc->segs)
+            return 0;
+    }
+    uint64_t (*got)[2] = fc->verify;
+    struct mem_seg *segs = fc->segs;
+    size_t n = 0;
+    for (size_t i = 0; i < k; i++) {
+        segs[n++] = (struct mem_seg){raw[i].addr + f->executable, &got[i][0], 8};
+        segs[n++] = (struct mem_seg){raw[i].addr + f->previous, &got[i][1], 8};
+    }
+    if (mem_readv(&s->mem, segs, n) < 0)
+        return 0;
+    for (size_t i = 0; i < k; i++) {
+        uint64_t prev = i + 1 < k ? raw[i + 1].addr : last_prev;
+        if ((got[i][0] & ~s->off.stackref_mask) != raw[i].code || got[i][1] != prev)
+            return 0;
+    }
+    return 1;
+}
+
 static size_t slot_of(uint64_t tstate, size_t cap)
 {
     uint64_t h = tstate * 0x9e3779b97f4a7c15ull;
@@ -111,8 +139,25 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         if (k == PYS_E_EXITED || k == PYS_E_NOMEM)
             return k;
         uint64_t below = pos + 1 < e->n ? e->frames[pos + 1].addr : 0;
-        if (k > 0 && s->raw[k - 1].code == e->frames[pos].code && prev == below &&
-            (size_t)k + (e->n - pos - 1) <= CPY_MAX_FRAMES) {
+        int ok = k > 0 && s->raw[k - 1].code == e->frames[pos].code && prev == below &&
+                 (size_t)k + (e->n - pos - 1) <= CPY_MAX_FRAMES;
+        if (ok && k > 1) {
+            /* Frames were read one by one: if the anchor returned meanwhile
+             * (the interpreter then moves it and bumps the sequence number),
+             * those reads may mix two call chains. */
+            uint64_t now[2];
+            int rc = mem_read(&s->mem, t->addr + s->off.thread_state.last_profiled_frame, now,
+                              sizeof now);
+            if (rc == PYS_E_EXITED)
+                return rc;
+            ok = rc == 0 && now[0] == anchor &&
+                 now[1] == t->last_profiled_frame_seq &&
+                 s->off.thread_state.last_profiled_frame_seq ==
+                     s->off.thread_state.last_profiled_frame + 8;
+        }
+        if (ok && k > 1)
+            ok = prof_chain_unchanged(s, s->raw, (size_t)k, below);
+        if (ok) {
             size_t rest = e->n - pos - 1;
             memcpy(s->raw + k, e->frames + pos + 1, rest * sizeof *s->raw);
             n = k + (int)rest;
@@ -131,6 +176,10 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         if (n < 0) {
             e->n = 0;
             return n;
+        }
+        if (!prof_chain_unchanged(s, s->raw, (size_t)n, 0)) {
+            e->n = 0;
+            return PYS_E_CORRUPT; /* torn: the caller retries */
         }
         fc->frames_read += (uint64_t)n;
         e->since_full = 0;
@@ -176,5 +225,7 @@ void prof_fcache_release(struct prof_fcache *fc)
     for (size_t i = 0; i < fc->cap; i++)
         free(fc->v[i].frames);
     free(fc->v);
+    free(fc->verify);
+    free(fc->segs);
     memset(fc, 0, sizeof *fc);
 }

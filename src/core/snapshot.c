@@ -69,8 +69,29 @@ static void add_marker(struct pys_session *s, int kind)
  * collection, in place of a <native> in the same gap. Returns the number of
  * frames added, or an error (the frames added are dropped).
  */
-static int resolve_frames(struct pys_session *s, const struct cpy_interp *in, size_t nraw,
-                          char *err, size_t errlen)
+/* The contiguous stretch of data stack holding addr, [lo, hi): the thread's
+ * current chunk (up to its top) or one chunk the walk copied; 0, 0 if none. */
+static void data_stack_region(const struct pys_session *s, const struct cpy_thread *t,
+                              uint64_t addr, uint64_t *lo, uint64_t *hi)
+{
+    *lo = *hi = 0;
+    if (t->datastack_chunk && addr >= t->datastack_chunk && addr < t->datastack_top) {
+        *lo = t->datastack_chunk;
+        *hi = t->datastack_top;
+        return;
+    }
+    for (size_t i = 0; i < s->stack.nchunks; i++) {
+        uint64_t a = s->stack.chunks[i].addr;
+        if (addr >= a && addr - a < s->stack.chunks[i].len) {
+            *lo = a;
+            *hi = a + s->stack.chunks[i].len;
+            return;
+        }
+    }
+}
+
+static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
+                          const struct cpy_thread *t, size_t nraw, char *err, size_t errlen)
 {
     size_t start = s->nframes;
     int pending_native = 0;
@@ -91,6 +112,16 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in, si
             snprintf(err, errlen, "code object at 0x%llx unreadable: %s",
                      (unsigned long long)rf->code, pys_strerror(rc));
             goto fail;
+        }
+        if (i > 0) {
+            uint64_t lo, hi;
+            data_stack_region(s, t, rf->addr, &lo, &hi);
+            if (!cpy_frames_adjacent(&s->raw[i - 1], rf, &pc->code, lo, hi)) {
+                rc = PYS_E_CORRUPT;
+                snprintf(err, errlen, "torn stack: the frame above %s is not its callee",
+                         pc->qualname);
+                goto fail;
+            }
         }
         if (cpy_frame_incomplete(&s->off, &pc->code, rf))
             continue;
@@ -135,7 +166,7 @@ static const char *walk_error(int rc)
     case PYS_E_TOODEEP:
         return "frame chain too long or cyclic";
     case PYS_E_CORRUPT:
-        return "frame chain inconsistent (did not reach the base frame)";
+        return "frame chain changed while it was read, or did not reach the base frame";
     default:
         return pys_strerror(rc);
     }
@@ -183,13 +214,17 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
             if (rc < 0)
                 break;
         }
-        rc = s->use_fcache
-                 ? prof_fcache_walk(s, &cur)
-                 : cpy_stack_walk(&s->mem, &s->off, &cur, &s->stack, s->raw, CPY_MAX_FRAMES);
+        if (s->use_fcache) {
+            rc = prof_fcache_walk(s, &cur);
+        } else {
+            rc = cpy_stack_walk(&s->mem, &s->off, &cur, &s->stack, s->raw, CPY_MAX_FRAMES);
+            if (rc > 0 && !prof_chain_unchanged(s, s->raw, (size_t)rc, 0))
+                rc = PYS_E_CORRUPT;
+        }
         if (rc < 0) {
             snprintf(err, sizeof s->thread_err[ti], "%s", walk_error(rc));
         } else {
-            rc = resolve_frames(s, in, (size_t)rc, err, sizeof s->thread_err[ti]);
+            rc = resolve_frames(s, in, &cur, (size_t)rc, err, sizeof s->thread_err[ti]);
         }
         if (rc >= 0 || rc == PYS_E_EXITED || rc == PYS_E_NOMEM)
             break;

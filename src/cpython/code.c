@@ -87,6 +87,8 @@ int cpy_code_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_s
     c.firsttraceable = CPY_HAS(o, code_object, firsttraceable)
                            ? load_i32(head + o->code_object.firsttraceable)
                            : -1;
+    c.framesize = CPY_HAS(o, code_object, framesize) ? load_i32(head + o->code_object.framesize)
+                                                     : -1;
     rc = cpy_unicode_read(m, o, load_u64(head + o->code_object.filename), CPY_MAX_STR_CHARS,
                           &c.filename);
     /* No co_qualname before 3.11: the plain name is all there is. */
@@ -187,6 +189,17 @@ int cpy_code_locate(const struct cpy_offsets *o, const struct cpy_code *c,
     *lasti = (int32_t)(idx * 2);
     *loc = l;
     return 0;
+}
+
+int cpy_frames_adjacent(const struct cpy_raw_frame *callee, const struct cpy_raw_frame *caller,
+                        const struct cpy_code *caller_code, uint64_t lo, uint64_t hi)
+{
+    if (callee->owner != 0 || caller->owner != 0 || callee->shim || caller->shim ||
+        caller_code->framesize <= 0)
+        return 1;
+    if (callee->addr < lo || callee->addr >= hi || caller->addr < lo || caller->addr >= hi)
+        return 1;
+    return callee->addr == caller->addr + (uint64_t)caller_code->framesize * 8;
 }
 
 int cpy_frame_incomplete(const struct cpy_offsets *o, const struct cpy_code *c,

@@ -142,6 +142,7 @@ struct cpy_code {
     char *qualname;       /* UTF-8, allocated */
     int32_t firstlineno;
     int32_t firsttraceable; /* code units of prologue, -1 if unknown */
+    int32_t framesize;      /* words a frame of this code takes on the data stack, -1 if unknown */
     uint8_t *linetable;   /* allocated, NULL if too large or missing */
     size_t linetable_len;
     uint64_t ncodeunits;  /* length of the bytecode in code units */
@@ -157,6 +158,16 @@ void cpy_code_release(struct cpy_code *c);
  * outside the code. A location that is unknown comes back as -1s. */
 int cpy_code_locate(const struct cpy_offsets *o, const struct cpy_code *c,
                     const struct cpy_raw_frame *f, int32_t *lasti, struct cpy_location *loc);
+
+/*
+ * Are callee and caller (adjacent in a walk) consistent? On a data stack
+ * chunk a frame is pushed right after its caller's frame, so when both are
+ * thread-owned and in the same contiguous region [lo, hi) the callee must
+ * start at caller + co_framesize words. A walk that raced with the target
+ * (a torn read) breaks this. Returns 1 if consistent or not checkable.
+ */
+int cpy_frames_adjacent(const struct cpy_raw_frame *callee, const struct cpy_raw_frame *caller,
+                        const struct cpy_code *caller_code, uint64_t lo, uint64_t hi);
 
 /* Is f still in its prologue (CPython hides such frames from tracebacks)? */
 int cpy_frame_incomplete(const struct cpy_offsets *o, const struct cpy_code *c,

@@ -74,6 +74,7 @@
     X(code_object, linetable, 8)                                                                   \
     X(code_object, firstlineno, 4)                                                                 \
     X(code_object, firsttraceable, 4)                                                              \
+    X(code_object, framesize, 4)                                                                   \
     X(code_object, co_code_adaptive, 0)                                                            \
     X(code_object, co_code, 8)                                                                     \
     X(pyobject, size, 0)                                                                           \
@@ -128,7 +129,7 @@ struct cpy_offsets {
         uint64_t size, previous, executable, instr_ptr, owner, is_entry, lasti;
     } interpreter_frame;
     struct {
-        uint64_t size, filename, name, qualname, linetable, firstlineno, firsttraceable,
+        uint64_t size, filename, name, qualname, linetable, firstlineno, firsttraceable, framesize,
             co_code_adaptive, co_code;
     } code_object;
     struct {

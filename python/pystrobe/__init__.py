@@ -1,0 +1,79 @@
+"""pystrobe: read the Python stacks of another, running CPython process.
+
+A drop-in for the stack-sampling half of CPython 3.15's private
+``_remote_debugging`` module, usable from any host interpreter 3.8+ against
+any target pystrobe supports (CPython 3.13, 3.14, 3.15; GIL builds; Linux)::
+
+    import pystrobe
+
+    unwinder = pystrobe.RemoteUnwinder(pid, all_threads=True,
+                                       mode=pystrobe.PROFILING_MODE_ALL)
+    for interp in unwinder.get_stack_trace():
+        for thread in interp.threads:
+            for frame in thread.frame_info:        # innermost first
+                print(frame.funcname, frame.filename, frame.location)
+
+``RemoteUnwinder``, ``InterpreterInfo``, ``ThreadInfo``, ``FrameInfo``,
+``LocationInfo``, the ``THREAD_STATUS_*`` constants, ``is_python_process``
+and ``get_child_pids`` behave as in ``_remote_debugging`` (docs/python.md).
+The ``PROFILING_MODE_*`` constants name the values of ``mode``.
+
+Known gaps:
+
+- ``FrameInfo.opcode`` is always ``None``, also with ``opcodes=True``: the
+  library does not read the instruction byte yet.
+- ``get_async_stack_trace()`` and ``get_all_awaited_by()`` raise
+  ``NotImplementedError``: asyncio task graphs come with async support.
+- ``pause_threads()`` and ``resume_threads()`` raise ``NotImplementedError``.
+- Only ``cache_frames=True`` writes into the target (3.15+ targets), as the
+  reference's frame cache does; otherwise nothing is written.
+- ``get_stats()`` has the reference's keys; counters pystrobe has no
+  counterpart for (batched reads, cache invalidations) are 0.
+- ``is_python_process()`` is True only for a process pystrobe can attach to,
+  so also False for a Python version it does not support.
+"""
+from ._pystrobe import (  # noqa: F401 (re-exported)
+    PROCESS_VM_READV_SUPPORTED,
+    PROFILING_MODE_ALL,
+    PROFILING_MODE_CPU,
+    PROFILING_MODE_EXCEPTION,
+    PROFILING_MODE_GIL,
+    PROFILING_MODE_WALL,
+    THREAD_STATUS_GIL_REQUESTED,
+    THREAD_STATUS_HAS_EXCEPTION,
+    THREAD_STATUS_HAS_GIL,
+    THREAD_STATUS_MAIN_THREAD,
+    THREAD_STATUS_ON_CPU,
+    THREAD_STATUS_UNKNOWN,
+    FrameInfo,
+    InterpreterInfo,
+    LocationInfo,
+    RemoteUnwinder,
+    ThreadInfo,
+    get_child_pids,
+    is_python_process,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "RemoteUnwinder",
+    "InterpreterInfo",
+    "ThreadInfo",
+    "FrameInfo",
+    "LocationInfo",
+    "is_python_process",
+    "get_child_pids",
+    "THREAD_STATUS_HAS_GIL",
+    "THREAD_STATUS_ON_CPU",
+    "THREAD_STATUS_UNKNOWN",
+    "THREAD_STATUS_GIL_REQUESTED",
+    "THREAD_STATUS_HAS_EXCEPTION",
+    "THREAD_STATUS_MAIN_THREAD",
+    "PROFILING_MODE_WALL",
+    "PROFILING_MODE_CPU",
+    "PROFILING_MODE_GIL",
+    "PROFILING_MODE_ALL",
+    "PROFILING_MODE_EXCEPTION",
+    "PROCESS_VM_READV_SUPPORTED",
+]

@@ -1,0 +1,982 @@
+/*
+ * _pystrobe: the Python binding of libpystrobe. RemoteUnwinder and the result
+ * types reproduce CPython 3.15's _remote_debugging (the contract is in
+ * docs/python.md), so that code written for it runs on pystrobe from any host
+ * interpreter (3.8+) against any target the library supports.
+ *
+ * The binding is thin: one session per RemoteUnwinder, one snapshot per
+ * get_stack_trace() call, then the reference's thread selection and mode
+ * filtering applied to the snapshot and its arrays turned into structseqs.
+ * Built against the limited API of 3.8 (abi3), so one build loads in every
+ * later interpreter; no private or version-specific API is used.
+ */
+#ifndef Py_LIMITED_API
+#define Py_LIMITED_API 0x03080000
+#endif
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <pystrobe/pystrobe.h>
+
+/* The profiling modes of _remote_debugging (profiling.sampling.constants). */
+enum mode {
+    MODE_WALL = 0,
+    MODE_CPU = 1,
+    MODE_GIL = 2,
+    MODE_ALL = 3,
+    MODE_EXCEPTION = 4,
+};
+
+/* get_child_pids() grows its buffer up to this many descendants; a process
+ * tree larger than that is reported truncated rather than eat the memory. */
+#define MAX_CHILDREN (1 << 20)
+
+static PyTypeObject *InterpreterInfo_Type;
+static PyTypeObject *ThreadInfo_Type;
+static PyTypeObject *FrameInfo_Type;
+static PyTypeObject *LocationInfo_Type;
+static PyTypeObject *RemoteUnwinder_Type;
+
+/* --- result types ---------------------------------------------------------- */
+
+static PyStructSequence_Field interpreter_info_fields[] = {
+    {"interpreter_id", "Interpreter ID"},
+    {"threads", "List of threads in this interpreter"},
+    {NULL, NULL},
+};
+static PyStructSequence_Desc interpreter_info_desc = {
+    "pystrobe.InterpreterInfo", "Information about an interpreter", interpreter_info_fields, 2};
+
+static PyStructSequence_Field thread_info_fields[] = {
+    {"thread_id", "Thread ID (the kernel's thread id)"},
+    {"status", "Thread status (flags: THREAD_STATUS_*)"},
+    {"frame_info", "Frame information, innermost first"},
+    {NULL, NULL},
+};
+static PyStructSequence_Desc thread_info_desc = {
+    "pystrobe.ThreadInfo", "Information about a thread", thread_info_fields, 3};
+
+static PyStructSequence_Field frame_info_fields[] = {
+    {"filename", "Source code filename"},
+    {"location", "LocationInfo structseq or None for synthetic frames"},
+    {"funcname", "Function name (the code object's qualified name)"},
+    {"opcode", "Opcode being executed (None: pystrobe does not read opcodes yet)"},
+    {NULL, NULL},
+};
+static PyStructSequence_Desc frame_info_desc = {"pystrobe.FrameInfo", "Information about a frame",
+                                                frame_info_fields, 4};
+
+static PyStructSequence_Field location_info_fields[] = {
+    {"lineno", "Line number"},
+    {"end_lineno", "End line number"},
+    {"col_offset", "Column offset"},
+    {"end_col_offset", "End column offset"},
+    {NULL, NULL},
+};
+static PyStructSequence_Desc location_info_desc = {
+    "pystrobe.LocationInfo",
+    "Source location information: (lineno, end_lineno, col_offset, end_col_offset)",
+    location_info_fields, 4};
+
+/* --- interned names -------------------------------------------------------- */
+
+/*
+ * The session interns every string it hands out (equal strings, equal
+ * pointers, alive until the session is freed), so a str object per pointer
+ * is made once and reused: the hot path decodes nothing it has seen before.
+ * Open addressing keyed by the pointer; the table owns one reference to each
+ * value.
+ */
+struct strcache {
+    const char **keys;
+    PyObject **vals;
+    size_t cap; /* a power of two, or 0 */
+    size_t n;
+};
+
+static size_t strcache_slot(const struct strcache *c, const char *key)
+{
+    uint64_t h = (uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 32) & (c->cap - 1);
+}
+
+static int strcache_grow(struct strcache *c)
+{
+    size_t cap = c->cap ? c->cap * 2 : 256;
+    const char **keys = calloc(cap, sizeof *keys);
+    PyObject **vals = calloc(cap, sizeof *vals);
+    if (!keys || !vals) {
+        free(keys);
+        free(vals);
+        PyErr_NoMemory();
+        return -1;
+    }
+    struct strcache next = {keys, vals, cap, c->n};
+    for (size_t i = 0; i < c->cap; i++) {
+        if (!c->keys[i])
+            continue;
+        size_t j = strcache_slot(&next, c->keys[i]);
+        while (next.keys[j])
+            j = (j + 1) & (cap - 1);
+        next.keys[j] = c->keys[i];
+        next.vals[j] = c->vals[i];
+    }
+    free(c->keys);
+    free(c->vals);
+    *c = next;
+    return 0;
+}
+
+/* A str for s, decoded once: a new reference, or NULL with an exception.
+ * The library writes UTF-8; anything else is replaced rather than raised,
+ * since one odd name must not fail every later sample. */
+static PyObject *strcache_get(struct strcache *c, const char *s)
+{
+    if (!s)
+        s = "";
+    if (c->cap) {
+        for (size_t j = strcache_slot(c, s); c->keys[j]; j = (j + 1) & (c->cap - 1)) {
+            if (c->keys[j] == s) {
+                Py_INCREF(c->vals[j]);
+                return c->vals[j];
+            }
+        }
+    }
+    if ((c->n + 1) * 2 > c->cap && strcache_grow(c) < 0)
+        return NULL;
+    Py_ssize_t len = (Py_ssize_t)strlen(s);
+    PyObject *v = PyUnicode_DecodeUTF8(s, len, "surrogatepass");
+    if (!v) {
+        PyErr_Clear();
+        v = PyUnicode_DecodeUTF8(s, len, "replace");
+        if (!v)
+            return NULL;
+    }
+    size_t j = strcache_slot(c, s);
+    while (c->keys[j])
+        j = (j + 1) & (c->cap - 1);
+    c->keys[j] = s;
+    c->vals[j] = v;
+    c->n++;
+    Py_INCREF(v);
+    return v;
+}
+
+static void strcache_release(struct strcache *c)
+{
+    for (size_t i = 0; i < c->cap; i++)
+        Py_XDECREF(c->vals[i]);
+    free(c->keys);
+    free(c->vals);
+    memset(c, 0, sizeof *c);
+}
+
+/* --- errors ---------------------------------------------------------------- */
+
+/* Raise exc(errno_value, message) as OSError subclasses are built. */
+static void raise_oserror(PyObject *exc, int errno_value, const char *message)
+{
+    PyObject *e = PyObject_CallFunction(exc, "is", errno_value, message);
+    if (e) {
+        PyErr_SetObject(exc, e);
+        Py_DECREF(e);
+    }
+}
+
+static void raise_gone(void)
+{
+    raise_oserror(PyExc_ProcessLookupError, ESRCH, "No such process");
+}
+
+/* Replace the pending exception by RuntimeError(message) whose __cause__ is
+ * the original. */
+static void chain_runtime_error(const char *message)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb && value)
+        PyException_SetTraceback(value, tb);
+    PyObject *outer = PyObject_CallFunction(PyExc_RuntimeError, "s", message);
+    if (!outer) {
+        PyErr_Restore(type, value, tb);
+        return;
+    }
+    PyException_SetCause(outer, value); /* steals value */
+    PyErr_SetObject(PyExc_RuntimeError, outer);
+    Py_DECREF(outer);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+}
+
+/* What _remote_debugging's debug=True does: wrap the pending exception in
+ * one more layer of context. PermissionError and ProcessLookupError are left
+ * alone: callers catch those by type. */
+static void wrap_debug(const char *message)
+{
+    if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_PermissionError) ||
+        PyErr_ExceptionMatches(PyExc_ProcessLookupError))
+        return;
+    chain_runtime_error(message);
+}
+
+/* Has process pid gone (no such process, or a zombie)? Reads /proc when it
+ * can; without /proc (a chroot without it mounted) only kill(2) can tell. */
+static int process_gone(int pid)
+{
+    if (kill(pid, 0) < 0 && errno == ESRCH)
+        return 1;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *paren = strrchr(buf, ')');
+    return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
+/* The exception for a failed attach (construction): what _remote_debugging
+ * raises for the same situation. */
+static void raise_attach_error(int rc, const char *detail)
+{
+    char msg[600];
+    snprintf(msg, sizeof msg, "%s", detail[0] ? detail : pys_strerror(rc));
+    switch (rc) {
+    case PYS_E_PERM:
+        raise_oserror(PyExc_PermissionError, EACCES, msg);
+        return;
+    case PYS_E_NOMEM:
+        PyErr_NoMemory();
+        return;
+    case PYS_E_NOPROC:
+    case PYS_E_EXITED:
+        /* RuntimeError, caused by the OS error, like the reference's
+         * "Failed to find the PyRuntime section" chained to OSError. */
+        raise_oserror(PyExc_ProcessLookupError, ESRCH, "No such process");
+        chain_runtime_error(msg);
+        return;
+    default:
+        PyErr_SetString(PyExc_RuntimeError, msg);
+        return;
+    }
+}
+
+/* --- RemoteUnwinder -------------------------------------------------------- */
+
+struct unwinder {
+    PyObject ob_base; /* PyObject_HEAD */
+    pys_session *session;
+    int pid;
+    int all_threads;
+    int only_active_thread;
+    int mode;
+    int debug;
+    int skip_non_matching;
+    int native;
+    int gc;
+    int opcodes;
+    int cache_frames;
+    int stats;
+    int gone;                 /* the process exited: every later call raises */
+    uint64_t samples;         /* get_stack_trace() calls */
+    uint64_t frames_reported; /* Python frames turned into FrameInfo */
+    struct strcache names;
+};
+
+static int unwinder_init(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    struct unwinder *self = (struct unwinder *)op;
+    static char *kwlist[] = {"pid",          "all_threads", "only_active_thread",
+                             "mode",         "debug",       "skip_non_matching_threads",
+                             "native",       "gc",          "opcodes",
+                             "cache_frames", "stats",       NULL};
+    int pid, all_threads = 0, only_active = 0, mode = 0, debug = 0, skip = 1, native = 0, gc = 0,
+             opcodes = 0, cache_frames = 0, stats = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "i|$ppippppppp:RemoteUnwinder", kwlist, &pid,
+                                     &all_threads, &only_active, &mode, &debug, &skip, &native, &gc,
+                                     &opcodes, &cache_frames, &stats))
+        return -1;
+    if (all_threads && only_active) {
+        PyErr_SetString(PyExc_ValueError, "all_threads and only_active_thread cannot both be True");
+        return -1;
+    }
+
+    struct pys_options opt;
+    memset(&opt, 0, sizeof opt);
+    /* The kernel's run state is read only where the mode needs it, as the
+     * reference does: elsewhere threads carry THREAD_STATUS_UNKNOWN. */
+    opt.cpu_state = mode == MODE_CPU || mode == MODE_ALL;
+    opt.native = native;
+    opt.gc = gc;
+    /* Like the reference's, the frame cache writes into the target (the
+     * thread states' last_profiled_frame); without it nothing is written. */
+    opt.frame_cache = cache_frames;
+
+    pys_session *s = NULL;
+    char err[512];
+    int rc;
+    PyThreadState *ts = PyEval_SaveThread(); /* attach reads files: let others run */
+    rc = pys_session_attach(&s, pid, &opt, err, sizeof err);
+    PyEval_RestoreThread(ts);
+    if (rc < 0) {
+        raise_attach_error(rc, err);
+        if (debug) {
+            char what[96];
+            snprintf(what, sizeof what, "Failed to attach to process %d", pid);
+            wrap_debug(what);
+        }
+        return -1;
+    }
+
+    /* __init__ may run again on a live object: replace everything. */
+    strcache_release(&self->names);
+    pys_session_free(self->session);
+    self->session = s;
+    self->pid = pid;
+    self->all_threads = all_threads;
+    self->only_active_thread = only_active;
+    self->mode = mode;
+    self->debug = debug;
+    self->skip_non_matching = skip;
+    self->native = native;
+    self->gc = gc;
+    self->opcodes = opcodes;
+    self->cache_frames = cache_frames;
+    self->stats = stats;
+    self->gone = 0;
+    self->samples = 0;
+    self->frames_reported = 0;
+    return 0;
+}
+
+static void unwinder_dealloc(PyObject *op)
+{
+    struct unwinder *self = (struct unwinder *)op;
+    PyTypeObject *tp = Py_TYPE(op);
+    strcache_release(&self->names);
+    pys_session_free(self->session);
+    self->session = NULL;
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free(op);
+    Py_DECREF(tp);
+}
+
+static int check_session(struct unwinder *self)
+{
+    if (self->session)
+        return 0;
+    PyErr_SetString(PyExc_RuntimeError, "RemoteUnwinder is not initialised");
+    return -1;
+}
+
+/* Does a thread with this status count under the unwinder's mode? */
+static int thread_matches(const struct unwinder *self, uint32_t status)
+{
+    if (!self->skip_non_matching)
+        return 1;
+    switch (self->mode) {
+    case MODE_CPU:
+        return (status & PYS_THREAD_ON_CPU) != 0;
+    case MODE_GIL:
+        return (status & PYS_THREAD_HAS_GIL) != 0;
+    case MODE_EXCEPTION:
+        return (status & PYS_THREAD_HAS_EXCEPTION) != 0;
+    default: /* WALL, ALL, and any other number, which behave as WALL */
+        return 1;
+    }
+}
+
+static PyObject *new_location(const struct pys_frame *f)
+{
+    PyObject *loc = PyStructSequence_New(LocationInfo_Type);
+    if (!loc)
+        return NULL;
+    const int32_t v[4] = {f->lineno, f->end_lineno, f->col, f->end_col};
+    for (Py_ssize_t i = 0; i < 4; i++) {
+        PyObject *n = PyLong_FromLong(v[i] < 0 ? -1 : (long)v[i]);
+        if (!n) {
+            Py_DECREF(loc);
+            return NULL;
+        }
+        PyStructSequence_SetItem(loc, i, n);
+    }
+    return loc;
+}
+
+static PyObject *new_frame(struct unwinder *self, const struct pys_frame *f)
+{
+    PyObject *fi = PyStructSequence_New(FrameInfo_Type);
+    if (!fi)
+        return NULL;
+    PyObject *filename = strcache_get(&self->names, f->filename);
+    if (!filename)
+        goto fail;
+    PyStructSequence_SetItem(fi, 0, filename);
+    PyObject *loc;
+    if (f->kind == PYS_FRAME_PYTHON) {
+        if (!(loc = new_location(f)))
+            goto fail;
+    } else {
+        Py_INCREF(Py_None);
+        loc = Py_None;
+    }
+    PyStructSequence_SetItem(fi, 1, loc);
+    PyObject *name = strcache_get(&self->names, f->qualname);
+    if (!name)
+        goto fail;
+    PyStructSequence_SetItem(fi, 2, name);
+    /* libpystrobe does not read the instruction byte yet (docs/python.md). */
+    Py_INCREF(Py_None);
+    PyStructSequence_SetItem(fi, 3, Py_None);
+    return fi;
+fail:
+    Py_DECREF(fi);
+    return NULL;
+}
+
+static PyObject *new_thread(struct unwinder *self, const struct pys_thread *t)
+{
+    PyObject *frames = NULL, *ti = NULL;
+    if (!(frames = PyList_New((Py_ssize_t)t->nframes)))
+        return NULL;
+    for (size_t i = 0; i < t->nframes; i++) {
+        PyObject *f = new_frame(self, &t->frames[i]);
+        if (!f)
+            goto fail;
+        PyList_SetItem(frames, (Py_ssize_t)i, f);
+        if (t->frames[i].kind == PYS_FRAME_PYTHON)
+            self->frames_reported++;
+    }
+    if (!(ti = PyStructSequence_New(ThreadInfo_Type)))
+        goto fail;
+    PyObject *tid = PyLong_FromUnsignedLongLong(t->native_id);
+    if (!tid)
+        goto fail;
+    PyStructSequence_SetItem(ti, 0, tid);
+    PyObject *status = PyLong_FromUnsignedLong(t->status);
+    if (!status)
+        goto fail;
+    PyStructSequence_SetItem(ti, 1, status);
+    PyStructSequence_SetItem(ti, 2, frames);
+    return ti;
+fail:
+    Py_XDECREF(ti);
+    Py_XDECREF(frames);
+    return NULL;
+}
+
+/* A thread the caller asked for could not be read: the whole sample fails,
+ * as in the reference, with an error callers treat as transient. */
+static int check_thread(const struct pys_thread *t)
+{
+    if (!t->error)
+        return 0;
+    PyErr_Format(PyExc_RuntimeError, "Failed to unwind stack for thread %llu: %s",
+                 (unsigned long long)t->native_id,
+                 t->error_text ? t->error_text : pys_strerror(t->error));
+    return -1;
+}
+
+/*
+ * The selected threads of one interpreter, as an InterpreterInfo. first and
+ * one describe the selection: threads from index first on that match the
+ * mode, all of them, or (one) only the first such.
+ */
+static PyObject *new_interp(struct unwinder *self, const struct pys_interp *in, size_t first,
+                            int one)
+{
+    PyObject *threads = PyList_New(0), *ii = NULL;
+    if (!threads)
+        return NULL;
+    for (size_t k = first; k < in->nthreads; k++) {
+        const struct pys_thread *t = &in->threads[k];
+        if (!thread_matches(self, t->status))
+            continue;
+        if (check_thread(t) < 0)
+            goto fail;
+        PyObject *ti = new_thread(self, t);
+        if (!ti)
+            goto fail;
+        int rc = PyList_Append(threads, ti);
+        Py_DECREF(ti);
+        if (rc < 0)
+            goto fail;
+        if (one)
+            break;
+    }
+    if (!(ii = PyStructSequence_New(InterpreterInfo_Type)))
+        goto fail;
+    PyObject *id = PyLong_FromLongLong(in->id);
+    if (!id)
+        goto fail;
+    PyStructSequence_SetItem(ii, 0, id);
+    PyStructSequence_SetItem(ii, 1, threads);
+    return ii;
+fail:
+    Py_XDECREF(ii);
+    Py_XDECREF(threads);
+    return NULL;
+}
+
+static int append_interp(struct unwinder *self, PyObject *result, const struct pys_interp *in,
+                         size_t first, int one)
+{
+    PyObject *ii = new_interp(self, in, first, one);
+    if (!ii)
+        return -1;
+    int rc = PyList_Append(result, ii);
+    Py_DECREF(ii);
+    return rc;
+}
+
+/* Index of the first thread of in with status bit set, or in->nthreads. */
+static size_t find_status(const struct pys_interp *in, uint32_t bit)
+{
+    size_t k = 0;
+    while (k < in->nthreads && !(in->threads[k].status & bit))
+        k++;
+    return k;
+}
+
+/*
+ * The reference's thread selection over one snapshot:
+ *  - all_threads: every interpreter (newest first), every matching thread;
+ *  - only_active_thread: the newest interpreter's GIL holder, or [] when
+ *    nobody holds it;
+ *  - default: the newest interpreter's main thread.
+ * In the last two, a thread that does not match the mode is passed over for
+ * the next one in the list, as _remote_debugging's walk does; an
+ * interpreter whose selected threads were all filtered out stays in the list
+ * with no threads. An interpreter with no main thread (one that is not
+ * running anything) makes the reference fall back to every thread.
+ */
+static int select_threads(struct unwinder *self, const struct pys_snapshot *snap, PyObject *result)
+{
+    if (snap->ninterps == 0)
+        return 0;
+    const struct pys_interp *newest = &snap->interps[0];
+    if (self->only_active_thread) {
+        size_t k = find_status(newest, PYS_THREAD_HAS_GIL);
+        if (k == newest->nthreads)
+            return 0;
+        return append_interp(self, result, newest, k, 1);
+    }
+    if (!self->all_threads) {
+        size_t k = find_status(newest, PYS_THREAD_MAIN_THREAD);
+        if (k < newest->nthreads)
+            return append_interp(self, result, newest, k, 1);
+    }
+    for (size_t i = 0; i < snap->ninterps; i++) {
+        if (append_interp(self, result, &snap->interps[i], 0, 0) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The exception for a failed snapshot. */
+static void raise_snapshot_error(struct unwinder *self, int rc)
+{
+    const char *detail = pys_session_last_error(self->session);
+    char msg[600];
+    snprintf(msg, sizeof msg, "%s", detail && detail[0] ? detail : pys_strerror(rc));
+    if (rc == PYS_E_EXITED || rc == PYS_E_NOPROC || process_gone(self->pid)) {
+        self->gone = 1;
+        raise_gone();
+        return;
+    }
+    switch (rc) {
+    case PYS_E_PERM:
+        raise_oserror(PyExc_PermissionError, EACCES, msg);
+        break;
+    case PYS_E_NOMEM:
+        PyErr_NoMemory();
+        break;
+    case PYS_E_BADADDR:
+    case PYS_E_IO:
+        raise_oserror(PyExc_OSError, EIO, msg);
+        break;
+    default:
+        PyErr_SetString(PyExc_RuntimeError, msg);
+        break;
+    }
+}
+
+static PyObject *unwinder_get_stack_trace(PyObject *op, PyObject *unused)
+{
+    struct unwinder *self = (struct unwinder *)op;
+    const struct pys_snapshot *snap = NULL;
+    (void)unused;
+
+    if (check_session(self) < 0)
+        return NULL;
+    self->samples++;
+    if (self->gone) {
+        raise_gone();
+        return NULL;
+    }
+    int rc = pys_session_snapshot(self->session, &snap);
+    if (rc < 0) {
+        raise_snapshot_error(self, rc);
+        goto fail;
+    }
+    PyObject *result = PyList_New(0);
+    if (!result)
+        return NULL;
+    if (select_threads(self, snap, result) < 0) {
+        Py_DECREF(result);
+        /* A thread that could not be read may mean the process is going. */
+        if (process_gone(self->pid)) {
+            PyErr_Clear();
+            self->gone = 1;
+            raise_gone();
+        }
+        goto fail;
+    }
+    return result;
+fail:
+    if (self->debug) {
+        char what[96];
+        snprintf(what, sizeof what, "Failed to get the stack trace of process %d", self->pid);
+        wrap_debug(what);
+    }
+    return NULL;
+}
+
+static int dict_set_u64(PyObject *d, const char *key, uint64_t v)
+{
+    PyObject *o = PyLong_FromUnsignedLongLong(v);
+    if (!o)
+        return -1;
+    int rc = PyDict_SetItemString(d, key, o);
+    Py_DECREF(o);
+    return rc;
+}
+
+static int dict_set_rate(PyObject *d, const char *key, uint64_t part, uint64_t whole)
+{
+    PyObject *o = PyFloat_FromDouble(whole ? 100.0 * (double)part / (double)whole : 0.0);
+    if (!o)
+        return -1;
+    int rc = PyDict_SetItemString(d, key, o);
+    Py_DECREF(o);
+    return rc;
+}
+
+/*
+ * The reference's keys, in its order. What libpystrobe counts is mapped;
+ * what it has no counterpart for (batches are not counted apart, nor cache
+ * invalidations) is 0. Frames read from memory are the library's count while
+ * the frame cache is on, else the Python frames this unwinder returned.
+ */
+static PyObject *unwinder_get_stats(PyObject *op, PyObject *unused)
+{
+    struct unwinder *self = (struct unwinder *)op;
+    (void)unused;
+    if (check_session(self) < 0)
+        return NULL;
+    if (!self->stats) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Statistics collection was not enabled. "
+                        "Create RemoteUnwinder with stats=True to collect statistics.");
+        return NULL;
+    }
+    struct pys_stats st;
+    pys_session_stats(self->session, &st);
+    const struct {
+        const char *key;
+        uint64_t value;
+    } counts[] = {
+        {"total_samples", self->samples},
+        {"frame_cache_hits", st.frame_cache_hits},
+        {"frame_cache_misses", st.frame_cache_misses},
+        {"frame_cache_partial_hits", st.frame_cache_partial_hits},
+        {"frames_read_from_cache", st.frames_from_cache},
+        {"frames_read_from_memory", self->cache_frames ? st.frames_read : self->frames_reported},
+        {"memory_reads", st.mem_reads},
+        {"memory_bytes_read", st.mem_bytes},
+        {"code_object_cache_hits", st.code_hits},
+        {"code_object_cache_misses", st.code_misses},
+        {"stale_cache_invalidations", 0},
+        {"batched_read_attempts", 0},
+        {"batched_read_successes", 0},
+        {"batched_read_misses", 0},
+        {"batched_read_segments_requested", 0},
+        {"batched_read_segments_completed", 0},
+    };
+    PyObject *d = PyDict_New();
+    if (!d)
+        return NULL;
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        if (dict_set_u64(d, counts[i].key, counts[i].value) < 0)
+            goto fail;
+    }
+    uint64_t hits = st.frame_cache_hits + st.frame_cache_partial_hits;
+    const struct {
+        const char *key;
+        uint64_t part, whole;
+    } rates[] = {
+        {"frame_cache_hit_rate", hits, hits + st.frame_cache_misses},
+        {"code_object_cache_hit_rate", st.code_hits, st.code_hits + st.code_misses},
+        {"batched_read_success_rate", 0, 0},
+        {"batched_read_segment_completion_rate", 0, 0},
+    };
+    for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++) {
+        if (dict_set_rate(d, rates[i].key, rates[i].part, rates[i].whole) < 0)
+            goto fail;
+    }
+    return d;
+fail:
+    Py_DECREF(d);
+    return NULL;
+}
+
+static PyObject *unwinder_not_yet(const char *what)
+{
+    PyErr_Format(PyExc_NotImplementedError,
+                 "%s is not supported by pystrobe yet: asyncio task graphs come with its "
+                 "async support; get_stack_trace() shows the threads' stacks",
+                 what);
+    return NULL;
+}
+
+static PyObject *unwinder_get_all_awaited_by(PyObject *op, PyObject *unused)
+{
+    (void)op;
+    (void)unused;
+    return unwinder_not_yet("get_all_awaited_by()");
+}
+
+static PyObject *unwinder_get_async_stack_trace(PyObject *op, PyObject *unused)
+{
+    (void)op;
+    (void)unused;
+    return unwinder_not_yet("get_async_stack_trace()");
+}
+
+static PyObject *unwinder_pause_threads(PyObject *op, PyObject *unused)
+{
+    (void)op;
+    (void)unused;
+    PyErr_SetString(PyExc_NotImplementedError, "pause_threads is not supported by pystrobe");
+    return NULL;
+}
+
+static PyObject *unwinder_resume_threads(PyObject *op, PyObject *unused)
+{
+    (void)op;
+    (void)unused;
+    PyErr_SetString(PyExc_NotImplementedError, "resume_threads is not supported by pystrobe");
+    return NULL;
+}
+
+static PyMethodDef unwinder_methods[] = {
+    {"get_stack_trace", unwinder_get_stack_trace, METH_NOARGS,
+     "get_stack_trace()\n--\n\n"
+     "Stacks of the selected threads: list[InterpreterInfo], newest interpreter\n"
+     "first; each thread's frames innermost first. Raises ProcessLookupError\n"
+     "once the process has exited, RuntimeError or OSError when one sample\n"
+     "could not be read (retry)."},
+    {"get_stats", unwinder_get_stats, METH_NOARGS,
+     "get_stats()\n--\n\n"
+     "Counters of this unwinder (needs stats=True): the keys of\n"
+     "_remote_debugging; those pystrobe does not count are 0."},
+    {"get_all_awaited_by", unwinder_get_all_awaited_by, METH_NOARGS,
+     "Not supported yet: raises NotImplementedError."},
+    {"get_async_stack_trace", unwinder_get_async_stack_trace, METH_NOARGS,
+     "Not supported yet: raises NotImplementedError."},
+    {"pause_threads", unwinder_pause_threads, METH_NOARGS,
+     "Not supported: raises NotImplementedError (pystrobe never stops the target)."},
+    {"resume_threads", unwinder_resume_threads, METH_NOARGS,
+     "Not supported: raises NotImplementedError (pystrobe never stops the target)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static const char unwinder_doc[] =
+    "RemoteUnwinder(pid, *, all_threads=False, only_active_thread=False, mode=0, debug=False,\n"
+    "               skip_non_matching_threads=True, native=False, gc=False, opcodes=False,\n"
+    "               cache_frames=False, stats=False)\n\n"
+    "Attach to a running CPython process and read its threads' stacks from outside,\n"
+    "as _remote_debugging.RemoteUnwinder does (docs/python.md). Nothing is written\n"
+    "to the target unless cache_frames=True (3.15+ targets: the reference's frame\n"
+    "cache protocol). opcodes=True gives None (not read yet).";
+
+static PyType_Slot unwinder_slots[] = {
+    {Py_tp_doc, (void *)unwinder_doc},   {Py_tp_new, (void *)PyType_GenericNew},
+    {Py_tp_init, (void *)unwinder_init}, {Py_tp_dealloc, (void *)unwinder_dealloc},
+    {Py_tp_methods, unwinder_methods},   {0, NULL},
+};
+
+static PyType_Spec unwinder_spec = {
+    "pystrobe.RemoteUnwinder", sizeof(struct unwinder), 0, Py_TPFLAGS_DEFAULT, unwinder_slots,
+};
+
+/* --- module functions ------------------------------------------------------ */
+
+static PyObject *mod_is_python_process(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"pid", NULL};
+    int pid;
+    (void)module;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "i:is_python_process", kwlist, &pid))
+        return NULL;
+    pys_session *s = NULL;
+    int rc;
+    PyThreadState *ts = PyEval_SaveThread();
+    rc = pys_session_attach(&s, pid, NULL, NULL, 0);
+    pys_session_free(s);
+    PyEval_RestoreThread(ts);
+    return PyBool_FromLong(rc == 0);
+}
+
+static PyObject *mod_get_child_pids(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"pid", "recursive", NULL};
+    int pid, recursive = 1;
+    (void)module;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "i|$p:get_child_pids", kwlist, &pid, &recursive))
+        return NULL;
+    if (pid <= 0)
+        return PyList_New(0);
+    size_t cap = 64;
+    int *pids = NULL;
+    int n;
+    for (;;) {
+        int *p = realloc(pids, cap * sizeof *pids);
+        if (!p) {
+            free(pids);
+            return PyErr_NoMemory();
+        }
+        pids = p;
+        PyThreadState *ts = PyEval_SaveThread(); /* reads all of /proc */
+        n = pys_child_pids(pid, recursive, pids, cap);
+        PyEval_RestoreThread(ts);
+        /* A full buffer may have cut the list: ask again with more room. */
+        if (n < 0 || (size_t)n < cap || cap >= MAX_CHILDREN)
+            break;
+        cap *= 2;
+    }
+    if (n < 0) {
+        free(pids);
+        if (n == PYS_E_NOMEM)
+            return PyErr_NoMemory();
+        PyErr_Format(PyExc_OSError, "cannot list the children of process %d: %s", pid,
+                     pys_strerror(n));
+        return NULL;
+    }
+    PyObject *list = PyList_New(n);
+    for (int i = 0; list && i < n; i++) {
+        PyObject *v = PyLong_FromLong(pids[i]);
+        if (!v) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SetItem(list, i, v);
+    }
+    free(pids);
+    return list;
+}
+
+static PyMethodDef module_methods[] = {
+    {"is_python_process", (PyCFunction)(void (*)(void))mod_is_python_process,
+     METH_VARARGS | METH_KEYWORDS,
+     "is_python_process(pid)\n--\n\n"
+     "True when pystrobe can attach to process pid (a CPython it supports); False\n"
+     "for a missing, non-Python, unsupported or unreadable process. Never raises\n"
+     "for the state of the process."},
+    {"get_child_pids", (PyCFunction)(void (*)(void))mod_get_child_pids,
+     METH_VARARGS | METH_KEYWORDS,
+     "get_child_pids(pid, *, recursive=True)\n--\n\n"
+     "Descendants of pid (children only with recursive=False), breadth first;\n"
+     "[] for an unknown pid. OSError if the process table cannot be read."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    "pystrobe._pystrobe",
+    "C implementation of the pystrobe module (see the package docstring).",
+    -1,
+    module_methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+};
+
+static int add_type(PyObject *m, const char *name, PyTypeObject *type)
+{
+    Py_INCREF(type); /* the module's reference; the global keeps its own */
+    if (PyModule_AddObject(m, name, (PyObject *)type) < 0) {
+        Py_DECREF(type);
+        return -1;
+    }
+    return 0;
+}
+
+PyMODINIT_FUNC PyInit__pystrobe(void);
+
+PyMODINIT_FUNC PyInit__pystrobe(void)
+{
+    PyObject *m = PyModule_Create(&module_def);
+    if (!m)
+        return NULL;
+    /* Types are process-wide and created once: importing the module again
+     * (another interpreter, a reload) reuses them. */
+    if (!LocationInfo_Type) {
+        InterpreterInfo_Type = PyStructSequence_NewType(&interpreter_info_desc);
+        ThreadInfo_Type = PyStructSequence_NewType(&thread_info_desc);
+        FrameInfo_Type = PyStructSequence_NewType(&frame_info_desc);
+        LocationInfo_Type = PyStructSequence_NewType(&location_info_desc);
+        RemoteUnwinder_Type = (PyTypeObject *)PyType_FromSpec(&unwinder_spec);
+        if (!InterpreterInfo_Type || !ThreadInfo_Type || !FrameInfo_Type || !LocationInfo_Type ||
+            !RemoteUnwinder_Type) {
+            Py_CLEAR(InterpreterInfo_Type);
+            Py_CLEAR(ThreadInfo_Type);
+            Py_CLEAR(FrameInfo_Type);
+            Py_CLEAR(LocationInfo_Type);
+            Py_CLEAR(RemoteUnwinder_Type);
+            goto fail;
+        }
+    }
+    if (add_type(m, "InterpreterInfo", InterpreterInfo_Type) < 0 ||
+        add_type(m, "ThreadInfo", ThreadInfo_Type) < 0 ||
+        add_type(m, "FrameInfo", FrameInfo_Type) < 0 ||
+        add_type(m, "LocationInfo", LocationInfo_Type) < 0 ||
+        add_type(m, "RemoteUnwinder", RemoteUnwinder_Type) < 0)
+        goto fail;
+    const struct {
+        const char *name;
+        long value;
+    } ints[] = {
+        {"THREAD_STATUS_HAS_GIL", PYS_THREAD_HAS_GIL},
+        {"THREAD_STATUS_ON_CPU", PYS_THREAD_ON_CPU},
+        {"THREAD_STATUS_UNKNOWN", PYS_THREAD_UNKNOWN},
+        {"THREAD_STATUS_GIL_REQUESTED", PYS_THREAD_GIL_REQUESTED},
+        {"THREAD_STATUS_HAS_EXCEPTION", PYS_THREAD_HAS_EXCEPTION},
+        {"THREAD_STATUS_MAIN_THREAD", PYS_THREAD_MAIN_THREAD},
+        {"PROFILING_MODE_WALL", MODE_WALL},
+        {"PROFILING_MODE_CPU", MODE_CPU},
+        {"PROFILING_MODE_GIL", MODE_GIL},
+        {"PROFILING_MODE_ALL", MODE_ALL},
+        {"PROFILING_MODE_EXCEPTION", MODE_EXCEPTION},
+        {"PROCESS_VM_READV_SUPPORTED", 1},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        if (PyModule_AddIntConstant(m, ints[i].name, ints[i].value) < 0)
+            goto fail;
+    }
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}

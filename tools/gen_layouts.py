@@ -114,6 +114,8 @@ EXPRS = {
     ("code_object", "firstlineno"): [("1", "offsetof(PyCodeObject, co_firstlineno)")],
     ("code_object", "firsttraceable"): [(f"{V} >= 0x030b0000",
                                          "offsetof(PyCodeObject, _co_firsttraceable)")],
+    ("code_object", "framesize"): [(f"{V} >= 0x030c0000",
+                                    "offsetof(PyCodeObject, co_framesize)")],
     ("code_object", "co_code_adaptive"): [(f"{V} >= 0x030b0000",
                                            "offsetof(PyCodeObject, co_code_adaptive)")],
     ("code_object", "co_code"): [(f"{V} < 0x030b0000", "offsetof(PyCodeObject, co_code)")],

@@ -40,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static uint8_t heap[SIZE];
     static struct cpy_raw_frame frames[CPY_MAX_FRAMES];
     uint8_t ts[4096];
-    struct mem_region r = {BASE, heap, SIZE};
+    struct mem_region r = {BASE, heap, SIZE, heap};
     struct mem m;
     struct cpy_symbols sym = {0, 0};
     struct cpy_thread t;

@@ -102,8 +102,8 @@ static void build(struct image *im)
     memset(im, 0, sizeof *im);
     load_offsets(&im->o);
     const struct cpy_offsets *o = &im->o;
-    im->regions[0] = (struct mem_region){HEAP, im->heap, HEAP_SIZE};
-    im->regions[1] = (struct mem_region){CHUNK, im->chunk, CHUNK_SIZE};
+    im->regions[0] = (struct mem_region){HEAP, im->heap, HEAP_SIZE, im->heap};
+    im->regions[1] = (struct mem_region){CHUNK, im->chunk, CHUNK_SIZE, im->chunk};
     mem_init_image(&im->mem, im->regions, 2);
     im->sym.code_type = A_TYPE;
     im->sym.none = 0;

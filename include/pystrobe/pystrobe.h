@@ -148,6 +148,7 @@ struct pys_stats {
     uint64_t snapshots;        /* pys_session_snapshot calls */
     uint64_t thread_errors;    /* thread stacks that could not be read */
     uint64_t mem_reads;        /* read system calls (a batch counts once) */
+    uint64_t mem_prefetched;   /* reads served from the snapshot's batched prefetch */
     uint64_t mem_bytes;        /* bytes asked for */
     uint64_t mem_failures;     /* reads that failed */
     uint64_t code_hits;        /* code objects found in the cache */

@@ -74,9 +74,19 @@ struct prof_fcache_entry {
     struct cpy_raw_frame *frames; /* the last chain, current frame first, to the base */
     size_t n, cap;
     uint64_t anchor, seq;         /* last_profiled_frame and its seq when last sampled */
+    /* What each of `frames` resolved to last time (PROF_RES_*), so that the
+     * cached tail of the next sample is copied, not looked up again. */
+    struct pys_frame *res;
+    uint8_t *res_kind;
+    size_t res_cap;
+    int res_valid;                /* res matches frames */
     uint64_t epoch;               /* snapshot that last saw the thread */
     uint32_t since_full;          /* samples since the last full walk */
 };
+
+#define PROF_RES_FRAME 0      /* a Python frame: res holds it */
+#define PROF_RES_INCOMPLETE 1 /* a frame in its prologue: shown by nobody */
+#define PROF_RES_SHIM 2       /* an entry/shim/base frame */
 
 struct prof_fcache {
     struct prof_fcache_entry *v;
@@ -98,6 +108,9 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t);
  */
 int prof_chain_unchanged(struct pys_session *s, const struct cpy_raw_frame *raw, size_t k,
                          uint64_t last_prev);
+/* After the walk's frames were resolved (ok) or not: keep what each raw
+ * frame resolved to (s->res_scratch) for the next sample's cached tail. */
+void prof_fcache_resolved(struct pys_session *s, size_t nraw, int ok);
 /* Drop the entries of threads the last snapshot did not see. */
 void prof_fcache_sweep(struct pys_session *s);
 void prof_fcache_release(struct prof_fcache *fc);
@@ -127,6 +140,13 @@ struct pys_session {
     struct cpy_stack stack;
     uint8_t *tsbuf;
     struct cpy_raw_frame *raw;
+    /* The walk just made: the cache entry it used, and where in raw the part
+     * taken from the cache starts (tail_from: the same frame's index in the
+     * entry). tail_start == number of raw frames when nothing came from it. */
+    struct prof_fcache_entry *walk_entry;
+    size_t tail_start, tail_from;
+    struct pys_frame *res_scratch; /* per raw frame: what it resolved to */
+    uint8_t *kind_scratch;
     struct pys_interp *interps;
     size_t ninterps, interps_cap;
     struct pys_thread *threads;

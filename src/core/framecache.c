@@ -2,9 +2,9 @@
  * framecache: reuse the unchanged bottom of a thread's stack between samples
  * (CPython 3.15+).
  *
- * The protocol: after a sample, pystrobe writes the thread's current frame
- * into PyThreadState.last_profiled_frame (the anchor; the one field pystrobe
- * ever writes). Whenever the interpreter returns from the anchor frame it
+ * The protocol: after a sample, pystrobe writes the caller of the thread's
+ * current frame into PyThreadState.last_profiled_frame (the anchor; the one
+ * field pystrobe ever writes). Whenever the interpreter returns from the anchor frame it
  * moves the anchor to that frame's caller and bumps last_profiled_frame_seq.
  * So at the next sample the anchor is a frame that has not returned since:
  * it and everything below it are as pystrobe last saw them, apart from the
@@ -12,8 +12,8 @@
  *
  * A sample therefore walks from the current frame down to the anchor,
  * reading only those frames, and takes the frames below the anchor from the
- * cache: a full hit when the current frame is the anchor (one frame read), a
- * partial hit otherwise. It is a miss, and a full walk, when the anchor is
+ * cache: a full hit when our anchor is still in place with only the top frame
+ * above it, a partial hit otherwise. It is a miss, and a full walk, when the anchor is
  * not in the cached chain, when the freshly read anchor does not match the
  * cached one (code object and caller), and every REFRESH samples, which
  * bounds how long a chain could stay wrong if the target moved between
@@ -33,8 +33,21 @@
 /* A full walk at least this often per thread. */
 #define REFRESH 256
 
+/* prof_chain_unchanged, also checking in the same read that the thread's
+ * anchor and its sequence number are still `anchor` and `seq`. */
+static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_thread *t,
+                                      const struct cpy_raw_frame *raw, size_t k,
+                                      uint64_t last_prev, uint64_t anchor, uint64_t seq);
+
 int prof_chain_unchanged(struct pys_session *s, const struct cpy_raw_frame *raw, size_t k,
                          uint64_t last_prev)
+{
+    return chain_and_anchor_unchanged(s, NULL, raw, k, last_prev, 0, 0);
+}
+
+static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_thread *t,
+                                      const struct cpy_raw_frame *raw, size_t k,
+                                      uint64_t last_prev, uint64_t anchor, uint64_t seq)
 {
     const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
     struct prof_fcache *fc = &s->fcache;
@@ -46,12 +59,21 @@ int prof_chain_unchanged(struct pys_session *s, const struct cpy_raw_frame *raw,
     }
     uint64_t (*got)[2] = fc->verify;
     struct mem_seg *segs = fc->segs;
+    uint64_t now_anchor = 0, now_seq = 0;
     size_t n = 0;
+    if (t) {
+        segs[n++] = (struct mem_seg){t->addr + s->off.thread_state.last_profiled_frame,
+                                     &now_anchor, 8};
+        segs[n++] = (struct mem_seg){t->addr + s->off.thread_state.last_profiled_frame_seq,
+                                     &now_seq, 8};
+    }
     for (size_t i = 0; i < k; i++) {
         segs[n++] = (struct mem_seg){raw[i].addr + f->executable, &got[i][0], 8};
         segs[n++] = (struct mem_seg){raw[i].addr + f->previous, &got[i][1], 8};
     }
-    if (mem_readv(&s->mem, segs, n) < 0)
+    if (mem_readv_fresh(&s->mem, segs, n) < 0)
+        return 0;
+    if (t && (now_anchor != anchor || now_seq != seq))
         return 0;
     for (size_t i = 0; i < k; i++) {
         uint64_t prev = i + 1 < k ? raw[i + 1].addr : last_prev;
@@ -105,6 +127,8 @@ static void remove_entry(struct prof_fcache *fc, struct prof_fcache_entry *e)
 {
     size_t j = (size_t)(e - fc->v);
     free(e->frames);
+    free(e->res);
+    free(e->res_kind);
     memset(e, 0, sizeof *e);
     fc->count--;
     for (j = (j + 1) & (fc->cap - 1); fc->v[j].tstate; j = (j + 1) & (fc->cap - 1)) {
@@ -127,6 +151,8 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
     if (!e)
         return PYS_E_NOMEM;
     e->epoch = s->snapshots;
+    s->walk_entry = e;
+    s->tail_start = SIZE_MAX;
     int same_anchor_ok = anchor != e->anchor || t->last_profiled_frame_seq == e->seq;
     if (e->n && anchor != 0 && same_anchor_ok && e->since_full < REFRESH) {
         size_t pos = 0;
@@ -141,27 +167,26 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         uint64_t below = pos + 1 < e->n ? e->frames[pos + 1].addr : 0;
         int ok = k > 0 && s->raw[k - 1].code == e->frames[pos].code && prev == below &&
                  (size_t)k + (e->n - pos - 1) <= CPY_MAX_FRAMES;
-        if (ok && k > 1) {
-            /* Frames were read one by one: if the anchor returned meanwhile
-             * (the interpreter then moves it and bumps the sequence number),
-             * those reads may mix two call chains. */
-            uint64_t now[2];
-            int rc = mem_read(&s->mem, t->addr + s->off.thread_state.last_profiled_frame, now,
-                              sizeof now);
-            if (rc == PYS_E_EXITED)
-                return rc;
-            ok = rc == 0 && now[0] == anchor &&
-                 now[1] == t->last_profiled_frame_seq &&
-                 s->off.thread_state.last_profiled_frame_seq ==
-                     s->off.thread_state.last_profiled_frame + 8;
+        if (ok && k > 2) {
+            /* The frames above the anchor were read over time: check, in one
+             * more read, that they are unchanged and that the anchor has not
+             * returned meanwhile (the interpreter would then have moved it
+             * and bumped the sequence number); else two call chains may mix. */
+            ok = chain_and_anchor_unchanged(s, t, s->raw, (size_t)k, below, anchor,
+                                            t->last_profiled_frame_seq);
         }
-        if (ok && k > 1)
-            ok = prof_chain_unchanged(s, s->raw, (size_t)k, below);
         if (ok) {
             size_t rest = e->n - pos - 1;
             memcpy(s->raw + k, e->frames + pos + 1, rest * sizeof *s->raw);
             n = k + (int)rest;
-            if (k == 1)
+            if (e->res_valid) {
+                s->tail_start = (size_t)k;
+                s->tail_from = pos + 1;
+            }
+            /* Full hit: our anchor still in place and at most the top frame
+             * above it (a top frame alone cannot mix two chains: its caller,
+             * the anchor, is checked against the cache above). */
+            if (anchor == e->anchor && k <= 2)
                 fc->hits++;
             else
                 fc->partial_hits++;
@@ -195,19 +220,50 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         e->frames = f;
         e->cap = (size_t)n;
     }
+    /* The old resolutions stay readable for this sample's tail; after it they
+     * no longer match frames until prof_fcache_resolved stores the new ones. */
+    if (s->tail_start == SIZE_MAX)
+        e->res_valid = 0;
     memcpy(e->frames, s->raw, (size_t)n * sizeof *s->raw);
     e->n = (size_t)n;
-    e->anchor = t->current_frame;
+    /* Anchor at the top frame's caller: a hot leaf that keeps returning and
+     * being called again then leaves the anchor (and the cache) in place. */
+    uint64_t want = n > 1 ? s->raw[1].addr : t->current_frame;
+    e->anchor = want;
     e->seq = t->last_profiled_frame_seq;
-    if (n > 0 && t->current_frame != anchor) {
+    if (n > 0 && want != anchor) {
         int rc = mem_write_u64(&s->mem, t->addr + s->off.thread_state.last_profiled_frame,
-                               t->current_frame);
+                               want);
         if (rc == PYS_E_EXITED)
             return rc;
         if (rc < 0)
             e->n = 0; /* the anchor is not ours: do not trust the cache */
     }
     return n;
+}
+
+void prof_fcache_resolved(struct pys_session *s, size_t nraw, int ok)
+{
+    struct prof_fcache_entry *e = s->walk_entry;
+    if (!e)
+        return;
+    e->res_valid = 0;
+    if (!ok || nraw != e->n)
+        return;
+    if (nraw > e->res_cap) {
+        struct pys_frame *r = realloc(e->res, nraw * sizeof *r);
+        if (r)
+            e->res = r;
+        uint8_t *k = realloc(e->res_kind, nraw);
+        if (k)
+            e->res_kind = k;
+        if (!r || !k)
+            return;
+        e->res_cap = nraw;
+    }
+    memcpy(e->res, s->res_scratch, nraw * sizeof *e->res);
+    memcpy(e->res_kind, s->kind_scratch, nraw);
+    e->res_valid = 1;
 }
 
 void prof_fcache_sweep(struct pys_session *s)
@@ -222,8 +278,11 @@ void prof_fcache_sweep(struct pys_session *s)
 
 void prof_fcache_release(struct prof_fcache *fc)
 {
-    for (size_t i = 0; i < fc->cap; i++)
+    for (size_t i = 0; i < fc->cap; i++) {
         free(fc->v[i].frames);
+        free(fc->v[i].res);
+        free(fc->v[i].res_kind);
+    }
     free(fc->v);
     free(fc->verify);
     free(fc->segs);

@@ -70,10 +70,12 @@ int pys_session_attach(pys_session **out, int pid, const struct pys_options *opt
     rc = PYS_E_NOMEM;
     s->tsbuf = malloc(cpy_thread_bufsize(&s->off));
     s->raw = malloc(CPY_MAX_FRAMES * sizeof *s->raw);
+    s->res_scratch = malloc(CPY_MAX_FRAMES * sizeof *s->res_scratch);
+    s->kind_scratch = malloc(CPY_MAX_FRAMES);
     s->marker_file = prof_intern_str(&s->strings, "~", 1);
     s->marker_native = prof_intern_str(&s->strings, "<native>", 8);
     s->marker_gc = prof_intern_str(&s->strings, "<GC>", 4);
-    if (!s->tsbuf || !s->raw || !s->marker_file || !s->marker_native || !s->marker_gc)
+    if (!s->tsbuf || !s->raw || !s->res_scratch || !s->kind_scratch || !s->marker_file || !s->marker_native || !s->marker_gc)
         goto fail;
     s->use_fcache = s->opt.frame_cache && CPY_HAS(&s->off, thread_state, last_profiled_frame);
     if (s->use_fcache)
@@ -93,10 +95,13 @@ void pys_session_free(pys_session *s)
         return;
     prof_codecache_release(&s->codes);
     prof_fcache_release(&s->fcache);
+    mem_release(&s->mem);
     prof_intern_release(&s->strings);
     cpy_stack_release(&s->stack);
     free(s->tsbuf);
     free(s->raw);
+    free(s->res_scratch);
+    free(s->kind_scratch);
     free(s->interps);
     free(s->threads);
     free(s->thread_frame_start);
@@ -137,6 +142,7 @@ void pys_session_stats(const pys_session *s, struct pys_stats *out)
     out->snapshots = s->snapshots;
     out->thread_errors = s->thread_errors;
     out->mem_reads = s->mem.stats.reads;
+    out->mem_prefetched = s->mem.stats.prefetched;
     out->mem_bytes = s->mem.stats.bytes;
     out->mem_failures = s->mem.stats.failures;
     out->code_hits = s->codes.hits;

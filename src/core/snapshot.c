@@ -102,28 +102,59 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
         return rc;
     for (size_t i = 0; i < nraw; i++) {
         const struct cpy_raw_frame *rf = &s->raw[i];
-        const struct prof_code *pc;
-        if (rf->shim) {
+        struct pys_frame *res = &s->res_scratch[i];
+        uint8_t *kind = &s->kind_scratch[i];
+        if (i >= s->tail_start) {
+            /* From the frame cache: resolved at an earlier sample. */
+            size_t j = s->tail_from + (i - s->tail_start);
+            *res = s->walk_entry->res[j];
+            *kind = s->walk_entry->res_kind[j];
+        } else if (rf->shim) {
+            *kind = PROF_RES_SHIM;
+        } else {
+            const struct prof_code *pc;
+            rc = prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym, rf->code,
+                                    &pc);
+            if (rc < 0) {
+                snprintf(err, errlen, "code object at 0x%llx unreadable: %s",
+                         (unsigned long long)rf->code, pys_strerror(rc));
+                goto fail;
+            }
+            if (i > 0) {
+                uint64_t lo, hi;
+                data_stack_region(s, t, rf->addr, &lo, &hi);
+                if (!cpy_frames_adjacent(&s->raw[i - 1], rf, &pc->code, lo, hi)) {
+                    rc = PYS_E_CORRUPT;
+                    snprintf(err, errlen, "torn stack: the frame above %s is not its callee",
+                             pc->qualname);
+                    goto fail;
+                }
+            }
+            *kind = cpy_frame_incomplete(&s->off, &pc->code, rf) ? PROF_RES_INCOMPLETE
+                                                                 : PROF_RES_FRAME;
+            if (*kind == PROF_RES_FRAME) {
+                struct cpy_location loc;
+                rc = prof_codecache_locate(&s->codes, &s->off, pc, rf, &res->lasti, &loc);
+                if (rc < 0) {
+                    snprintf(err, errlen, "frame at 0x%llx: instruction pointer outside %s",
+                             (unsigned long long)rf->addr, pc->qualname);
+                    goto fail;
+                }
+                res->filename = pc->filename;
+                res->qualname = pc->qualname;
+                res->firstlineno = pc->code.firstlineno;
+                res->lineno = loc.lineno;
+                res->end_lineno = loc.end_lineno;
+                res->col = loc.col;
+                res->end_col = loc.end_col;
+                res->kind = PYS_FRAME_PYTHON;
+            }
+        }
+        if (*kind == PROF_RES_SHIM) {
             pending_native = 1;
             continue;
         }
-        rc = prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym, rf->code, &pc);
-        if (rc < 0) {
-            snprintf(err, errlen, "code object at 0x%llx unreadable: %s",
-                     (unsigned long long)rf->code, pys_strerror(rc));
-            goto fail;
-        }
-        if (i > 0) {
-            uint64_t lo, hi;
-            data_stack_region(s, t, rf->addr, &lo, &hi);
-            if (!cpy_frames_adjacent(&s->raw[i - 1], rf, &pc->code, lo, hi)) {
-                rc = PYS_E_CORRUPT;
-                snprintf(err, errlen, "torn stack: the frame above %s is not its callee",
-                         pc->qualname);
-                goto fail;
-            }
-        }
-        if (cpy_frame_incomplete(&s->off, &pc->code, rf))
+        if (*kind == PROF_RES_INCOMPLETE)
             continue;
         if (s->opt.gc && in->gc_frame != 0 && rf->addr == in->gc_frame) {
             add_marker(s, PYS_FRAME_GC);
@@ -133,23 +164,7 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
         }
         /* 3.11 marks the first Python frame of each C-level call instead. */
         pending_native = rf->entry;
-        struct pys_frame *f = &s->frames[s->nframes];
-        struct cpy_location loc;
-        rc = prof_codecache_locate(&s->codes, &s->off, pc, rf, &f->lasti, &loc);
-        if (rc < 0) {
-            snprintf(err, errlen, "frame at 0x%llx: instruction pointer outside %s",
-                     (unsigned long long)rf->addr, pc->qualname);
-            goto fail;
-        }
-        f->filename = pc->filename;
-        f->qualname = pc->qualname;
-        f->firstlineno = pc->code.firstlineno;
-        f->lineno = loc.lineno;
-        f->end_lineno = loc.end_lineno;
-        f->col = loc.col;
-        f->end_col = loc.end_col;
-        f->kind = PYS_FRAME_PYTHON;
-        s->nframes++;
+        s->frames[s->nframes++] = *res;
     }
     /* The C code that started the thread. */
     if (s->opt.native && s->nframes > start)
@@ -209,11 +224,15 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
     struct cpy_thread cur = *t;
     for (int attempt = 0; attempt < WALK_TRIES; attempt++) {
         if (attempt > 0) {
-            /* Re-read the thread state: the thread moved on. */
+            /* Re-read the thread state: the thread moved on. From now on this
+             * snapshot reads the target itself, not the prefetched copy. */
+            mem_prefetch_end(&s->mem);
             rc = cpy_thread_read(&s->mem, &s->off, &s->sym, t->addr, s->tsbuf, &cur);
             if (rc < 0)
                 break;
         }
+        s->walk_entry = NULL;
+        s->tail_start = SIZE_MAX;
         if (s->use_fcache) {
             rc = prof_fcache_walk(s, &cur);
         } else {
@@ -224,7 +243,10 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
         if (rc < 0) {
             snprintf(err, sizeof s->thread_err[ti], "%s", walk_error(rc));
         } else {
-            rc = resolve_frames(s, in, &cur, (size_t)rc, err, sizeof s->thread_err[ti]);
+            size_t nraw = (size_t)rc;
+            rc = resolve_frames(s, in, &cur, nraw, err, sizeof s->thread_err[ti]);
+            if (s->use_fcache)
+                prof_fcache_resolved(s, nraw, rc >= 0);
         }
         if (rc >= 0 || rc == PYS_E_EXITED || rc == PYS_E_NOMEM)
             break;
@@ -263,6 +285,7 @@ int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
     s->ninterps = s->nthreads = s->nframes = 0;
     s->err[0] = '\0';
     s->snapshots++;
+    mem_prefetch_begin(&s->mem);
     if ((rc = cpy_runtime_first_interp(&s->mem, &s->off, s->runtime, &iaddr)) < 0)
         goto fail;
     for (size_t ni = 0; iaddr != 0; ni++) {
@@ -329,8 +352,10 @@ int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
     s->snap.ninterps = s->ninterps;
     s->snap.interps = s->interps;
     *out = &s->snap;
+    mem_prefetch_end(&s->mem);
     return 0;
 fail:
+    mem_prefetch_end(&s->mem);
     if (rc == PYS_E_EXITED)
         return prof_fail(s, rc, "process %d exited", s->pid);
     if (rc != PYS_E_TOODEEP)

@@ -12,11 +12,32 @@
 
 /* process_vm_readv takes at most IOV_MAX (1024) iovecs per call. */
 #define MEM_BATCH_MAX 1024
+/* Bounds on a prefetch: spans recorded and bytes re-read per snapshot. A
+ * sample of a few hundred threads stays well inside. */
+#define PREFETCH_MAX_SPANS 8192
+#define PREFETCH_MAX_BYTES (4u << 20)
+/* Spans closer than this are read as one. */
+#define PREFETCH_MERGE_GAP 256
+
+#include <stdlib.h>
 
 void mem_init_process(struct mem *m, int pid)
 {
     memset(m, 0, sizeof *m);
     m->pid = pid;
+}
+
+void mem_release(struct mem *m)
+{
+    free(m->log);
+    free(m->pf);
+    free(m->pfbuf);
+    free(m->plan);
+    free(m->planlog);
+    m->log = m->pf = m->plan = m->planlog = NULL;
+    m->pfbuf = NULL;
+    m->nlog = m->caplog = m->npf = m->cappf = m->pfcap = 0;
+    m->nplan = m->capplan = m->nplanlog = m->capplanlog = 0;
 }
 
 void mem_init_image(struct mem *m, const struct mem_region *regions, size_t n)
@@ -38,19 +59,199 @@ static int image_read(const struct mem *m, uint64_t addr, void *buf, size_t len)
     return PYS_E_BADADDR;
 }
 
-int mem_read(struct mem *m, uint64_t addr, void *buf, size_t len)
+/* Record a read for the next snapshot's prefetch. */
+static void log_span(struct mem *m, uint64_t addr, size_t len)
+{
+    if (!m->logging || m->nlog >= PREFETCH_MAX_SPANS)
+        return;
+    if (m->nlog == m->caplog) {
+        size_t cap = m->caplog ? m->caplog * 2 : 64;
+        struct mem_span *v = realloc(m->log, cap * sizeof *v);
+        if (!v)
+            return;
+        m->log = v;
+        m->caplog = cap;
+    }
+    m->log[m->nlog].addr = addr;
+    m->log[m->nlog].len = len;
+    m->log[m->nlog].off = 0;
+    m->nlog++;
+}
+
+/* The prefetched copy of [addr, addr + len), or NULL. */
+static const uint8_t *prefetched(const struct mem *m, uint64_t addr, size_t len)
+{
+    size_t lo = 0, hi = m->npf;
+    while (lo < hi) { /* last span starting at or before addr */
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->pf[mid].addr <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return NULL;
+    const struct mem_span *p = &m->pf[lo - 1];
+    if (addr - p->addr > p->len || len > p->len - (addr - p->addr))
+        return NULL;
+    return m->pfbuf + p->off + (addr - p->addr);
+}
+
+static int read_now(struct mem *m, uint64_t addr, void *buf, size_t len)
 {
     int rc;
-    if (len == 0)
-        return 0;
-    if (addr == 0 || addr + len < addr)
-        return PYS_E_BADADDR;
     m->stats.reads++;
     m->stats.bytes += len;
     rc = m->pid > 0 ? plat_mem_read(m->pid, addr, buf, len) : image_read(m, addr, buf, len);
     if (rc < 0)
         m->stats.failures++;
     return rc;
+}
+
+int mem_read_fresh(struct mem *m, uint64_t addr, void *buf, size_t len)
+{
+    if (len == 0)
+        return 0;
+    if (addr == 0 || addr + len < addr)
+        return PYS_E_BADADDR;
+    return read_now(m, addr, buf, len);
+}
+
+int mem_read(struct mem *m, uint64_t addr, void *buf, size_t len)
+{
+    if (len == 0)
+        return 0;
+    if (addr == 0 || addr + len < addr)
+        return PYS_E_BADADDR;
+    const uint8_t *p = m->npf ? prefetched(m, addr, len) : NULL;
+    if (p) {
+        memcpy(buf, p, len);
+        m->stats.prefetched++;
+        log_span(m, addr, len);
+        return 0;
+    }
+    int rc = read_now(m, addr, buf, len);
+    if (rc == 0)
+        log_span(m, addr, len);
+    return rc;
+}
+
+static int cmp_span(const void *a, const void *b)
+{
+    const struct mem_span *x = a, *y = b;
+    if (x->addr != y->addr)
+        return x->addr < y->addr ? -1 : 1;
+    return x->len < y->len ? -1 : x->len > y->len;
+}
+
+static int grow_spans(struct mem_span **v, size_t *cap, size_t n)
+{
+    if (n <= *cap)
+        return 0;
+    struct mem_span *p = realloc(*v, n * sizeof *p);
+    if (!p)
+        return -1;
+    *v = p;
+    *cap = n;
+    return 0;
+}
+
+/* Turn the log into the plan: sorted, merged spans. A sampled program reads
+ * the same spans snapshot after snapshot: then last time's plan is reused. */
+static int make_plan(struct mem *m)
+{
+    if (m->nlog == m->nplanlog &&
+        memcmp(m->log, m->planlog, m->nlog * sizeof *m->log) == 0)
+        return 0;
+    if (grow_spans(&m->planlog, &m->capplanlog, m->nlog) < 0 ||
+        grow_spans(&m->plan, &m->capplan, m->nlog) < 0) {
+        m->nplan = m->nplanlog = 0;
+        return -1;
+    }
+    memcpy(m->planlog, m->log, m->nlog * sizeof *m->log);
+    m->nplanlog = m->nlog;
+    memcpy(m->plan, m->log, m->nlog * sizeof *m->log);
+    qsort(m->plan, m->nlog, sizeof *m->plan, cmp_span);
+    size_t n = 0;
+    for (size_t i = 0; i < m->nlog; i++) {
+        struct mem_span s = m->plan[i];
+        if (n && s.addr <= m->plan[n - 1].addr + m->plan[n - 1].len + PREFETCH_MERGE_GAP) {
+            uint64_t end = s.addr + s.len, cur = m->plan[n - 1].addr + m->plan[n - 1].len;
+            if (end > cur)
+                m->plan[n - 1].len = (size_t)(end - m->plan[n - 1].addr);
+        } else {
+            m->plan[n++] = s;
+        }
+    }
+    m->nplan = n;
+    return 0;
+}
+
+void mem_prefetch_begin(struct mem *m)
+{
+    m->npf = 0;
+    if (m->pid > 0 && m->nlog > 0 && make_plan(m) == 0) {
+        size_t n = m->nplan, bytes = 0;
+        for (size_t i = 0; i < n; i++)
+            bytes += m->plan[i].len;
+        int ok = bytes <= PREFETCH_MAX_BYTES;
+        if (ok && bytes > m->pfcap) {
+            uint8_t *b = realloc(m->pfbuf, bytes);
+            ok = b != NULL;
+            if (ok) {
+                m->pfbuf = b;
+                m->pfcap = bytes;
+            }
+        }
+        if (ok && n > m->cappf) {
+            struct mem_span *v = realloc(m->pf, n * sizeof *v);
+            ok = v != NULL;
+            if (ok) {
+                m->pf = v;
+                m->cappf = n;
+            }
+        }
+        if (ok) {
+            /* One batch; a span that fails (unmapped since) is dropped and the
+             * batch goes on after it. */
+            struct plat_seg seg[MEM_BATCH_MAX];
+            size_t off = 0, i = 0;
+            while (i < n) {
+                size_t k = 0;
+                for (size_t o = off; k < MEM_BATCH_MAX && i + k < n; k++) {
+                    seg[k].addr = m->plan[i + k].addr;
+                    seg[k].buf = m->pfbuf + o;
+                    seg[k].len = m->plan[i + k].len;
+                    o += m->plan[i + k].len;
+                }
+                m->stats.reads++;
+                int got = plat_mem_readv(m->pid, seg, k);
+                if (got < 0)
+                    got = 0;
+                for (int j = 0; j < got; j++) {
+                    m->pf[m->npf] = m->plan[i + (size_t)j];
+                    m->pf[m->npf].off = off;
+                    m->stats.bytes += m->plan[i + (size_t)j].len;
+                    off += m->plan[i + (size_t)j].len;
+                    m->npf++;
+                }
+                if ((size_t)got < k) {
+                    m->stats.failures++;
+                    off += m->plan[i + (size_t)got].len;
+                    i += (size_t)got + 1;
+                } else {
+                    i += k;
+                }
+            }
+        }
+    }
+    m->nlog = 0;
+    m->logging = m->pid > 0;
+}
+
+void mem_prefetch_end(struct mem *m)
+{
+    m->npf = 0;
 }
 
 int mem_read_u64(struct mem *m, uint64_t addr, uint64_t *out)
@@ -86,11 +287,11 @@ int mem_write_u64(struct mem *m, uint64_t addr, uint64_t v)
     return mem_write(m, addr, &v, sizeof v);
 }
 
-int mem_readv(struct mem *m, const struct mem_seg *segs, size_t n)
+static int readv_now(struct mem *m, const struct mem_seg *segs, size_t n)
 {
     if (m->pid <= 0) {
         for (size_t i = 0; i < n; i++) {
-            int rc = mem_read(m, segs[i].addr, segs[i].buf, segs[i].len);
+            int rc = mem_read_fresh(m, segs[i].addr, segs[i].buf, segs[i].len);
             if (rc < 0)
                 return rc;
         }
@@ -118,7 +319,7 @@ int mem_readv(struct mem *m, const struct mem_seg *segs, size_t n)
         if ((size_t)got < k) {
             /* A segment failed: read it alone to learn why. */
             m->stats.failures++;
-            int rc = mem_read(m, ps[got].addr, ps[got].buf, ps[got].len);
+            int rc = mem_read_fresh(m, ps[got].addr, ps[got].buf, ps[got].len);
             if (rc < 0)
                 return rc;
             done += (size_t)got + 1;
@@ -127,4 +328,31 @@ int mem_readv(struct mem *m, const struct mem_seg *segs, size_t n)
         done += k;
     }
     return 0;
+}
+
+int mem_readv_fresh(struct mem *m, const struct mem_seg *segs, size_t n)
+{
+    return readv_now(m, segs, n);
+}
+
+int mem_readv(struct mem *m, const struct mem_seg *segs, size_t n)
+{
+    size_t hit = 0;
+    if (m->npf) {
+        for (; hit < n; hit++)
+            if (!prefetched(m, segs[hit].addr, segs[hit].len))
+                break;
+    }
+    int rc = 0;
+    if (m->npf && hit == n) {
+        for (size_t i = 0; i < n; i++)
+            memcpy(segs[i].buf, prefetched(m, segs[i].addr, segs[i].len), segs[i].len);
+        m->stats.prefetched += n;
+    } else {
+        rc = readv_now(m, segs, n);
+    }
+    if (rc == 0)
+        for (size_t i = 0; i < n; i++)
+            log_span(m, segs[i].addr, segs[i].len);
+    return rc;
 }

@@ -19,9 +19,17 @@ struct mem_region {
 
 struct mem_stats {
     uint64_t reads;       /* calls that reached the target (a batch is one) */
+    uint64_t prefetched;  /* reads served from the snapshot's prefetch */
     uint64_t bytes;       /* bytes asked for */
     uint64_t failures;    /* reads that failed */
     uint64_t writes;      /* writes into the target */
+};
+
+/* One span read (or to read) from the target. */
+struct mem_span {
+    uint64_t addr;
+    size_t len;
+    size_t off; /* in the prefetch buffer */
 };
 
 struct mem {
@@ -29,6 +37,19 @@ struct mem {
     const struct mem_region *regions; /* pid == 0: read these */
     size_t nregions;
     struct mem_stats stats;
+    /* Prefetch (mem_prefetch_begin): what the previous snapshot read, read
+     * again in one batch; `log` records this snapshot's reads for the next. */
+    struct mem_span *log;
+    size_t nlog, caplog;
+    struct mem_span *pf; /* sorted by addr */
+    size_t npf, cappf;
+    struct mem_span *plan; /* the merged spans last prefetched, and the log they came from */
+    size_t nplan, capplan;
+    struct mem_span *planlog;
+    size_t nplanlog, capplanlog;
+    uint8_t *pfbuf;
+    size_t pfcap;
+    int logging;
 };
 
 /* One piece of a batched read. */
@@ -40,6 +61,22 @@ struct mem_seg {
 
 void mem_init_process(struct mem *m, int pid);
 void mem_init_image(struct mem *m, const struct mem_region *regions, size_t n);
+void mem_release(struct mem *m);
+
+/*
+ * Start a snapshot: read everything the previous snapshot read (its spans,
+ * merged) in as few system calls as possible, and serve this snapshot's
+ * reads from that copy where they fall inside it; reads that do not are made
+ * as usual. Every read is also recorded for the next snapshot. Spans that
+ * can no longer be read are dropped. mem_prefetch_end forgets the copy (and
+ * must be called before any read whose point is to see the target again).
+ */
+void mem_prefetch_begin(struct mem *m);
+void mem_prefetch_end(struct mem *m);
+
+/* Read from the target itself, never from the prefetch (and not recorded). */
+int mem_read_fresh(struct mem *m, uint64_t addr, void *buf, size_t len);
+int mem_readv_fresh(struct mem *m, const struct mem_seg *segs, size_t n);
 
 /* Copy len bytes at addr. 0, or PYS_E_BADADDR (unmapped, short),
  * PYS_E_EXITED (process gone), PYS_E_PERM. Address 0 is always bad. */

@@ -20,7 +20,7 @@ sets. For each workload in bench/workloads/:
  3. at 10 kHz: profiler CPU per second of profiling and the target's own time
     for a fixed amount of work with no profiler, with pystrobe and with the
     reference (median of several runs, the three alternating);
- 4. peak RSS of each profiler over a long run at 10 kHz (rusage maxrss).
+ 4. peak RSS of each profiler over a long run at 10 kHz (VmHWM, polled).
 
 Then prints the table and writes bench/RESULTS.md. Needs root: chroot, and
 /proc mounted inside the root for the reference. The script re-executes
@@ -43,6 +43,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -478,12 +479,36 @@ class Bench:
     # 4. peak RSS over a long run at 10 kHz
 
     def rss(self, workload, which):
+        """Peak RSS as the kernel's VmHWM of the profiler process, polled while
+        it runs. (rusage's maxrss would also count the memory the forked child
+        shared with this Python process before it exec'd the profiler.) For
+        the reference, run through chroot, the process is the exec'd python."""
         p = self.start_target(workload)
         try:
             time.sleep(WARMUP)
             d = self.args.rss_seconds
             prof = self.start_profiler(which, p.pid, "10khz", d, "rss")
-            s = self.finish_profiler(prof, d + 60)
+            peak = [0]
+            done = threading.Event()
+
+            def poll():
+                while not done.is_set():
+                    try:
+                        for line in open(f"/proc/{prof.pid}/status"):
+                            if line.startswith("VmHWM:"):
+                                peak[0] = max(peak[0], int(line.split()[1]))
+                    except (OSError, ValueError):
+                        pass
+                    done.wait(0.2)
+
+            poller = threading.Thread(target=poll, daemon=True)
+            poller.start()
+            try:
+                s = self.finish_profiler(prof, d + 60)
+            finally:
+                done.set()
+                poller.join()
+            s["maxrss_kib"] = peak[0]
         finally:
             self.stop_target(p)
         return s

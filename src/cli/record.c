@@ -5,7 +5,7 @@
  *
  * Timing: deadlines are absolute (start + k * interval); the sampler sleeps
  * to each with clock_nanosleep, or spins when the interval is shorter than
- * twice the measured wake-up latency. A deadline passed by more than a whole
+ * twice the measured wake-up latency and than 50 us. A deadline passed by more than a whole
  * interval is counted as missed and skipped, never made up with a burst.
  *
  * Signals: the first SIGINT/SIGTERM ends sampling (the profile is written);
@@ -504,7 +504,10 @@ static enum end sample_loop(const struct rec *r, pys_session *s, pys_profile *pr
 {
     struct pys_profile_info *info = pys_profile_info(prof);
     uint64_t interval = r->interval_ns;
-    int spin = interval < 2 * wake_latency_ns();
+    /* Spin only where sleeping cannot keep up: intervals shorter than twice
+     * the wake-up latency, and never at 20 kHz or below (sleeping a little
+     * late there costs nothing: deadlines are absolute). */
+    int spin = interval < 50000 && interval < 2 * wake_latency_ns();
     uint64_t start = now_ns(), next = start;
     struct timing tm = {0, 0, UINT64_MAX, 0, start, 0, start};
     enum end why = END_SIGNAL;

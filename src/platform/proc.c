@@ -244,7 +244,8 @@ int plat_task_state(pid_t pid, pid_t tid)
     return (unsigned char)paren[2];
 }
 
-int plat_mem_read(pid_t pid, uint64_t addr, void *buf, size_t len)
+/* One process_vm_readv or process_vm_writev of len bytes at addr. */
+static int vm_rw(pid_t pid, uint64_t addr, void *buf, size_t len, int write)
 {
     struct iovec local, remote;
     ssize_t r;
@@ -263,7 +264,8 @@ int plat_mem_read(pid_t pid, uint64_t addr, void *buf, size_t len)
     local.iov_len = len;
     remote.iov_base = (void *)(uintptr_t)addr;
     remote.iov_len = len;
-    r = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    r = write ? process_vm_writev(pid, &local, 1, &remote, 1, 0)
+              : process_vm_readv(pid, &local, 1, &remote, 1, 0);
     if (r < 0)
         return mem_errno(errno);
     if ((size_t)r != len)
@@ -271,27 +273,14 @@ int plat_mem_read(pid_t pid, uint64_t addr, void *buf, size_t len)
     return 0;
 }
 
+int plat_mem_read(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+    return vm_rw(pid, addr, buf, len, 0);
+}
+
 int plat_mem_write(pid_t pid, uint64_t addr, const void *buf, size_t len)
 {
-    struct iovec local, remote;
-    ssize_t r;
-
-    if (pid <= 0 || (buf == NULL && len > 0) || len > MEM_MAX_BYTES)
-        return PYS_E_INVAL;
-    if (len == 0)
-        return 0;
-    if (addr > UINT64_MAX - len)
-        return PYS_E_BADADDR;
-    local.iov_base = (void *)(uintptr_t)buf;
-    local.iov_len = len;
-    remote.iov_base = (void *)(uintptr_t)addr;
-    remote.iov_len = len;
-    r = process_vm_writev(pid, &local, 1, &remote, 1, 0);
-    if (r < 0)
-        return mem_errno(errno);
-    if ((size_t)r != len)
-        return PYS_E_BADADDR;
-    return 0;
+    return vm_rw(pid, addr, (void *)(uintptr_t)buf, len, 1);
 }
 
 /*

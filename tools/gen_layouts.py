@@ -105,6 +105,9 @@ EXPRS = {
     ("interpreter_frame", "is_entry"): [(f"{V} >= 0x030b0000 && {V} < 0x030c0000",
                                          "offsetof(_PyInterpreterFrame, is_entry)")],
     ("interpreter_frame", "lasti"): [(f"{V} < 0x030b0000", "offsetof(PyFrameObject, f_lasti)")],
+    ("interpreter_frame", "executing"): [
+        (f"{V} < 0x030a0000", "offsetof(PyFrameObject, f_executing)"),
+        (f"{V} < 0x030b0000", "offsetof(PyFrameObject, f_state)")],
     ("code_object", "size"): [("1", "sizeof(PyCodeObject)")],
     ("code_object", "filename"): [("1", "offsetof(PyCodeObject, co_filename)")],
     ("code_object", "name"): [("1", "offsetof(PyCodeObject, co_name)")],
@@ -135,7 +138,10 @@ EXPRS = {
 }
 
 # Facts about each version that are not offsets: how frames are reached,
-# what a frame's position field holds, the line table format (offsets.h).
+# what a frame's position field holds, the line table format (offsets.h),
+# and (3.8-3.10) the "executing" value of a running frame: f_executing == 1
+# (3.8, 3.9), f_state == FRAME_EXECUTING == 0 (3.10).
+EXECUTING = {8: 1, 9: 1, 10: 0}
 TRAITS = {
     8: ("CPY_FRAMES_OBJECT", "CPY_POS_LASTI_BYTES", "CPY_LINES_LNOTAB"),
     9: ("CPY_FRAMES_OBJECT", "CPY_POS_LASTI_BYTES", "CPY_LINES_LNOTAB"),
@@ -296,7 +302,8 @@ def render(layouts, fields, sources):
         for k in ("main_thread_delta", "threads_main_delta", "first_shim_owner", "stackref_mask"):
             out.append(f"        .{k} = {r[(k,)]},")
         frames, position, lines_ = TRAITS[minor]
-        out.append(f"        .traits = {{{frames}, {position}, {lines_}, {int(minor >= TABLE_FROM)}}},")
+        out.append(f"        .traits = {{{frames}, {position}, {lines_}, {int(minor >= TABLE_FROM)}, "
+                   f"{EXECUTING.get(minor, 0)}}},")
         out.append("    },")
     out.append("};")
     out.append("const size_t cpy_layouts_count = sizeof(cpy_layouts) / sizeof(cpy_layouts[0]);")

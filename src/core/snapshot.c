@@ -224,9 +224,10 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
     struct cpy_thread cur = *t;
     for (int attempt = 0; attempt < WALK_TRIES; attempt++) {
         if (attempt > 0) {
-            /* Re-read the thread state: the thread moved on. From now on this
-             * snapshot reads the target itself, not the prefetched copy. */
-            mem_prefetch_end(&s->mem);
+            /* The thread moved on while it was read. Read again, in one batch,
+             * everything read so far (the failed walk's thread state, chunk
+             * and frames among it), so that the next walk sees one moment. */
+            mem_prefetch_begin(&s->mem);
             rc = cpy_thread_read(&s->mem, &s->off, &s->sym, t->addr, s->tsbuf, &cur);
             if (rc < 0)
                 break;
@@ -236,8 +237,12 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
         if (s->use_fcache) {
             rc = prof_fcache_walk(s, &cur);
         } else {
+            /* A walk served wholly from the snapshot's one batched read saw
+             * one moment; one that read more saw several, and is checked. */
+            uint64_t reads = s->mem.stats.reads;
             rc = cpy_stack_walk(&s->mem, &s->off, &cur, &s->stack, s->raw, CPY_MAX_FRAMES);
-            if (rc > 0 && !prof_chain_unchanged(s, s->raw, (size_t)rc, 0))
+            if (rc > 0 && s->mem.stats.reads != reads &&
+                !prof_chain_unchanged(s, s->raw, (size_t)rc, 0))
                 rc = PYS_E_CORRUPT;
         }
         if (rc < 0) {

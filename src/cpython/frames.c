@@ -164,6 +164,11 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
         memcpy(&code, st->frame + f->executable, 8);
         memcpy(&prev, st->frame + f->previous, 8);
         memcpy(&lasti, st->frame + f->lasti, 4);
+        /* Every frame on a live stack is executing; a suspended generator's
+         * frame (its f_back NULL) here means the stack moved under the walk. */
+        if (CPY_HAS(o, interpreter_frame, executing) &&
+            st->frame[f->executing] != o->traits.executing)
+            return PYS_E_CORRUPT;
         if (n == max)
             return PYS_E_TOODEEP;
         out[n].addr = addr;
@@ -259,5 +264,15 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
     if (CPY_HAS(o, thread_state, base_frame) && t->base_frame != 0 && last != t->base_frame &&
         t->current_frame != 0)
         return PYS_E_CORRUPT;
+    /* A whole stack starts where C entered the interpreter: an entry (shim)
+     * frame from 3.12, a frame marked is_entry in 3.11. Anything else at the
+     * bottom (a generator's frame, suspended: previous NULL) is a walk that
+     * raced with the target. */
+    if (n > 0) {
+        const struct cpy_raw_frame *bottom = &out[n - 1];
+        int whole = CPY_HAS(o, interpreter_frame, is_entry) ? bottom->entry : bottom->shim;
+        if (!whole)
+            return PYS_E_CORRUPT;
+    }
     return (int)n;
 }

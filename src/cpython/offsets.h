@@ -67,6 +67,7 @@
     X(interpreter_frame, owner, 1)                                                                 \
     X(interpreter_frame, is_entry, 1)                                                              \
     X(interpreter_frame, lasti, 4)                                                                 \
+    X(interpreter_frame, executing, 1)                                                             \
     X(code_object, size, 0)                                                                        \
     X(code_object, filename, 8)                                                                    \
     X(code_object, name, 8)                                                                        \
@@ -126,7 +127,7 @@ struct cpy_offsets {
         uint64_t current_frame;
     } cframe;
     struct cpy_frame_offsets {
-        uint64_t size, previous, executable, instr_ptr, owner, is_entry, lasti;
+        uint64_t size, previous, executable, instr_ptr, owner, is_entry, lasti, executing;
     } interpreter_frame;
     struct {
         uint64_t size, filename, name, qualname, linetable, firstlineno, firsttraceable, framesize,
@@ -157,6 +158,8 @@ struct cpy_offsets {
         uint8_t position; /* CPY_POS_*: what the frame's position field holds */
         uint8_t lines;    /* CPY_LINES_*: the line table's format */
         uint8_t debug_table; /* the runtime starts with _Py_DebugOffsets (3.13+) */
+        uint8_t executing;   /* 3.8-3.10: the value of interpreter_frame.executing (f_executing,
+                                f_state) while a frame runs; a suspended generator's differs */
     } traits;
     uint8_t first_shim_owner; /* frames with owner >= this are not Python frames */
     uint64_t stackref_mask;   /* bits to clear from a _PyStackRef (3.14+), else 0 */

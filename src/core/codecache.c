@@ -51,12 +51,28 @@ int prof_codecache_get(struct prof_codecache *cc, struct prof_intern *in, struct
         return rc;
     size_t j = slot_of(addr, cc->cap);
     for (; cc->slots[j].addr; j = (j + 1) & (cc->cap - 1)) {
-        if (cc->slots[j].addr == addr) {
-            cc->hits++;
-            *out = &cc->slots[j];
-            return 0;
+        if (cc->slots[j].addr != addr)
+            continue;
+        if (cc->validate) {
+            struct cpy_code_key k;
+            const struct cpy_code_key *was = &cc->slots[j].code.key;
+            if ((rc = cpy_code_key(m, o, addr, &k)) < 0)
+                return rc;
+            if (k.type != was->type || k.filename != was->filename ||
+                k.qualname != was->qualname || k.linetable != was->linetable ||
+                k.firstlineno != was->firstlineno) {
+                /* Freed and reused: read it again, in place. */
+                cc->stale++;
+                cpy_code_release(&cc->slots[j].code);
+                cc->count--;
+                goto miss;
+            }
         }
+        cc->hits++;
+        *out = &cc->slots[j];
+        return 0;
     }
+miss:
     cc->misses++;
     struct prof_code e;
     memset(&e, 0, sizeof e);
@@ -72,6 +88,7 @@ int prof_codecache_get(struct prof_codecache *cc, struct prof_intern *in, struct
         return PYS_E_NOMEM;
     }
     e.addr = addr;
+    e.id = ++cc->next_id;
     cc->slots[j] = e;
     cc->count++;
     *out = &cc->slots[j];
@@ -86,9 +103,9 @@ int prof_codecache_locate(struct prof_codecache *cc, const struct cpy_offsets *o
         cc->memo = calloc(PROF_LOCMEMO_SIZE, sizeof *cc->memo);
     struct prof_locmemo *e = NULL;
     if (cc->memo) {
-        uint64_t h = (pc->addr ^ (f->instr_ptr * 0x9e3779b97f4a7c15ull)) >> 4;
-        e = &cc->memo[(h ^ (h >> 17)) & (PROF_LOCMEMO_SIZE - 1)];
-        if (e->code == pc->addr && e->position == f->instr_ptr) {
+        uint64_t h = (pc->id * 0x9e3779b97f4a7c15ull) ^ (f->instr_ptr * 0xbf58476d1ce4e5b9ull);
+        e = &cc->memo[(h ^ (h >> 29)) & (PROF_LOCMEMO_SIZE - 1)];
+        if (e->code == pc->id && e->position == f->instr_ptr) {
             *lasti = e->lasti;
             *loc = e->loc;
             return 0;
@@ -96,7 +113,7 @@ int prof_codecache_locate(struct prof_codecache *cc, const struct cpy_offsets *o
     }
     int rc = cpy_code_locate(o, &pc->code, f, lasti, loc);
     if (rc == 0 && e) {
-        e->code = pc->addr;
+        e->code = pc->id;
         e->position = f->instr_ptr;
         e->lasti = *lasti;
         e->loc = *loc;

@@ -30,6 +30,12 @@ void prof_intern_release(struct prof_intern *in);
 
 struct prof_code {
     uint64_t addr;          /* 0 = empty slot */
+    uint64_t id;            /* unique per entry: keys the location memo */
+    /* What identifies the object at addr as this code object: if any of
+     * these changed, it was freed and its memory reused (3.8-3.13 have no
+     * counter that would say so). */
+    uint64_t key_type, key_filename, key_qualname, key_linetable;
+    int32_t key_firstlineno;
     const char *filename;   /* interned */
     const char *qualname;   /* interned */
     struct cpy_code code;   /* linetable and lengths; its strings are freed */
@@ -37,7 +43,7 @@ struct prof_code {
 
 /* A frame position already decoded: (code, position) -> location. */
 struct prof_locmemo {
-    uint64_t code;       /* 0 = empty */
+    uint64_t code;       /* prof_code.id; 0 = empty */
     uint64_t position;   /* cpy_raw_frame.instr_ptr */
     int32_t lasti;
     struct cpy_location loc;
@@ -49,7 +55,9 @@ struct prof_locmemo {
 struct prof_codecache {
     struct prof_code *slots;
     size_t cap, count;
-    uint64_t hits, misses;
+    uint64_t hits, misses, stale;
+    uint64_t next_id;
+    int validate;              /* check each hit still names the same code object */
     struct prof_locmemo *memo; /* PROF_LOCMEMO_SIZE entries, allocated on first use */
 };
 

@@ -78,6 +78,9 @@ int pys_session_attach(pys_session **out, int pid, const struct pys_options *opt
     if (!s->tsbuf || !s->raw || !s->res_scratch || !s->kind_scratch || !s->marker_file || !s->marker_native || !s->marker_gc)
         goto fail;
     s->use_fcache = s->opt.frame_cache && CPY_HAS(&s->off, thread_state, last_profiled_frame);
+    /* Without a code generation counter, a cached code object must be checked
+     * to still be there at each use. */
+    s->codes.validate = !CPY_HAS(&s->off, interpreter_state, code_object_generation);
     if (s->use_fcache)
         clear_anchors(s);
     *out = s;

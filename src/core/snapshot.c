@@ -351,7 +351,7 @@ int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
     for (size_t i = 0; i < s->ninterps; i++)
         s->interps[i].threads = s->threads + (uintptr_t)s->interps[i].threads;
     for (size_t i = 0; i < s->nthreads; i++) {
-        s->threads[i].frames = s->frames + s->thread_frame_start[i];
+        s->threads[i].frames = s->frames ? s->frames + s->thread_frame_start[i] : NULL;
         s->threads[i].error_text = s->threads[i].error ? s->thread_err[i] : NULL;
     }
     s->snap.ninterps = s->ninterps;

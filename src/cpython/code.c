@@ -53,6 +53,31 @@ static int check_code_type(struct mem *m, const struct cpy_offsets *o,
     return memcmp(buf, "code", 5) == 0 ? 0 : PYS_E_CORRUPT;
 }
 
+static void key_from_head(const struct cpy_offsets *o, const uint8_t *head,
+                          struct cpy_code_key *k)
+{
+    uint64_t qual = CPY_HAS(o, code_object, qualname) ? o->code_object.qualname
+                                                       : o->code_object.name;
+    k->type = load_u64(head + o->pyobject.ob_type);
+    k->filename = load_u64(head + o->code_object.filename);
+    k->qualname = load_u64(head + qual);
+    k->linetable = load_u64(head + o->code_object.linetable);
+    k->firstlineno = load_i32(head + o->code_object.firstlineno);
+}
+
+int cpy_code_key(struct mem *m, const struct cpy_offsets *o, uint64_t addr,
+                 struct cpy_code_key *out)
+{
+    uint8_t head[CODE_HEAD_MAX];
+    size_t hlen = o->code_object.size;
+    if (hlen > sizeof head)
+        return PYS_E_CORRUPT;
+    int rc = mem_read(m, addr, head, hlen);
+    if (rc == 0)
+        key_from_head(o, head, out);
+    return rc;
+}
+
 int cpy_code_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_symbols *sym,
                   uint64_t addr, struct cpy_code *out)
 {
@@ -68,6 +93,7 @@ int cpy_code_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_s
         return rc;
     if ((rc = check_code_type(m, o, sym, load_u64(head + o->pyobject.ob_type))) < 0)
         return rc;
+    key_from_head(o, head, &c.key);
     int64_t units;
     if (CPY_HAS(o, code_object, co_code)) {
         /* Before 3.11 the bytecode is a bytes object of its own. */

@@ -137,7 +137,14 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
 
 /* --- code objects ------------------------------------------------------- */
 
+/* The fields that identify the code object at addr (see prof_code). */
+struct cpy_code_key {
+    uint64_t type, filename, qualname, linetable;
+    int32_t firstlineno;
+};
+
 struct cpy_code {
+    struct cpy_code_key key;
     char *filename;       /* UTF-8, allocated */
     char *qualname;       /* UTF-8, allocated */
     int32_t firstlineno;
@@ -147,6 +154,10 @@ struct cpy_code {
     size_t linetable_len;
     uint64_t ncodeunits;  /* length of the bytecode in code units */
 };
+
+/* Read the key of the object at addr (as a code object). */
+int cpy_code_key(struct mem *m, const struct cpy_offsets *o, uint64_t addr,
+                 struct cpy_code_key *out);
 
 /* Read the code object at addr. PYS_E_CORRUPT if it is not a code object. */
 int cpy_code_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_symbols *sym,

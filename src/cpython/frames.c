@@ -16,6 +16,9 @@
 
 #include "cpython/cpython.h"
 
+/* FRAME_OWNED_BY_GENERATOR, the same from 3.11 to 3.15. */
+#define OWNER_GENERATOR 1
+
 /* struct _PyStackChunk, unchanged from 3.11 to 3.15: previous, size, top,
  * then the frames. */
 #define CHUNK_PREVIOUS 0
@@ -272,6 +275,13 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
         const struct cpy_raw_frame *bottom = &out[n - 1];
         int whole = CPY_HAS(o, interpreter_frame, is_entry) ? bottom->entry : bottom->shim;
         if (!whole)
+            return PYS_E_CORRUPT;
+        /* 3.11: a generator keeps is_entry from its last resume from C, and
+         * is marked running a moment before its caller is linked: a
+         * generator at the bottom is taken as a walk that raced with a
+         * resume. (A thread whose outermost Python frame really is a
+         * generator, driven from C, cannot be read on 3.11.) */
+        if (CPY_HAS(o, interpreter_frame, is_entry) && bottom->owner == OWNER_GENERATOR)
             return PYS_E_CORRUPT;
     }
     return (int)n;

@@ -159,7 +159,7 @@ struct cpy_offsets {
         uint8_t lines;    /* CPY_LINES_*: the line table's format */
         uint8_t debug_table; /* the runtime starts with _Py_DebugOffsets (3.13+) */
         uint8_t executing;   /* 3.8-3.10: the value of interpreter_frame.executing (f_executing,
-                                f_state) while a frame runs; a suspended generator's differs */
+                                f_state) while a frame runs */
     } traits;
     uint8_t first_shim_owner; /* frames with owner >= this are not Python frames */
     uint64_t stackref_mask;   /* bits to clear from a _PyStackRef (3.14+), else 0 */

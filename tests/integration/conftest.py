@@ -173,3 +173,64 @@ def stack(target):
         yield sp
     finally:
         cleanup()
+
+
+# --- processes in sessions of their own ----------------------------------------
+# pystrobe `run` starts children (a shell, an interpreter, their children); a
+# test starts pystrobe in a new session so that a signal goes only where the
+# test sends it, and at teardown every process still in that session is
+# killed by its pid.
+
+def _stat_fields(pid):
+    """(state, ppid, pgrp, session) of pid, or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
+    return rest[0], int(rest[1]), int(rest[2]), int(rest[3])
+
+
+def session_members(sid):
+    """Pids of the live (not zombie) processes in session sid."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        st = _stat_fields(int(name))
+        if st and st[3] == sid and st[0] not in ("Z", "X"):
+            pids.append(int(name))
+    return pids
+
+
+def wait_session_empty(sid, timeout):
+    """Wait until session sid has no live process; return those left."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = session_members(sid)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+class SessionProcesses:
+    """Starts processes each in a new session; close() kills what is left of
+    every session, member by member, and reaps the leaders."""
+
+    def __init__(self):
+        self.procs = []
+
+    def start(self, argv, **kw):
+        p = subprocess.Popen(argv, start_new_session=True, **kw)
+        self.procs.append(p)
+        return p
+
+    def close(self):
+        for p in self.procs:
+            for pid in session_members(p.pid):
+                try:
+                    os.kill(pid, 9)
+                except ProcessLookupError:
+                    pass
+            _kill(p)
+        self.procs = []

@@ -1,0 +1,1 @@
+"""A package for `pystrobe run -m pkgdemo DURATION`: see __main__.py."""

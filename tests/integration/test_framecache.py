@@ -132,3 +132,30 @@ def test_stats_show_the_cache(pystrobe, spawn, target15, tmp_path):
                         "--collapsed", "-o", str(tmp_path / "d.txt"), str(p.pid)],
                        capture_output=True, text=True, timeout=60)
     assert "frame cache:        off (--read-only)" in r.stderr, r.stderr
+
+
+def test_gc_frames(pystrobe, spawn, target15, tmp_path):
+    """<GC> sits directly above the frame that started a collection (3.15
+    publishes it), on by default; --no-gc drops it."""
+    script = target15.stage(ROOT / "tests" / "integration" / "workloads" / "gc_work.py")
+    p = spawn(target15.argv + ["-B", script, "20"])
+    time.sleep(0.5)
+    runs = {}
+    for name, flags in (("gc", []), ("no-gc", ["--no-gc"])):
+        out = tmp_path / f"{name}.txt"
+        r = subprocess.run([str(pystrobe), "attach", "-d", "1", "--collapsed", "--no-tid",
+                            "-o", str(out), *flags, str(p.pid)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        runs[name] = [(l.rsplit(" ", 1)[0].split(";"), int(l.rsplit(" ", 1)[1]))
+                      for l in out.read_text().splitlines()]
+    above = {}
+    for frames, count in runs["gc"]:
+        if "<GC>" in frames:
+            i = frames.index("<GC>")
+            assert i == len(frames) - 1 or frames[i + 1] != "<GC>", frames
+            caller = frames[i - 1].rsplit(":", 2)[1]
+            above[caller] = above.get(caller, 0) + count
+    assert set(above) <= {"make_garbage", "Node.__init__"}, above
+    assert above.get("make_garbage", 0) > 0, above
+    assert not any("<GC>" in frames for frames, _ in runs["no-gc"])

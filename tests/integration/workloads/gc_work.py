@@ -1,0 +1,26 @@
+"""gc_work.py SECONDS: makes cyclic garbage and collects it, over and over:
+collections start both in gc.collect() (from make_garbage) and automatically
+(allocating in Node.__init__)."""
+import gc
+import sys
+import time
+
+
+class Node:
+    def __init__(self):
+        self.other = self
+
+
+def make_garbage():
+    for _ in range(20000):
+        Node()
+    gc.collect()
+
+
+def main(seconds):
+    end = time.time() + seconds
+    while time.time() < end:
+        make_garbage()
+
+
+main(float(sys.argv[1]))

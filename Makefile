@@ -132,7 +132,7 @@ fuzz: $(B)/gen/flamegraph_html.h
 
 # pystrobe side by side with CPython 3.15's own profiler (bench/README.md);
 # not part of `make test`. `make bench BENCH_ARGS=--quick` is a smoke run.
-bench: sidroot all $(B)/bench/unwind_loop
+bench: sidroot all module $(B)/bench/unwind_loop
 	$(PYTHON) bench/run.py --build $(B) $(BENCH_ARGS)
 
 $(B)/bench/unwind_loop: bench/unwind_loop.c $(B)/libpystrobe.a

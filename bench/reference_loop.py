@@ -13,12 +13,16 @@ us_per_sample success_rate threads frames end, where threads and frames are
 the largest counts among CHECK_SAMPLES more samples taken after the timed
 loop (frames of all threads together).
 
-Runs under python3.15 (`_remote_debugging` is private to 3.15).
+Runs under python3.15 (`_remote_debugging` is private to 3.15). With
+LOOP_MODULE=pystrobe (and the package on PYTHONPATH) the same loop drives
+pystrobe's RemoteUnwinder instead: the binding's cost, issue 6's bench rows.
 """
+import importlib
+import os
 import sys
 import time
 
-import _remote_debugging
+_remote_debugging = importlib.import_module(os.environ.get("LOOP_MODULE", "_remote_debugging"))
 
 CHECK_SAMPLES = 200  # as in unwind_loop.c
 

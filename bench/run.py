@@ -60,6 +60,7 @@ SETTLE = 0.5           # seconds between a profiler's exit and the next window
 # The targets, as predicates on the pystrobe/reference ratio.
 TARGETS = {
     "raw": "<= 0.5x ref",
+    "module": "<= 1x ref",
     "e2e_rate": ">= 5x ref",
     "e2e_failed": "<= 0.5% and <= ref",
     "cpu10k": "<= 0.1x ref",
@@ -235,6 +236,9 @@ class Bench:
         for f in (HERE / "workloads").glob("*.py"):
             shutil.copy2(f, self.stage / f.name)
         shutil.copy2(HERE / "reference_loop.py", self.stage / "reference_loop.py")
+        module = self.build / "python" / "pystrobe"
+        if module.is_dir():
+            shutil.copytree(module, self.stage / "module" / "pystrobe", dirs_exist_ok=True)
 
     def teardown(self):
         self.procs.close()
@@ -361,14 +365,19 @@ class Bench:
         try:
             time.sleep(WARMUP)
             secs = self.args.raw_seconds
+            env = None
             if which == "pystrobe":
                 argv = [self.unwind_loop, p.pid, secs]
             else:
                 argv = ["chroot", self.root, PY, f"{self.stage_in}/reference_loop.py",
                         p.pid, secs]
+                if which == "module":
+                    # pystrobe's Python module, the same loop, under python3.15.
+                    env = dict(os.environ, LOOP_MODULE="pystrobe",
+                               PYTHONPATH=f"{self.stage_in}/module")
             self.note(f"raw {which}", argv, p.pid)
             r = subprocess.run([str(a) for a in argv], capture_output=True, text=True,
-                               timeout=secs + 60)
+                               timeout=secs + 60, env=env)
             if r.returncode != 0:
                 raise BenchError(f"{which} loop exited {r.returncode}: "
                                  f"{r.stderr.strip()[-400:]}")
@@ -578,6 +587,13 @@ def build_rows(results, workloads):
             rows.append((w, "raw: threads/max frames",
                          f"{ps['threads']}/{ps['frames']}" if ps else "err",
                          f"{rf['threads']}/{rf['frames']}" if rf else "err", "", "", ""))
+        mo = r.get("module", {})
+        ps, rf = mo.get("module"), mo.get("reference")
+        if ps is not None or rf is not None:
+            q = ratio(ps and ps["us"], rf and rf["us"])
+            rows.append((w, "module: µs/get_stack_trace()", fmt(ps and ps["us"], ".2f"),
+                         fmt(rf and rf["us"], ".2f"), fmt(q, ".2f", "x"), TARGETS["module"],
+                         verdict(None if q is None else q <= 1.0)))
         e = r.get("e2e", {})
         ps, rf = e.get("pystrobe"), e.get("reference")
         if ps is not None or rf is not None:
@@ -859,6 +875,9 @@ def main():
 
             if "raw" in args.sections:
                 r["raw"] = {c: measure(f"raw unwind, {c}", bench.raw, w, c) for c in pair}
+                r["module"] = {c: measure(f"python module loop, {c}", bench.raw, w, c)
+                               for c in (["module", "reference"] if i % 2 == 0
+                                         else ["reference", "module"])}
             if "e2e" in args.sections:
                 r["e2e"] = {c: measure(f"end to end at {args.e2e_rate}, {c}", bench.e2e, w, c)
                             for c in pair}

@@ -27,7 +27,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 TOOL_SRC := $(wildcard tests/tools/*.c)
 TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(B)/tests/%)
 
-.PHONY: all deps sidroot test test-unit test-integration test-one demo clean fuzz format module bench
+.PHONY: all deps sidroot test test-unit test-integration test-one demo clean fuzz format module bench bench-austin
 
 all: $(B)/pystrobe $(B)/libpystrobe.so $(UNIT_BIN) $(TOOL_BIN)
 
@@ -134,6 +134,12 @@ fuzz: $(B)/gen/flamegraph_html.h
 # not part of `make test`. `make bench BENCH_ARGS=--quick` is a smoke run.
 bench: sidroot all module $(B)/bench/unwind_loop
 	$(PYTHON) bench/run.py --build $(B) $(BENCH_ARGS)
+
+# The CPython 3.12 rows: pystrobe against Austin (Debian's, unpacked into the root).
+bench-austin: sidroot all $(B)/bench/unwind_loop
+	scripts/sidroot.sh austin
+	$(PYTHON) bench/run.py --build $(B) --versus austin \
+	    --results bench/RESULTS-3.12-austin.md $(BENCH_ARGS)
 
 $(B)/bench/unwind_loop: bench/unwind_loop.c $(B)/libpystrobe.a
 	@mkdir -p $(dir $@)

@@ -221,6 +221,11 @@ class Bench:
                 raise SystemExit(f"bench: {p} missing (run `make bench`)")
         if os.geteuid() != 0:
             raise SystemExit("bench: needs root (chroot into the sid root, ptrace rights)")
+        if self.args.versus == "austin":
+            if not os.access(self.root / "usr/bin/austin", os.X_OK):
+                raise SystemExit("bench: no Austin in the sid root (scripts/sidroot.sh austin)")
+            if not os.access(self.args.target_python, os.X_OK):
+                raise SystemExit(f"bench: {self.args.target_python} missing")
         self.bindir = Path(tempfile.mkdtemp(prefix="pystrobe-bench-bin-"))
         self.pystrobe = self.bindir / "pystrobe"
         self.unwind_loop = self.bindir / "unwind_loop"
@@ -270,9 +275,20 @@ class Bench:
 
     # targets
 
+    def seen(self, path_in_root):
+        """A staged path as the target sees it: inside the root for the 3.15
+        targets, on the host for --versus austin's 3.12 targets."""
+        if self.args.versus == "austin":
+            return str(self.root) + path_in_root
+        return path_in_root
+
     def start_target(self, workload, *extra):
         log = self.stage / "log" / (self.name(workload) + ".log")
-        argv = ["chroot", self.root, PY, "-B", f"{self.stage_in}/{workload}.py", *extra]
+        if self.args.versus == "austin":
+            argv = [self.args.target_python, "-B", self.seen(f"{self.stage_in}/{workload}.py"),
+                    *extra]
+        else:
+            argv = ["chroot", self.root, PY, "-B", f"{self.stage_in}/{workload}.py", *extra]
         self.note("target " + (extra[0] if extra else "(until killed)"), argv)
         with open(log, "wb") as errf:
             # chroot execs the interpreter: p.pid is the Python process.
@@ -290,7 +306,7 @@ class Bench:
         """A target running until killed that counts its units in a file;
         returns (Popen, read) where read() -> units done so far."""
         name = self.name(workload + "-progress")
-        p = self.start_target(workload, "--progress", f"{self.stage_in}/out/{name}")
+        p = self.start_target(workload, "--progress", self.seen(f"{self.stage_in}/out/{name}"))
         fd = os.open(self.stage / "out" / name, os.O_RDONLY)
         p.progress_fd = fd
 
@@ -314,6 +330,16 @@ class Bench:
             if duration:
                 argv += ["-d", duration]
             argv += ["--collapsed", "-o", out, pid]
+        elif self.args.versus == "austin":
+            # Austin (Debian's package, unpacked into the root): -i interval in
+            # µs, -x seconds, -o output; its summary goes to stderr.
+            out_in = f"{self.stage_in}/out/{out_stem}.txt"
+            out = self.root / out_in.lstrip("/")
+            hz = parse_hz(rate)
+            argv = ["chroot", self.root, "/usr/bin/austin", "-i", max(1, round(1e6 / hz))]
+            if duration:
+                argv += ["-x", duration]
+            argv += ["-o", out_in, "-p", pid]
         else:
             out_in = f"{self.stage_in}/out/{out_stem}.txt"
             out = self.root / out_in.lstrip("/")
@@ -342,12 +368,14 @@ class Bench:
         (KiB) and wall (s from start to exit)."""
         code, ru, timed_out = self.procs.reap(p, timeout)
         wall = time.monotonic() - p.t_start
-        text = Path(p.errf if p.which == "pystrobe" else p.outf).read_text(errors="replace")
+        on_stderr = p.which == "pystrobe" or self.args.versus == "austin"
+        text = Path(p.errf if on_stderr else p.outf).read_text(errors="replace")
         if timed_out:
             raise BenchError(f"{p.which} did not finish in {timeout:.0f} s")
         if code != 0:
             raise BenchError(f"{p.which} exited {code}: {tail(p.errf)} {tail(p.outf)}")
-        s = parse_summary(p.which, text)
+        s = parse_summary("austin" if p.which == "reference" and self.args.versus == "austin"
+                          else p.which, text)
         if s is None:
             raise BenchError(f"{p.which}: no summary in its output: {tail(p.errf)} "
                              f"{tail(p.outf)}")
@@ -533,11 +561,28 @@ def measure_rate(count, seconds):
 _NUM = r"([\d,]+(?:\.\d+)?)"
 
 
+def parse_hz(rate):
+    """"10khz", "1000khz", "200hz", "10k", "10000" -> Hz."""
+    m = re.fullmatch(r"([\d.]+)\s*(k|m)?(?:hz)?", str(rate).strip().lower())
+    if not m:
+        raise BenchError(f"bad rate {rate!r}")
+    return float(m.group(1)) * {None: 1, "k": 1e3, "m": 1e6}[m.group(2)]
+
+
 def parse_summary(which, text):
     """{samples, seconds, rate, failed_pct} from a profiler's end summary."""
     def num(pattern):
         m = re.search(pattern, text)
         return float(m.group(1).replace(",", "")) if m else None
+    if which == "austin":
+        text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+        seconds = num(r"Sampling duration : " + _NUM + r" s")
+        m = re.search(r"Error rate : (\d+)/(\d+)", text)
+        if seconds is None or not m:
+            return None
+        bad, samples = int(m.group(1)), int(m.group(2))
+        return {"samples": samples, "seconds": seconds, "rate": samples / seconds,
+                "failed_pct": 100.0 * bad / max(1, samples)}
     samples = num(r"Captured " + _NUM + r" samples?")
     rate = num(r"Sample rate: " + _NUM + r" samples/sec")
     seconds = num(r"samples? in " + _NUM + r" seconds")
@@ -646,17 +691,19 @@ def build_rows(results, workloads):
 
 
 HEAD = ("workload", "metric", "pystrobe", "reference", "ratio", "target", "verdict")
+HEAD_NOW = [HEAD]  # the reference column says which reference ran
 
 
 def text_table(rows):
-    widths = [max(len(str(r[i])) for r in rows + [HEAD]) for i in range(len(HEAD))]
+    head = HEAD_NOW[0]
+    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
 
     def line(r):
         cells = [str(c).rjust(widths[i]) if 2 <= i <= 4 else str(c).ljust(widths[i])
                  for i, c in enumerate(r)]
         return "  ".join(cells).rstrip()
 
-    out = [line(HEAD), "-" * sum(w + 2 for w in widths)]
+    out = [line(head), "-" * sum(w + 2 for w in widths)]
     for n, r in enumerate(rows):
         if n and r[0] != rows[n - 1][0]:
             out.append("")   # a blank line between workloads
@@ -665,7 +712,7 @@ def text_table(rows):
 
 
 def md_table(rows):
-    out = ["| " + " | ".join(HEAD) + " |", "|---|---|--:|--:|--:|---|---|"]
+    out = ["| " + " | ".join(HEAD_NOW[0]) + " |", "|---|---|--:|--:|--:|---|---|"]
     for r in rows:
         out.append("| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |")
     return "\n".join(out)
@@ -798,6 +845,14 @@ def parse_args():
                    help="target time of the fixed work at 10 kHz")
     p.add_argument("--reps", type=int, help="runs per profiler at 10 kHz")
     p.add_argument("--rss-seconds", type=int, help="length of the peak-RSS run (whole s)")
+    p.add_argument("--versus", choices=("cpython", "austin"), default="cpython",
+                   help="the reference: CPython 3.15's profiler on python3.15 targets "
+                        "(default), or Austin on CPython 3.12 targets (no raw section: "
+                        "Austin has no library to loop on)")
+    p.add_argument("--target-python",
+                   default=str(Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+                               / "versions" / "3.12.1" / "bin" / "python3.12"),
+                   help="with --versus austin: the 3.12 interpreter of the targets")
     p.add_argument("--results", default=str(HERE / "RESULTS.md"),
                    help="where to write the report ('' for nowhere)")
     p.add_argument("--keep", action="store_true",
@@ -844,6 +899,8 @@ def enter_private_mount_namespace():
 
 def main():
     args = parse_args()
+    if args.versus == "austin":
+        HEAD_NOW[0] = HEAD[:3] + ("austin",) + HEAD[4:]
     enter_private_mount_namespace()
     # Ctrl-C and SIGTERM stop the run, with the clean-up in main()'s finally,
     # even when started with SIGINT ignored (a background job of a script).
@@ -873,7 +930,7 @@ def main():
                     bench.errors.append((w, what, str(exc)))
                     return None
 
-            if "raw" in args.sections:
+            if "raw" in args.sections and args.versus == "cpython":
                 r["raw"] = {c: measure(f"raw unwind, {c}", bench.raw, w, c) for c in pair}
                 r["module"] = {c: measure(f"python module loop, {c}", bench.raw, w, c)
                                for c in (["module", "reference"] if i % 2 == 0

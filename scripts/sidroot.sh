@@ -6,6 +6,8 @@
 #   sidroot.sh ensure    build it unless it is there and complete
 #   sidroot.sh mount     mount /proc and /dev inside it (for tools that need them)
 #   sidroot.sh umount    undo mount
+#   sidroot.sh austin    unpack Debian's austin into the root (for make bench-austin;
+#                        its package cannot be installed in sid, only unpacked)
 #   sidroot.sh path      print its path
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -49,8 +51,16 @@ umount)
 path)
     echo "$ROOT"
     ;;
+austin)
+    [ -x "$ROOT/usr/bin/austin" ] && exit 0
+    "$0" mount
+    chroot "$ROOT" sh -c 'cd /tmp && apt-get download -q austin && dpkg -x austin_*.deb / &&
+        rm -f austin_*.deb && apt-get install -y -q libunwind8' ||
+        { "$0" umount; echo "sidroot: could not unpack austin" >&2; exit 1; }
+    "$0" umount
+    ;;
 *)
-    echo "usage: $0 ensure|mount|umount|path" >&2
+    echo "usage: $0 ensure|mount|umount|path|austin" >&2
     exit 2
     ;;
 esac

@@ -158,7 +158,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         size_t pos = 0;
         while (pos < e->n && e->frames[pos].addr != anchor)
             pos++;
-        uint64_t prev = 0, reads_before = s->mem.stats.reads;
+        uint64_t prev = 0;
         int k = pos < e->n ? cpy_stack_walk_to(&s->mem, &s->off, t, &s->stack, anchor, s->raw,
                                                CPY_MAX_FRAMES, &prev)
                            : PYS_E_NOTFOUND;
@@ -167,7 +167,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         uint64_t below = pos + 1 < e->n ? e->frames[pos + 1].addr : 0;
         int ok = k > 0 && s->raw[k - 1].code == e->frames[pos].code && prev == below &&
                  (size_t)k + (e->n - pos - 1) <= CPY_MAX_FRAMES;
-        if (ok && k > 2 && s->mem.stats.reads != reads_before) {
+        if (ok && k > 2) {
             /* The frames above the anchor were read over time: check, in one
              * more read, that they are unchanged and that the anchor has not
              * returned meanwhile (the interpreter would then have moved it
@@ -197,13 +197,12 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
     }
     if (n < 0) {
         fc->misses++;
-        uint64_t reads = s->mem.stats.reads;
         n = cpy_stack_walk(&s->mem, &s->off, t, &s->stack, s->raw, CPY_MAX_FRAMES);
         if (n < 0) {
             e->n = 0;
             return n;
         }
-        if (s->mem.stats.reads != reads && !prof_chain_unchanged(s, s->raw, (size_t)n, 0)) {
+        if (!prof_chain_unchanged(s, s->raw, (size_t)n, 0)) {
             e->n = 0;
             return PYS_E_CORRUPT; /* torn: the caller retries */
         }

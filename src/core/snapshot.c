@@ -237,12 +237,10 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
         if (s->use_fcache) {
             rc = prof_fcache_walk(s, &cur);
         } else {
-            /* A walk served wholly from the snapshot's one batched read saw
-             * one moment; one that read more saw several, and is checked. */
-            uint64_t reads = s->mem.stats.reads;
+            /* Even one batched read is copied while the target runs: every
+             * walk is checked against a second read. */
             rc = cpy_stack_walk(&s->mem, &s->off, &cur, &s->stack, s->raw, CPY_MAX_FRAMES);
-            if (rc > 0 && s->mem.stats.reads != reads &&
-                !prof_chain_unchanged(s, s->raw, (size_t)rc, 0))
+            if (rc > 0 && !prof_chain_unchanged(s, s->raw, (size_t)rc, 0))
                 rc = PYS_E_CORRUPT;
         }
         if (rc < 0) {

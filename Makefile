@@ -104,7 +104,8 @@ sidroot: deps
 # Unit tests and the integration suite against one build directory.
 test-one: all module
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
-	PYSTROBE_BUILD=$(abspath $(B)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+	PYSTROBE_BUILD=$(abspath $(B)) PYSTROBE_SANITIZED=$(if $(SAN),1,) \
+	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
 
 test: sidroot
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)

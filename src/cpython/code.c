@@ -124,6 +124,12 @@ int cpy_code_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_s
         rc = cpy_unicode_read(m, o, load_u64(head + qual), CPY_MAX_STR_CHARS, &c.qualname);
     if (rc < 0)
         goto fail;
+    /* Every code object CPython makes has a name: an empty one is a code
+     * object being made or already freed, read by a walk that raced. */
+    if (c.qualname[0] == '\0') {
+        rc = PYS_E_CORRUPT;
+        goto fail;
+    }
     rc = cpy_bytes_read(m, o, load_u64(head + o->code_object.linetable), CPY_MAX_LINETABLE,
                         &c.linetable, &c.linetable_len);
     if (rc == PYS_E_NOTFOUND)

@@ -33,7 +33,9 @@ EXIT_OK, EXIT_USAGE, EXIT_NO_PROCESS, EXIT_NOT_PYTHON, EXIT_UNSUPPORTED = 0, 2, 
 RUN_TIMEOUT = 60.0          # seconds for one pystrobe run that should end by itself
 STOP_TIMEOUT = 15.0         # seconds for pystrobe to finish after Ctrl-C / target exit
 SPLIT_SHARE = 0.75          # alpha's share of alpha + beta in split_3_1.py
-SPLIT_TOLERANCE = 0.03      # the profile may differ from it by 3 points
+# The profile may differ from it by 3 points. The sanitizer build samples
+# several times slower, which is not what that pass is for: 5 points there.
+SPLIT_TOLERANCE = 0.05 if os.environ.get("PYSTROBE_SANITIZED") else 0.03
 WORKERS = ("spin", "sleeper", "handler", "via_c")
 ENV = {"PYTHONDONTWRITEBYTECODE": "1"}
 # For measurements of the split and the rate: pystrobe and the workload it

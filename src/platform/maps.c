@@ -18,6 +18,7 @@
 #include <pystrobe/pystrobe.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -360,50 +361,36 @@ static int ends_with(const char *s, const char *suffix)
  * tried for a path the kernel marks " (deleted)", because whatever now lives
  * at that path is not what the process mapped.
  */
+/* Open the file at path (a snprintf'd name): an fd, or the error mapped. */
+static int open_proc_path(pid_t pid, const char *path, int n, size_t cap)
+{
+    if (n < 0 || (size_t)n >= cap)
+        return PYS_E_NOMEM;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    return fd >= 0 ? fd : plat_proc_errno(pid, errno);
+}
+
 int plat_map_open(pid_t pid, const struct plat_map *m)
 {
-    char *path = NULL;
-    int fd = -1;
-    int n, rc, map_files_rc;
+    char path[PATH_MAX + 64];
+    int rc, map_files_rc;
 
     if (pid <= 0 || m == NULL)
         return PYS_E_INVAL;
     /* Lower-case hex without leading zeros, as the kernel names them. */
-    n = asprintf(&path, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, m->start, m->end);
-    if (n < 0) {
-        path = NULL;
-        rc = PYS_E_NOMEM;
-        goto out;
-    }
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        rc = fd;
-        goto out;
-    }
-    map_files_rc = plat_proc_errno(pid, errno);
-    rc = map_files_rc;
-    if (rc == PYS_E_NOPROC || m->path == NULL || m->path[0] != '/' ||
+    rc = open_proc_path(pid, path,
+                        snprintf(path, sizeof path, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64,
+                                 (int)pid, m->start, m->end),
+                        sizeof path);
+    if (rc >= 0 || rc == PYS_E_NOPROC || m->path == NULL || m->path[0] != '/' ||
         ends_with(m->path, " (deleted)"))
-        goto out;
-    free(path);
-    path = NULL;
-    n = asprintf(&path, "/proc/%d/root%s", (int)pid, m->path);
-    if (n < 0) {
-        path = NULL;
-        rc = PYS_E_NOMEM;
-        goto out;
-    }
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        rc = fd;
-        goto out;
-    }
-    rc = plat_proc_errno(pid, errno);
+        return rc;
+    map_files_rc = rc;
+    rc = open_proc_path(pid, path, snprintf(path, sizeof path, "/proc/%d/root%s", (int)pid, m->path),
+                        sizeof path);
     /* "Permission denied" on map_files tells the user what would help
      * (privileges) better than "not found" on the path does. */
     if (rc == PYS_E_NOTFOUND && map_files_rc == PYS_E_PERM)
         rc = PYS_E_PERM;
-out:
-    free(path);
     return rc;
 }

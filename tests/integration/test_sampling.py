@@ -549,7 +549,7 @@ def test_recompiled_code_is_named_anew(work, strobes, tmp_path):
     target = LongRunning(work.target, [work.path("recompile.py"), "0.15"])
     try:
         out = tmp_path / "recompile.txt"
-        strobes(["attach", "-r", "2khz", "-d", "1", "--collapsed", "-o", out,
+        strobes(["attach", "-r", "2khz", "-d", "2", "--collapsed", "-o", out,
                  target.pid]).check()
     finally:
         target.close()
@@ -561,8 +561,10 @@ def test_recompiled_code_is_named_anew(work, strobes, tmp_path):
                     if name in st.names:
                         seen[name] = seen.get(name, 0) + st.count
     numbers = f"samples in first/second, by phase: {counts}"
-    assert counts["in_first"].get("first", 0) > 200, numbers
-    assert counts["in_second"].get("second", 0) > 200, numbers
+    # Enough samples in each phase that a mix-up would show; the counts
+    # themselves depend on how busy the machine is, so the floor is low.
+    assert counts["in_first"].get("first", 0) >= 50, numbers
+    assert counts["in_second"].get("second", 0) >= 50, numbers
     assert "second" not in counts["in_first"] and "first" not in counts["in_second"], numbers
 
 

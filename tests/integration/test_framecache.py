@@ -94,15 +94,17 @@ def test_top_line_follows_the_program(spawn, target15):
     # The loop spends about half its time on each line; a top frame taken
     # stale from the cache would stick to one of them.
     assert at_a > 0.25 * len(tops) and at_b > 0.25 * len(tops), (at_a, at_b, len(tops))
-    # And it follows them as they happen: no run of samples on one loop much
-    # longer than the 20 ms the program stays there.
+    # And it follows them as they happen: no run of samples on one loop as
+    # long as the cache's refresh period (256 samples), which is how long a
+    # stale top frame would stick; a busy machine can stall the program for
+    # tens of milliseconds, so the bound is not the program's 20 ms.
     blocks = ["a" if line_a - 2 <= t <= line_a else "b" if line_b - 2 <= t <= line_b else "-"
               for t in tops]
     longest = run = 1
     for x, y in zip(blocks, blocks[1:]):
         run = run + 1 if x == y else 1
         longest = max(longest, run)
-    assert longest < 80, f"the top line stuck for {longest} samples (~1 ms apart)"
+    assert longest < 200, f"the top line stuck for {longest} samples (~1 ms apart)"
     assert hits > 0, (hits, partial, misses)
 
 

@@ -168,12 +168,20 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         int ok = k > 0 && s->raw[k - 1].code == e->frames[pos].code && prev == below &&
                  (size_t)k + (e->n - pos - 1) <= CPY_MAX_FRAMES;
         if (ok && k > 2) {
-            /* The frames above the anchor were read over time: check, in one
-             * more read, that they are unchanged and that the anchor has not
-             * returned meanwhile (the interpreter would then have moved it
-             * and bumped the sequence number); else two call chains may mix. */
-            ok = chain_and_anchor_unchanged(s, t, s->raw, (size_t)k, below, anchor,
+            /* Check, in one more read, that the anchor has not returned
+             * since the thread state was read (the interpreter would then
+             * have moved it and bumped the sequence number: the frames
+             * below it may no longer be the cached ones). Frames above it
+             * that were copied at different moments are also checked to be
+             * unchanged: else two call chains may mix. */
+            size_t above = s->stack.regions == 1 ? 0 : (size_t)k;
+            ok = chain_and_anchor_unchanged(s, t, s->raw, above, below, anchor,
                                             t->last_profiled_frame_seq);
+            /* Torn: the thread moved on since its state was read. A whole
+             * walk from that same state would be torn too; the caller reads
+             * the thread again and retries. The cache is still good. */
+            if (!ok)
+                return PYS_E_CORRUPT;
         }
         if (ok) {
             size_t rest = e->n - pos - 1;
@@ -202,7 +210,9 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
             e->n = 0;
             return n;
         }
-        if (!prof_chain_unchanged(s, s->raw, (size_t)n, 0)) {
+        /* A chain copied in one read shows one moment; one put together
+         * from several reads is checked against a second read. */
+        if (s->stack.regions > 1 && !prof_chain_unchanged(s, s->raw, (size_t)n, 0)) {
             e->n = 0;
             return PYS_E_CORRUPT; /* torn: the caller retries */
         }
@@ -227,8 +237,14 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
     memcpy(e->frames, s->raw, (size_t)n * sizeof *s->raw);
     e->n = (size_t)n;
     /* Anchor at the top frame's caller: a hot leaf that keeps returning and
-     * being called again then leaves the anchor (and the cache) in place. */
-    uint64_t want = n > 1 ? s->raw[1].addr : t->current_frame;
+     * being called again then leaves the anchor (and the cache) in place.
+     * Not at a generator's frame: one that yields is set aside without
+     * moving the anchor, which would then be missing from the next walk;
+     * the first frame below it that lives on the data stack stays put. */
+    size_t a = 1;
+    while (a < (size_t)n && s->raw[a].owner == CPY_OWNER_GENERATOR)
+        a++;
+    uint64_t want = a < (size_t)n ? s->raw[a].addr : t->current_frame;
     e->anchor = want;
     e->seq = t->last_profiled_frame_seq;
     if (n > 0 && want != anchor) {

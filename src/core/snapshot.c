@@ -237,10 +237,12 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
         if (s->use_fcache) {
             rc = prof_fcache_walk(s, &cur);
         } else {
-            /* Even one batched read is copied while the target runs: every
-             * walk is checked against a second read. */
+            /* A chain put together from several reads (frames read one by
+             * one, several chunks) may mix moments: it is checked against a
+             * second read. One copied in one read shows one moment. */
             rc = cpy_stack_walk(&s->mem, &s->off, &cur, &s->stack, s->raw, CPY_MAX_FRAMES);
-            if (rc > 0 && !prof_chain_unchanged(s, s->raw, (size_t)rc, 0))
+            if (rc > 0 && s->stack.regions > 1 &&
+                !prof_chain_unchanged(s, s->raw, (size_t)rc, 0))
                 rc = PYS_E_CORRUPT;
         }
         if (rc < 0) {

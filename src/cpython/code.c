@@ -12,8 +12,6 @@
 
 /* A code object's fixed part is about 200 bytes in 3.13-3.15. */
 #define CODE_HEAD_MAX 4096
-/* FRAME_OWNED_BY_GENERATOR, the same from 3.11 to 3.15. */
-#define OWNER_GENERATOR 1
 
 static int64_t load_i64(const uint8_t *p)
 {
@@ -238,7 +236,7 @@ int cpy_frame_incomplete(const struct cpy_offsets *o, const struct cpy_code *c,
                          const struct cpy_raw_frame *f)
 {
     /* Only interpreter frames (3.11+) have a prologue to hide. */
-    if (o->traits.frames == CPY_FRAMES_OBJECT || f->owner == OWNER_GENERATOR ||
+    if (o->traits.frames == CPY_FRAMES_OBJECT || f->owner == CPY_OWNER_GENERATOR ||
         c->firsttraceable < 0)
         return 0;
     int64_t idx = instr_index(o, c, f);

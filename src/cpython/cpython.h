@@ -87,26 +87,36 @@ int cpy_thread_read(struct mem *m, const struct cpy_offsets *o, const struct cpy
 
 /* --- frames ------------------------------------------------------------- */
 
+/* FRAME_OWNED_BY_GENERATOR, the same from 3.11 to 3.15: a frame that lives
+ * in its generator or coroutine object, not on the thread's data stack. */
+#define CPY_OWNER_GENERATOR 1
+
 /* A frame as found on the stack, before its code object is looked at. */
 struct cpy_raw_frame {
     uint64_t addr;
     uint64_t code;      /* the code object (tag bits cleared) */
     uint64_t instr_ptr; /* the position field: a pointer, or f_lasti (3.8-3.10) */
-    uint8_t owner;
+    uint8_t owner;      /* 3.11+: CPY_OWNER_GENERATOR or another owner; 0 before */
     uint8_t shim;       /* an entry/shim/base frame: C code, not a Python frame */
     uint8_t entry;      /* 3.11: the first Python frame of a C-level call (C is below it) */
 };
 
-/* Scratch the walk reuses between calls: copies of the thread's data stack
- * chunks. Zero-initialise; release with cpy_stack_release. */
+/* Scratch the walk reuses between calls: copies of the parts of the
+ * thread's data stack chunks that hold frames (each chunk after its header,
+ * or just the frames above a walk's stop). Zero-initialise; release with
+ * cpy_stack_release. */
 struct cpy_stack {
-    uint8_t *buf;       /* the chunks' bytes, back to back */
+    uint8_t *buf;       /* the copies, back to back */
     size_t cap;
     struct {
-        uint64_t addr;
+        uint64_t addr;   /* target address of the copy's first byte */
         size_t off, len; /* where in buf */
     } chunks[CPY_MAX_CHUNKS];
     size_t nchunks;
+    /* Separate reads the last walk took its frames from (each copy above,
+     * each frame read on its own): 1 means the chain was copied at one
+     * moment, and needs no second read to rule out a torn walk. */
+    size_t regions;
     uint8_t *frame;     /* one frame read directly (outside the chunks) */
     size_t frame_cap;
 };

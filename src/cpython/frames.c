@@ -16,8 +16,6 @@
 
 #include "cpython/cpython.h"
 
-/* FRAME_OWNED_BY_GENERATOR, the same from 3.11 to 3.15. */
-#define OWNER_GENERATOR 1
 
 /* struct _PyStackChunk, unchanged from 3.11 to 3.15: previous, size, top,
  * then the frames. */
@@ -90,13 +88,42 @@ static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_sta
         memcpy(&size, st->buf + used + CHUNK_SIZE, 8);
         if (size < len)
             return PYS_E_CORRUPT;
-        st->chunks[st->nchunks].addr = addr;
-        st->chunks[st->nchunks].off = used;
-        st->chunks[st->nchunks].len = len;
+        /* Frames live after the header: that is the region recorded. */
+        st->chunks[st->nchunks].addr = addr + CHUNK_HEADER;
+        st->chunks[st->nchunks].off = used + CHUNK_HEADER;
+        st->chunks[st->nchunks].len = len - CHUNK_HEADER;
         st->nchunks++;
         used += len;
         addr = prev;
     }
+    st->regions = st->nchunks;
+    return 0;
+}
+
+/*
+ * For a walk down to the frame at stop: when stop lies in the current chunk,
+ * the frames above it are [stop, datastack_top) (the thread's own frames; a
+ * generator's lives elsewhere and is read on its own): copy that in one read.
+ * Otherwise copy every chunk, as a whole walk does.
+ */
+static int copy_above(struct mem *m, const struct cpy_thread *t, struct cpy_stack *st,
+                      uint64_t stop)
+{
+    uint64_t chunk = t->datastack_chunk, top = t->datastack_top;
+    if (!(chunk != 0 && stop >= chunk + CHUNK_HEADER && stop < top &&
+          top - stop <= CPY_MAX_CHUNK_BYTES))
+        return copy_chunks(m, t, st);
+    size_t len = (size_t)(top - stop);
+    int rc = grow(&st->buf, &st->cap, len);
+    if (rc == 0)
+        rc = mem_read(m, stop, st->buf, len);
+    if (rc < 0)
+        return rc;
+    st->chunks[0].addr = stop;
+    st->chunks[0].off = 0;
+    st->chunks[0].len = len;
+    st->nchunks = 1;
+    st->regions = 1;
     return 0;
 }
 
@@ -113,7 +140,7 @@ static int frame_bytes(struct mem *m, const struct cpy_thread *t, struct cpy_sta
     for (size_t i = 0; i < st->nchunks; i++) {
         uint64_t a = st->chunks[i].addr;
         size_t len = st->chunks[i].len;
-        if (addr >= a + CHUNK_HEADER && addr - a <= len && fsize <= len - (addr - a)) {
+        if (addr >= a && addr - a <= len && fsize <= len - (addr - a)) {
             *out = st->buf + st->chunks[i].off + (addr - a);
             return 0;
         }
@@ -121,6 +148,7 @@ static int frame_bytes(struct mem *m, const struct cpy_thread *t, struct cpy_sta
     int rc = grow(&st->frame, &st->frame_cap, fsize);
     if (rc == 0)
         rc = mem_read(m, addr, st->frame, fsize);
+    st->regions++;
     if (rc == 0)
         *out = st->frame;
     return rc;
@@ -155,6 +183,8 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
     int rc;
     if ((rc = grow(&st->frame, &st->frame_cap, (size_t)f->size)) < 0)
         return rc;
+    st->nchunks = 0;
+    st->regions = 0;
     for (uint64_t addr = t->current_frame; addr != 0;) {
         uint64_t code, prev;
         int32_t lasti;
@@ -164,6 +194,7 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
             return PYS_E_CORRUPT;
         if ((rc = mem_read(m, addr, st->frame, (size_t)f->size)) < 0)
             return rc;
+        st->regions++;
         memcpy(&code, st->frame + f->executable, 8);
         memcpy(&prev, st->frame + f->previous, 8);
         memcpy(&lasti, st->frame + f->lasti, 4);
@@ -215,7 +246,8 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
     int rc;
     if (o->traits.frames == CPY_FRAMES_OBJECT)
         return PYS_E_INVAL;
-    st->nchunks = 0; /* frames are read one by one */
+    if ((rc = copy_above(m, t, st, stop)) < 0)
+        return rc;
     for (uint64_t addr = t->current_frame; addr != 0;) {
         const uint8_t *fb = NULL;
         if ((rc = cycle_step(&cy, addr)) < 0)
@@ -281,7 +313,7 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
          * generator at the bottom is taken as a walk that raced with a
          * resume. (A thread whose outermost Python frame really is a
          * generator, driven from C, cannot be read on 3.11.) */
-        if (CPY_HAS(o, interpreter_frame, is_entry) && bottom->owner == OWNER_GENERATOR)
+        if (CPY_HAS(o, interpreter_frame, is_entry) && bottom->owner == CPY_OWNER_GENERATOR)
             return PYS_E_CORRUPT;
     }
     return (int)n;

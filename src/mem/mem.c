@@ -18,6 +18,11 @@
 #define PREFETCH_MAX_BYTES (4u << 20)
 /* Spans closer than this are read as one. */
 #define PREFETCH_MERGE_GAP 256
+/* mem_readv_fresh: segments closer than this are read as one span of at
+ * most COALESCE_MAX_HULL bytes, COALESCE_MAX_BYTES in all. */
+#define COALESCE_GAP 512
+#define COALESCE_MAX_HULL (256u << 10)
+#define COALESCE_MAX_BYTES (8u << 20)
 
 #include <stdlib.h>
 
@@ -34,6 +39,11 @@ void mem_release(struct mem *m)
     free(m->pfbuf);
     free(m->plan);
     free(m->planlog);
+    free(m->hull);
+    free(m->hullbuf);
+    m->hull = NULL;
+    m->hullbuf = NULL;
+    m->caphull = m->caphullbuf = 0;
     m->log = m->pf = m->plan = m->planlog = NULL;
     m->pfbuf = NULL;
     m->nlog = m->caplog = m->npf = m->cappf = m->pfcap = 0;
@@ -330,9 +340,86 @@ static int readv_now(struct mem *m, const struct mem_seg *segs, size_t n)
     return 0;
 }
 
+/* Grow the coalescing scratch (hulls and their bytes) to n hulls, `bytes`. */
+static int grow_hulls(struct mem *m, size_t n, size_t bytes)
+{
+    if (n > m->caphull) {
+        struct mem_seg *v = realloc(m->hull, n * sizeof *v);
+        if (!v)
+            return -1;
+        m->hull = v;
+        m->caphull = n;
+    }
+    if (bytes > m->caphullbuf) {
+        uint8_t *b = realloc(m->hullbuf, bytes);
+        if (!b)
+            return -1;
+        m->hullbuf = b;
+        m->caphullbuf = bytes;
+    }
+    return 0;
+}
+
+/*
+ * Read many small segments, most of them a few bytes apart (fields of
+ * consecutive frames), as a few spans: the kernel pins and looks up each
+ * piece of a process_vm_readv separately, so one span of a few KiB costs
+ * far less than a hundred 8-byte pieces of it. Runs of segments (in the
+ * given order) whose hull stays within COALESCE_GAP of each next one are
+ * read as that hull, then copied out. If a hull cannot be read, the
+ * segments are read as they are, so that errors mean what they always do.
+ */
 int mem_readv_fresh(struct mem *m, const struct mem_seg *segs, size_t n)
 {
-    return readv_now(m, segs, n);
+    if (m->pid <= 0 || n < 2)
+        return readv_now(m, segs, n);
+    size_t nh = 0, bytes = 0;
+    /* First pass: the hulls' extents, to size the scratch. */
+    for (size_t i = 0; i < n; nh++) {
+        uint64_t lo = segs[i].addr, hi = segs[i].addr + segs[i].len;
+        if (hi < lo)
+            return readv_now(m, segs, n);
+        size_t j = i + 1;
+        for (; j < n; j++) {
+            uint64_t a = segs[j].addr, b = segs[j].addr + segs[j].len;
+            uint64_t nlo = a < lo ? a : lo, nhi = b > hi ? b : hi;
+            if (b < a || a > hi + COALESCE_GAP || b + COALESCE_GAP < lo ||
+                nhi - nlo > COALESCE_MAX_HULL)
+                break;
+            lo = nlo;
+            hi = nhi;
+        }
+        bytes += (size_t)(hi - lo);
+        i = j;
+    }
+    if (nh * 2 > n || bytes > COALESCE_MAX_BYTES || grow_hulls(m, nh, bytes) < 0)
+        return readv_now(m, segs, n);
+    /* Second pass: the same hulls, now with room for their bytes. */
+    size_t off = 0, h = 0;
+    for (size_t i = 0; i < n; h++) {
+        uint64_t lo = segs[i].addr, hi = segs[i].addr + segs[i].len;
+        size_t j = i + 1;
+        for (; j < n; j++) {
+            uint64_t a = segs[j].addr, b = segs[j].addr + segs[j].len;
+            uint64_t nlo = a < lo ? a : lo, nhi = b > hi ? b : hi;
+            if (a > hi + COALESCE_GAP || b + COALESCE_GAP < lo || nhi - nlo > COALESCE_MAX_HULL)
+                break;
+            lo = nlo;
+            hi = nhi;
+        }
+        m->hull[h] = (struct mem_seg){lo, m->hullbuf + off, (size_t)(hi - lo)};
+        off += (size_t)(hi - lo);
+        i = j;
+    }
+    if (readv_now(m, m->hull, nh) < 0)
+        return readv_now(m, segs, n);
+    for (size_t i = 0, k = 0; k < nh; k++) {
+        const struct mem_seg *hl = &m->hull[k];
+        for (; i < n && segs[i].addr >= hl->addr && segs[i].addr + segs[i].len <= hl->addr + hl->len;
+             i++)
+            memcpy(segs[i].buf, (uint8_t *)hl->buf + (segs[i].addr - hl->addr), segs[i].len);
+    }
+    return 0;
 }
 
 int mem_readv(struct mem *m, const struct mem_seg *segs, size_t n)

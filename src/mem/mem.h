@@ -50,6 +50,11 @@ struct mem {
     uint8_t *pfbuf;
     size_t pfcap;
     int logging;
+    /* mem_readv_fresh's scratch: the spans it reads and their bytes. */
+    struct mem_seg *hull;
+    size_t caphull;
+    uint8_t *hullbuf;
+    size_t caphullbuf;
 };
 
 /* One piece of a batched read. */
@@ -74,7 +79,9 @@ void mem_release(struct mem *m);
 void mem_prefetch_begin(struct mem *m);
 void mem_prefetch_end(struct mem *m);
 
-/* Read from the target itself, never from the prefetch (and not recorded). */
+/* Read from the target itself, never from the prefetch (and not recorded).
+ * mem_readv_fresh reads segments that lie close together, in the order
+ * given, as one span. */
 int mem_read_fresh(struct mem *m, uint64_t addr, void *buf, size_t len);
 int mem_readv_fresh(struct mem *m, const struct mem_seg *segs, size_t n);
 

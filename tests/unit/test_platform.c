@@ -15,6 +15,7 @@
 #include <pystrobe/pystrobe.h>
 
 #include "platform/platform.h"
+#include "mem/mem.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -481,6 +482,73 @@ static void test_mem_readv_self(void **state)
     munmap(page, ps);
 }
 
+/* mem_readv_fresh reads segments a few bytes apart (the fields of
+ * consecutive frames, walked downwards) as one span, with the same results
+ * as reading them one by one. */
+static void test_mem_readv_fresh_coalesces(void **state)
+{
+    enum { N = 300, STRIDE = 13 }; /* 300 two-field "frames" 104 bytes apart */
+    uint64_t *src = malloc(N * STRIDE * sizeof(*src));
+    uint64_t(*got)[2] = calloc(N, sizeof(*got));
+    struct mem_seg *segs = malloc(2 * N * sizeof(*segs));
+    struct mem m;
+    size_t ps;
+    char *page = page_before_hole(&ps);
+    uint64_t hole = (uint64_t)(uintptr_t)(page + ps);
+    (void)state;
+
+    assert_non_null(src);
+    assert_non_null(got);
+    assert_non_null(segs);
+    for (size_t i = 0; i < N * STRIDE; i++)
+        src[i] = i * 0x9e3779b97f4a7c15u + 1;
+    mem_init_process(&m, getpid());
+    for (size_t i = 0; i < N; i++) { /* highest address first */
+        const uint64_t *f = &src[(N - 1 - i) * STRIDE];
+        segs[2 * i] = (struct mem_seg){(uint64_t)(uintptr_t)&f[0], &got[i][0], 8};
+        segs[2 * i + 1] = (struct mem_seg){(uint64_t)(uintptr_t)&f[1], &got[i][1], 8};
+    }
+    assert_int_equal(mem_readv_fresh(&m, segs, 2 * N), 0);
+    for (size_t i = 0; i < N; i++) {
+        assert_int_equal(got[i][0], src[(N - 1 - i) * STRIDE]);
+        assert_int_equal(got[i][1], src[(N - 1 - i) * STRIDE + 1]);
+    }
+    /* One span, one system call, where 600 segments would need one each
+     * from the kernel's point of view (and an IOV_MAX split). */
+    assert_int_equal(m.stats.reads, 1);
+
+    /* Far apart: read as they are, still right. */
+    uint64_t x = 0, y = 0;
+    struct mem_seg far[] = {{(uint64_t)(uintptr_t)&src[0], &x, 8},
+                            {(uint64_t)(uintptr_t)&src[N * STRIDE - 1], &y, 8},
+                            {(uint64_t)(uintptr_t)&src[1], &got[0][0], 8}};
+    assert_int_equal(mem_readv_fresh(&m, far, 3), 0);
+    assert_int_equal(x, src[0]);
+    assert_int_equal(y, src[N * STRIDE - 1]);
+    assert_int_equal(got[0][0], src[1]);
+
+    /* Close together at the edge of a hole: the span stops where the last
+     * segment does, so it reads. */
+    page[ps - 16] = 0x11;
+    page[ps - 8] = 0x22;
+    uint8_t e1 = 0, e2 = 0;
+    struct mem_seg edge[] = {{hole - 16, &e1, 1}, {hole - 8, &e2, 1}};
+    assert_int_equal(mem_readv_fresh(&m, edge, 2), 0);
+    assert_int_equal(e1, 0x11);
+    assert_int_equal(e2, 0x22);
+
+    /* A segment in the hole fails as it would alone. */
+    uint8_t e3 = 0;
+    struct mem_seg into[] = {{hole - 16, &e1, 1}, {hole - 8, &e2, 1}, {hole + 8, &e3, 1}};
+    assert_int_equal(mem_readv_fresh(&m, into, 3), PYS_E_BADADDR);
+
+    mem_release(&m);
+    munmap(page, ps);
+    free(src);
+    free(got);
+    free(segs);
+}
+
 static void test_mem_readv_many(void **state)
 {
     /* More segments than one process_vm_readv takes. */
@@ -745,6 +813,7 @@ int main(void)
         cmocka_unit_test(test_mem_read_self),
         cmocka_unit_test(test_mem_readv_self),
         cmocka_unit_test(test_mem_readv_many),
+        cmocka_unit_test(test_mem_readv_fresh_coalesces),
         cmocka_unit_test(test_absent_pid),
         cmocka_unit_test(test_reaped_child),
         cmocka_unit_test(test_self),

@@ -6,6 +6,11 @@
  *
  * Frames are compared by their strings' addresses: the session interns every
  * name, so equal names have equal addresses.
+ *
+ * Each thread's last stack and its path of nodes are remembered: the next
+ * stack of that thread reuses the nodes of the outer frames it shares with
+ * it (found by comparing frames, no hashing) and looks up only the frames
+ * that changed.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -15,14 +20,25 @@
 /* Node ids are 32-bit; stop well before. */
 #define PROFILE_MAX_NODES (1u << 30)
 
+/* A thread's last stack: its frames outermost first, and the nodes they
+ * went to (path[0] the thread's node, path[i + 1] that of frames[i]). */
+struct last_stack {
+    uint64_t thread;
+    int used;
+    uint32_t thread_node; /* 0 until made */
+    struct pys_frame *frames;
+    uint32_t *path;
+    size_t n, cap;
+};
+
 struct pys_profile {
     struct pys_profile_node *nodes;
     size_t n, cap;
     uint32_t *index; /* open addressing: node ids (0 = empty), cap_index slots */
     size_t cap_index;
     uint32_t *last_child; /* per node: last child, to append siblings in O(1) */
-    uint32_t *path;       /* scratch for pys_profile_add: the nodes of one stack */
-    size_t path_cap;
+    struct last_stack *last; /* open addressing by thread, cap_last slots */
+    size_t n_last, cap_last;
     struct pys_profile_info info;
 };
 
@@ -103,7 +119,11 @@ void pys_profile_free(pys_profile *p)
     free(p->nodes);
     free(p->index);
     free(p->last_child);
-    free(p->path);
+    for (size_t i = 0; i < p->cap_last; i++) {
+        free(p->last[i].frames);
+        free(p->last[i].path);
+    }
+    free(p->last);
     free(p);
 }
 
@@ -149,30 +169,84 @@ static uint32_t child(pys_profile *p, uint32_t parent, int is_thread, uint64_t t
     return id;
 }
 
+static size_t last_slot(uint64_t thread, size_t cap)
+{
+    return (size_t)((thread * 0x9e3779b97f4a7c15ull) >> 24) & (cap - 1);
+}
+
+/* The last stack of thread (empty if new), or NULL if out of memory. */
+static struct last_stack *last_stack_of(pys_profile *p, uint64_t thread)
+{
+    if ((p->n_last + 1) * 2 > p->cap_last) {
+        size_t cap = p->cap_last ? p->cap_last * 2 : 16;
+        struct last_stack *v = calloc(cap, sizeof *v);
+        if (!v)
+            return NULL;
+        for (size_t i = 0; i < p->cap_last; i++) {
+            if (!p->last[i].used)
+                continue;
+            size_t j = last_slot(p->last[i].thread, cap);
+            while (v[j].used)
+                j = (j + 1) & (cap - 1);
+            v[j] = p->last[i];
+        }
+        free(p->last);
+        p->last = v;
+        p->cap_last = cap;
+    }
+    size_t j = last_slot(thread, p->cap_last);
+    for (; p->last[j].used; j = (j + 1) & (p->cap_last - 1))
+        if (p->last[j].thread == thread)
+            return &p->last[j];
+    p->last[j].used = 1;
+    p->last[j].thread = thread;
+    p->n_last++;
+    return &p->last[j];
+}
+
+static int same_frame(const struct pys_frame *a, const struct pys_frame *b)
+{
+    return a->filename == b->filename && a->qualname == b->qualname && a->lineno == b->lineno &&
+           a->firstlineno == b->firstlineno && a->kind == b->kind;
+}
+
 int pys_profile_add(pys_profile *p, uint64_t thread, const struct pys_frame *frames, size_t n,
                     uint64_t weight)
 {
-    size_t depth = 0;
-    if (n + 1 > p->path_cap) {
-        uint32_t *path = realloc(p->path, (n + 1) * sizeof *path);
-        if (!path)
-            return PYS_E_NOMEM;
-        p->path = path;
-        p->path_cap = n + 1;
-    }
-    uint32_t *path = p->path;
-    uint32_t id = child(p, 0, 1, thread, NULL);
-    if (!id)
+    struct last_stack *ls = last_stack_of(p, thread);
+    if (!ls)
         return PYS_E_NOMEM;
-    path[depth++] = id;
-    for (size_t i = n; i-- > 0;) { /* outermost first */
-        id = child(p, id, 0, 0, &frames[i]);
-        if (!id)
+    if (n + 1 > ls->cap) {
+        struct pys_frame *f = realloc(ls->frames, (n + 1) * sizeof *f);
+        if (f)
+            ls->frames = f;
+        uint32_t *path = realloc(ls->path, (n + 1) * sizeof *path);
+        if (path)
+            ls->path = path;
+        if (!f || !path)
             return PYS_E_NOMEM;
-        path[depth++] = id;
+        ls->cap = n + 1;
     }
-    for (size_t i = 0; i < depth; i++)
-        p->nodes[path[i]].total += weight;
+    if (!ls->thread_node && !(ls->thread_node = child(p, 0, 1, thread, NULL)))
+        return PYS_E_NOMEM;
+    ls->path[0] = ls->thread_node;
+    /* The outer frames shared with the thread's last stack keep their nodes. */
+    size_t same = 0;
+    while (same < n && same < ls->n && same_frame(&ls->frames[same], &frames[n - 1 - same]))
+        same++;
+    uint32_t id = ls->path[same];
+    for (size_t i = same; i < n; i++) { /* outermost first */
+        id = child(p, id, 0, 0, &frames[n - 1 - i]);
+        if (!id) {
+            ls->n = i;
+            return PYS_E_NOMEM;
+        }
+        ls->frames[i] = frames[n - 1 - i];
+        ls->path[i + 1] = id;
+    }
+    ls->n = n;
+    for (size_t i = 0; i <= n; i++)
+        p->nodes[ls->path[i]].total += weight;
     p->nodes[id].self += weight;
     p->nodes[0].total += weight;
     return 0;

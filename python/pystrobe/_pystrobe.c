@@ -178,6 +178,101 @@ static void strcache_release(struct strcache *c)
     memset(c, 0, sizeof *c);
 }
 
+/* --- frame objects --------------------------------------------------------- */
+
+/*
+ * FrameInfo objects are immutable, and a sampled program shows the same
+ * frames (same names, same source range) sample after sample: one object per
+ * distinct frame is made and handed out again, so that a call costs a lookup
+ * per frame, not four allocations. Keyed by the session's interned name
+ * pointers and the numbers; the table owns one reference to each value and
+ * is emptied when it reaches FRAMECACHE_MAX entries, which bounds it for
+ * programs that visit many lines.
+ */
+#define FRAMECACHE_MAX 65536
+
+struct frame_key {
+    const char *filename, *qualname;
+    int32_t lineno, end_lineno, col, end_col, kind, opcode;
+};
+
+struct framecache {
+    struct frame_key *keys;
+    PyObject **vals; /* NULL: empty slot */
+    size_t cap;      /* a power of two, or 0 */
+    size_t n;
+};
+
+static struct frame_key frame_key_of(const struct pys_frame *f)
+{
+    struct frame_key k;
+    memset(&k, 0, sizeof k); /* no stray padding in comparisons */
+    k.filename = f->filename;
+    k.qualname = f->qualname;
+    k.lineno = f->lineno;
+    k.end_lineno = f->end_lineno;
+    k.col = f->col;
+    k.end_col = f->end_col;
+    k.kind = f->kind;
+    k.opcode = f->opcode;
+    return k;
+}
+
+static size_t framecache_slot(const struct framecache *c, const struct frame_key *k)
+{
+    uint64_t h = (uint64_t)(uintptr_t)k->filename * 0x9e3779b97f4a7c15ull;
+    h ^= (uint64_t)(uintptr_t)k->qualname + (h << 6) + (h >> 2);
+    h ^= ((uint64_t)(uint32_t)k->lineno << 32 | (uint32_t)k->col) * 0xff51afd7ed558ccdull;
+    h ^= ((uint64_t)(uint32_t)k->end_lineno << 32 | (uint32_t)k->end_col) * 0xc4ceb9fe1a85ec53ull;
+    h ^= (uint64_t)(uint32_t)k->kind << 8 ^ (uint64_t)(uint32_t)k->opcode;
+    h ^= h >> 29;
+    return (size_t)(h * 0x9e3779b97f4a7c15ull >> 32) & (c->cap - 1);
+}
+
+static void framecache_release(struct framecache *c)
+{
+    for (size_t i = 0; i < c->cap; i++)
+        Py_XDECREF(c->vals[i]);
+    free(c->keys);
+    free(c->vals);
+    memset(c, 0, sizeof *c);
+}
+
+/* Room for one more entry: grow, or start again when full. -1 on no memory
+ * (no exception set: the caller just does not cache). */
+static int framecache_room(struct framecache *c)
+{
+    if (c->n >= FRAMECACHE_MAX) {
+        for (size_t i = 0; i < c->cap; i++)
+            Py_CLEAR(c->vals[i]);
+        c->n = 0;
+    }
+    if ((c->n + 1) * 2 <= c->cap)
+        return 0;
+    size_t cap = c->cap ? c->cap * 2 : 1024;
+    struct frame_key *keys = calloc(cap, sizeof *keys);
+    PyObject **vals = calloc(cap, sizeof *vals);
+    if (!keys || !vals) {
+        free(keys);
+        free(vals);
+        return -1;
+    }
+    struct framecache next = {keys, vals, cap, c->n};
+    for (size_t i = 0; i < c->cap; i++) {
+        if (!c->vals[i])
+            continue;
+        size_t j = framecache_slot(&next, &c->keys[i]);
+        while (next.vals[j])
+            j = (j + 1) & (cap - 1);
+        next.keys[j] = c->keys[i];
+        next.vals[j] = c->vals[i];
+    }
+    free(c->keys);
+    free(c->vals);
+    *c = next;
+    return 0;
+}
+
 /* --- errors ---------------------------------------------------------------- */
 
 /* Raise exc(errno_value, message) as OSError subclasses are built. */
@@ -291,6 +386,7 @@ struct unwinder {
     uint64_t samples;         /* get_stack_trace() calls */
     uint64_t frames_reported; /* Python frames turned into FrameInfo */
     struct strcache names;
+    struct framecache frames; /* FrameInfo objects, by frame */
 };
 
 static int unwinder_init(PyObject *op, PyObject *args, PyObject *kwargs)
@@ -318,6 +414,7 @@ static int unwinder_init(PyObject *op, PyObject *args, PyObject *kwargs)
     opt.cpu_state = mode == MODE_CPU || mode == MODE_ALL;
     opt.native = native;
     opt.gc = gc;
+    opt.opcodes = opcodes;
     /* Like the reference's, the frame cache writes into the target (the
      * thread states' last_profiled_frame); without it nothing is written. */
     opt.frame_cache = cache_frames;
@@ -339,6 +436,7 @@ static int unwinder_init(PyObject *op, PyObject *args, PyObject *kwargs)
     }
 
     /* __init__ may run again on a live object: replace everything. */
+    framecache_release(&self->frames);
     strcache_release(&self->names);
     pys_session_free(self->session);
     self->session = s;
@@ -363,6 +461,7 @@ static void unwinder_dealloc(PyObject *op)
 {
     struct unwinder *self = (struct unwinder *)op;
     PyTypeObject *tp = Py_TYPE(op);
+    framecache_release(&self->frames);
     strcache_release(&self->names);
     pys_session_free(self->session);
     self->session = NULL;
@@ -413,7 +512,36 @@ static PyObject *new_location(const struct pys_frame *f)
     return loc;
 }
 
+static PyObject *build_frame(struct unwinder *self, const struct pys_frame *f);
+
+/* The FrameInfo for f: a new reference (shared with the cache), or NULL with
+ * an exception. */
 static PyObject *new_frame(struct unwinder *self, const struct pys_frame *f)
+{
+    struct framecache *c = &self->frames;
+    struct frame_key k = frame_key_of(f);
+    if (c->cap) {
+        for (size_t j = framecache_slot(c, &k); c->vals[j]; j = (j + 1) & (c->cap - 1)) {
+            if (memcmp(&c->keys[j], &k, sizeof k) == 0) {
+                Py_INCREF(c->vals[j]);
+                return c->vals[j];
+            }
+        }
+    }
+    PyObject *fi = build_frame(self, f);
+    if (fi && framecache_room(c) == 0) {
+        size_t j = framecache_slot(c, &k);
+        while (c->vals[j])
+            j = (j + 1) & (c->cap - 1);
+        c->keys[j] = k;
+        c->vals[j] = fi;
+        c->n++;
+        Py_INCREF(fi);
+    }
+    return fi;
+}
+
+static PyObject *build_frame(struct unwinder *self, const struct pys_frame *f)
 {
     PyObject *fi = PyStructSequence_New(FrameInfo_Type);
     if (!fi)
@@ -435,9 +563,16 @@ static PyObject *new_frame(struct unwinder *self, const struct pys_frame *f)
     if (!name)
         goto fail;
     PyStructSequence_SetItem(fi, 2, name);
-    /* libpystrobe does not read the instruction byte yet (docs/python.md). */
-    Py_INCREF(Py_None);
-    PyStructSequence_SetItem(fi, 3, Py_None);
+    /* The instruction's byte, read live (opcodes=True), as the reference. */
+    PyObject *op;
+    if (self->opcodes && f->kind == PYS_FRAME_PYTHON && f->opcode >= 0) {
+        if (!(op = PyLong_FromLong(f->opcode)))
+            goto fail;
+    } else {
+        Py_INCREF(Py_None);
+        op = Py_None;
+    }
+    PyStructSequence_SetItem(fi, 3, op);
     return fi;
 fail:
     Py_DECREF(fi);

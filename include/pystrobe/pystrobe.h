@@ -81,6 +81,7 @@ struct pys_frame {
     int32_t end_col; /* 0-based, exclusive, -1 unknown */
     int32_t lasti;   /* byte offset of the instruction, as frame.f_lasti */
     int32_t kind;    /* PYS_FRAME_* */
+    int32_t opcode;  /* the instruction's first byte (with pys_options.opcodes), else -1 */
 };
 
 struct pys_thread {
@@ -121,6 +122,10 @@ struct pys_options {
      * thread, the anchor CPython maintains for profilers (and zeroes anchors
      * found at attach). 0 keeps the session strictly read-only. */
     int frame_cache;
+    /* Fill pys_frame.opcode: the byte at the frame's instruction, read at
+     * each snapshot (3.11+ rewrites instructions into specialised forms as
+     * the program runs). One more batched read per thread. */
+    int opcodes;
 };
 
 typedef struct pys_session pys_session;

@@ -153,7 +153,16 @@ struct pys_session {
      * entry). tail_start == number of raw frames when nothing came from it. */
     struct prof_fcache_entry *walk_entry;
     size_t tail_start, tail_from;
+    /* mem.stats.reads just before the current thread's state was read: if
+     * still the same after its walk, the state and the frames all came from
+     * the snapshot's one batched read. */
+    uint64_t reads_at_thread;
     struct pys_frame *res_scratch; /* per raw frame: what it resolved to */
+    /* pys_options.opcodes: one read per Python frame of a thread, the frame
+     * (index in frames) each one fills, and the bytes read. */
+    struct mem_seg *op_segs;
+    size_t *op_frame;
+    uint8_t *op_byte;
     uint8_t *kind_scratch;
     struct pys_interp *interps;
     size_t ninterps, interps_cap;

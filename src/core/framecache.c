@@ -167,13 +167,16 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         uint64_t below = pos + 1 < e->n ? e->frames[pos + 1].addr : 0;
         int ok = k > 0 && s->raw[k - 1].code == e->frames[pos].code && prev == below &&
                  (size_t)k + (e->n - pos - 1) <= CPY_MAX_FRAMES;
-        if (ok && k > 2) {
-            /* Check, in one more read, that the anchor has not returned
-             * since the thread state was read (the interpreter would then
-             * have moved it and bumped the sequence number: the frames
-             * below it may no longer be the cached ones). Frames above it
-             * that were copied at different moments are also checked to be
-             * unchanged: else two call chains may mix. */
+        int one_moment = s->stack.regions == 1 && s->mem.stats.reads == s->reads_at_thread;
+        if (ok && k > 2 && !one_moment) {
+            /* Read after the thread state: check, in one more read, that the
+             * anchor has not returned since the state was read (the
+             * interpreter would then have moved it and bumped the sequence
+             * number: the frames below it may no longer be the cached ones).
+             * Frames above it that were copied at different moments are
+             * also checked to be unchanged: else two call chains may mix.
+             * (State and frames from the snapshot's one batched read show
+             * one moment: nothing to check.) */
             size_t above = s->stack.regions == 1 ? 0 : (size_t)k;
             ok = chain_and_anchor_unchanged(s, t, s->raw, above, below, anchor,
                                             t->last_profiled_frame_seq);

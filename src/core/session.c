@@ -77,6 +77,13 @@ int pys_session_attach(pys_session **out, int pid, const struct pys_options *opt
     s->marker_gc = prof_intern_str(&s->strings, "<GC>", 4);
     if (!s->tsbuf || !s->raw || !s->res_scratch || !s->kind_scratch || !s->marker_file || !s->marker_native || !s->marker_gc)
         goto fail;
+    if (s->opt.opcodes) {
+        s->op_segs = malloc(CPY_MAX_FRAMES * sizeof *s->op_segs);
+        s->op_frame = malloc(CPY_MAX_FRAMES * sizeof *s->op_frame);
+        s->op_byte = malloc(CPY_MAX_FRAMES);
+        if (!s->op_segs || !s->op_frame || !s->op_byte)
+            goto fail;
+    }
     s->use_fcache = s->opt.frame_cache && CPY_HAS(&s->off, thread_state, last_profiled_frame);
     /* Without a code generation counter, a cached code object must be checked
      * to still be there at each use. */
@@ -104,6 +111,9 @@ void pys_session_free(pys_session *s)
     free(s->tsbuf);
     free(s->raw);
     free(s->res_scratch);
+    free(s->op_segs);
+    free(s->op_frame);
+    free(s->op_byte);
     free(s->kind_scratch);
     free(s->interps);
     free(s->threads);

@@ -58,7 +58,7 @@ static void add_marker(struct pys_session *s, int kind)
     memset(f, 0, sizeof *f);
     f->filename = s->marker_file;
     f->qualname = kind == PYS_FRAME_GC ? s->marker_gc : s->marker_native;
-    f->firstlineno = f->lineno = f->end_lineno = f->col = f->end_col = f->lasti = -1;
+    f->firstlineno = f->lineno = f->end_lineno = f->col = f->end_col = f->lasti = f->opcode = -1;
     f->kind = kind;
 }
 
@@ -90,10 +90,21 @@ static void data_stack_region(const struct pys_session *s, const struct cpy_thre
     }
 }
 
+/* pys_options.opcodes: the byte at each Python frame's instruction, for the
+ * frames [start, s->nframes) of one thread, in one batched read. Frames whose
+ * byte cannot be read keep -1: an opcode is never worth a failed sample. */
+static void read_opcodes(struct pys_session *s, size_t nops)
+{
+    if (nops == 0 || mem_readv(&s->mem, s->op_segs, nops) < 0)
+        return;
+    for (size_t k = 0; k < nops; k++)
+        s->frames[s->op_frame[k]].opcode = s->op_byte[k];
+}
+
 static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
                           const struct cpy_thread *t, size_t nraw, char *err, size_t errlen)
 {
-    size_t start = s->nframes;
+    size_t start = s->nframes, nops = 0;
     int pending_native = 0;
     /* At most one marker per raw frame, plus one at the bottom. */
     int rc = reserve((void **)&s->frames, &s->frames_cap, s->nframes + 2 * nraw + 1,
@@ -148,6 +159,7 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
                 res->col = loc.col;
                 res->end_col = loc.end_col;
                 res->kind = PYS_FRAME_PYTHON;
+                res->opcode = -1;
             }
         }
         if (*kind == PROF_RES_SHIM) {
@@ -164,8 +176,19 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
         }
         /* 3.11 marks the first Python frame of each C-level call instead. */
         pending_native = rf->entry;
+        if (s->opt.opcodes && res->lasti >= 0) {
+            const struct prof_code *pc;
+            if (prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym, rf->code,
+                                   &pc) == 0 &&
+                (uint64_t)res->lasti < 2 * pc->code.ncodeunits) {
+                s->op_segs[nops] = (struct mem_seg){pc->code.code_bytes + (uint64_t)res->lasti,
+                                                    &s->op_byte[nops], 1};
+                s->op_frame[nops++] = s->nframes;
+            }
+        }
         s->frames[s->nframes++] = *res;
     }
+    read_opcodes(s, nops);
     /* The C code that started the thread. */
     if (s->opt.native && s->nframes > start)
         add_marker(s, PYS_FRAME_NATIVE);
@@ -228,6 +251,7 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
              * everything read so far (the failed walk's thread state, chunk
              * and frames among it), so that the next walk sees one moment. */
             mem_prefetch_begin(&s->mem);
+            s->reads_at_thread = s->mem.stats.reads;
             rc = cpy_thread_read(&s->mem, &s->off, &s->sym, t->addr, s->tsbuf, &cur);
             if (rc < 0)
                 break;
@@ -320,6 +344,7 @@ int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
             }
             if ((rc = reserve_threads(s, s->nthreads + 1)) < 0)
                 goto fail;
+            s->reads_at_thread = s->mem.stats.reads;
             rc = cpy_thread_read(&s->mem, &s->off, &s->sym, taddr, s->tsbuf, &t);
             if (rc == PYS_E_EXITED)
                 goto fail;

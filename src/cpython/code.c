@@ -96,13 +96,15 @@ int cpy_code_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_s
     if (CPY_HAS(o, code_object, co_code)) {
         /* Before 3.11 the bytecode is a bytes object of its own. */
         int64_t nbytes;
-        rc = mem_read(m, load_u64(head + o->code_object.co_code) + o->bytes_object.ob_size,
-                      &nbytes, sizeof nbytes);
+        uint64_t bytes = load_u64(head + o->code_object.co_code);
+        rc = mem_read(m, bytes + o->bytes_object.ob_size, &nbytes, sizeof nbytes);
         if (rc < 0)
             return rc;
         units = nbytes / 2;
+        c.code_bytes = bytes + o->bytes_object.ob_sval;
     } else {
         units = load_i64(head + o->var_object.ob_size);
+        c.code_bytes = addr + o->code_object.co_code_adaptive;
     }
     if (units < 0 || units > (INT32_MAX / 2))
         return PYS_E_CORRUPT;

@@ -163,6 +163,7 @@ struct cpy_code {
     uint8_t *linetable;   /* allocated, NULL if too large or missing */
     size_t linetable_len;
     uint64_t ncodeunits;  /* length of the bytecode in code units */
+    uint64_t code_bytes;  /* target address of the bytecode's first byte */
 };
 
 /* Read the key of the object at addr (as a code object). */

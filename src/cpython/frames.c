@@ -45,6 +45,11 @@ static int grow(uint8_t **buf, size_t *cap, size_t need)
     return 0;
 }
 
+/* The smallest page size; data stack chunks are mapped in whole pages. */
+#define PAGE 4096u
+/* What copy_above asks the next prefetch to take from the current chunk. */
+#define NOTE_MAX (64u << 10)
+
 /* struct _PyStackChunk's top: slots (pointers) in use, for chunks that are
  * not the current one. */
 #define CHUNK_TOP 16
@@ -114,9 +119,14 @@ static int copy_above(struct mem *m, const struct cpy_thread *t, struct cpy_stac
           top - stop <= CPY_MAX_CHUNK_BYTES))
         return copy_chunks(m, t, st);
     size_t len = (size_t)(top - stop);
+    /* The next sample reads above some stop in this chunk, most likely up
+     * to the same page: have its prefetch take the chunk's used part up to
+     * that page's end (mapped, since the chunk is), bounded in size. */
+    uint64_t note_end = (top + PAGE - 1) & ~(uint64_t)(PAGE - 1);
+    uint64_t note_start = note_end - chunk > NOTE_MAX ? stop : chunk;
     int rc = grow(&st->buf, &st->cap, len);
     if (rc == 0)
-        rc = mem_read(m, stop, st->buf, len);
+        rc = mem_read_noting(m, stop, st->buf, len, note_start, (size_t)(note_end - note_start));
     if (rc < 0)
         return rc;
     st->chunks[0].addr = stop;

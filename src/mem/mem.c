@@ -129,20 +129,32 @@ int mem_read_fresh(struct mem *m, uint64_t addr, void *buf, size_t len)
 
 int mem_read(struct mem *m, uint64_t addr, void *buf, size_t len)
 {
+    return mem_read_noting(m, addr, buf, len, addr, len);
+}
+
+int mem_read_noting(struct mem *m, uint64_t addr, void *buf, size_t len, uint64_t note_addr,
+                    size_t note_len)
+{
     if (len == 0)
         return 0;
     if (addr == 0 || addr + len < addr)
         return PYS_E_BADADDR;
+    /* A note that does not hold the read is ignored. */
+    if (note_addr > addr || note_addr + note_len < note_addr ||
+        note_addr + note_len < addr + len) {
+        note_addr = addr;
+        note_len = len;
+    }
     const uint8_t *p = m->npf ? prefetched(m, addr, len) : NULL;
     if (p) {
         memcpy(buf, p, len);
         m->stats.prefetched++;
-        log_span(m, addr, len);
+        log_span(m, note_addr, note_len);
         return 0;
     }
     int rc = read_now(m, addr, buf, len);
     if (rc == 0)
-        log_span(m, addr, len);
+        log_span(m, note_addr, note_len);
     return rc;
 }
 

@@ -88,6 +88,12 @@ int mem_readv_fresh(struct mem *m, const struct mem_seg *segs, size_t n);
 /* Copy len bytes at addr. 0, or PYS_E_BADADDR (unmapped, short),
  * PYS_E_EXITED (process gone), PYS_E_PERM. Address 0 is always bad. */
 int mem_read(struct mem *m, uint64_t addr, void *buf, size_t len);
+/* mem_read, but have the next snapshot's prefetch take [note_addr,
+ * note_addr + note_len) (which holds the read; all of it readable): for
+ * reads whose extent varies from one snapshot to the next, so that the
+ * prefetch still covers them. */
+int mem_read_noting(struct mem *m, uint64_t addr, void *buf, size_t len, uint64_t note_addr,
+                    size_t note_len);
 int mem_read_u64(struct mem *m, uint64_t addr, uint64_t *out);
 
 /* Write len bytes at addr (an image only where its region is writable). */

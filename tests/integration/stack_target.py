@@ -233,6 +233,14 @@ def signature(stacks):
             for ident, frames in stacks.items()}
 
 
+def opcode_at(code, lasti):
+    """The byte at the instruction as the interpreter runs it: 3.11+ rewrites
+    instructions in place (code._co_code_adaptive), before that co_code."""
+    if lasti < 0:
+        return None
+    return getattr(code, "_co_code_adaptive", code.co_code)[lasti]
+
+
 def frame_record(f):
     code = f.f_code
     lineno, end_lineno, col, end_col = positions(code, f.f_lasti, f.f_lineno)
@@ -240,7 +248,7 @@ def frame_record(f):
             "firstlineno": code.co_firstlineno, "lasti": f.f_lasti,
             "lineno": lineno, "end_lineno": end_lineno,
             "col_offset": col, "end_col_offset": end_col,
-            "f_lineno": f.f_lineno}
+            "f_lineno": f.f_lineno, "opcode": opcode_at(code, f.f_lasti)}
 
 
 def version_string():

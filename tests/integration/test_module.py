@@ -385,12 +385,7 @@ def test_async_methods_not_implemented(pystrobe, procs):
 # --- 3.15: pystrobe and _remote_debugging side by side ------------------------
 
 def normalise(result, options):
-    """What legitimately differs: pystrobe reports no opcodes yet."""
-    if options.get("opcodes"):
-        for interp in result:
-            for thread in interp[1]:
-                for frame in thread[2]:
-                    frame[3] = None
+    """What legitimately differs: nothing, on a stopped target."""
     return result
 
 
@@ -778,6 +773,24 @@ def test_matches_self_report_from_host(pystrobe, stack):
         u = pystrobe.RemoteUnwinder(stack.pid, **opts)
         results.append(plain(u.get_stack_trace()))
     check_against_report(results, stack, f"host {sys.version.split()[0]}")
+
+
+def test_opcodes_match_self_report(pystrobe, stack):
+    """opcodes=True: each Python frame's opcode is the byte at its
+    instruction, as the target itself reads it (specialised forms included)."""
+    u = pystrobe.RemoteUnwinder(stack.pid, all_threads=True, opcodes=True)
+    got = {t[0]: t[2] for t in plain(u.get_stack_trace())[0][1]}
+    plain_u = pystrobe.RemoteUnwinder(stack.pid, all_threads=True)
+    without = {t[0]: t[2] for t in plain(plain_u.get_stack_trace())[0][1]}
+    checked = 0
+    for t in stack.report["threads"]:
+        frames = got[t["native_thread_id"]]
+        want = [f["opcode"] for f in reversed(t["frames"])]
+        assert [f[3] for f in frames] == want, f"thread {t['native_thread_id']}: " \
+            f"{[(f[2], f[3]) for f in frames]} != {want}"
+        assert all(f[3] is None for f in without[t["native_thread_id"]])
+        checked += sum(op is not None for op in want)
+    assert checked > 10, f"only {checked} opcodes compared"
 
 
 def test_matches_self_report_from_315(py315, stack):

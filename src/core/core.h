@@ -109,6 +109,16 @@ struct pys_session;
  * number of raw frames or an error, as cpy_stack_walk. */
 int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t);
 /*
+ * Did the walk just made see one moment of the target? prof_walk_one_moment:
+ * its frames were copied in one read (a single copy, or all from the
+ * snapshot's batched read), so the chain needs no second read.
+ * prof_walk_with_state: the thread state came from the same batched read
+ * too, so even the state's anchor needs none.
+ */
+int prof_walk_one_moment(const struct pys_session *s);
+int prof_walk_with_state(const struct pys_session *s);
+
+/*
  * Re-read the code and caller of frames raw[0..k) in one batch and check
  * that they are what the walk saw (the last one's caller: last_prev). A walk
  * reads a running target over time; if the chain changed meanwhile it may mix

@@ -39,6 +39,20 @@ static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_th
                                       const struct cpy_raw_frame *raw, size_t k,
                                       uint64_t last_prev, uint64_t anchor, uint64_t seq);
 
+int prof_walk_one_moment(const struct pys_session *s)
+{
+    return s->stack.regions == 1 || prof_walk_with_state(s);
+}
+
+int prof_walk_with_state(const struct pys_session *s)
+{
+    /* No read reached the target since the thread state was read: all came
+     * from the snapshot's one batched read. Frames read on their own
+     * (generators') are left out: in practice those race with resumes even
+     * within one batch. */
+    return s->stack.direct == 0 && s->mem.stats.reads == s->reads_at_thread;
+}
+
 int prof_chain_unchanged(struct pys_session *s, const struct cpy_raw_frame *raw, size_t k,
                          uint64_t last_prev)
 {
@@ -167,8 +181,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         uint64_t below = pos + 1 < e->n ? e->frames[pos + 1].addr : 0;
         int ok = k > 0 && s->raw[k - 1].code == e->frames[pos].code && prev == below &&
                  (size_t)k + (e->n - pos - 1) <= CPY_MAX_FRAMES;
-        int one_moment = s->stack.regions == 1 && s->mem.stats.reads == s->reads_at_thread;
-        if (ok && k > 2 && !one_moment) {
+        if (ok && k > 2 && !prof_walk_with_state(s)) {
             /* Read after the thread state: check, in one more read, that the
              * anchor has not returned since the state was read (the
              * interpreter would then have moved it and bumped the sequence
@@ -177,7 +190,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
              * also checked to be unchanged: else two call chains may mix.
              * (State and frames from the snapshot's one batched read show
              * one moment: nothing to check.) */
-            size_t above = s->stack.regions == 1 ? 0 : (size_t)k;
+            size_t above = prof_walk_one_moment(s) ? 0 : (size_t)k;
             ok = chain_and_anchor_unchanged(s, t, s->raw, above, below, anchor,
                                             t->last_profiled_frame_seq);
             /* Torn: the thread moved on since its state was read. A whole
@@ -215,7 +228,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         }
         /* A chain copied in one read shows one moment; one put together
          * from several reads is checked against a second read. */
-        if (s->stack.regions > 1 && !prof_chain_unchanged(s, s->raw, (size_t)n, 0)) {
+        if (!prof_walk_one_moment(s) && !prof_chain_unchanged(s, s->raw, (size_t)n, 0)) {
             e->n = 0;
             return PYS_E_CORRUPT; /* torn: the caller retries */
         }

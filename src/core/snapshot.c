@@ -265,7 +265,7 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
              * one, several chunks) may mix moments: it is checked against a
              * second read. One copied in one read shows one moment. */
             rc = cpy_stack_walk(&s->mem, &s->off, &cur, &s->stack, s->raw, CPY_MAX_FRAMES);
-            if (rc > 0 && s->stack.regions > 1 &&
+            if (rc > 0 && !prof_walk_one_moment(s) &&
                 !prof_chain_unchanged(s, s->raw, (size_t)rc, 0))
                 rc = PYS_E_CORRUPT;
         }

@@ -117,6 +117,7 @@ struct cpy_stack {
      * each frame read on its own): 1 means the chain was copied at one
      * moment, and needs no second read to rule out a torn walk. */
     size_t regions;
+    size_t direct; /* of which frames read on their own (generators' and others) */
     uint8_t *frame;     /* one frame read directly (outside the chunks) */
     size_t frame_cap;
 };

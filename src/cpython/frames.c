@@ -47,8 +47,10 @@ static int grow(uint8_t **buf, size_t *cap, size_t need)
 
 /* The smallest page size; data stack chunks are mapped in whole pages. */
 #define PAGE 4096u
-/* What copy_above asks the next prefetch to take from the current chunk. */
+/* What copy_above asks the next prefetch to take from the current chunk: at
+ * most this much, and this much above the top. */
 #define NOTE_MAX (64u << 10)
+#define NOTE_SLACK 1024u
 
 /* struct _PyStackChunk's top: slots (pointers) in use, for chunks that are
  * not the current one. */
@@ -102,6 +104,7 @@ static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_sta
         addr = prev;
     }
     st->regions = st->nchunks;
+    st->direct = 0;
     return 0;
 }
 
@@ -119,10 +122,11 @@ static int copy_above(struct mem *m, const struct cpy_thread *t, struct cpy_stac
           top - stop <= CPY_MAX_CHUNK_BYTES))
         return copy_chunks(m, t, st);
     size_t len = (size_t)(top - stop);
-    /* The next sample reads above some stop in this chunk, most likely up
-     * to the same page: have its prefetch take the chunk's used part up to
-     * that page's end (mapped, since the chunk is), bounded in size. */
-    uint64_t note_end = (top + PAGE - 1) & ~(uint64_t)(PAGE - 1);
+    /* The next sample reads above some stop in this chunk, up to about the
+     * same top: have its prefetch take the chunk's used part and a little
+     * more (mapped, in the same page or chunk), within bounds. */
+    uint64_t page_end = (top + PAGE - 1) & ~(uint64_t)(PAGE - 1);
+    uint64_t note_end = page_end - top > NOTE_SLACK ? top + NOTE_SLACK : page_end;
     uint64_t note_start = note_end - chunk > NOTE_MAX ? stop : chunk;
     int rc = grow(&st->buf, &st->cap, len);
     if (rc == 0)
@@ -134,6 +138,7 @@ static int copy_above(struct mem *m, const struct cpy_thread *t, struct cpy_stac
     st->chunks[0].len = len;
     st->nchunks = 1;
     st->regions = 1;
+    st->direct = 0;
     return 0;
 }
 
@@ -159,6 +164,7 @@ static int frame_bytes(struct mem *m, const struct cpy_thread *t, struct cpy_sta
     if (rc == 0)
         rc = mem_read(m, addr, st->frame, fsize);
     st->regions++;
+    st->direct++;
     if (rc == 0)
         *out = st->frame;
     return rc;
@@ -195,6 +201,7 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
         return rc;
     st->nchunks = 0;
     st->regions = 0;
+    st->direct = 0;
     for (uint64_t addr = t->current_frame; addr != 0;) {
         uint64_t code, prev;
         int32_t lasti;
@@ -205,6 +212,7 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
         if ((rc = mem_read(m, addr, st->frame, (size_t)f->size)) < 0)
             return rc;
         st->regions++;
+        st->direct++;
         memcpy(&code, st->frame + f->executable, 8);
         memcpy(&prev, st->frame + f->previous, 8);
         memcpy(&lasti, st->frame + f->lasti, 4);

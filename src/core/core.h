@@ -84,9 +84,8 @@ struct prof_fcache_entry {
     uint64_t anchor, seq;         /* last_profiled_frame and its seq when last sampled */
     /* What each of `frames` resolved to last time (PROF_RES_*), so that the
      * cached tail of the next sample is copied, not looked up again. */
-    struct pys_frame *res;
+    struct pys_frame *res;        /* as many as frames (cap) */
     uint8_t *res_kind;
-    size_t res_cap;
     int res_valid;                /* res matches frames */
     uint64_t epoch;               /* snapshot that last saw the thread */
     uint32_t since_full;          /* samples since the last full walk */
@@ -158,11 +157,12 @@ struct pys_session {
     struct cpy_stack stack;
     uint8_t *tsbuf;
     struct cpy_raw_frame *raw;
-    /* The walk just made: the cache entry it used, and where in raw the part
-     * taken from the cache starts (tail_from: the same frame's index in the
-     * entry). tail_start == number of raw frames when nothing came from it. */
+    /* The walk just made: the cache entry it used (whose frames are then the
+     * chain; raw holds only the frames read), and the index from which the
+     * chain's frames came from the cache, their resolutions with them
+     * (SIZE_MAX when none did). */
     struct prof_fcache_entry *walk_entry;
-    size_t tail_start, tail_from;
+    size_t tail_start;
     /* mem.stats.reads just before the current thread's state was read: if
      * still the same after its walk, the state and the frames all came from
      * the snapshot's one batched read. */

@@ -155,6 +155,26 @@ static void remove_entry(struct prof_fcache *fc, struct prof_fcache_entry *e)
     }
 }
 
+/* Room for n frames and their resolutions in e (kept in step). */
+static int reserve_entry(struct prof_fcache_entry *e, size_t n)
+{
+    if (n <= e->cap)
+        return 0;
+    struct cpy_raw_frame *f = realloc(e->frames, n * sizeof *f);
+    if (f)
+        e->frames = f;
+    struct pys_frame *r = realloc(e->res, n * sizeof *r);
+    if (r)
+        e->res = r;
+    uint8_t *k = realloc(e->res_kind, n);
+    if (k)
+        e->res_kind = k;
+    if (!f || !r || !k)
+        return PYS_E_NOMEM;
+    e->cap = n;
+    return 0;
+}
+
 int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
 {
     struct prof_fcache *fc = &s->fcache;
@@ -200,13 +220,23 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
                 return PYS_E_CORRUPT;
         }
         if (ok) {
+            /* The cached tail (and what it resolved to) moves, in place, to
+             * follow the k frames just read; most often it is already there. */
             size_t rest = e->n - pos - 1;
-            memcpy(s->raw + k, e->frames + pos + 1, rest * sizeof *s->raw);
             n = k + (int)rest;
-            if (e->res_valid) {
-                s->tail_start = (size_t)k;
-                s->tail_from = pos + 1;
+            if (reserve_entry(e, (size_t)n) < 0) {
+                e->n = 0;
+                return PYS_E_NOMEM;
             }
+            if ((size_t)k != pos + 1) {
+                memmove(e->frames + k, e->frames + pos + 1, rest * sizeof *e->frames);
+                memmove(e->res + k, e->res + pos + 1, rest * sizeof *e->res);
+                memmove(e->res_kind + k, e->res_kind + pos + 1, rest);
+            }
+            memcpy(e->frames, s->raw, (size_t)k * sizeof *s->raw);
+            e->n = (size_t)n;
+            if (e->res_valid)
+                s->tail_start = (size_t)k;
             /* Full hit: our anchor still in place and at most the top frame
              * above it (a top frame alone cannot mix two chains: its caller,
              * the anchor, is checked against the cache above). */
@@ -234,33 +264,29 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         }
         fc->frames_read += (uint64_t)n;
         e->since_full = 0;
-    }
-    /* Remember the chain (it reached the base frame: the walk checks) and
-     * anchor it at the current frame. */
-    if ((size_t)n > e->cap) {
-        struct cpy_raw_frame *f = realloc(e->frames, (size_t)n * sizeof *f);
-        if (!f) {
+        /* Remember the chain (it reached the base frame: the walk checks). */
+        e->res_valid = 0;
+        if (reserve_entry(e, (size_t)n) < 0) {
             e->n = 0;
-            return n;
+            return PYS_E_NOMEM;
         }
-        e->frames = f;
-        e->cap = (size_t)n;
+        memcpy(e->frames, s->raw, (size_t)n * sizeof *s->raw);
+        e->n = (size_t)n;
     }
-    /* The old resolutions stay readable for this sample's tail; after it they
-     * no longer match frames until prof_fcache_resolved stores the new ones. */
+    /* From here on e->frames is the chain (the walk's result); the
+     * resolutions of its tail stay valid, those of the frames above it are
+     * stored by prof_fcache_resolved. Anchor it at the current frame. */
     if (s->tail_start == SIZE_MAX)
         e->res_valid = 0;
-    memcpy(e->frames, s->raw, (size_t)n * sizeof *s->raw);
-    e->n = (size_t)n;
     /* Anchor at the top frame's caller: a hot leaf that keeps returning and
      * being called again then leaves the anchor (and the cache) in place.
      * Not at a generator's frame: one that yields is set aside without
      * moving the anchor, which would then be missing from the next walk;
      * the first frame below it that lives on the data stack stays put. */
     size_t a = 1;
-    while (a < (size_t)n && s->raw[a].owner == CPY_OWNER_GENERATOR)
+    while (a < (size_t)n && e->frames[a].owner == CPY_OWNER_GENERATOR)
         a++;
-    uint64_t want = a < (size_t)n ? s->raw[a].addr : t->current_frame;
+    uint64_t want = a < (size_t)n ? e->frames[a].addr : t->current_frame;
     e->anchor = want;
     e->seq = t->last_profiled_frame_seq;
     if (n > 0 && want != anchor) {
@@ -280,21 +306,12 @@ void prof_fcache_resolved(struct pys_session *s, size_t nraw, int ok)
     if (!e)
         return;
     e->res_valid = 0;
-    if (!ok || nraw != e->n)
+    if (!ok || nraw != e->n || nraw > e->cap)
         return;
-    if (nraw > e->res_cap) {
-        struct pys_frame *r = realloc(e->res, nraw * sizeof *r);
-        if (r)
-            e->res = r;
-        uint8_t *k = realloc(e->res_kind, nraw);
-        if (k)
-            e->res_kind = k;
-        if (!r || !k)
-            return;
-        e->res_cap = nraw;
-    }
-    memcpy(e->res, s->res_scratch, nraw * sizeof *e->res);
-    memcpy(e->res_kind, s->kind_scratch, nraw);
+    /* The tail's resolutions are in place already: store the rest. */
+    size_t fresh = s->tail_start < nraw ? s->tail_start : nraw;
+    memcpy(e->res, s->res_scratch, fresh * sizeof *e->res);
+    memcpy(e->res_kind, s->kind_scratch, fresh);
     e->res_valid = 1;
 }
 

@@ -111,18 +111,21 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
                      sizeof *s->frames);
     if (rc < 0)
         return rc;
+    /* The walk's chain: the frame cache entry's, or the scratch of a walk
+     * made without the cache. */
+    const struct cpy_raw_frame *raw = s->walk_entry ? s->walk_entry->frames : s->raw;
     for (size_t i = 0; i < nraw; i++) {
-        const struct cpy_raw_frame *rf = &s->raw[i];
-        struct pys_frame *res = &s->res_scratch[i];
-        uint8_t *kind = &s->kind_scratch[i];
+        const struct cpy_raw_frame *rf = &raw[i];
+        const struct pys_frame *res = &s->res_scratch[i];
+        const uint8_t *kind = &s->kind_scratch[i];
         if (i >= s->tail_start) {
             /* From the frame cache: resolved at an earlier sample. */
-            size_t j = s->tail_from + (i - s->tail_start);
-            *res = s->walk_entry->res[j];
-            *kind = s->walk_entry->res_kind[j];
+            res = &s->walk_entry->res[i];
+            kind = &s->walk_entry->res_kind[i];
         } else if (rf->shim) {
-            *kind = PROF_RES_SHIM;
+            s->kind_scratch[i] = PROF_RES_SHIM;
         } else {
+            struct pys_frame *out = &s->res_scratch[i];
             const struct prof_code *pc;
             rc = prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym, rf->code,
                                     &pc);
@@ -134,32 +137,33 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
             if (i > 0) {
                 uint64_t lo, hi;
                 data_stack_region(s, t, rf->addr, &lo, &hi);
-                if (!cpy_frames_adjacent(&s->raw[i - 1], rf, &pc->code, lo, hi)) {
+                if (!cpy_frames_adjacent(&raw[i - 1], rf, &pc->code, lo, hi)) {
                     rc = PYS_E_CORRUPT;
                     snprintf(err, errlen, "torn stack: the frame above %s is not its callee",
                              pc->qualname);
                     goto fail;
                 }
             }
-            *kind = cpy_frame_incomplete(&s->off, &pc->code, rf) ? PROF_RES_INCOMPLETE
-                                                                 : PROF_RES_FRAME;
-            if (*kind == PROF_RES_FRAME) {
+            s->kind_scratch[i] = cpy_frame_incomplete(&s->off, &pc->code, rf)
+                                     ? PROF_RES_INCOMPLETE
+                                     : PROF_RES_FRAME;
+            if (s->kind_scratch[i] == PROF_RES_FRAME) {
                 struct cpy_location loc;
-                rc = prof_codecache_locate(&s->codes, &s->off, pc, rf, &res->lasti, &loc);
+                rc = prof_codecache_locate(&s->codes, &s->off, pc, rf, &out->lasti, &loc);
                 if (rc < 0) {
                     snprintf(err, errlen, "frame at 0x%llx: instruction pointer outside %s",
                              (unsigned long long)rf->addr, pc->qualname);
                     goto fail;
                 }
-                res->filename = pc->filename;
-                res->qualname = pc->qualname;
-                res->firstlineno = pc->code.firstlineno;
-                res->lineno = loc.lineno;
-                res->end_lineno = loc.end_lineno;
-                res->col = loc.col;
-                res->end_col = loc.end_col;
-                res->kind = PYS_FRAME_PYTHON;
-                res->opcode = -1;
+                out->filename = pc->filename;
+                out->qualname = pc->qualname;
+                out->firstlineno = pc->code.firstlineno;
+                out->lineno = loc.lineno;
+                out->end_lineno = loc.end_lineno;
+                out->col = loc.col;
+                out->end_col = loc.end_col;
+                out->kind = PYS_FRAME_PYTHON;
+                out->opcode = -1;
             }
         }
         if (*kind == PROF_RES_SHIM) {

@@ -18,6 +18,8 @@
 #define PREFETCH_MAX_BYTES (4u << 20)
 /* Spans closer than this are read as one. */
 #define PREFETCH_MERGE_GAP 256
+/* Spans stay in the prefetch this many changed plans after their last read. */
+#define KEEP_SNAPSHOTS 16
 /* mem_readv_fresh: segments closer than this are read as one span of at
  * most COALESCE_MAX_HULL bytes, COALESCE_MAX_BYTES in all. */
 #define COALESCE_GAP 512
@@ -39,6 +41,10 @@ void mem_release(struct mem *m)
     free(m->pfbuf);
     free(m->plan);
     free(m->planlog);
+    free(m->keep);
+    free(m->keep2);
+    m->keep = m->keep2 = NULL;
+    m->nkeep = m->capkeep = m->capkeep2 = 0;
     free(m->hull);
     free(m->hullbuf);
     m->hull = NULL;
@@ -178,31 +184,69 @@ static int grow_spans(struct mem_span **v, size_t *cap, size_t n)
     return 0;
 }
 
-/* Turn the log into the plan: sorted, merged spans. A sampled program reads
- * the same spans snapshot after snapshot: then last time's plan is reused. */
+/*
+ * Turn the log into the plan: sorted, merged spans. A sampled program reads
+ * the same spans snapshot after snapshot: then last time's plan is reused.
+ * When the log changes, spans read in any of the last KEEP_SNAPSHOTS plans
+ * stay in it (`keep`, sorted, off = the plan that last read them): a stack
+ * that comes and goes (generators resumed in turn, a leaf called now and
+ * then) is then still read in the one batch, not on its own.
+ */
 static int make_plan(struct mem *m)
 {
     if (m->nlog == m->nplanlog &&
         memcmp(m->log, m->planlog, m->nlog * sizeof *m->log) == 0)
         return 0;
+    m->plans++;
     if (grow_spans(&m->planlog, &m->capplanlog, m->nlog) < 0 ||
-        grow_spans(&m->plan, &m->capplan, m->nlog) < 0) {
-        m->nplan = m->nplanlog = 0;
+        grow_spans(&m->keep2, &m->capkeep2, m->nkeep + m->nlog) < 0 ||
+        grow_spans(&m->plan, &m->capplan, m->nkeep + m->nlog) < 0) {
+        m->nplan = m->nplanlog = m->nkeep = 0;
         return -1;
     }
     memcpy(m->planlog, m->log, m->nlog * sizeof *m->log);
     m->nplanlog = m->nlog;
-    memcpy(m->plan, m->log, m->nlog * sizeof *m->log);
-    qsort(m->plan, m->nlog, sizeof *m->plan, cmp_span);
+    /* This log, sorted, then merged with the kept spans still young. */
+    struct mem_span *fresh = m->plan;
+    memcpy(fresh, m->log, m->nlog * sizeof *m->log);
+    qsort(fresh, m->nlog, sizeof *fresh, cmp_span);
+    size_t a = 0, b = 0, nk = 0;
+    while (a < m->nkeep || b < m->nlog) {
+        struct mem_span x;
+        if (b == m->nlog || (a < m->nkeep && cmp_span(&m->keep[a], &fresh[b]) < 0)) {
+            x = m->keep[a++];
+            if (m->plans - x.off > KEEP_SNAPSHOTS)
+                continue;
+        } else {
+            x = fresh[b++];
+            x.off = m->plans;
+        }
+        if (nk && m->keep2[nk - 1].addr == x.addr && m->keep2[nk - 1].len == x.len) {
+            if (x.off > m->keep2[nk - 1].off)
+                m->keep2[nk - 1].off = x.off;
+            continue;
+        }
+        if (nk == PREFETCH_MAX_SPANS)
+            break;
+        m->keep2[nk++] = x;
+    }
+    struct mem_span *t = m->keep;
+    size_t tc = m->capkeep;
+    m->keep = m->keep2;
+    m->capkeep = m->capkeep2;
+    m->nkeep = nk;
+    m->keep2 = t;
+    m->capkeep2 = tc;
     size_t n = 0;
-    for (size_t i = 0; i < m->nlog; i++) {
-        struct mem_span s = m->plan[i];
-        if (n && s.addr <= m->plan[n - 1].addr + m->plan[n - 1].len + PREFETCH_MERGE_GAP) {
-            uint64_t end = s.addr + s.len, cur = m->plan[n - 1].addr + m->plan[n - 1].len;
+    for (size_t i = 0; i < nk; i++) {
+        struct mem_span sp = m->keep[i];
+        sp.off = 0;
+        if (n && sp.addr <= m->plan[n - 1].addr + m->plan[n - 1].len + PREFETCH_MERGE_GAP) {
+            uint64_t end = sp.addr + sp.len, cur = m->plan[n - 1].addr + m->plan[n - 1].len;
             if (end > cur)
                 m->plan[n - 1].len = (size_t)(end - m->plan[n - 1].addr);
         } else {
-            m->plan[n++] = s;
+            m->plan[n++] = sp;
         }
     }
     m->nplan = n;

@@ -47,6 +47,9 @@ struct mem {
     size_t nplan, capplan;
     struct mem_span *planlog;
     size_t nplanlog, capplanlog;
+    struct mem_span *keep, *keep2; /* spans of recent plans (keep2: scratch) */
+    size_t nkeep, capkeep, capkeep2;
+    uint64_t plans; /* plans made (when the log changed) */
     uint8_t *pfbuf;
     size_t pfcap;
     int logging;

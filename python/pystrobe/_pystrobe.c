@@ -85,193 +85,144 @@ static PyStructSequence_Desc location_info_desc = {
     "Source location information: (lineno, end_lineno, col_offset, end_col_offset)",
     location_info_fields, 4};
 
-/* --- interned names -------------------------------------------------------- */
+/* --- object caches --------------------------------------------------------- */
 
 /*
- * The session interns every string it hands out (equal strings, equal
- * pointers, alive until the session is freed), so a str object per pointer
- * is made once and reused: the hot path decodes nothing it has seen before.
- * Open addressing keyed by the pointer; the table owns one reference to each
- * value.
+ * A table from fixed-size keys (bytes compared as they are) to Python
+ * objects, by open addressing; it owns one reference to each value. Two
+ * serve each unwinder:
+ *
+ * - names: the session interns every string it hands out (equal strings,
+ *   equal pointers, alive until the session is freed), so a str per pointer
+ *   is made once; the hot path decodes nothing it has seen before.
+ * - frames: FrameInfo objects are immutable, and a sampled program shows the
+ *   same frames (same names, same source range) sample after sample, so one
+ *   object per distinct frame is made and handed out again: a frame costs a
+ *   lookup, not four allocations. This one is emptied when it reaches
+ *   OBJCACHE_MAX entries, which bounds it for programs that visit many lines.
  */
-struct strcache {
-    const char **keys;
-    PyObject **vals;
-    size_t cap; /* a power of two, or 0 */
+#define OBJCACHE_MAX 65536
+
+struct objcache {
+    size_t keysize;  /* bytes per key; a multiple of 8 */
+    uint8_t *keys;
+    PyObject **vals; /* NULL: empty slot */
+    size_t cap;      /* a power of two, or 0 */
     size_t n;
+    int bounded;     /* empty it at OBJCACHE_MAX entries */
 };
 
-static size_t strcache_slot(const struct strcache *c, const char *key)
+static size_t objcache_slot(const struct objcache *c, const void *key)
 {
-    uint64_t h = (uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15ull;
-    return (size_t)(h >> 32) & (c->cap - 1);
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < c->keysize; i += 8) {
+        uint64_t w;
+        memcpy(&w, (const uint8_t *)key + i, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    return (size_t)h & (c->cap - 1);
 }
 
-static int strcache_grow(struct strcache *c)
+/* The cached object for key: a new reference, or NULL (no exception). */
+static PyObject *objcache_get(const struct objcache *c, const void *key)
 {
-    size_t cap = c->cap ? c->cap * 2 : 256;
-    const char **keys = calloc(cap, sizeof *keys);
-    PyObject **vals = calloc(cap, sizeof *vals);
-    if (!keys || !vals) {
-        free(keys);
-        free(vals);
-        PyErr_NoMemory();
-        return -1;
+    if (!c->cap)
+        return NULL;
+    for (size_t j = objcache_slot(c, key); c->vals[j]; j = (j + 1) & (c->cap - 1)) {
+        if (memcmp(c->keys + j * c->keysize, key, c->keysize) == 0) {
+            Py_INCREF(c->vals[j]);
+            return c->vals[j];
+        }
     }
-    struct strcache next = {keys, vals, cap, c->n};
-    for (size_t i = 0; i < c->cap; i++) {
-        if (!c->keys[i])
-            continue;
-        size_t j = strcache_slot(&next, c->keys[i]);
-        while (next.keys[j])
-            j = (j + 1) & (cap - 1);
-        next.keys[j] = c->keys[i];
-        next.vals[j] = c->vals[i];
+    return NULL;
+}
+
+/* Keep a reference to v under key (not there yet). -1 when out of memory
+ * (no exception: the caller just does not cache). */
+static int objcache_put(struct objcache *c, const void *key, PyObject *v)
+{
+    if (c->bounded && c->n >= OBJCACHE_MAX) {
+        for (size_t i = 0; i < c->cap; i++)
+            Py_CLEAR(c->vals[i]);
+        c->n = 0;
     }
+    if ((c->n + 1) * 2 > c->cap) {
+        struct objcache next = *c;
+        next.cap = c->cap ? c->cap * 2 : 256;
+        next.keys = calloc(next.cap, c->keysize);
+        next.vals = calloc(next.cap, sizeof *next.vals);
+        if (!next.keys || !next.vals) {
+            free(next.keys);
+            free(next.vals);
+            return -1;
+        }
+        for (size_t i = 0; i < c->cap; i++) {
+            if (!c->vals[i])
+                continue;
+            size_t j = objcache_slot(&next, c->keys + i * c->keysize);
+            while (next.vals[j])
+                j = (j + 1) & (next.cap - 1);
+            memcpy(next.keys + j * c->keysize, c->keys + i * c->keysize, c->keysize);
+            next.vals[j] = c->vals[i];
+        }
+        free(c->keys);
+        free(c->vals);
+        *c = next;
+    }
+    size_t j = objcache_slot(c, key);
+    while (c->vals[j])
+        j = (j + 1) & (c->cap - 1);
+    memcpy(c->keys + j * c->keysize, key, c->keysize);
+    Py_INCREF(v);
+    c->vals[j] = v;
+    c->n++;
+    return 0;
+}
+
+static void objcache_release(struct objcache *c)
+{
+    for (size_t i = 0; i < c->cap; i++)
+        Py_XDECREF(c->vals[i]);
     free(c->keys);
     free(c->vals);
-    *c = next;
-    return 0;
+    c->keys = NULL;
+    c->vals = NULL;
+    c->cap = c->n = 0;
 }
 
 /* A str for s, decoded once: a new reference, or NULL with an exception.
  * The library writes UTF-8; anything else is replaced rather than raised,
  * since one odd name must not fail every later sample. */
-static PyObject *strcache_get(struct strcache *c, const char *s)
+static PyObject *name_object(struct objcache *names, const char *s)
 {
     if (!s)
         s = "";
-    if (c->cap) {
-        for (size_t j = strcache_slot(c, s); c->keys[j]; j = (j + 1) & (c->cap - 1)) {
-            if (c->keys[j] == s) {
-                Py_INCREF(c->vals[j]);
-                return c->vals[j];
-            }
-        }
-    }
-    if ((c->n + 1) * 2 > c->cap && strcache_grow(c) < 0)
-        return NULL;
+    uint64_t key = (uint64_t)(uintptr_t)s;
+    PyObject *v = objcache_get(names, &key);
+    if (v)
+        return v;
     Py_ssize_t len = (Py_ssize_t)strlen(s);
-    PyObject *v = PyUnicode_DecodeUTF8(s, len, "surrogatepass");
+    v = PyUnicode_DecodeUTF8(s, len, "surrogatepass");
     if (!v) {
         PyErr_Clear();
         v = PyUnicode_DecodeUTF8(s, len, "replace");
         if (!v)
             return NULL;
     }
-    size_t j = strcache_slot(c, s);
-    while (c->keys[j])
-        j = (j + 1) & (c->cap - 1);
-    c->keys[j] = s;
-    c->vals[j] = v;
-    c->n++;
-    Py_INCREF(v);
+    if (objcache_put(names, &key, v) < 0) {
+        Py_DECREF(v);
+        PyErr_NoMemory();
+        return NULL;
+    }
     return v;
 }
 
-static void strcache_release(struct strcache *c)
-{
-    for (size_t i = 0; i < c->cap; i++)
-        Py_XDECREF(c->vals[i]);
-    free(c->keys);
-    free(c->vals);
-    memset(c, 0, sizeof *c);
-}
-
-/* --- frame objects --------------------------------------------------------- */
-
-/*
- * FrameInfo objects are immutable, and a sampled program shows the same
- * frames (same names, same source range) sample after sample: one object per
- * distinct frame is made and handed out again, so that a call costs a lookup
- * per frame, not four allocations. Keyed by the session's interned name
- * pointers and the numbers; the table owns one reference to each value and
- * is emptied when it reaches FRAMECACHE_MAX entries, which bounds it for
- * programs that visit many lines.
- */
-#define FRAMECACHE_MAX 65536
-
+/* What identifies a FrameInfo: the frame's interned names and numbers. */
 struct frame_key {
     const char *filename, *qualname;
     int32_t lineno, end_lineno, col, end_col, kind, opcode;
 };
-
-struct framecache {
-    struct frame_key *keys;
-    PyObject **vals; /* NULL: empty slot */
-    size_t cap;      /* a power of two, or 0 */
-    size_t n;
-};
-
-static struct frame_key frame_key_of(const struct pys_frame *f)
-{
-    struct frame_key k;
-    memset(&k, 0, sizeof k); /* no stray padding in comparisons */
-    k.filename = f->filename;
-    k.qualname = f->qualname;
-    k.lineno = f->lineno;
-    k.end_lineno = f->end_lineno;
-    k.col = f->col;
-    k.end_col = f->end_col;
-    k.kind = f->kind;
-    k.opcode = f->opcode;
-    return k;
-}
-
-static size_t framecache_slot(const struct framecache *c, const struct frame_key *k)
-{
-    uint64_t h = (uint64_t)(uintptr_t)k->filename * 0x9e3779b97f4a7c15ull;
-    h ^= (uint64_t)(uintptr_t)k->qualname + (h << 6) + (h >> 2);
-    h ^= ((uint64_t)(uint32_t)k->lineno << 32 | (uint32_t)k->col) * 0xff51afd7ed558ccdull;
-    h ^= ((uint64_t)(uint32_t)k->end_lineno << 32 | (uint32_t)k->end_col) * 0xc4ceb9fe1a85ec53ull;
-    h ^= (uint64_t)(uint32_t)k->kind << 8 ^ (uint64_t)(uint32_t)k->opcode;
-    h ^= h >> 29;
-    return (size_t)(h * 0x9e3779b97f4a7c15ull >> 32) & (c->cap - 1);
-}
-
-static void framecache_release(struct framecache *c)
-{
-    for (size_t i = 0; i < c->cap; i++)
-        Py_XDECREF(c->vals[i]);
-    free(c->keys);
-    free(c->vals);
-    memset(c, 0, sizeof *c);
-}
-
-/* Room for one more entry: grow, or start again when full. -1 on no memory
- * (no exception set: the caller just does not cache). */
-static int framecache_room(struct framecache *c)
-{
-    if (c->n >= FRAMECACHE_MAX) {
-        for (size_t i = 0; i < c->cap; i++)
-            Py_CLEAR(c->vals[i]);
-        c->n = 0;
-    }
-    if ((c->n + 1) * 2 <= c->cap)
-        return 0;
-    size_t cap = c->cap ? c->cap * 2 : 1024;
-    struct frame_key *keys = calloc(cap, sizeof *keys);
-    PyObject **vals = calloc(cap, sizeof *vals);
-    if (!keys || !vals) {
-        free(keys);
-        free(vals);
-        return -1;
-    }
-    struct framecache next = {keys, vals, cap, c->n};
-    for (size_t i = 0; i < c->cap; i++) {
-        if (!c->vals[i])
-            continue;
-        size_t j = framecache_slot(&next, &c->keys[i]);
-        while (next.vals[j])
-            j = (j + 1) & (cap - 1);
-        next.keys[j] = c->keys[i];
-        next.vals[j] = c->vals[i];
-    }
-    free(c->keys);
-    free(c->vals);
-    *c = next;
-    return 0;
-}
 
 /* --- errors ---------------------------------------------------------------- */
 
@@ -385,8 +336,8 @@ struct unwinder {
     int gone;                 /* the process exited: every later call raises */
     uint64_t samples;         /* get_stack_trace() calls */
     uint64_t frames_reported; /* Python frames turned into FrameInfo */
-    struct strcache names;
-    struct framecache frames; /* FrameInfo objects, by frame */
+    struct objcache names;  /* str objects, by interned name pointer */
+    struct objcache frames; /* FrameInfo objects, by frame_key */
 };
 
 static int unwinder_init(PyObject *op, PyObject *args, PyObject *kwargs)
@@ -436,8 +387,11 @@ static int unwinder_init(PyObject *op, PyObject *args, PyObject *kwargs)
     }
 
     /* __init__ may run again on a live object: replace everything. */
-    framecache_release(&self->frames);
-    strcache_release(&self->names);
+    objcache_release(&self->frames);
+    objcache_release(&self->names);
+    self->names.keysize = sizeof(uint64_t);
+    self->frames.keysize = sizeof(struct frame_key);
+    self->frames.bounded = 1;
     pys_session_free(self->session);
     self->session = s;
     self->pid = pid;
@@ -461,8 +415,8 @@ static void unwinder_dealloc(PyObject *op)
 {
     struct unwinder *self = (struct unwinder *)op;
     PyTypeObject *tp = Py_TYPE(op);
-    framecache_release(&self->frames);
-    strcache_release(&self->names);
+    objcache_release(&self->frames);
+    objcache_release(&self->names);
     pys_session_free(self->session);
     self->session = NULL;
     freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
@@ -518,26 +472,22 @@ static PyObject *build_frame(struct unwinder *self, const struct pys_frame *f);
  * an exception. */
 static PyObject *new_frame(struct unwinder *self, const struct pys_frame *f)
 {
-    struct framecache *c = &self->frames;
-    struct frame_key k = frame_key_of(f);
-    if (c->cap) {
-        for (size_t j = framecache_slot(c, &k); c->vals[j]; j = (j + 1) & (c->cap - 1)) {
-            if (memcmp(&c->keys[j], &k, sizeof k) == 0) {
-                Py_INCREF(c->vals[j]);
-                return c->vals[j];
-            }
-        }
-    }
-    PyObject *fi = build_frame(self, f);
-    if (fi && framecache_room(c) == 0) {
-        size_t j = framecache_slot(c, &k);
-        while (c->vals[j])
-            j = (j + 1) & (c->cap - 1);
-        c->keys[j] = k;
-        c->vals[j] = fi;
-        c->n++;
-        Py_INCREF(fi);
-    }
+    struct frame_key k;
+    memset(&k, 0, sizeof k);
+    k.filename = f->filename;
+    k.qualname = f->qualname;
+    k.lineno = f->lineno;
+    k.end_lineno = f->end_lineno;
+    k.col = f->col;
+    k.end_col = f->end_col;
+    k.kind = f->kind;
+    k.opcode = f->opcode;
+    PyObject *fi = objcache_get(&self->frames, &k);
+    if (fi)
+        return fi;
+    fi = build_frame(self, f);
+    if (fi)
+        (void)objcache_put(&self->frames, &k, fi); /* uncached if out of memory */
     return fi;
 }
 
@@ -546,7 +496,7 @@ static PyObject *build_frame(struct unwinder *self, const struct pys_frame *f)
     PyObject *fi = PyStructSequence_New(FrameInfo_Type);
     if (!fi)
         return NULL;
-    PyObject *filename = strcache_get(&self->names, f->filename);
+    PyObject *filename = name_object(&self->names, f->filename);
     if (!filename)
         goto fail;
     PyStructSequence_SetItem(fi, 0, filename);
@@ -559,7 +509,7 @@ static PyObject *build_frame(struct unwinder *self, const struct pys_frame *f)
         loc = Py_None;
     }
     PyStructSequence_SetItem(fi, 1, loc);
-    PyObject *name = strcache_get(&self->names, f->qualname);
+    PyObject *name = name_object(&self->names, f->qualname);
     if (!name)
         goto fail;
     PyStructSequence_SetItem(fi, 2, name);

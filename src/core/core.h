@@ -109,8 +109,8 @@ struct pys_session;
 int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t);
 /*
  * Did the walk just made see one moment of the target? prof_walk_one_moment:
- * its frames were copied in one read (a single copy, or all from the
- * snapshot's batched read), so the chain needs no second read.
+ * its frames were copied from the data stack in one read (a single copy, or
+ * all from the snapshot's batched read), so the chain needs no second read.
  * prof_walk_with_state: the thread state came from the same batched read
  * too, so even the state's anchor needs none.
  */

@@ -41,7 +41,10 @@ static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_th
 
 int prof_walk_one_moment(const struct pys_session *s)
 {
-    return s->stack.regions == 1 || prof_walk_with_state(s);
+    /* A frame read on its own is never taken on trust, even alone: a
+     * generator's (or 3.8-3.10's heap) frame can be caught suspended, its
+     * caller already unlinked. */
+    return s->stack.direct == 0 && (s->stack.regions == 1 || prof_walk_with_state(s));
 }
 
 int prof_walk_with_state(const struct pys_session *s)

@@ -134,6 +134,10 @@ void prof_fcache_release(struct prof_fcache *fc);
 
 /* --- the session (session.c, attach.c, snapshot.c) ---------------------- */
 
+/* Interpreters whose code object generation is tracked one by one; past
+ * these the code cache is emptied at every snapshot. */
+#define PROF_GEN_SLOTS 16
+
 struct pys_session {
     int pid;
     struct pys_options opt;
@@ -151,7 +155,9 @@ struct pys_session {
     struct prof_codecache codes;
     struct prof_fcache fcache;
     int use_fcache;          /* opt.frame_cache and the target has the anchor (3.15+) */
-    uint64_t code_generation; /* interpreter's code object generation seen last */
+    /* Each interpreter's code object generation (3.14+) as last seen, by
+     * position in the list: the code cache is emptied when one moves. */
+    uint64_t gen_interp[PROF_GEN_SLOTS], gen_seen[PROF_GEN_SLOTS];
 
     /* Scratch and results of the last snapshot. */
     struct cpy_stack stack;

@@ -297,28 +297,70 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
     return 0;
 }
 
-/* Drop every cached code object if the interpreter says code objects were
- * freed since the last look (3.14+). Without such a counter (3.8-3.13) the
- * cache is kept for the session. */
-static void check_code_generation(struct pys_session *s, const struct cpy_interp *in)
+/*
+ * Drop every cached code object if the interpreter at position ni says code
+ * objects were freed since the last look (3.14+; code_dealloc bumps the
+ * counter before the memory can be reused). Without such a counter
+ * (3.8-3.13) cached code objects are checked at each use instead.
+ *
+ * The counter must be read after the frames whose code pointers it vouches
+ * for: the main interpreter's is read once more at the very end of the
+ * snapshot's batched read (mem_prefetch_late), after the frames it brings;
+ * frames read later than that are covered by generation_moved().
+ */
+static void check_code_generation(struct pys_session *s, size_t ni, const struct cpy_interp *in)
 {
     if (!CPY_HAS(&s->off, interpreter_state, code_object_generation))
         return;
-    if (in->code_generation != s->code_generation) {
+    uint64_t gen = in->code_generation, late;
+    if (ni == 0) {
+        mem_prefetch_late(&s->mem, in->addr + s->off.interpreter_state.code_object_generation);
+        if (mem_prefetch_late_value(&s->mem, &late))
+            gen = late;
+    }
+    if (ni >= PROF_GEN_SLOTS) {
         prof_codecache_clear(&s->codes);
-        s->code_generation = in->code_generation;
+        return;
+    }
+    if (s->gen_interp[ni] != in->addr || s->gen_seen[ni] != gen) {
+        prof_codecache_clear(&s->codes);
+        s->gen_interp[ni] = in->addr;
+        s->gen_seen[ni] = gen;
     }
 }
+
+/* After a snapshot that read the target beyond its batched read (frames or
+ * code objects read later than the late counter): has the main
+ * interpreter's code object generation moved since? Then names given to
+ * frames read meanwhile may come from a freed code object's successor. */
+static int generation_moved(struct pys_session *s)
+{
+    uint64_t gen;
+    if (!CPY_HAS(&s->off, interpreter_state, code_object_generation) || s->ninterps == 0 ||
+        s->gen_interp[0] == 0)
+        return 0;
+    uint64_t at = s->gen_interp[0] + s->off.interpreter_state.code_object_generation;
+    if (mem_read_fresh(&s->mem, at, &gen, sizeof gen) < 0 || gen == s->gen_seen[0])
+        return 0;
+    prof_codecache_clear(&s->codes);
+    s->gen_seen[0] = gen;
+    return 1;
+}
+
+/* Snapshots taken again because code objects were freed during one. */
+#define GENERATION_TRIES 3
 
 int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
 {
     uint64_t iaddr;
-    int rc;
+    int rc, tries = 0;
 
+again:
     s->ninterps = s->nthreads = s->nframes = 0;
     s->err[0] = '\0';
     s->snapshots++;
     mem_prefetch_begin(&s->mem);
+    uint64_t unbatched = s->mem.unbatched;
     if ((rc = cpy_runtime_first_interp(&s->mem, &s->off, s->runtime, &iaddr)) < 0)
         goto fail;
     for (size_t ni = 0; iaddr != 0; ni++) {
@@ -329,8 +371,7 @@ int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
         }
         if ((rc = cpy_interp_read(&s->mem, &s->off, s->runtime, iaddr, &in)) < 0)
             goto fail;
-        if (ni == 0)
-            check_code_generation(s, &in);
+        check_code_generation(s, ni, &in);
         if ((rc = reserve((void **)&s->interps, &s->interps_cap, s->ninterps + 1,
                           sizeof *s->interps)) < 0)
             goto fail;
@@ -373,6 +414,10 @@ int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
             taddr = t.next;
         }
         iaddr = in.next;
+    }
+    if (s->mem.unbatched != unbatched && ++tries < GENERATION_TRIES && generation_moved(s)) {
+        mem_prefetch_end(&s->mem);
+        goto again;
     }
     if (s->use_fcache)
         prof_fcache_sweep(s);

@@ -158,6 +158,7 @@ int mem_read_noting(struct mem *m, uint64_t addr, void *buf, size_t len, uint64_
         log_span(m, note_addr, note_len);
         return 0;
     }
+    m->unbatched++;
     int rc = read_now(m, addr, buf, len);
     if (rc == 0)
         log_span(m, note_addr, note_len);
@@ -253,9 +254,23 @@ static int make_plan(struct mem *m)
     return 0;
 }
 
+void mem_prefetch_late(struct mem *m, uint64_t addr)
+{
+    m->late_addr = addr;
+}
+
+int mem_prefetch_late_value(const struct mem *m, uint64_t *out)
+{
+    if (!m->late_ok)
+        return 0;
+    *out = m->late_val;
+    return 1;
+}
+
 void mem_prefetch_begin(struct mem *m)
 {
     m->npf = 0;
+    m->late_ok = 0;
     if (m->pid > 0 && m->nlog > 0 && make_plan(m) == 0) {
         size_t n = m->nplan, bytes = 0;
         for (size_t i = 0; i < n; i++)
@@ -279,8 +294,8 @@ void mem_prefetch_begin(struct mem *m)
         }
         if (ok) {
             /* One batch; a span that fails (unmapped since) is dropped and the
-             * batch goes on after it. */
-            struct plat_seg seg[MEM_BATCH_MAX];
+             * batch goes on after it. The late word ends the last call. */
+            struct plat_seg seg[MEM_BATCH_MAX + 1];
             size_t off = 0, i = 0;
             while (i < n) {
                 size_t k = 0;
@@ -290,10 +305,17 @@ void mem_prefetch_begin(struct mem *m)
                     seg[k].len = m->plan[i + k].len;
                     o += m->plan[i + k].len;
                 }
+                int late = m->late_addr != 0 && i + k == n;
+                if (late)
+                    seg[k] = (struct plat_seg){m->late_addr, &m->late_val, 8};
                 m->stats.reads++;
-                int got = plat_mem_readv(m->pid, seg, k);
+                int got = plat_mem_readv(m->pid, seg, k + (size_t)late);
                 if (got < 0)
                     got = 0;
+                if (late && (size_t)got == k + 1) {
+                    m->late_ok = 1;
+                    got--;
+                }
                 for (int j = 0; j < got; j++) {
                     m->pf[m->npf] = m->plan[i + (size_t)j];
                     m->pf[m->npf].off = off;
@@ -492,6 +514,7 @@ int mem_readv(struct mem *m, const struct mem_seg *segs, size_t n)
             memcpy(segs[i].buf, prefetched(m, segs[i].addr, segs[i].len), segs[i].len);
         m->stats.prefetched += n;
     } else {
+        m->unbatched++;
         rc = readv_now(m, segs, n);
     }
     if (rc == 0)

@@ -53,6 +53,10 @@ struct mem {
     uint8_t *pfbuf;
     size_t pfcap;
     int logging;
+    /* mem_prefetch_late: one more word the prefetch reads after all else. */
+    uint64_t late_addr, late_val;
+    uint64_t unbatched; /* mem_read/mem_readv calls the prefetch did not serve */
+    int late_ok; /* late_val was read by the last prefetch */
     /* mem_readv_fresh's scratch: the spans it reads and their bytes. */
     struct mem_seg *hull;
     size_t caphull;
@@ -81,6 +85,13 @@ void mem_release(struct mem *m);
  */
 void mem_prefetch_begin(struct mem *m);
 void mem_prefetch_end(struct mem *m);
+
+/* Have each prefetch also read the 8 bytes at addr (0: none) as its very last
+ * piece, after every span: mem_prefetch_late_value then gives them (1), or
+ * 0 if the last prefetch did not read them. For a counter that must be read
+ * after what it guards. */
+void mem_prefetch_late(struct mem *m, uint64_t addr);
+int mem_prefetch_late_value(const struct mem *m, uint64_t *out);
 
 /* Read from the target itself, never from the prefetch (and not recorded).
  * mem_readv_fresh reads segments that lie close together, in the order

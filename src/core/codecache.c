@@ -50,29 +50,21 @@ int prof_codecache_get(struct prof_codecache *cc, struct prof_intern *in, struct
     if ((cc->count + 1) * 2 > cc->cap && (rc = grow(cc)) < 0)
         return rc;
     size_t j = slot_of(addr, cc->cap);
+    int replace = 0;
     for (; cc->slots[j].addr; j = (j + 1) & (cc->cap - 1)) {
         if (cc->slots[j].addr != addr)
             continue;
-        if (cc->validate) {
-            struct cpy_code_key k;
-            const struct cpy_code_key *was = &cc->slots[j].code.key;
-            if ((rc = cpy_code_key(m, o, addr, &k)) < 0)
-                return rc;
-            if (k.type != was->type || k.filename != was->filename ||
-                k.qualname != was->qualname || k.linetable != was->linetable ||
-                k.firstlineno != was->firstlineno) {
-                /* Freed and reused: read it again, in place. */
-                cc->stale++;
-                cpy_code_release(&cc->slots[j].code);
-                cc->count--;
-                goto miss;
-            }
+        if (!cc->slots[j].stale) {
+            cc->hits++;
+            *out = &cc->slots[j];
+            return 0;
         }
-        cc->hits++;
-        *out = &cc->slots[j];
-        return 0;
+        /* Freed and reused: read it again, into the same slot (the old
+         * entry stays, still stale, if that fails). */
+        cc->stale++;
+        replace = 1;
+        break;
     }
-miss:
     cc->misses++;
     struct prof_code e;
     memset(&e, 0, sizeof e);
@@ -89,10 +81,73 @@ miss:
     }
     e.addr = addr;
     e.id = ++cc->next_id;
+    if (replace)
+        cpy_code_release(&cc->slots[j].code);
+    else
+        cc->count++;
     cc->slots[j] = e;
-    cc->count++;
     *out = &cc->slots[j];
     return 0;
+}
+
+static struct prof_code *find(struct prof_codecache *cc, uint64_t addr)
+{
+    if (!cc->cap)
+        return NULL;
+    for (size_t j = slot_of(addr, cc->cap); cc->slots[j].addr; j = (j + 1) & (cc->cap - 1))
+        if (cc->slots[j].addr == addr)
+            return &cc->slots[j];
+    return NULL;
+}
+
+int prof_codecache_check(struct prof_codecache *cc, struct mem *m, const struct cpy_offsets *o,
+                         const uint64_t *addrs, size_t n)
+{
+    size_t hlen = (size_t)o->code_object.size, per = hlen + 32, k = 0;
+    cc->checks++;
+    if (n * 3 > cc->segs_cap) {
+        struct mem_seg *v = realloc(cc->segs, n * 3 * sizeof *v);
+        if (!v)
+            return PYS_E_NOMEM;
+        cc->segs = v;
+        cc->segs_cap = n * 3;
+    }
+    if (n * per > cc->buf_cap) {
+        uint8_t *b = realloc(cc->buf, n * per);
+        if (!b)
+            return PYS_E_NOMEM;
+        cc->buf = b;
+        cc->buf_cap = n * per;
+    }
+    /* Each cached object once: its head, and its names' length and hash. */
+    for (size_t i = 0; i < n; i++) {
+        struct prof_code *pc = find(cc, addrs[i]);
+        if (!pc || pc->stale || pc->checked == cc->checks)
+            continue;
+        pc->checked = cc->checks;
+        uint8_t *b = cc->buf + k * per;
+        cc->segs[3 * k] = (struct mem_seg){pc->addr, b, hlen};
+        cc->segs[3 * k + 1] = (struct mem_seg){pc->code.key.filename + o->unicode_object.length,
+                                               b + hlen, 16};
+        cc->segs[3 * k + 2] = (struct mem_seg){pc->code.key.qualname + o->unicode_object.length,
+                                               b + hlen + 16, 16};
+        k++;
+    }
+    if (k == 0)
+        return 0;
+    int rc = mem_readv_fresh(m, cc->segs, 3 * k);
+    for (size_t i = 0; i < k; i++) {
+        struct prof_code *pc = find(cc, cc->segs[3 * i].addr);
+        struct cpy_code_key now;
+        if (rc == 0) {
+            const uint8_t *b = cc->buf + i * per;
+            cpy_code_key_parse(o, b, b + hlen, b + hlen + 16, &now);
+        }
+        /* Unreadable counts as changed: it is read again (and fails then). */
+        if (rc < 0 || !cpy_code_key_equal(&now, &pc->code.key))
+            pc->stale = 1;
+    }
+    return rc == PYS_E_EXITED ? rc : 0;
 }
 
 int prof_codecache_locate(struct prof_codecache *cc, const struct cpy_offsets *o,
@@ -138,5 +193,7 @@ void prof_codecache_release(struct prof_codecache *cc)
     prof_codecache_clear(cc);
     free(cc->slots);
     free(cc->memo);
+    free(cc->segs);
+    free(cc->buf);
     memset(cc, 0, sizeof *cc);
 }

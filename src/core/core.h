@@ -31,11 +31,8 @@ void prof_intern_release(struct prof_intern *in);
 struct prof_code {
     uint64_t addr;          /* 0 = empty slot */
     uint64_t id;            /* unique per entry: keys the location memo */
-    /* What identifies the object at addr as this code object: if any of
-     * these changed, it was freed and its memory reused (3.8-3.13 have no
-     * counter that would say so). */
-    uint64_t key_type, key_filename, key_qualname, key_linetable;
-    int32_t key_firstlineno;
+    int stale;              /* prof_codecache_check found another object at addr */
+    uint64_t checked;       /* the check that last looked at it */
     const char *filename;   /* interned */
     const char *qualname;   /* interned */
     struct cpy_code code;   /* linetable and lengths; its strings are freed */
@@ -57,9 +54,24 @@ struct prof_codecache {
     size_t cap, count;
     uint64_t hits, misses, stale;
     uint64_t next_id;
-    int validate;              /* check each hit still names the same code object */
+    int validate;              /* cached objects need prof_codecache_check (3.8-3.13) */
+    uint64_t checks;           /* prof_codecache_check calls */
+    struct mem_seg *segs;      /* its scratch: 3 pieces per code object, and their bytes */
+    uint8_t *buf;
+    size_t segs_cap, buf_cap;
     struct prof_locmemo *memo; /* PROF_LOCMEMO_SIZE entries, allocated on first use */
 };
+
+/*
+ * Without a code object generation counter (3.8-3.13): check, in one read of
+ * the target made after the frames were read, that the cached code objects
+ * at addrs[0..n) are still there (their pointers, and their names' lengths
+ * and hashes), so that a frame is never named after a freed code object
+ * whose memory went to another. Entries that fail are read again by
+ * prof_codecache_get. 0, or a read error (PYS_E_EXITED).
+ */
+int prof_codecache_check(struct prof_codecache *cc, struct mem *m, const struct cpy_offsets *o,
+                         const uint64_t *addrs, size_t n);
 
 /* The cached code object at addr, reading and interning it on a miss. */
 int prof_codecache_get(struct prof_codecache *cc, struct prof_intern *in, struct mem *m,
@@ -173,6 +185,7 @@ struct pys_session {
      * still the same after its walk, the state and the frames all came from
      * the snapshot's one batched read. */
     uint64_t reads_at_thread;
+    uint64_t *code_addrs; /* scratch: the code objects of one walk (3.8-3.13) */
     struct pys_frame *res_scratch; /* per raw frame: what it resolved to */
     /* pys_options.opcodes: one read per Python frame of a thread, the frame
      * (index in frames) each one fills, and the bytes read. */

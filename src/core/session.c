@@ -88,6 +88,10 @@ int pys_session_attach(pys_session **out, int pid, const struct pys_options *opt
     /* Without a code generation counter, a cached code object must be checked
      * to still be there at each use. */
     s->codes.validate = !CPY_HAS(&s->off, interpreter_state, code_object_generation);
+    if (s->codes.validate && !(s->code_addrs = malloc(CPY_MAX_FRAMES * sizeof *s->code_addrs))) {
+        rc = PYS_E_NOMEM;
+        goto fail;
+    }
     if (s->use_fcache)
         clear_anchors(s);
     *out = s;
@@ -111,6 +115,7 @@ void pys_session_free(pys_session *s)
     free(s->tsbuf);
     free(s->raw);
     free(s->res_scratch);
+    free(s->code_addrs);
     free(s->op_segs);
     free(s->op_frame);
     free(s->op_byte);

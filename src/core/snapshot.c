@@ -114,6 +114,16 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
     /* The walk's chain: the frame cache entry's, or the scratch of a walk
      * made without the cache. */
     const struct cpy_raw_frame *raw = s->walk_entry ? s->walk_entry->frames : s->raw;
+    if (s->codes.validate) {
+        /* Cached code objects, checked after the frames were read (no
+         * generation counter before 3.14 says when they were freed). */
+        size_t nc = 0;
+        for (size_t i = 0; i < nraw && i < s->tail_start; i++)
+            if (!raw[i].shim)
+                s->code_addrs[nc++] = raw[i].code;
+        if ((rc = prof_codecache_check(&s->codes, &s->mem, &s->off, s->code_addrs, nc)) < 0)
+            return rc;
+    }
     for (size_t i = 0; i < nraw; i++) {
         const struct cpy_raw_frame *rf = &raw[i];
         const struct pys_frame *res = &s->res_scratch[i];

@@ -56,6 +56,7 @@ static void key_from_head(const struct cpy_offsets *o, const uint8_t *head,
 {
     uint64_t qual = CPY_HAS(o, code_object, qualname) ? o->code_object.qualname
                                                        : o->code_object.name;
+    memset(k, 0, sizeof *k);
     k->type = load_u64(head + o->pyobject.ob_type);
     k->filename = load_u64(head + o->code_object.filename);
     k->qualname = load_u64(head + qual);
@@ -63,17 +64,42 @@ static void key_from_head(const struct cpy_offsets *o, const uint8_t *head,
     k->firstlineno = load_i32(head + o->code_object.firstlineno);
 }
 
-int cpy_code_key(struct mem *m, const struct cpy_offsets *o, uint64_t addr,
-                 struct cpy_code_key *out)
+/* The names' length and hash: in every str object, the hash follows the
+ * length (PyASCIIObject, 3.8-3.15). */
+static int key_names(struct mem *m, const struct cpy_offsets *o, struct cpy_code_key *k)
 {
-    uint8_t head[CODE_HEAD_MAX];
-    size_t hlen = o->code_object.size;
-    if (hlen > sizeof head)
-        return PYS_E_CORRUPT;
-    int rc = mem_read(m, addr, head, hlen);
-    if (rc == 0)
-        key_from_head(o, head, out);
-    return rc;
+    int64_t f[2] = {0, 0}, q[2] = {0, 0};
+    struct mem_seg segs[] = {
+        {k->filename + o->unicode_object.length, f, sizeof f},
+        {k->qualname + o->unicode_object.length, q, sizeof q},
+    };
+    int rc = mem_readv(m, segs, 2);
+    if (rc < 0)
+        return rc;
+    k->filename_len = f[0];
+    k->filename_hash = f[1];
+    k->qualname_len = q[0];
+    k->qualname_hash = q[1];
+    return 0;
+}
+
+int cpy_code_key_equal(const struct cpy_code_key *a, const struct cpy_code_key *b)
+{
+    return a->type == b->type && a->filename == b->filename && a->qualname == b->qualname &&
+           a->linetable == b->linetable && a->firstlineno == b->firstlineno &&
+           a->filename_len == b->filename_len && a->filename_hash == b->filename_hash &&
+           a->qualname_len == b->qualname_len && a->qualname_hash == b->qualname_hash;
+}
+
+void cpy_code_key_parse(const struct cpy_offsets *o, const uint8_t *head,
+                        const uint8_t *filename_len, const uint8_t *qualname_len,
+                        struct cpy_code_key *out)
+{
+    key_from_head(o, head, out);
+    out->filename_len = load_i64(filename_len);
+    out->filename_hash = load_i64(filename_len + 8);
+    out->qualname_len = load_i64(qualname_len);
+    out->qualname_hash = load_i64(qualname_len + 8);
 }
 
 int cpy_code_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_symbols *sym,
@@ -92,6 +118,8 @@ int cpy_code_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_s
     if ((rc = check_code_type(m, o, sym, load_u64(head + o->pyobject.ob_type))) < 0)
         return rc;
     key_from_head(o, head, &c.key);
+    if ((rc = key_names(m, o, &c.key)) < 0)
+        return rc;
     int64_t units;
     if (CPY_HAS(o, code_object, co_code)) {
         /* Before 3.11 the bytecode is a bytes object of its own. */

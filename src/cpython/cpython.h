@@ -149,8 +149,12 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
 /* --- code objects ------------------------------------------------------- */
 
 /* The fields that identify the code object at addr (see prof_code). */
+/* What tells a code object from another later allocated at its address:
+ * its pointers, and the length and hash of its two names (so that names
+ * freed and allocated again at the same addresses still differ). */
 struct cpy_code_key {
     uint64_t type, filename, qualname, linetable;
+    int64_t filename_len, filename_hash, qualname_len, qualname_hash;
     int32_t firstlineno;
 };
 
@@ -167,9 +171,12 @@ struct cpy_code {
     uint64_t code_bytes;  /* target address of the bytecode's first byte */
 };
 
-/* Read the key of the object at addr (as a code object). */
-int cpy_code_key(struct mem *m, const struct cpy_offsets *o, uint64_t addr,
-                 struct cpy_code_key *out);
+/* The key of a code object from a copy of its head and of the 16 bytes at
+ * each of its names' length field (length, then hash). */
+void cpy_code_key_parse(const struct cpy_offsets *o, const uint8_t *head,
+                        const uint8_t *filename_len, const uint8_t *qualname_len,
+                        struct cpy_code_key *out);
+int cpy_code_key_equal(const struct cpy_code_key *a, const struct cpy_code_key *b);
 
 /* Read the code object at addr. PYS_E_CORRUPT if it is not a code object. */
 int cpy_code_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_symbols *sym,

@@ -487,7 +487,9 @@ static void test_mem_readv_self(void **state)
  * as reading them one by one. */
 static void test_mem_readv_fresh_coalesces(void **state)
 {
-    enum { N = 300, STRIDE = 13 }; /* 300 two-field "frames" 104 bytes apart */
+    /* 600 two-field "frames" 104 bytes apart: 1200 pieces, more than one
+     * process_vm_readv takes (IOV_MAX), so that one read means one span. */
+    enum { N = 600, STRIDE = 13 };
     uint64_t *src = malloc(N * STRIDE * sizeof(*src));
     uint64_t(*got)[2] = calloc(N, sizeof(*got));
     struct mem_seg *segs = malloc(2 * N * sizeof(*segs));
@@ -513,8 +515,8 @@ static void test_mem_readv_fresh_coalesces(void **state)
         assert_int_equal(got[i][0], src[(N - 1 - i) * STRIDE]);
         assert_int_equal(got[i][1], src[(N - 1 - i) * STRIDE + 1]);
     }
-    /* One span, one system call, where 600 segments would need one each
-     * from the kernel's point of view (and an IOV_MAX split). */
+    /* One span, one system call, where the 1200 pieces as they are would
+     * need two (and the kernel would look each one up on its own). */
     assert_int_equal(m.stats.reads, 1);
 
     /* Far apart: read as they are, still right. */

@@ -2,6 +2,7 @@
 
 Nearly every sample sees the same 50-frame stack with the leaf on top, the
 case a frame cache is built for. See _bench.py for the command line.
+very_deep.py runs the same code deeper.
 """
 import _bench
 
@@ -17,13 +18,13 @@ def leaf(n):
     return total
 
 
-def recurse(depth):
+def recurse(depth, leaf_calls=LEAF_CALLS):
     if depth == 1:
         total = 0
-        for _ in range(LEAF_CALLS):
+        for _ in range(leaf_calls):
             total += leaf(LEAF_N)
         return total
-    return recurse(depth - 1) + 1
+    return recurse(depth - 1, leaf_calls) + 1
 
 
 def unit():

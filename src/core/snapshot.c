@@ -128,6 +128,7 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
         const struct cpy_raw_frame *rf = &raw[i];
         const struct pys_frame *res = &s->res_scratch[i];
         const uint8_t *kind = &s->kind_scratch[i];
+        const struct prof_code *pc = NULL; /* looked up for frames read now */
         if (i >= s->tail_start) {
             /* From the frame cache: resolved at an earlier sample. */
             res = &s->walk_entry->res[i];
@@ -136,7 +137,6 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
             s->kind_scratch[i] = PROF_RES_SHIM;
         } else {
             struct pys_frame *out = &s->res_scratch[i];
-            const struct prof_code *pc;
             rc = prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym, rf->code,
                                     &pc);
             if (rc < 0) {
@@ -190,11 +190,11 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
         }
         /* 3.11 marks the first Python frame of each C-level call instead. */
         pending_native = rf->entry;
-        if (s->opt.opcodes && res->lasti >= 0) {
-            const struct prof_code *pc;
-            if (prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym, rf->code,
-                                   &pc) == 0 &&
-                (uint64_t)res->lasti < 2 * pc->code.ncodeunits) {
+        /* The cached tail's code objects are looked up only for this. */
+        if (s->opt.opcodes && res->lasti >= 0 &&
+            (pc || prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym,
+                                      rf->code, &pc) == 0)) {
+            if ((uint64_t)res->lasti < 2 * pc->code.ncodeunits) {
                 s->op_segs[nops] = (struct mem_seg){pc->code.code_bytes + (uint64_t)res->lasti,
                                                     &s->op_byte[nops], 1};
                 s->op_frame[nops++] = s->nframes;

@@ -515,19 +515,24 @@ def test_split_collapsed_with_attach(split_profiles):
     assert leaves["alpha"] + leaves["beta"] > 0.6 * sum(leaves.values()), leaves
 
 
-def test_generator_stacks_are_whole(work, strobes, tmp_path):
-    """A running generator's caller is in its stack: every sample taken in
-    generators.py's generators reads <module>, main, outer, inner[, leaf]."""
-    target = LongRunning(work.target, [work.path("generators.py")])
+def attach_collapsed(work, strobes, out, args, seconds):
+    """Collapsed stacks of `attach -r 2khz -d seconds` to the workload args
+    (script and its arguments), started for it and stopped after."""
+    target = LongRunning(work.target, [work.path(args[0]), *args[1:]])
     try:
-        out = tmp_path / "gen.txt"
-        strobes(["attach", "-r", "2khz", "-d", "0.6", "--collapsed", "-o", out,
+        strobes(["attach", "-r", "2khz", "-d", str(seconds), "--collapsed", "-o", out,
                  target.pid]).check()
     finally:
         target.close()
+    return load_collapsed(out)
+
+
+def test_generator_stacks_are_whole(work, strobes, tmp_path):
+    """A running generator's caller is in its stack: every sample taken in
+    generators.py's generators reads <module>, main, outer, inner[, leaf]."""
     whole = ["<module>", "main", "outer", "inner", "leaf"]
     total, bad = 0, []
-    for st in load_collapsed(out):
+    for st in attach_collapsed(work, strobes, tmp_path / "gen.txt", ["generators.py"], 0.6):
         names = st.names
         total += st.count
         if len(names) < 2 or names != whole[:len(names)]:
@@ -546,15 +551,9 @@ def test_recompiled_code_is_named_anew(work, strobes, tmp_path):
     """Code objects freed and allocated again (at the same addresses, most
     likely) are read anew: no sample taken inside in_second() names a frame
     first, or the other way round."""
-    target = LongRunning(work.target, [work.path("recompile.py"), "0.15"])
-    try:
-        out = tmp_path / "recompile.txt"
-        strobes(["attach", "-r", "2khz", "-d", "2", "--collapsed", "-o", out,
-                 target.pid]).check()
-    finally:
-        target.close()
     counts = {"in_first": {}, "in_second": {}}
-    for st in load_collapsed(out):
+    for st in attach_collapsed(work, strobes, tmp_path / "recompile.txt",
+                               ["recompile.py", "0.15"], 2):
         for phase, seen in counts.items():
             if phase in st.names:
                 for name in ("first", "second"):

@@ -241,7 +241,9 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
     if ((in->threads_main && t->addr == in->threads_main) ||
         (in->main_ident && t->thread_id == in->main_ident))
         pt->status |= PYS_THREAD_MAIN_THREAD;
-    if (t->addr == in->gil_holder)
+    /* The thread's own flag where it has one (3.15), as the reference reads
+     * it: the GIL's last holder and lock can be caught mid-hand-over. */
+    if (t->holds_gil >= 0 ? t->holds_gil : t->addr == in->gil_holder)
         pt->status |= PYS_THREAD_HAS_GIL;
     else if (t->gil_requested)
         pt->status |= PYS_THREAD_GIL_REQUESTED;

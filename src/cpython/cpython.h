@@ -70,6 +70,7 @@ struct cpy_thread {
     uint64_t datastack_top;   /* end of the used part of datastack_chunk */
     int has_exception;        /* raising or handling one */
     int gil_requested;
+    int holds_gil; /* the thread state's own flag (3.15): 1, 0, or -1 where absent */
     /* The copy of the thread state (and what follows it: 3.15's base frame)
      * that cpy_thread_read made, for the walk to use instead of reads. */
     const uint8_t *copy;

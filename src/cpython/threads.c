@@ -199,6 +199,12 @@ int cpy_thread_read(struct mem *m, const struct cpy_offsets *o, const struct cpy
         t.last_profiled_frame = load_u64(tsbuf + ts->last_profiled_frame);
         t.last_profiled_frame_seq = load_u64(tsbuf + ts->last_profiled_frame_seq);
     }
+    t.holds_gil = -1;
+    if (CPY_HAS(o, thread_state, holds_gil)) {
+        int32_t holds;
+        memcpy(&holds, tsbuf + ts->holds_gil, 4);
+        t.holds_gil = holds != 0;
+    }
     if (CPY_HAS(o, thread_state, gil_requested)) {
         int32_t req;
         memcpy(&req, tsbuf + ts->gil_requested, 4);

@@ -564,7 +564,17 @@ def test_recompiled_code_is_named_anew(work, strobes, tmp_path):
     # themselves depend on how busy the machine is, so the floor is low.
     assert counts["in_first"].get("first", 0) >= 50, numbers
     assert counts["in_second"].get("second", 0) >= 50, numbers
-    assert "second" not in counts["in_first"] and "first" not in counts["in_second"], numbers
+    wrong = counts["in_first"].get("second", 0) + counts["in_second"].get("first", 0)
+    right = counts["in_first"]["first"] + counts["in_second"]["second"]
+    if work.target.version >= (3, 14):
+        # The interpreter counts freed code objects: no mix-up at all.
+        assert wrong == 0, numbers
+    else:
+        # Without that counter a cached code object is checked after the
+        # walk; a profiler descheduled between the two while the program
+        # frees the code object and allocates another at its address (a
+        # phase change here) can still mix up one sample: at most 1 in 500.
+        assert wrong * 500 <= right, numbers
 
 
 # --- modes ---------------------------------------------------------------------

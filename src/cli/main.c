@@ -25,7 +25,7 @@ static const char USAGE[] =
     "  help                this text\n"
     "  version             pystrobe's version\n"
     "\n"
-    "Supported targets: CPython 3.13, 3.14 and 3.15 (GIL builds) on Linux x86-64.\n"
+    "Supported targets: CPython 3.8 to 3.15 (GIL builds) on Linux x86-64.\n"
     "See docs/cli.md for exit statuses.\n";
 
 int cli_report(int code, const char *msg)

@@ -74,7 +74,13 @@ int cpy_interp_read(struct mem *m, const struct cpy_offsets *o, uint64_t runtime
         if (is->gil_runtime_state_locked < is->gil_runtime_state ||
             is->gil_runtime_state_holder < is->gil_runtime_state)
             return PYS_E_CORRUPT;
-        want(segs, &n, addr, is->ceval_gil, &gil, 8);
+        /* The main interpreter, which from 3.12 lives inside _PyRuntime,
+         * always has its own GIL: its ceval.gil (far from the fields
+         * around it) need not be read each sample. */
+        int main_interp = CPY_HAS(o, runtime_state, size) && addr >= runtime_addr &&
+                          addr - runtime_addr < o->runtime_state.size;
+        if (!main_interp)
+            want(segs, &n, addr, is->ceval_gil, &gil, 8);
         want(segs, &n, addr, is->gil_runtime_state_locked, &locked, 4);
         want(segs, &n, addr, is->gil_runtime_state_holder, &holder, 8);
     }

@@ -267,6 +267,86 @@ int mem_prefetch_late_value(const struct mem *m, uint64_t *out)
     return 1;
 }
 
+/* The plan index read at position p of the batch: every span in order,
+ * but the one at `last` (if < n) moved to the end. */
+static size_t issue_index(size_t p, size_t last, size_t n)
+{
+    if (last >= n || p < last)
+        return p;
+    return p + 1 < n ? p + 1 : last;
+}
+
+/*
+ * Read the plan's n spans into pfbuf in one batch (a span that fails,
+ * unmapped since, is dropped and the batch goes on after it), and m->pf to
+ * find them, sorted by address. The late word comes last: when a span holds
+ * it, that span is read last in its stead (one piece fewer); else the word
+ * is one more piece at the end.
+ */
+static void read_plan(struct mem *m, size_t n)
+{
+    struct plat_seg seg[MEM_BATCH_MAX + 1];
+    size_t last = n; /* the plan span holding the late word, read last */
+    for (size_t i = 0; m->late_addr != 0 && i < n; i++) {
+        if (m->plan[i].len >= 8 && m->late_addr >= m->plan[i].addr &&
+            m->late_addr - m->plan[i].addr <= m->plan[i].len - 8) {
+            last = i;
+            break;
+        }
+    }
+    size_t off = 0, i = 0, last_off = 0;
+    int last_read = 0;
+    while (i < n) {
+        size_t k = 0, o = off;
+        for (; k < MEM_BATCH_MAX && i + k < n; k++) {
+            const struct mem_span *sp = &m->plan[issue_index(i + k, last, n)];
+            seg[k] = (struct plat_seg){sp->addr, m->pfbuf + o, sp->len};
+            o += sp->len;
+        }
+        int late = m->late_addr != 0 && last == n && i + k == n;
+        if (late)
+            seg[k] = (struct plat_seg){m->late_addr, &m->late_val, 8};
+        m->stats.reads++;
+        int got = plat_mem_readv(m->pid, seg, k + (size_t)late);
+        if (got < 0)
+            got = 0;
+        if (late && (size_t)got == k + 1) {
+            m->late_ok = 1;
+            got--;
+        }
+        for (int j = 0; j < got; j++) {
+            size_t idx = issue_index(i + (size_t)j, last, n);
+            if (idx == last) {
+                last_read = 1;
+                last_off = off;
+            }
+            m->pf[m->npf] = m->plan[idx];
+            m->pf[m->npf].off = off;
+            m->stats.bytes += m->plan[idx].len;
+            off += m->plan[idx].len;
+            m->npf++;
+        }
+        if ((size_t)got < k) {
+            m->stats.failures++;
+            off += m->plan[issue_index(i + (size_t)got, last, n)].len;
+            i += (size_t)got + 1;
+        } else {
+            i += k;
+        }
+    }
+    if (last_read) {
+        /* Read last, so last in pf: move it to its place by address. */
+        size_t at = 0;
+        while (at < m->npf - 1 && m->pf[at].addr < m->plan[last].addr)
+            at++;
+        memmove(&m->pf[at + 1], &m->pf[at], (m->npf - 1 - at) * sizeof *m->pf);
+        m->pf[at] = m->plan[last];
+        m->pf[at].off = last_off;
+        memcpy(&m->late_val, m->pfbuf + last_off + (m->late_addr - m->plan[last].addr), 8);
+        m->late_ok = 1;
+    }
+}
+
 void mem_prefetch_begin(struct mem *m)
 {
     m->npf = 0;
@@ -292,46 +372,8 @@ void mem_prefetch_begin(struct mem *m)
                 m->cappf = n;
             }
         }
-        if (ok) {
-            /* One batch; a span that fails (unmapped since) is dropped and the
-             * batch goes on after it. The late word ends the last call. */
-            struct plat_seg seg[MEM_BATCH_MAX + 1];
-            size_t off = 0, i = 0;
-            while (i < n) {
-                size_t k = 0;
-                for (size_t o = off; k < MEM_BATCH_MAX && i + k < n; k++) {
-                    seg[k].addr = m->plan[i + k].addr;
-                    seg[k].buf = m->pfbuf + o;
-                    seg[k].len = m->plan[i + k].len;
-                    o += m->plan[i + k].len;
-                }
-                int late = m->late_addr != 0 && i + k == n;
-                if (late)
-                    seg[k] = (struct plat_seg){m->late_addr, &m->late_val, 8};
-                m->stats.reads++;
-                int got = plat_mem_readv(m->pid, seg, k + (size_t)late);
-                if (got < 0)
-                    got = 0;
-                if (late && (size_t)got == k + 1) {
-                    m->late_ok = 1;
-                    got--;
-                }
-                for (int j = 0; j < got; j++) {
-                    m->pf[m->npf] = m->plan[i + (size_t)j];
-                    m->pf[m->npf].off = off;
-                    m->stats.bytes += m->plan[i + (size_t)j].len;
-                    off += m->plan[i + (size_t)j].len;
-                    m->npf++;
-                }
-                if ((size_t)got < k) {
-                    m->stats.failures++;
-                    off += m->plan[i + (size_t)got].len;
-                    i += (size_t)got + 1;
-                } else {
-                    i += k;
-                }
-            }
-        }
+        if (ok)
+            read_plan(m, n);
     }
     m->nlog = 0;
     m->logging = m->pid > 0;

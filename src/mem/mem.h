@@ -87,9 +87,10 @@ void mem_prefetch_begin(struct mem *m);
 void mem_prefetch_end(struct mem *m);
 
 /* Have each prefetch also read the 8 bytes at addr (0: none) as its very last
- * piece, after every span: mem_prefetch_late_value then gives them (1), or
- * 0 if the last prefetch did not read them. For a counter that must be read
- * after what it guards. */
+ * piece, after every other span (the span that holds them, if any, is the
+ * one read last): mem_prefetch_late_value then gives them (1), or 0 if the
+ * last prefetch did not read them. For a counter that must be read after
+ * what it guards. */
 void mem_prefetch_late(struct mem *m, uint64_t addr);
 int mem_prefetch_late_value(const struct mem *m, uint64_t *out);
 

@@ -551,6 +551,57 @@ static void test_mem_readv_fresh_coalesces(void **state)
     free(segs);
 }
 
+/* The prefetch reads the span holding the late word last, in its stead:
+ * one read in all, every span still found where it is, the word's value
+ * that of this read; and the word is still read when a span before it in
+ * the batch has gone. */
+static void test_mem_prefetch_late_in_span(void **state)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    uint8_t *p = mmap(NULL, 3 * (size_t)ps, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    struct mem m;
+    uint64_t a = 0, b = 0, c = 0, late = 0;
+    (void)state;
+
+    assert_true(p != MAP_FAILED);
+    /* Three spans a page apart; the counter is the lowest one's. */
+    uint64_t at_a = (uint64_t)(uintptr_t)p + 64, at_b = at_a + (uint64_t)ps,
+             at_c = at_b + (uint64_t)ps;
+    mem_init_process(&m, getpid());
+    for (int round = 1; round <= 3; round++) {
+        memcpy(p + 64, &(uint64_t){100u + (uint64_t)round}, 8);
+        memcpy(p + 64 + ps, &(uint64_t){200u + (uint64_t)round}, 8);
+        memcpy(p + 64 + 2 * ps, &(uint64_t){300u + (uint64_t)round}, 8);
+        uint64_t reads = m.stats.reads;
+        mem_prefetch_late(&m, at_a);
+        mem_prefetch_begin(&m);
+        assert_int_equal(mem_read_u64(&m, at_a, &a), 0);
+        assert_int_equal(mem_read_u64(&m, at_b, &b), 0);
+        assert_int_equal(mem_read_u64(&m, at_c, &c), 0);
+        assert_int_equal(a, 100u + (uint64_t)round);
+        assert_int_equal(b, 200u + (uint64_t)round);
+        assert_int_equal(c, 300u + (uint64_t)round);
+        if (round > 1) { /* served by one batch, the counter within it */
+            assert_int_equal(m.stats.reads - reads, 1);
+            assert_int_equal(mem_prefetch_late_value(&m, &late), 1);
+            assert_int_equal(late, 100u + (uint64_t)round);
+        }
+        mem_prefetch_end(&m);
+    }
+    /* The highest span unmapped: the batch stops there, then reads on. */
+    assert_int_equal(munmap(p + 2 * ps, (size_t)ps), 0);
+    memcpy(p + 64, &(uint64_t){777}, 8);
+    mem_prefetch_begin(&m);
+    assert_int_equal(mem_prefetch_late_value(&m, &late), 1);
+    assert_int_equal(late, 777);
+    assert_int_equal(mem_read_u64(&m, at_b, &b), 0);
+    assert_int_equal(b, 203);
+    mem_prefetch_end(&m);
+    mem_release(&m);
+    munmap(p, 2 * (size_t)ps);
+}
+
 static void test_mem_readv_many(void **state)
 {
     /* More segments than one process_vm_readv takes. */
@@ -816,6 +867,7 @@ int main(void)
         cmocka_unit_test(test_mem_readv_self),
         cmocka_unit_test(test_mem_readv_many),
         cmocka_unit_test(test_mem_readv_fresh_coalesces),
+        cmocka_unit_test(test_mem_prefetch_late_in_span),
         cmocka_unit_test(test_absent_pid),
         cmocka_unit_test(test_reaped_child),
         cmocka_unit_test(test_self),

@@ -260,11 +260,11 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
             return n;
         }
         /* A chain copied in one read shows one moment; one put together
-         * from several reads is checked against a second read. */
-        if (!prof_walk_one_moment(s) && !prof_chain_unchanged(s, s->raw, (size_t)n, 0)) {
-            e->n = 0;
-            return PYS_E_CORRUPT; /* torn: the caller retries */
-        }
+         * from several reads is checked against a second read. Torn: the
+         * caller retries, with the cache entry as it was (nothing in it
+         * came from this walk). */
+        if (!prof_walk_one_moment(s) && !prof_chain_unchanged(s, s->raw, (size_t)n, 0))
+            return PYS_E_CORRUPT;
         fc->frames_read += (uint64_t)n;
         e->since_full = 0;
         /* Remember the chain (it reached the base frame: the walk checks). */

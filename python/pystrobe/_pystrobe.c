@@ -224,6 +224,64 @@ struct frame_key {
     int32_t lineno, end_lineno, col, end_col, kind, opcode;
 };
 
+static void frame_key_of(const struct pys_frame *f, struct frame_key *k)
+{
+    memset(k, 0, sizeof *k);
+    k->filename = f->filename;
+    k->qualname = f->qualname;
+    k->lineno = f->lineno;
+    k->end_lineno = f->end_lineno;
+    k->col = f->col;
+    k->end_col = f->end_col;
+    k->kind = f->kind;
+    k->opcode = f->opcode;
+}
+
+/*
+ * A thread's last frame list, bottom frame first: its keys and the FrameInfo
+ * objects handed out for them (one reference each). The next call compares
+ * the thread's new stack with it from the bottom up and hands out the same
+ * objects for the frames that did not change: a deep stack whose top moves
+ * costs lookups only for the frames that moved. A thread not reported in a
+ * call loses its memo.
+ */
+struct thread_memo {
+    uint64_t tstate;
+    uint64_t used; /* the call (samples) that last used it */
+    size_t n, cap;
+    struct frame_key *keys;
+    PyObject **objs;
+};
+
+static void memo_clear(struct thread_memo *mm)
+{
+    for (size_t i = 0; i < mm->n; i++)
+        Py_DECREF(mm->objs[i]);
+    free(mm->keys);
+    free(mm->objs);
+    memset(mm, 0, sizeof *mm);
+}
+
+/* Room for n frames in mm; -1 when out of memory (no exception). */
+static int memo_reserve(struct thread_memo *mm, size_t n)
+{
+    if (n <= mm->cap)
+        return 0;
+    size_t cap = mm->cap ? mm->cap : 16;
+    while (cap < n)
+        cap *= 2;
+    struct frame_key *k = realloc(mm->keys, cap * sizeof *k);
+    if (k)
+        mm->keys = k;
+    PyObject **o = realloc(mm->objs, cap * sizeof *o);
+    if (o)
+        mm->objs = o;
+    if (!k || !o)
+        return -1;
+    mm->cap = cap;
+    return 0;
+}
+
 /* --- errors ---------------------------------------------------------------- */
 
 /* Raise exc(errno_value, message) as OSError subclasses are built. */
@@ -338,7 +396,62 @@ struct unwinder {
     uint64_t frames_reported; /* Python frames turned into FrameInfo */
     struct objcache names;  /* str objects, by interned name pointer */
     struct objcache frames; /* FrameInfo objects, by frame_key */
+    struct thread_memo *memos; /* by thread state, in the order last seen */
+    size_t nmemos, capmemos, memo_next;
 };
+
+static void memos_release(struct unwinder *self)
+{
+    for (size_t i = 0; i < self->nmemos; i++)
+        memo_clear(&self->memos[i]);
+    free(self->memos);
+    self->memos = NULL;
+    self->nmemos = self->capmemos = self->memo_next = 0;
+}
+
+/* The memo of the thread whose state is at tstate, made if new; NULL when
+ * out of memory (no exception: the frames are then just looked up). Threads
+ * come in the same order call after call: the search starts after the last
+ * one found. */
+static struct thread_memo *memo_for(struct unwinder *self, uint64_t tstate)
+{
+    for (size_t k = 0; k < self->nmemos; k++) {
+        size_t i = (self->memo_next + k) % self->nmemos;
+        if (self->memos[i].tstate == tstate) {
+            self->memo_next = i + 1;
+            self->memos[i].used = self->samples;
+            return &self->memos[i];
+        }
+    }
+    if (self->nmemos == self->capmemos) {
+        size_t cap = self->capmemos ? self->capmemos * 2 : 8;
+        struct thread_memo *v = realloc(self->memos, cap * sizeof *v);
+        if (!v)
+            return NULL;
+        self->memos = v;
+        self->capmemos = cap;
+    }
+    struct thread_memo *mm = &self->memos[self->nmemos++];
+    memset(mm, 0, sizeof *mm);
+    mm->tstate = tstate;
+    mm->used = self->samples;
+    self->memo_next = self->nmemos;
+    return mm;
+}
+
+/* Drop the memos of threads this call did not report. */
+static void memos_sweep(struct unwinder *self)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < self->nmemos; i++) {
+        if (self->memos[i].used == self->samples)
+            self->memos[kept++] = self->memos[i];
+        else
+            memo_clear(&self->memos[i]);
+    }
+    self->nmemos = kept;
+    self->memo_next = 0;
+}
 
 static int unwinder_init(PyObject *op, PyObject *args, PyObject *kwargs)
 {
@@ -387,6 +500,7 @@ static int unwinder_init(PyObject *op, PyObject *args, PyObject *kwargs)
     }
 
     /* __init__ may run again on a live object: replace everything. */
+    memos_release(self);
     objcache_release(&self->frames);
     objcache_release(&self->names);
     self->names.keysize = sizeof(uint64_t);
@@ -415,6 +529,7 @@ static void unwinder_dealloc(PyObject *op)
 {
     struct unwinder *self = (struct unwinder *)op;
     PyTypeObject *tp = Py_TYPE(op);
+    memos_release(self);
     objcache_release(&self->frames);
     objcache_release(&self->names);
     pys_session_free(self->session);
@@ -473,15 +588,7 @@ static PyObject *build_frame(struct unwinder *self, const struct pys_frame *f);
 static PyObject *new_frame(struct unwinder *self, const struct pys_frame *f)
 {
     struct frame_key k;
-    memset(&k, 0, sizeof k);
-    k.filename = f->filename;
-    k.qualname = f->qualname;
-    k.lineno = f->lineno;
-    k.end_lineno = f->end_lineno;
-    k.col = f->col;
-    k.end_col = f->end_col;
-    k.kind = f->kind;
-    k.opcode = f->opcode;
+    frame_key_of(f, &k);
     PyObject *fi = objcache_get(&self->frames, &k);
     if (fi)
         return fi;
@@ -532,15 +639,47 @@ fail:
 static PyObject *new_thread(struct unwinder *self, const struct pys_thread *t)
 {
     PyObject *frames = NULL, *ti = NULL;
-    if (!(frames = PyList_New((Py_ssize_t)t->nframes)))
+    size_t n = t->nframes, same = 0;
+    if (!(frames = PyList_New((Py_ssize_t)n)))
         return NULL;
-    for (size_t i = 0; i < t->nframes; i++) {
+    /* The bottom frames unchanged since the last call: the same objects. */
+    struct thread_memo *mm = memo_for(self, t->tstate);
+    if (mm && memo_reserve(mm, n) < 0) {
+        memo_clear(mm);
+        mm->tstate = t->tstate;
+        mm->used = self->samples;
+        mm = NULL;
+    }
+    struct frame_key k;
+    for (; mm && same < n && same < mm->n; same++) {
+        frame_key_of(&t->frames[n - 1 - same], &k);
+        if (memcmp(&k, &mm->keys[same], sizeof k) != 0)
+            break;
+        Py_INCREF(mm->objs[same]);
+        PyList_SetItem(frames, (Py_ssize_t)(n - 1 - same), mm->objs[same]);
+    }
+    for (size_t i = 0; i < n - same; i++) {
         PyObject *f = new_frame(self, &t->frames[i]);
         if (!f)
             goto fail;
         PyList_SetItem(frames, (Py_ssize_t)i, f);
+    }
+    for (size_t i = 0; i < n; i++)
         if (t->frames[i].kind == PYS_FRAME_PYTHON)
             self->frames_reported++;
+    if (mm) {
+        /* Remember the frames above the unchanged ones. */
+        for (size_t j = same; j < n; j++) {
+            PyObject *f = PyList_GetItem(frames, (Py_ssize_t)(n - 1 - j)); /* borrowed */
+            Py_INCREF(f);
+            if (j < mm->n)
+                Py_DECREF(mm->objs[j]);
+            mm->objs[j] = f;
+            frame_key_of(&t->frames[n - 1 - j], &mm->keys[j]);
+        }
+        for (size_t j = n; j < mm->n; j++)
+            Py_DECREF(mm->objs[j]);
+        mm->n = n;
     }
     if (!(ti = PyStructSequence_New(ThreadInfo_Type)))
         goto fail;
@@ -717,7 +856,9 @@ static PyObject *unwinder_get_stack_trace(PyObject *op, PyObject *unused)
     PyObject *result = PyList_New(0);
     if (!result)
         return NULL;
-    if (select_threads(self, snap, result) < 0) {
+    int selected = select_threads(self, snap, result);
+    memos_sweep(self);
+    if (selected < 0) {
         Py_DECREF(result);
         /* A thread that could not be read may mean the process is going. */
         if (process_gone(self->pid)) {

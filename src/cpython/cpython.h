@@ -88,8 +88,10 @@ int cpy_thread_read(struct mem *m, const struct cpy_offsets *o, const struct cpy
 
 /* --- frames ------------------------------------------------------------- */
 
-/* FRAME_OWNED_BY_GENERATOR, the same from 3.11 to 3.15: a frame that lives
- * in its generator or coroutine object, not on the thread's data stack. */
+/* FRAME_OWNED_BY_THREAD and FRAME_OWNED_BY_GENERATOR, the same from 3.11 to
+ * 3.15: a frame on the thread's data stack; one that lives in its generator
+ * or coroutine object. */
+#define CPY_OWNER_THREAD 0
 #define CPY_OWNER_GENERATOR 1
 
 /* A frame as found on the stack, before its code object is looked at. */
@@ -119,8 +121,11 @@ struct cpy_stack {
      * moment, and needs no second read to rule out a torn walk. */
     size_t regions;
     size_t direct; /* of which frames read on their own (generators' and others) */
-    uint8_t *frame;     /* one frame read directly (outside the chunks) */
+    uint8_t *frame;     /* frames read directly (outside the chunks): the window */
     size_t frame_cap;
+    uint64_t win_addr;  /* the window's target address and length (0: none) */
+    size_t win_len;
+    uint64_t last_direct; /* the last frame read directly, in this walk */
 };
 void cpy_stack_release(struct cpy_stack *st);
 

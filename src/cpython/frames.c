@@ -45,6 +45,13 @@ static int grow(uint8_t **buf, size_t *cap, size_t need)
     return 0;
 }
 
+/* A walk starts with no window of frames read on their own. */
+static void no_window(struct cpy_stack *st)
+{
+    st->win_len = 0;
+    st->last_direct = 0;
+}
+
 /* The smallest page size; data stack chunks are mapped in whole pages. */
 #define PAGE 4096u
 /* What copy_above asks the next prefetch to take from the current chunk: at
@@ -68,6 +75,7 @@ static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_sta
     int rc;
 
     st->nchunks = 0;
+    no_window(st);
     for (int current = 1; addr != 0; current = 0) {
         uint64_t size, prev, len;
         if (st->nchunks == CPY_MAX_CHUNKS)
@@ -122,6 +130,7 @@ static int copy_above(struct mem *m, const struct cpy_thread *t, struct cpy_stac
           top - stop <= CPY_MAX_CHUNK_BYTES))
         return copy_chunks(m, t, st);
     size_t len = (size_t)(top - stop);
+    no_window(st);
     /* The next sample reads above some stop in this chunk, up to about the
      * same top: have its prefetch take the chunk's used part and a little
      * more (mapped, in the same page or chunk), within bounds. */
@@ -160,15 +169,34 @@ static int frame_bytes(struct mem *m, const struct cpy_thread *t, struct cpy_sta
             return 0;
         }
     }
-    int rc = grow(&st->frame, &st->frame_cap, fsize);
-    if (rc == 0)
-        rc = mem_read(m, addr, st->frame, fsize);
     st->regions++;
     st->direct++;
+    if (st->win_len && addr >= st->win_addr && addr - st->win_addr <= st->win_len &&
+        fsize <= st->win_len - (addr - st->win_addr)) {
+        *out = st->frame + (addr - st->win_addr);
+        return 0;
+    }
+    /* Just below the last frame read on its own, within a page of it: a
+     * walk down a stretch of data stack that no copy holds (a chunk whose
+     * recorded top fell behind). Take the rest of the page below it in the
+     * same read, rather than one read per frame. */
+    uint64_t lo = addr;
+    if (st->last_direct && addr < st->last_direct && st->last_direct - addr < PAGE)
+        lo = addr & ~(uint64_t)(PAGE - 1);
+    size_t len = (size_t)(addr - lo) + fsize;
+    int rc = grow(&st->frame, &st->frame_cap, len);
     if (rc == 0)
-        *out = st->frame;
-    return rc;
+        rc = mem_read(m, lo, st->frame, len);
+    st->win_len = 0;
+    if (rc < 0)
+        return rc;
+    st->win_addr = lo;
+    st->win_len = len;
+    st->last_direct = addr;
+    *out = st->frame + (addr - lo);
+    return 0;
 }
+
 
 /* Brent's cycle detection: compare each address with a checkpoint that
  * moves to the current address at every power of two steps. */
@@ -202,6 +230,7 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
     st->nchunks = 0;
     st->regions = 0;
     st->direct = 0;
+    no_window(st);
     for (uint64_t addr = t->current_frame; addr != 0;) {
         uint64_t code, prev;
         int32_t lasti;
@@ -266,17 +295,28 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
         return PYS_E_INVAL;
     if ((rc = copy_above(m, t, st, stop)) < 0)
         return rc;
+    /* With stop in the current chunk, a walk that goes below it there, or
+     * reaches a data stack frame outside it (an older chunk's: older than
+     * every frame of the current one), has passed stop: it is not on the
+     * chain (an anchor gone stale). Said at once, not after reading the
+     * rest of the stack frame by frame. */
+    uint64_t chunk = t->datastack_chunk, top = t->datastack_top;
+    int in_current = chunk != 0 && stop >= chunk + CHUNK_HEADER && stop < top;
     for (uint64_t addr = t->current_frame; addr != 0;) {
         const uint8_t *fb = NULL;
         if ((rc = cycle_step(&cy, addr)) < 0)
             return rc;
         if (addr % 8 != 0)
             return PYS_E_CORRUPT;
+        if (in_current && addr >= chunk && addr < stop)
+            return PYS_E_NOTFOUND;
         if ((rc = frame_bytes(m, t, st, addr, (size_t)o->interpreter_frame.size, &fb)) < 0)
             return rc;
         if (n == max)
             return PYS_E_TOODEEP;
         uint64_t prev = parse_frame(o, addr, fb, &out[n++]);
+        if (in_current && out[n - 1].owner == CPY_OWNER_THREAD && (addr < chunk || addr >= top))
+            return PYS_E_NOTFOUND;
         if (addr == stop) {
             *stop_prev = prev;
             return (int)n;

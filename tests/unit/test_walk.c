@@ -31,7 +31,7 @@
 #define A_UNAME (HEAP + 0x1300)
 #define A_LINETABLE (HEAP + 0x1400)
 #define A_CODE (HEAP + 0x2000)
-#define A_FRAME(i) (HEAP + 0x3000 + (uint64_t)(i) * 0x100)
+#define A_FRAME(i) (HEAP + 0x3000 + (uint64_t)(i)*0x100)
 
 struct image {
     struct cpy_offsets o;
@@ -84,8 +84,7 @@ static void put_str(struct image *im, uint64_t addr, const void *chars, size_t n
 }
 
 /* A frame of the code object at A_CODE at instruction idx, linked to prev. */
-static void put_frame(struct image *im, uint64_t addr, uint64_t prev, uint32_t idx,
-                      uint8_t owner)
+static void put_frame(struct image *im, uint64_t addr, uint64_t prev, uint32_t idx, uint8_t owner)
 {
     const struct cpy_offsets *o = &im->o;
     put64(im, addr + o->interpreter_frame.executable, A_CODE | 1); /* tagged stackref */
@@ -277,6 +276,30 @@ static void test_walk_in_chunk(void **state)
     free(im);
 }
 
+/* Frames outside every copy, walked down a page (a stretch of data stack no
+ * copy holds): the first is read alone, the second with the rest of its
+ * page below it, and the others come from that read. */
+static void test_walk_window(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    struct cpy_raw_frame f[16];
+    build(im);
+    enum { N = 8 };
+    for (uint64_t i = 0; i < N; i++) {
+        uint64_t a = HEAP + 0x3800 - i * 0x100;
+        put_frame(im, a, i + 1 < N ? a - 0x100 : A_BASE, 2, 0);
+    }
+    put64(im, A_TSTATE + im->o.thread_state.current_frame, HEAP + 0x3800);
+    uint64_t before = im->mem.stats.reads;
+    assert_int_equal(walk(im, f, 16), N + 1);
+    for (uint64_t i = 0; i < N; i++)
+        assert_int_equal(f[i].addr, HEAP + 0x3800 - i * 0x100);
+    uint64_t tstate_reads = 1;
+    assert_int_equal(im->mem.stats.reads - before - tstate_reads, 2);
+    free(im);
+}
+
 static void test_code_checks(void **state)
 {
     (void)state;
@@ -366,11 +389,12 @@ static void test_exception_status(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_walk_ok),         cmocka_unit_test(test_walk_cycle),
-        cmocka_unit_test(test_walk_too_many),   cmocka_unit_test(test_walk_unmapped),
-        cmocka_unit_test(test_walk_base_frame), cmocka_unit_test(test_walk_marks_shims),
-        cmocka_unit_test(test_walk_in_chunk),   cmocka_unit_test(test_code_checks),
-        cmocka_unit_test(test_unicode),         cmocka_unit_test(test_exception_status),
+        cmocka_unit_test(test_walk_ok),          cmocka_unit_test(test_walk_cycle),
+        cmocka_unit_test(test_walk_too_many),    cmocka_unit_test(test_walk_unmapped),
+        cmocka_unit_test(test_walk_base_frame),  cmocka_unit_test(test_walk_marks_shims),
+        cmocka_unit_test(test_walk_in_chunk),    cmocka_unit_test(test_walk_window),
+        cmocka_unit_test(test_code_checks),      cmocka_unit_test(test_unicode),
+        cmocka_unit_test(test_exception_status),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

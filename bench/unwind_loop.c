@@ -10,7 +10,7 @@
  * thread carries an error. Prints one line of key=value pairs on stdout:
  *
  *   samples failed seconds us_per_sample success_rate threads frames
- *   mem_reads_per_sample mem_bytes_per_sample code_hit_rate mem_writes_per_sample
+ *   mem_reads_per_sample mem_pieces_per_sample mem_bytes_per_sample code_hit_rate mem_writes_per_sample
  *   frame_cache_hits frame_cache_partial_hits frame_cache_misses end
  *
  * where threads and frames are the largest counts among CHECK_SAMPLES more
@@ -128,12 +128,13 @@ int main(int argc, char **argv)
     double n = (double)samples;
     uint64_t code_total = st.code_hits + st.code_misses;
     printf("samples=%llu failed=%llu seconds=%.6f us_per_sample=%.4f success_rate=%.6f "
-           "threads=%zu frames=%zu mem_reads_per_sample=%.2f mem_bytes_per_sample=%.0f "
-           "code_hit_rate=%.6f mem_writes_per_sample=%.2f frame_cache_hits=%llu "
+           "threads=%zu frames=%zu mem_reads_per_sample=%.2f mem_pieces_per_sample=%.2f "
+           "mem_bytes_per_sample=%.0f code_hit_rate=%.6f mem_writes_per_sample=%.2f frame_cache_hits=%llu "
            "frame_cache_partial_hits=%llu frame_cache_misses=%llu end=%s\n",
            samples, failed, elapsed, samples ? elapsed * 1e6 / n : 0.0,
            samples ? (double)(samples - failed) / n : 0.0, max_threads, max_frames,
-           samples ? (double)st.mem_reads / n : 0.0, samples ? (double)st.mem_bytes / n : 0.0,
+           samples ? (double)st.mem_reads / n : 0.0, samples ? (double)st.mem_pieces / n : 0.0,
+           samples ? (double)st.mem_bytes / n : 0.0,
            code_total ? (double)st.code_hits / (double)code_total : 0.0,
            samples ? (double)st.mem_writes / n : 0.0, (unsigned long long)st.frame_cache_hits,
            (unsigned long long)st.frame_cache_partial_hits,

@@ -164,6 +164,8 @@ struct pys_stats {
     uint64_t frames_from_cache;
     uint64_t frames_read;              /* frame records read while the cache was on */
     uint64_t mem_writes;               /* anchor writes into the target */
+    uint64_t mem_pieces; /* pieces (iovecs) those reads asked for: the kernel's
+                          * cost grows with them more than with bytes */
 };
 PYS_EXTERN void pys_session_stats(const pys_session *s, struct pys_stats *out);
 

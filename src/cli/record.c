@@ -700,10 +700,11 @@ static void print_stats(const pys_session *s, const struct pys_profile_info *inf
     fprintf(stderr, "  samples:            %llu (failed %llu, thread stacks unreadable %llu)\n",
             (unsigned long long)info->samples, (unsigned long long)info->failed,
             (unsigned long long)st.thread_errors);
-    fprintf(stderr, "  memory reads:       %llu system calls (%.1f per sample), %llu failed; "
-                    "%llu reads served from the batched prefetch\n",
+    fprintf(stderr, "  memory reads:       %llu system calls (%.1f per sample, %.1f pieces), "
+                    "%llu failed; %llu reads served from the batched prefetch\n",
             (unsigned long long)st.mem_reads, (double)st.mem_reads / n,
-            (unsigned long long)st.mem_failures, (unsigned long long)st.mem_prefetched);
+            (double)st.mem_pieces / n, (unsigned long long)st.mem_failures,
+            (unsigned long long)st.mem_prefetched);
     fprintf(stderr, "  bytes read:         %llu (%.0f per sample)\n",
             (unsigned long long)st.mem_bytes, (double)st.mem_bytes / n);
     fprintf(stderr, "  code object cache:  %llu hits, %llu misses (%.2f%% hits)\n",

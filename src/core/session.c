@@ -171,6 +171,7 @@ void pys_session_stats(const pys_session *s, struct pys_stats *out)
     out->frames_from_cache = s->fcache.frames_cached;
     out->frames_read = s->fcache.frames_read;
     out->mem_writes = s->mem.stats.writes;
+    out->mem_pieces = s->mem.stats.pieces;
 }
 
 int pys_child_pids(int pid, int recursive, int *out, size_t max)

@@ -117,6 +117,7 @@ static int read_now(struct mem *m, uint64_t addr, void *buf, size_t len)
 {
     int rc;
     m->stats.reads++;
+    m->stats.pieces++;
     m->stats.bytes += len;
     rc = m->pid > 0 ? plat_mem_read(m->pid, addr, buf, len) : image_read(m, addr, buf, len);
     if (rc < 0)
@@ -185,6 +186,18 @@ static int grow_spans(struct mem_span **v, size_t *cap, size_t n)
     return 0;
 }
 
+/* Read b with a (b starts at or after a): when the gap between them is
+ * small, or lies within the page where a ends (mapped, then, since a's last
+ * byte and b's first are). The kernel pins and looks up each piece of a
+ * process_vm_readv on its own, which costs far more than copying a few
+ * hundred bytes more. */
+static int same_or_near(const struct mem_span *a, const struct mem_span *b)
+{
+    uint64_t end = a->addr + a->len;
+    return b->addr <= end + PREFETCH_MERGE_GAP ||
+           (a->len > 0 && (b->addr & ~(uint64_t)4095) == ((end - 1) & ~(uint64_t)4095));
+}
+
 /*
  * Turn the log into the plan: sorted, merged spans. A sampled program reads
  * the same spans snapshot after snapshot: then last time's plan is reused.
@@ -242,7 +255,7 @@ static int make_plan(struct mem *m)
     for (size_t i = 0; i < nk; i++) {
         struct mem_span sp = m->keep[i];
         sp.off = 0;
-        if (n && sp.addr <= m->plan[n - 1].addr + m->plan[n - 1].len + PREFETCH_MERGE_GAP) {
+        if (n && same_or_near(&m->plan[n - 1], &sp)) {
             uint64_t end = sp.addr + sp.len, cur = m->plan[n - 1].addr + m->plan[n - 1].len;
             if (end > cur)
                 m->plan[n - 1].len = (size_t)(end - m->plan[n - 1].addr);
@@ -307,6 +320,7 @@ static void read_plan(struct mem *m, size_t n)
         if (late)
             seg[k] = (struct plat_seg){m->late_addr, &m->late_val, 8};
         m->stats.reads++;
+        m->stats.pieces += k + (size_t)late;
         int got = plat_mem_readv(m->pid, seg, k + (size_t)late);
         if (got < 0)
             got = 0;
@@ -441,6 +455,7 @@ static int readv_now(struct mem *m, const struct mem_seg *segs, size_t n)
             m->stats.bytes += s->len;
         }
         m->stats.reads++;
+        m->stats.pieces += k;
         int got = plat_mem_readv(m->pid, ps, k);
         if (got < 0) {
             m->stats.failures++;

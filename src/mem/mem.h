@@ -19,6 +19,7 @@ struct mem_region {
 
 struct mem_stats {
     uint64_t reads;       /* calls that reached the target (a batch is one) */
+    uint64_t pieces;      /* the pieces (iovecs) of those calls */
     uint64_t prefetched;  /* reads served from the snapshot's prefetch */
     uint64_t bytes;       /* bytes asked for */
     uint64_t failures;    /* reads that failed */

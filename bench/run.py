@@ -15,8 +15,10 @@ sets. For each workload in bench/workloads/:
     back): microseconds per sample and success rate;
  2. end to end at the highest rate: `pystrobe attach -r 1000khz -d 5` against
     `python3.15 -m profiling.sampling attach -a -r 1000khz -d 5`: achieved
-    samples/s and failed % (from each tool's own summary), the profiler's CPU
-    seconds (rusage), and how much the target's rate of work dropped;
+    samples/s and failed % (from each tool's own summary), thread stacks/s
+    (counted in each profile: the unit every tool shares, where a tool's own
+    "samples" may count one per thread or one per moment), the profiler's
+    CPU seconds (rusage), and how much the target's rate of work dropped;
  3. at 10 kHz: profiler CPU per second of profiling and the target's own time
     for a fixed amount of work with no profiler, with pystrobe and with the
     reference (median of several runs, the three alternating);
@@ -384,6 +386,9 @@ class Bench:
         s["cpu"] = ru.ru_utime + ru.ru_stime
         s["maxrss_kib"] = ru.ru_maxrss
         s["wall"] = wall
+        s["stacks"] = count_stacks(p.profile, austin=p.which == "reference" and
+                                   self.args.versus == "austin")
+        s["stack_rate"] = s["stacks"] / s["seconds"] if s.get("seconds") else None
         return s
 
     # 1. raw unwind cost
@@ -569,6 +574,25 @@ def parse_hz(rate):
     return float(m.group(1)) * {None: 1, "k": 1e3, "m": 1e6}[m.group(2)]
 
 
+def count_stacks(path, austin=False):
+    """Thread stacks a profile holds: one per thread per sample, the one unit
+    every tool's output shares (a sample of 50 threads is 50 stacks). Austin
+    writes one line per stack (its last field is time, not a count); the
+    collapsed format ends each line with a count."""
+    n = 0
+    with open(path, errors="replace") as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            if austin:
+                n += 1
+            else:
+                last = line.rsplit(None, 1)[-1]
+                n += int(last) if last.isdigit() else 0
+    return n
+
+
 def parse_summary(which, text):
     """{samples, seconds, rate, failed_pct} from a profiler's end summary."""
     def num(pattern):
@@ -655,6 +679,9 @@ def build_rows(results, workloads):
                          fmt(rf and rf["failed_pct"], ".2f", "%"), "",
                          TARGETS["e2e_failed"] if deep else "",
                          verdict(okf) if deep else ""))
+            q = ratio(ps and ps.get("stack_rate"), rf and rf.get("stack_rate"))
+            rows.append((w, "1 MHz asked: thread stacks/s", fmt(ps and ps.get("stack_rate"), ",.0f"),
+                         fmt(rf and rf.get("stack_rate"), ",.0f"), fmt(q, ".2f", "x"), "", ""))
             q = ratio(ps and ps["cpu"], rf and rf["cpu"])
             rows.append((w, "1 MHz asked: profiler CPU s", fmt(ps and ps["cpu"], ".2f"),
                          fmt(rf and rf["cpu"], ".2f"), fmt(q, ".2f", "x"), "", ""))

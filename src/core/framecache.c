@@ -255,14 +255,12 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
     if (n < 0) {
         fc->misses++;
         n = cpy_stack_walk(&s->mem, &s->off, t, &s->stack, s->raw, CPY_MAX_FRAMES);
-        if (n < 0) {
-            e->n = 0;
-            return n;
-        }
         /* A chain copied in one read shows one moment; one put together
-         * from several reads is checked against a second read. Torn: the
-         * caller retries, with the cache entry as it was (nothing in it
-         * came from this walk). */
+         * from several reads is checked against a second read. A walk that
+         * fails, or is torn: the caller retries, with the cache entry as it
+         * was (nothing in it came from this walk). */
+        if (n < 0)
+            return n;
         if (!prof_walk_one_moment(s) && !prof_chain_unchanged(s, s->raw, (size_t)n, 0))
             return PYS_E_CORRUPT;
         fc->frames_read += (uint64_t)n;

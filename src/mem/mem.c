@@ -174,6 +174,23 @@ static int cmp_span(const void *a, const void *b)
     return x->len < y->len ? -1 : x->len > y->len;
 }
 
+/* A snapshot's log is a few dozen spans, mostly in order already: insertion
+ * sort there (qsort's merge sort costs more than the rest of the plan). */
+static void sort_spans(struct mem_span *v, size_t n)
+{
+    if (n > 64) {
+        qsort(v, n, sizeof *v, cmp_span);
+        return;
+    }
+    for (size_t i = 1; i < n; i++) {
+        struct mem_span x = v[i];
+        size_t j = i;
+        for (; j > 0 && cmp_span(&v[j - 1], &x) > 0; j--)
+            v[j] = v[j - 1];
+        v[j] = x;
+    }
+}
+
 static int grow_spans(struct mem_span **v, size_t *cap, size_t n)
 {
     if (n <= *cap)
@@ -223,7 +240,7 @@ static int make_plan(struct mem *m)
     /* This log, sorted, then merged with the kept spans still young. */
     struct mem_span *fresh = m->plan;
     memcpy(fresh, m->log, m->nlog * sizeof *m->log);
-    qsort(fresh, m->nlog, sizeof *fresh, cmp_span);
+    sort_spans(fresh, m->nlog);
     size_t a = 0, b = 0, nk = 0;
     while (a < m->nkeep || b < m->nlog) {
         struct mem_span x;

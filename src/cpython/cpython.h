@@ -144,9 +144,10 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
  * Walk from the thread's current frame towards `stop`, reading each frame on
  * its own (no chunk copy): the frames above stop and stop itself, innermost
  * first, into out[0..max). *stop_prev gets stop's `previous`. Returns the
- * number of frames, PYS_E_NOTFOUND if the chain ends without meeting stop,
- * or an error as cpy_stack_walk. For the 3.15 frame cache (interpreter
- * frames only).
+ * number of frames, PYS_E_NOTFOUND if the chain reaches the base frame
+ * without meeting stop (or is found to have passed it), PYS_E_CORRUPT if it
+ * ends short of the base frame, or an error as cpy_stack_walk. For the 3.15
+ * frame cache (interpreter frames only).
  */
 int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
                       struct cpy_stack *st, uint64_t stop, struct cpy_raw_frame *out, size_t max,

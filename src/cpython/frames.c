@@ -323,6 +323,12 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
         }
         addr = prev;
     }
+    /* The whole chain, without stop: NOTFOUND. A chain that ends short of
+     * the base frame (a suspended generator's, its caller unlinked) was read
+     * while it changed: a whole walk of it would fail the same way. */
+    if (CPY_HAS(o, thread_state, base_frame) && t->base_frame != 0 && n > 0 &&
+        out[n - 1].addr != t->base_frame)
+        return PYS_E_CORRUPT;
     return PYS_E_NOTFOUND;
 }
 

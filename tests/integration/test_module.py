@@ -1074,6 +1074,33 @@ print(json.dumps({"before": before, "after": after, "frames": frames,
 LEAK_CALLS = 100_000
 
 
+@pytest.mark.parametrize("cache_frames", [False, True], ids=["plain", "cache_frames"])
+def test_reused_frames_never_mix_chains(pystrobe, procs, cache_frames):
+    """A call hands out the last call's FrameInfo objects for the bottom frames
+    that did not change: two call chains of the same depth alternating
+    through the same frame addresses must never come out mixed."""
+    t = newest_target()
+    script = t.stage(ROOT / "tests" / "integration" / "workloads" / "cache_aba.py")
+    p = t.popen(["-B", script, "aba", "8"])
+    procs.append(p)
+    time.sleep(0.5)
+    u = pystrobe.RemoteUnwinder(p.pid, cache_frames=cache_frames)
+    a, b = {"chain_a", "a1", "a2"}, {"chain_b", "b1", "b2"}
+    seen_a = seen_b = 0
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and p.poll() is None:
+        try:
+            result = u.get_stack_trace()
+        except (RuntimeError, OSError):
+            continue  # a torn read, reported as the reference does
+        names = [f.funcname for f in result[0].threads[0].frame_info]
+        got = set(names)
+        assert not (got & a and got & b), f"mixed chains: {names}"
+        seen_a += bool(got & a)
+        seen_b += bool(got & b)
+    assert seen_a > 50 and seen_b > 50, (seen_a, seen_b)
+
+
 def test_no_leak_over_100k_calls(module_dir, procs):
     p = start_python(newest_target(), SLEEPER_THREADS_CODE, procs)
     res = subprocess.run(["/usr/bin/python3", "-c", LEAK_SCRIPT, str(module_dir), str(p.pid),

@@ -135,7 +135,7 @@ int prof_codecache_check(struct prof_codecache *cc, struct mem *m, const struct 
     }
     if (k == 0)
         return 0;
-    int rc = mem_readv_fresh(m, cc->segs, 3 * k);
+    int rc = mem_readv_fresh(m, cc->segs, 3 * k), stale = 0;
     for (size_t i = 0; i < k; i++) {
         struct prof_code *pc = find(cc, cc->segs[3 * i].addr);
         struct cpy_code_key now;
@@ -144,10 +144,12 @@ int prof_codecache_check(struct prof_codecache *cc, struct mem *m, const struct 
             cpy_code_key_parse(o, b, b + hlen, b + hlen + 16, &now);
         }
         /* Unreadable counts as changed: it is read again (and fails then). */
-        if (rc < 0 || !cpy_code_key_equal(&now, &pc->code.key))
+        if (rc < 0 || !cpy_code_key_equal(&now, &pc->code.key)) {
             pc->stale = 1;
+            stale++;
+        }
     }
-    return rc == PYS_E_EXITED ? rc : 0;
+    return rc == PYS_E_EXITED ? rc : stale;
 }
 
 int prof_codecache_locate(struct prof_codecache *cc, const struct cpy_offsets *o,

@@ -68,7 +68,8 @@ struct prof_codecache {
  * at addrs[0..n) are still there (their pointers, and their names' lengths
  * and hashes), so that a frame is never named after a freed code object
  * whose memory went to another. Entries that fail are read again by
- * prof_codecache_get. 0, or a read error (PYS_E_EXITED).
+ * prof_codecache_get. Returns how many failed, or a read error
+ * (PYS_E_EXITED).
  */
 int prof_codecache_check(struct prof_codecache *cc, struct mem *m, const struct cpy_offsets *o,
                          const uint64_t *addrs, size_t n);
@@ -186,6 +187,12 @@ struct pys_session {
      * the snapshot's one batched read. */
     uint64_t reads_at_thread;
     uint64_t *code_addrs; /* scratch: the code objects of one walk (3.8-3.13) */
+    /* 3.8-3.13: the code objects this snapshot's frames were named after,
+     * checked in one read once every thread is walked (snapshot_codes_ok),
+     * unless check_each_walk (a snapshot's last try: each walk's own). */
+    uint64_t *snap_codes;
+    size_t nsnap_codes, snap_codes_cap;
+    int check_each_walk;
     struct pys_frame *res_scratch; /* per raw frame: what it resolved to */
     /* pys_options.opcodes: one read per Python frame of a thread, the frame
      * (index in frames) each one fills, and the bytes read. */

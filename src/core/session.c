@@ -116,6 +116,7 @@ void pys_session_free(pys_session *s)
     free(s->raw);
     free(s->res_scratch);
     free(s->code_addrs);
+    free(s->snap_codes);
     free(s->op_segs);
     free(s->op_frame);
     free(s->op_byte);

@@ -121,8 +121,17 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
         for (size_t i = 0; i < nraw && i < s->tail_start; i++)
             if (!raw[i].shim)
                 s->code_addrs[nc++] = raw[i].code;
-        if ((rc = prof_codecache_check(&s->codes, &s->mem, &s->off, s->code_addrs, nc)) < 0)
-            return rc;
+        if (s->check_each_walk) {
+            if ((rc = prof_codecache_check(&s->codes, &s->mem, &s->off, s->code_addrs, nc)) < 0)
+                return rc;
+        } else {
+            /* Checked with every other thread's, after the last walk. */
+            if ((rc = reserve((void **)&s->snap_codes, &s->snap_codes_cap,
+                              s->nsnap_codes + nc, sizeof *s->snap_codes)) < 0)
+                return rc;
+            memcpy(s->snap_codes + s->nsnap_codes, s->code_addrs, nc * sizeof *s->code_addrs);
+            s->nsnap_codes += nc;
+        }
     }
     for (size_t i = 0; i < nraw; i++) {
         const struct cpy_raw_frame *rf = &raw[i];
@@ -362,6 +371,23 @@ static int generation_moved(struct pys_session *s)
 /* Snapshots taken again because code objects were freed during one. */
 #define GENERATION_TRIES 3
 
+/*
+ * 3.8-3.13: check, in one read made after every thread was walked, that the
+ * cached code objects this snapshot named frames after are still there (one
+ * read per snapshot, not one per thread). 1 when all are, 0 when some are
+ * not (they are read again at the next use: the snapshot must be taken
+ * again), or a read error.
+ */
+static int snapshot_codes_ok(struct pys_session *s)
+{
+    if (!s->codes.validate || s->check_each_walk || s->nsnap_codes == 0)
+        return 1;
+    int rc = prof_codecache_check(&s->codes, &s->mem, &s->off, s->snap_codes, s->nsnap_codes);
+    if (rc < 0)
+        return rc;
+    return rc == 0;
+}
+
 int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
 {
     uint64_t iaddr;
@@ -369,6 +395,9 @@ int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
 
 again:
     s->ninterps = s->nthreads = s->nframes = 0;
+    s->nsnap_codes = 0;
+    /* The last try checks each walk's code objects before naming frames. */
+    s->check_each_walk = tries + 1 >= GENERATION_TRIES;
     s->err[0] = '\0';
     s->snapshots++;
     mem_prefetch_begin(&s->mem);
@@ -427,7 +456,15 @@ again:
         }
         iaddr = in.next;
     }
-    if (s->mem.unbatched != unbatched && ++tries < GENERATION_TRIES && generation_moved(s)) {
+    if (s->mem.unbatched != unbatched && tries + 1 < GENERATION_TRIES && generation_moved(s)) {
+        tries++;
+        mem_prefetch_end(&s->mem);
+        goto again;
+    }
+    if ((rc = snapshot_codes_ok(s)) < 0)
+        goto fail;
+    if (rc == 0) {
+        tries++;
         mem_prefetch_end(&s->mem);
         goto again;
     }

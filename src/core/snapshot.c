@@ -124,7 +124,7 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
         if (s->check_each_walk) {
             if ((rc = prof_codecache_check(&s->codes, &s->mem, &s->off, s->code_addrs, nc)) < 0)
                 return rc;
-        } else {
+        } else if (nc > 0) {
             /* Checked with every other thread's, after the last walk. */
             if ((rc = reserve((void **)&s->snap_codes, &s->snap_codes_cap,
                               s->nsnap_codes + nc, sizeof *s->snap_codes)) < 0)

@@ -199,8 +199,9 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         int k = pos < e->n ? cpy_stack_walk_to(&s->mem, &s->off, t, &s->stack, anchor, s->raw,
                                                CPY_MAX_FRAMES, &prev)
                            : PYS_E_NOTFOUND;
-        /* A chain torn at its top: no whole walk of the same state can do
-         * better. The caller reads the thread again; the cache is kept. */
+        /* The chain was torn (it ended short of the base frame): no whole
+         * walk of the same state can do better. The caller reads the thread
+         * again; the cache is kept. */
         if (k == PYS_E_EXITED || k == PYS_E_NOMEM || k == PYS_E_CORRUPT)
             return k;
         uint64_t below = pos + 1 < e->n ? e->frames[pos + 1].addr : 0;

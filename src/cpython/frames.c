@@ -197,7 +197,6 @@ static int frame_bytes(struct mem *m, const struct cpy_thread *t, struct cpy_sta
     return 0;
 }
 
-
 /* Brent's cycle detection: compare each address with a checkpoint that
  * moves to the current address at every power of two steps. */
 struct cycle {

@@ -18,6 +18,8 @@
 #define PREFETCH_MAX_BYTES (4u << 20)
 /* Spans closer than this are read as one. */
 #define PREFETCH_MERGE_GAP 256
+/* The smallest page: spans meeting in one are in one mapping. */
+#define MEM_PAGE_MASK (~(uint64_t)4095)
 /* Spans stay in the prefetch this many changed plans after their last read. */
 #define KEEP_SNAPSHOTS 16
 /* mem_readv_fresh: segments closer than this are read as one span of at
@@ -212,7 +214,7 @@ static int same_or_near(const struct mem_span *a, const struct mem_span *b)
 {
     uint64_t end = a->addr + a->len;
     return b->addr <= end + PREFETCH_MERGE_GAP ||
-           (a->len > 0 && (b->addr & ~(uint64_t)4095) == ((end - 1) & ~(uint64_t)4095));
+           (a->len > 0 && (b->addr & MEM_PAGE_MASK) == ((end - 1) & MEM_PAGE_MASK));
 }
 
 /*

@@ -22,11 +22,14 @@
 #define MEM_PAGE_MASK (~(uint64_t)4095)
 /* Spans stay in the prefetch this many changed plans after their last read. */
 #define KEEP_SNAPSHOTS 16
+/* ... if at most this long (or the log has a span from the same start). */
+#define KEEP_MAX_LEN 1024
 /* mem_readv_fresh: segments closer than this are read as one span of at
  * most COALESCE_MAX_HULL bytes, COALESCE_MAX_BYTES in all. */
 #define COALESCE_GAP 512
 #define COALESCE_MAX_HULL (256u << 10)
 #define COALESCE_MAX_BYTES (8u << 20)
+_Static_assert(COALESCE_GAP < 4096, "a gap between a hull's segments holds no whole page");
 
 #include <stdlib.h>
 
@@ -217,13 +220,31 @@ static int same_or_near(const struct mem_span *a, const struct mem_span *b)
            (a->len > 0 && (b->addr & MEM_PAGE_MASK) == ((end - 1) & MEM_PAGE_MASK));
 }
 
+/* Whether one of the n sorted spans v starts at addr. */
+static int starts_in(const struct mem_span *v, size_t n, uint64_t addr)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && v[lo].addr == addr;
+}
+
 /*
  * Turn the log into the plan: sorted, merged spans. A sampled program reads
  * the same spans snapshot after snapshot: then last time's plan is reused.
  * When the log changes, spans read in any of the last KEEP_SNAPSHOTS plans
  * stay in it (`keep`, sorted, off = the plan that last read them): a stack
  * that comes and goes (generators resumed in turn, a leaf called now and
- * then) is then still read in the one batch, not on its own.
+ * then) is then still read in the one batch, not on its own. Not a large
+ * span, though, unless this log reads a span from the same start (a stack
+ * copy that may grow back): a stack the walk has left (a chunk that is no
+ * longer the current one, the chunks a whole walk read once) would cost its
+ * every page in each of those batches.
  */
 static int make_plan(struct mem *m)
 {
@@ -248,7 +269,8 @@ static int make_plan(struct mem *m)
         struct mem_span x;
         if (b == m->nlog || (a < m->nkeep && cmp_span(&m->keep[a], &fresh[b]) < 0)) {
             x = m->keep[a++];
-            if (m->plans - x.off > KEEP_SNAPSHOTS)
+            if (m->plans - x.off > KEEP_SNAPSHOTS ||
+                (x.len > KEEP_MAX_LEN && !starts_in(fresh, m->nlog, x.addr)))
                 continue;
         } else {
             x = fresh[b++];
@@ -520,8 +542,8 @@ static int grow_hulls(struct mem *m, size_t n, size_t bytes)
  * piece of a process_vm_readv separately, so one span of a few KiB costs
  * far less than a hundred 8-byte pieces of it. Runs of segments (in the
  * given order) whose hull stays within COALESCE_GAP of each next one are
- * read as that hull, then copied out. If a hull cannot be read, the
- * segments are read as they are, so that errors mean what they always do.
+ * read as that hull, then copied out. If a hull cannot be read, the whole
+ * read fails with its error.
  */
 int mem_readv_fresh(struct mem *m, const struct mem_seg *segs, size_t n)
 {
@@ -565,8 +587,13 @@ int mem_readv_fresh(struct mem *m, const struct mem_seg *segs, size_t n)
         off += (size_t)(hi - lo);
         i = j;
     }
-    if (readv_now(m, m->hull, nh) < 0)
-        return readv_now(m, segs, n);
+    /* A hull is covered by its segments and gaps of under a page: it can
+     * only fail where one of its segments would, with the same error. (The
+     * segments read one by one would cost a piece each, and a chain that
+     * moved under a deep walk unmaps chunks that hundreds of them lie in.) */
+    int rc = readv_now(m, m->hull, nh);
+    if (rc < 0)
+        return rc;
     for (size_t i = 0, k = 0; k < nh; k++) {
         const struct mem_seg *hl = &m->hull[k];
         for (; i < n && segs[i].addr >= hl->addr && segs[i].addr + segs[i].len <= hl->addr + hl->len;

@@ -544,6 +544,23 @@ static void test_mem_readv_fresh_coalesces(void **state)
     struct mem_seg into[] = {{hole - 16, &e1, 1}, {hole - 8, &e2, 1}, {hole + 8, &e3, 1}};
     assert_int_equal(mem_readv_fresh(&m, into, 3), PYS_E_BADADDR);
 
+    /* So does a long run of them whose last one is in the hole (a deep
+     * chain whose chunk was unmapped under it): its span fails, and that
+     * is the answer, not a piece per segment read to find the one. */
+    enum { RUN = 300 };
+    uint8_t *sink = malloc(RUN + 1);
+    struct mem_seg *run = malloc((RUN + 1) * sizeof *run);
+    assert_non_null(sink);
+    assert_non_null(run);
+    for (size_t i = 0; i < RUN; i++)
+        run[i] = (struct mem_seg){hole - 8 - 8 * (RUN - 1 - i), &sink[i], 1};
+    run[RUN] = (struct mem_seg){hole + 8, &sink[RUN], 1};
+    uint64_t pieces = m.stats.pieces;
+    assert_int_equal(mem_readv_fresh(&m, run, RUN + 1), PYS_E_BADADDR);
+    assert_in_range(m.stats.pieces - pieces, 1, 2);
+    free(run);
+    free(sink);
+
     mem_release(&m);
     munmap(page, ps);
     free(src);
@@ -600,6 +617,54 @@ static void test_mem_prefetch_late_in_span(void **state)
     mem_prefetch_end(&m);
     mem_release(&m);
     munmap(p, 2 * (size_t)ps);
+}
+
+/* The prefetch keeps a small span for a while after its last read (a
+ * generator's frame, read now and then), but a large one only while the
+ * same start is still read (a stack copy that may grow back): a stack
+ * copied once, or left behind, is not read again batch after batch. */
+static void test_mem_prefetch_keeps_small_spans(void **state)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    uint8_t *p = mmap(NULL, 8 * (size_t)ps, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *big = malloc(2 * (size_t)ps);
+    uint64_t v = 0;
+    struct mem m;
+    (void)state;
+
+    assert_true(p != MAP_FAILED);
+    assert_non_null(big);
+    uint64_t small_at = (uint64_t)(uintptr_t)p, big_at = small_at + 2 * (uint64_t)ps,
+             other_at = small_at + 6 * (uint64_t)ps, grow_at = small_at + 4 * (uint64_t)ps;
+    mem_init_process(&m, getpid());
+    /* Snapshot 1 reads a small span, a large one and one that grows back. */
+    mem_prefetch_begin(&m);
+    assert_int_equal(mem_read_u64(&m, small_at, &v), 0);
+    assert_int_equal(mem_read(&m, big_at, big, 2 * (size_t)ps), 0);
+    assert_int_equal(mem_read(&m, grow_at, big, 2 * (size_t)ps), 0);
+    mem_prefetch_end(&m);
+    /* Snapshots 2 and 3 read another span, and the growing one shorter. */
+    for (int i = 0; i < 2; i++) {
+        mem_prefetch_begin(&m);
+        assert_int_equal(mem_read_u64(&m, other_at, &v), 0);
+        assert_int_equal(mem_read(&m, grow_at, big, (size_t)ps), 0);
+        mem_prefetch_end(&m);
+    }
+    /* Snapshot 4: the small span and the growing one at its longest come
+     * with the batch; the large one left behind needs a read of its own. */
+    uint64_t reads = m.stats.reads;
+    mem_prefetch_begin(&m);
+    assert_int_equal(m.stats.reads - reads, 1);
+    assert_int_equal(mem_read_u64(&m, small_at, &v), 0);
+    assert_int_equal(mem_read(&m, grow_at, big, 2 * (size_t)ps), 0);
+    assert_int_equal(m.stats.reads - reads, 1);
+    assert_int_equal(mem_read(&m, big_at, big, 2 * (size_t)ps), 0);
+    assert_int_equal(m.stats.reads - reads, 2);
+    mem_prefetch_end(&m);
+    mem_release(&m);
+    free(big);
+    munmap(p, 8 * (size_t)ps);
 }
 
 static void test_mem_readv_many(void **state)
@@ -868,6 +933,7 @@ int main(void)
         cmocka_unit_test(test_mem_readv_many),
         cmocka_unit_test(test_mem_readv_fresh_coalesces),
         cmocka_unit_test(test_mem_prefetch_late_in_span),
+        cmocka_unit_test(test_mem_prefetch_keeps_small_spans),
         cmocka_unit_test(test_absent_pid),
         cmocka_unit_test(test_reaped_child),
         cmocka_unit_test(test_self),

@@ -283,6 +283,9 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
         }
         s->walk_entry = NULL;
         s->tail_start = SIZE_MAX;
+        /* With the frame cache, a walk through older chunks (a miss) is a
+         * one-off: the next samples take those frames from the cache. */
+        s->stack.older_once = s->use_fcache;
         if (s->use_fcache) {
             rc = prof_fcache_walk(s, &cur);
         } else {

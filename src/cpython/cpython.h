@@ -126,6 +126,10 @@ struct cpy_stack {
     uint64_t win_addr;  /* the window's target address and length (0: none) */
     size_t win_len;
     uint64_t last_direct; /* the last frame read directly, in this walk */
+    /* Set by the caller: chunks older than the current one are read for
+     * this walk only (the 3.15 frame cache will serve the next samples):
+     * not from, nor for, the snapshot's prefetch. */
+    int older_once;
 };
 void cpy_stack_release(struct cpy_stack *st);
 
@@ -141,9 +145,9 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
                    struct cpy_stack *st, struct cpy_raw_frame *out, size_t max);
 
 /*
- * Walk from the thread's current frame towards `stop`, reading each frame on
- * its own (no chunk copy): the frames above stop and stop itself, innermost
- * first, into out[0..max). *stop_prev gets stop's `previous`. Returns the
+ * Walk from the thread's current frame towards `stop`, reading only the
+ * data stack above it (the chunks down to the one that holds stop): the
+ * frames above stop and stop itself, innermost first, into out[0..max). *stop_prev gets stop's `previous`. Returns the
  * number of frames, PYS_E_NOTFOUND if the chain reaches the base frame
  * without meeting stop (or is found to have passed it), PYS_E_CORRUPT if it
  * ends short of the base frame, or an error as cpy_stack_walk. For the 3.15

@@ -64,11 +64,14 @@ static void no_window(struct cpy_stack *st)
 #define CHUNK_TOP 16
 
 /*
- * Copy the used part of every data stack chunk of the thread into st: the
- * current chunk up to the thread's datastack_top (one read, header
- * included), each older one up to its own top (header, then body).
+ * Copy the used part of the thread's data stack chunks into st: the current
+ * chunk up to the thread's datastack_top (one read, header included), each
+ * older one up to its own top (header, then body). All of them, or (stop !=
+ * 0) down to the chunk that holds stop. Older chunks are read past the
+ * prefetch when st->older_once says no later walk is expected to need them.
  */
-static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_stack *st)
+static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_stack *st,
+                       uint64_t stop)
 {
     uint64_t addr = t->datastack_chunk;
     size_t used = 0;
@@ -78,6 +81,7 @@ static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_sta
     no_window(st);
     for (int current = 1; addr != 0; current = 0) {
         uint64_t size, prev, len;
+        int quiet = !current && st->older_once;
         if (st->nchunks == CPY_MAX_CHUNKS)
             return PYS_E_TOODEEP;
         if (current && t->datastack_top > addr + CHUNK_HEADER &&
@@ -86,7 +90,9 @@ static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_sta
         } else {
             uint8_t head[CHUNK_HEADER];
             uint64_t top;
-            if ((rc = mem_read(m, addr, head, sizeof head)) < 0)
+            rc = quiet ? mem_read_fresh(m, addr, head, sizeof head)
+                       : mem_read(m, addr, head, sizeof head);
+            if (rc < 0)
                 return rc;
             memcpy(&top, head + CHUNK_TOP, 8);
             if (top > (CPY_MAX_CHUNK_BYTES - CHUNK_HEADER) / 8)
@@ -97,7 +103,9 @@ static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_sta
             return PYS_E_CORRUPT;
         if ((rc = grow(&st->buf, &st->cap, used + len)) < 0)
             return rc;
-        if ((rc = mem_read(m, addr, st->buf + used, len)) < 0)
+        rc = quiet ? mem_read_fresh(m, addr, st->buf + used, len)
+                   : mem_read(m, addr, st->buf + used, len);
+        if (rc < 0)
             return rc;
         memcpy(&prev, st->buf + used + CHUNK_PREVIOUS, 8);
         memcpy(&size, st->buf + used + CHUNK_SIZE, 8);
@@ -109,6 +117,8 @@ static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_sta
         st->chunks[st->nchunks].len = len - CHUNK_HEADER;
         st->nchunks++;
         used += len;
+        if (stop != 0 && stop >= addr + CHUNK_HEADER && stop < addr + len)
+            break;
         addr = prev;
     }
     st->regions = st->nchunks;
@@ -120,7 +130,7 @@ static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_sta
  * For a walk down to the frame at stop: when stop lies in the current chunk,
  * the frames above it are [stop, datastack_top) (the thread's own frames; a
  * generator's lives elsewhere and is read on its own): copy that in one read.
- * Otherwise copy every chunk, as a whole walk does.
+ * Otherwise copy the chunks down to the one that holds stop.
  */
 static int copy_above(struct mem *m, const struct cpy_thread *t, struct cpy_stack *st,
                       uint64_t stop)
@@ -128,7 +138,7 @@ static int copy_above(struct mem *m, const struct cpy_thread *t, struct cpy_stac
     uint64_t chunk = t->datastack_chunk, top = t->datastack_top;
     if (!(chunk != 0 && stop >= chunk + CHUNK_HEADER && stop < top &&
           top - stop <= CPY_MAX_CHUNK_BYTES))
-        return copy_chunks(m, t, st);
+        return copy_chunks(m, t, st, stop);
     size_t len = (size_t)(top - stop);
     no_window(st);
     /* The next sample reads above some stop in this chunk, up to about the
@@ -343,7 +353,7 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
     size_t n = 0;
     int rc;
 
-    if ((rc = copy_chunks(m, t, st)) < 0)
+    if ((rc = copy_chunks(m, t, st, 0)) < 0)
         return rc;
     while (addr != 0) {
         const uint8_t *fb = NULL;

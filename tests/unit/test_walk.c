@@ -276,6 +276,50 @@ static void test_walk_in_chunk(void **state)
     free(im);
 }
 
+/* A walk to a stop in an older chunk copies the chunks down to that one
+ * and no further: an even older chunk that cannot be read is never seen. */
+static void test_walk_to_older_chunk(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    struct cpy_raw_frame f[16];
+    uint8_t ts[4096];
+    struct cpy_thread t;
+    struct cpy_stack st;
+    uint64_t prev = 0;
+    build(im);
+    /* Current chunk at CHUNK: the top frame; older chunk at CHUNK + 0x1000:
+     * its caller (the stop), whose caller is the heap's A_FRAME(1); the
+     * oldest at CHUNK + 0x2000 claims 2^40 slots in use. */
+    uint64_t cur = CHUNK, older = CHUNK + 0x1000, oldest = CHUNK + 0x2000;
+    uint64_t top = cur + 24, stop = older + 24;
+    put64(im, cur, older);
+    put64(im, cur + 8, 0x1000);
+    put_frame(im, top, stop, 5, 0);
+    put64(im, older, oldest);
+    put64(im, older + 8, 0x1000);
+    put64(im, older + 16, (24 + 88) / 8);
+    put_frame(im, stop, A_FRAME(1), 4, 0);
+    put64(im, oldest + 8, 0x1000);
+    put64(im, oldest + 16, 1ull << 40);
+    put64(im, A_TSTATE + im->o.thread_state.datastack_chunk, cur);
+    put64(im, A_TSTATE + im->o.thread_state.datastack_top, top + 88);
+    put64(im, A_TSTATE + im->o.thread_state.current_frame, top);
+    memset(&st, 0, sizeof st);
+    assert_int_equal(cpy_thread_read(&im->mem, &im->o, &im->sym, A_TSTATE, ts, &t), 0);
+    /* The current chunk (one read), the older one's header and used part. */
+    uint64_t before = im->mem.stats.reads;
+    assert_int_equal(cpy_stack_walk_to(&im->mem, &im->o, &t, &st, stop, f, 16, &prev), 2);
+    assert_int_equal(im->mem.stats.reads - before, 3);
+    assert_int_equal(f[0].addr, top);
+    assert_int_equal(f[1].addr, stop);
+    assert_int_equal(prev, A_FRAME(1));
+    /* A whole walk copies every chunk: the oldest one's claim is refused. */
+    assert_int_equal(cpy_stack_walk(&im->mem, &im->o, &t, &st, f, 16), PYS_E_CORRUPT);
+    cpy_stack_release(&st);
+    free(im);
+}
+
 /* Frames outside every copy, walked down a page (a stretch of data stack no
  * copy holds): the first is read alone, the second with the rest of its
  * page below it, and the others come from that read. */
@@ -393,6 +437,7 @@ int main(void)
         cmocka_unit_test(test_walk_too_many),    cmocka_unit_test(test_walk_unmapped),
         cmocka_unit_test(test_walk_base_frame),  cmocka_unit_test(test_walk_marks_shims),
         cmocka_unit_test(test_walk_in_chunk),    cmocka_unit_test(test_walk_window),
+        cmocka_unit_test(test_walk_to_older_chunk),
         cmocka_unit_test(test_code_checks),      cmocka_unit_test(test_unicode),
         cmocka_unit_test(test_exception_status),
     };

@@ -18,7 +18,9 @@
  * cached one (code object and caller), and every REFRESH samples, which
  * bounds how long a chain could stay wrong if the target moved between
  * pystrobe's read and its write of the anchor. Only chains that reached the
- * base frame are cached.
+ * base frame are cached. An anchor caught returning (the current frame, read
+ * with its code object cleared) is a hit too: the stack it returned to is
+ * the cached chain below it (anchor_returned).
  *
  * The sequence number guards the one case where the anchor's address alone
  * could mislead: the anchor we wrote, still in place, must come with the
@@ -178,6 +180,30 @@ static int reserve_entry(struct prof_fcache_entry *e, size_t n)
     return 0;
 }
 
+/*
+ * A walk to the anchor that found it as the current frame, its code object
+ * cleared (the interpreter clears a frame's as it pops it): has the anchor
+ * returned since the thread state was read? Then the stack it returned to,
+ * at that moment, is the cached chain below it, every caller still at its
+ * call. It is the anchor the cache knows if it still goes back to the
+ * cached caller and its position lies in the cached code object: a frame of
+ * another code pushed at the same address after the anchor had gone (our
+ * write came too late) fails that, and its caller may have moved on since
+ * the cache saw it.
+ */
+static int anchor_returned(struct pys_session *s, const struct prof_fcache_entry *e,
+                           size_t pos, uint64_t prev, uint64_t below)
+{
+    const struct prof_code *pc;
+    if (s->raw[0].code != 0 || !s->raw[0].shim || prev != below || pos + 1 >= e->n ||
+        e->frames[pos].code == 0)
+        return 0;
+    if (prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym,
+                           e->frames[pos].code, &pc) < 0)
+        return 0;
+    return cpy_code_holds(&s->off, &pc->code, e->frames[pos].code, s->raw[0].instr_ptr);
+}
+
 int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
 {
     struct prof_fcache *fc = &s->fcache;
@@ -191,6 +217,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
     s->walk_entry = e;
     s->tail_start = SIZE_MAX;
     int same_anchor_ok = anchor != e->anchor || t->last_profiled_frame_seq == e->seq;
+    int returned = 0;
     if (e->n && anchor != 0 && same_anchor_ok && e->since_full < REFRESH) {
         size_t pos = 0;
         while (pos < e->n && e->frames[pos].addr != anchor)
@@ -205,8 +232,15 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         if (k == PYS_E_EXITED || k == PYS_E_NOMEM || k == PYS_E_CORRUPT)
             return k;
         uint64_t below = pos + 1 < e->n ? e->frames[pos + 1].addr : 0;
-        int ok = k > 0 && s->raw[k - 1].code == e->frames[pos].code && prev == below &&
-                 (size_t)k + (e->n - pos - 1) <= CPY_MAX_FRAMES;
+        returned = k == 1 && anchor_returned(s, e, pos, prev, below);
+        /* Read with its code object cleared, the anchor has returned since
+         * the thread state was read (that state is out of date), or a frame
+         * pushed at its address since has. Read again: the interpreter will
+         * have moved the anchor to the caller. */
+        if (k > 0 && s->raw[k - 1].code == 0 && !returned)
+            return PYS_E_CORRUPT;
+        int ok = k > 0 && (returned || s->raw[k - 1].code == e->frames[pos].code) &&
+                 prev == below && (size_t)k + (e->n - pos - 1) <= CPY_MAX_FRAMES;
         if (ok && k > 2 && !prof_walk_with_state(s)) {
             /* Read after the thread state: check, in one more read, that the
              * anchor has not returned since the state was read (the
@@ -277,6 +311,11 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         memcpy(e->frames, s->raw, (size_t)n * sizeof *s->raw);
         e->n = (size_t)n;
     }
+    /* The anchor returned: the interpreter has moved it to its caller
+     * (bumping the sequence number); ours stays as it was, so that the next
+     * sample takes the moved one. */
+    if (returned)
+        return n;
     /* From here on e->frames is the chain (the walk's result); the
      * resolutions of its tail stay valid, those of the frames above it are
      * stored by prof_fcache_resolved. Anchor it at the current frame. */

@@ -272,3 +272,10 @@ int cpy_frame_incomplete(const struct cpy_offsets *o, const struct cpy_code *c,
     int64_t idx = instr_index(o, c, f);
     return idx != INT64_MAX && idx < c->firsttraceable;
 }
+
+int cpy_code_holds(const struct cpy_offsets *o, const struct cpy_code *c, uint64_t code,
+                   uint64_t position)
+{
+    struct cpy_raw_frame f = {.code = code, .instr_ptr = position};
+    return instr_index(o, c, &f) != INT64_MAX;
+}

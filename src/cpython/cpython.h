@@ -210,6 +210,11 @@ int cpy_code_locate(const struct cpy_offsets *o, const struct cpy_code *c,
 int cpy_frames_adjacent(const struct cpy_raw_frame *callee, const struct cpy_raw_frame *caller,
                         const struct cpy_code *caller_code, uint64_t lo, uint64_t hi);
 
+/* Could a frame of code c (at target address `code`) be at `position` (a
+ * cpy_raw_frame's instr_ptr)? */
+int cpy_code_holds(const struct cpy_offsets *o, const struct cpy_code *c, uint64_t code,
+                   uint64_t position);
+
 /* Is f still in its prologue (CPython hides such frames from tracebacks)? */
 int cpy_frame_incomplete(const struct cpy_offsets *o, const struct cpy_code *c,
                          const struct cpy_raw_frame *f);

@@ -392,6 +392,7 @@ struct unwinder {
     int cache_frames;
     int stats;
     int gone;                 /* the process exited: every later call raises */
+    int thread_error;         /* the error of the thread that failed the last call */
     uint64_t samples;         /* get_stack_trace() calls */
     uint64_t frames_reported; /* Python frames turned into FrameInfo */
     struct objcache names;  /* str objects, by interned name pointer */
@@ -701,10 +702,11 @@ fail:
 
 /* A thread the caller asked for could not be read: the whole sample fails,
  * as in the reference, with an error callers treat as transient. */
-static int check_thread(const struct pys_thread *t)
+static int check_thread(struct unwinder *self, const struct pys_thread *t)
 {
     if (!t->error)
         return 0;
+    self->thread_error = t->error;
     PyErr_Format(PyExc_RuntimeError, "Failed to unwind stack for thread %llu: %s",
                  (unsigned long long)t->native_id,
                  t->error_text ? t->error_text : pys_strerror(t->error));
@@ -726,7 +728,7 @@ static PyObject *new_interp(struct unwinder *self, const struct pys_interp *in, 
         const struct pys_thread *t = &in->threads[k];
         if (!thread_matches(self, t->status))
             continue;
-        if (check_thread(t) < 0)
+        if (check_thread(self, t) < 0)
             goto fail;
         PyObject *ti = new_thread(self, t);
         if (!ti)
@@ -856,12 +858,16 @@ static PyObject *unwinder_get_stack_trace(PyObject *op, PyObject *unused)
     PyObject *result = PyList_New(0);
     if (!result)
         return NULL;
+    self->thread_error = 0;
     int selected = select_threads(self, snap, result);
     memos_sweep(self);
     if (selected < 0) {
         Py_DECREF(result);
-        /* A thread that could not be read may mean the process is going. */
-        if (process_gone(self->pid)) {
+        /* A thread that could not be read may mean the process is going
+         * (a stack that was read but torn says nothing of the kind, and
+         * the look at /proc would cost more than the sample). */
+        int torn = self->thread_error == PYS_E_CORRUPT || self->thread_error == PYS_E_TOODEEP;
+        if (!torn && process_gone(self->pid)) {
             PyErr_Clear();
             self->gone = 1;
             raise_gone();

@@ -138,6 +138,14 @@ int prof_walk_with_state(const struct pys_session *s);
  */
 int prof_chain_unchanged(struct pys_session *s, const struct cpy_raw_frame *raw, size_t k,
                          uint64_t last_prev);
+/*
+ * How many of the walk's top frames raw[0..n) need no second read: 1 when
+ * the top frame was copied with its caller, after it (the same chunk copy).
+ * Its bytes then show the top at the moment they were read, and its caller
+ * (checked) was in place from before that moment until the second read: the
+ * two were a stack at that moment, however the top has moved on since.
+ */
+size_t prof_top_settled(const struct pys_session *s, const struct cpy_raw_frame *raw, size_t n);
 /* After the walk's frames were resolved (ok) or not: keep what each raw
  * frame resolved to (s->res_scratch) for the next sample's cached tail. */
 void prof_fcache_resolved(struct pys_session *s, size_t nraw, int ok);

@@ -58,6 +58,14 @@ int prof_walk_with_state(const struct pys_session *s)
     return s->stack.direct == 0 && s->mem.stats.reads == s->reads_at_thread;
 }
 
+size_t prof_top_settled(const struct pys_session *s, const struct cpy_raw_frame *raw, size_t n)
+{
+    return n >= 2 && cpy_stack_copied_after(&s->stack, raw[0].addr, raw[1].addr,
+                                            (size_t)s->off.interpreter_frame.size)
+               ? 1
+               : 0;
+}
+
 int prof_chain_unchanged(struct pys_session *s, const struct cpy_raw_frame *raw, size_t k,
                          uint64_t last_prev)
 {
@@ -251,7 +259,8 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
              * (State and frames from the snapshot's one batched read show
              * one moment: nothing to check.) */
             size_t above = prof_walk_one_moment(s) ? 0 : (size_t)k;
-            ok = chain_and_anchor_unchanged(s, t, s->raw, above, below, anchor,
+            size_t top = above ? prof_top_settled(s, s->raw, above) : 0;
+            ok = chain_and_anchor_unchanged(s, t, s->raw + top, above - top, below, anchor,
                                             t->last_profiled_frame_seq);
             /* Torn: the thread moved on since its state was read. A whole
              * walk from that same state would be torn too; the caller reads
@@ -298,7 +307,9 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
          * was (nothing in it came from this walk). */
         if (n < 0)
             return n;
-        if (!prof_walk_one_moment(s) && !prof_chain_unchanged(s, s->raw, (size_t)n, 0))
+        size_t top = prof_top_settled(s, s->raw, (size_t)n);
+        if (!prof_walk_one_moment(s) &&
+            !prof_chain_unchanged(s, s->raw + top, (size_t)n - top, 0))
             return PYS_E_CORRUPT;
         fc->frames_read += (uint64_t)n;
         e->since_full = 0;

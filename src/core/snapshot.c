@@ -293,8 +293,9 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
              * one, several chunks) may mix moments: it is checked against a
              * second read. One copied in one read shows one moment. */
             rc = cpy_stack_walk(&s->mem, &s->off, &cur, &s->stack, s->raw, CPY_MAX_FRAMES);
+            size_t top = rc > 0 ? prof_top_settled(s, s->raw, (size_t)rc) : 0;
             if (rc > 0 && !prof_walk_one_moment(s) &&
-                !prof_chain_unchanged(s, s->raw, (size_t)rc, 0))
+                !prof_chain_unchanged(s, s->raw + top, (size_t)rc - top, 0))
                 rc = PYS_E_CORRUPT;
         }
         if (rc < 0) {

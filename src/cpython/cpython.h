@@ -144,6 +144,12 @@ void cpy_stack_release(struct cpy_stack *st);
 int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
                    struct cpy_stack *st, struct cpy_raw_frame *out, size_t max);
 
+/* Did the last walk take the frame at top (fsize bytes) from the same copy
+ * as the one at caller, below it? A copy is made upwards (a chunk is one
+ * piece of one read), so top's bytes were read last. */
+int cpy_stack_copied_after(const struct cpy_stack *st, uint64_t top, uint64_t caller,
+                           size_t fsize);
+
 /*
  * Walk from the thread's current frame towards `stop`, reading only the
  * data stack above it (the chunks down to the one that holds stop): the

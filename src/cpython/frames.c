@@ -207,6 +207,18 @@ static int frame_bytes(struct mem *m, const struct cpy_thread *t, struct cpy_sta
     return 0;
 }
 
+int cpy_stack_copied_after(const struct cpy_stack *st, uint64_t top, uint64_t caller,
+                           size_t fsize)
+{
+    for (size_t i = 0; i < st->nchunks; i++) {
+        uint64_t a = st->chunks[i].addr;
+        size_t len = st->chunks[i].len;
+        if (caller >= a && caller < top && top - a <= len && fsize <= len - (top - a))
+            return 1;
+    }
+    return 0;
+}
+
 /* Brent's cycle detection: compare each address with a checkpoint that
  * moves to the current address at every power of two steps. */
 struct cycle {

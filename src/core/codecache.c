@@ -100,17 +100,40 @@ static struct prof_code *find(struct prof_codecache *cc, uint64_t addr)
     return NULL;
 }
 
+static int cmp_seg(const void *a, const void *b)
+{
+    const struct mem_seg *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* By address: insertion sort for a few (qsort allocates for more). */
+static void sort_segs(struct mem_seg *v, size_t n)
+{
+    if (n > 64) {
+        qsort(v, n, sizeof *v, cmp_seg);
+        return;
+    }
+    for (size_t i = 1; i < n; i++) {
+        struct mem_seg x = v[i];
+        size_t j = i;
+        for (; j > 0 && v[j - 1].addr > x.addr; j--)
+            v[j] = v[j - 1];
+        v[j] = x;
+    }
+}
+
 int prof_codecache_check(struct prof_codecache *cc, struct mem *m, const struct cpy_offsets *o,
                          const uint64_t *addrs, size_t n)
 {
     size_t hlen = (size_t)o->code_object.size, per = hlen + 32, k = 0;
     cc->checks++;
-    if (n * 3 > cc->segs_cap) {
-        struct mem_seg *v = realloc(cc->segs, n * 3 * sizeof *v);
+    /* 3 pieces per object, then the same sorted by address. */
+    if (n * 6 > cc->segs_cap) {
+        struct mem_seg *v = realloc(cc->segs, n * 6 * sizeof *v);
         if (!v)
             return PYS_E_NOMEM;
         cc->segs = v;
-        cc->segs_cap = n * 3;
+        cc->segs_cap = n * 6;
     }
     if (n * per > cc->buf_cap) {
         uint8_t *b = realloc(cc->buf, n * per);
@@ -135,7 +158,12 @@ int prof_codecache_check(struct prof_codecache *cc, struct mem *m, const struct 
     }
     if (k == 0)
         return 0;
-    int rc = mem_readv_fresh(m, cc->segs, 3 * k), stale = 0;
+    /* Read in address order: a module's code objects share their file
+     * name, and pieces close together are read as one span. */
+    struct mem_seg *by_addr = cc->segs + 3 * n;
+    memcpy(by_addr, cc->segs, 3 * k * sizeof *by_addr);
+    sort_segs(by_addr, 3 * k);
+    int rc = mem_readv_fresh(m, by_addr, 3 * k), stale = 0;
     for (size_t i = 0; i < k; i++) {
         struct prof_code *pc = find(cc, cc->segs[3 * i].addr);
         struct cpy_code_key now;

@@ -56,7 +56,7 @@ struct prof_codecache {
     uint64_t next_id;
     int validate;              /* cached objects need prof_codecache_check (3.8-3.13) */
     uint64_t checks;           /* prof_codecache_check calls */
-    struct mem_seg *segs;      /* its scratch: 3 pieces per code object, and their bytes */
+    struct mem_seg *segs;      /* its scratch: 3 pieces per code object, sorted copy */
     uint8_t *buf;
     size_t segs_cap, buf_cap;
     struct prof_locmemo *memo; /* PROF_LOCMEMO_SIZE entries, allocated on first use */

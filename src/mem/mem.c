@@ -568,7 +568,7 @@ int mem_readv_fresh(struct mem *m, const struct mem_seg *segs, size_t n)
         bytes += (size_t)(hi - lo);
         i = j;
     }
-    if (nh * 2 > n || bytes > COALESCE_MAX_BYTES || grow_hulls(m, nh, bytes) < 0)
+    if (nh == n || bytes > COALESCE_MAX_BYTES || grow_hulls(m, nh, bytes) < 0)
         return readv_now(m, segs, n);
     /* Second pass: the same hulls, now with room for their bytes. */
     size_t off = 0, h = 0;

@@ -233,6 +233,28 @@ static const char *walk_error(int rc)
     }
 }
 
+/*
+ * After a thread's retry batch: its frames were read after the code object
+ * generation counter the snapshot went by. The batch read the main
+ * interpreter's counter again, last: if it moved, cached code objects may
+ * have been freed (drop them all). If it could not be read, the snapshot
+ * reads it once more at its end, as after any read past its batch.
+ */
+static void retry_generation(struct pys_session *s)
+{
+    uint64_t late;
+    if (!CPY_HAS(&s->off, interpreter_state, code_object_generation) || s->gen_interp[0] == 0)
+        return;
+    if (!mem_prefetch_late_value(&s->mem, &late)) {
+        s->mem.unbatched++;
+        return;
+    }
+    if (late != s->gen_seen[0]) {
+        prof_codecache_clear(&s->codes);
+        s->gen_seen[0] = late;
+    }
+}
+
 /* Read one thread: status, then frames. Returns 0 (the thread may carry its
  * own error) or PYS_E_EXITED / PYS_E_NOMEM, which end the snapshot. */
 static int read_thread(struct pys_session *s, const struct cpy_interp *in,
@@ -275,7 +297,8 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
             /* The thread moved on while it was read. Read again, in one batch,
              * everything read so far (the failed walk's thread state, chunk
              * and frames among it), so that the next walk sees one moment. */
-            mem_prefetch_begin(&s->mem);
+            mem_prefetch_retry(&s->mem);
+            retry_generation(s);
             s->reads_at_thread = s->mem.stats.reads;
             rc = cpy_thread_read(&s->mem, &s->off, &s->sym, t->addr, s->tsbuf, &cur);
             if (rc < 0)

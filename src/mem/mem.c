@@ -402,7 +402,22 @@ static void read_plan(struct mem *m, size_t n)
     }
 }
 
+static void prefetch(struct mem *m);
+
 void mem_prefetch_begin(struct mem *m)
+{
+    prefetch(m);
+    m->nlog = 0;
+    m->logging = m->pid > 0;
+}
+
+void mem_prefetch_retry(struct mem *m)
+{
+    prefetch(m);
+}
+
+/* Read the plan made from the log (and the spans kept) in one batch. */
+static void prefetch(struct mem *m)
 {
     m->npf = 0;
     m->late_ok = 0;
@@ -430,8 +445,6 @@ void mem_prefetch_begin(struct mem *m)
         if (ok)
             read_plan(m, n);
     }
-    m->nlog = 0;
-    m->logging = m->pid > 0;
 }
 
 void mem_prefetch_end(struct mem *m)

@@ -86,6 +86,11 @@ void mem_release(struct mem *m);
  */
 void mem_prefetch_begin(struct mem *m);
 void mem_prefetch_end(struct mem *m);
+/* Within a snapshot: read again, in one batch, what the snapshot has read so
+ * far and the spans kept (a thread that moved on while it was read is read
+ * again from it), the late word last; the log goes on, so the next snapshot
+ * still reads all. */
+void mem_prefetch_retry(struct mem *m);
 
 /* Have each prefetch also read the 8 bytes at addr (0: none) as its very last
  * piece, after every other span (the span that holds them, if any, is the

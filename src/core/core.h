@@ -201,6 +201,20 @@ struct pys_session {
     uint64_t *snap_codes;
     size_t nsnap_codes, snap_codes_cap;
     int check_each_walk;
+    /* Walks to be checked against a second read at the snapshot's end, all
+     * in one read (put_off_check): the fields to read, what the walk saw in
+     * them, and whose they are (thread, interpreter by position). Those that
+     * changed are walked again then. Not on a snapshot's last try. */
+    struct mem_seg *chk_segs;
+    uint64_t *chk_got, *chk_want;
+    size_t nchk, chk_cap;
+    struct put_off {
+        size_t ti, ni, first, n;
+    } *chk_walks;
+    size_t nchk_walks, chk_walks_cap;
+    int put_off; /* walks may put their check off (see above) */
+    struct cpy_interp *seen_interps; /* this snapshot's, by position */
+    size_t seen_interps_cap;
     struct pys_frame *res_scratch; /* per raw frame: what it resolved to */
     /* pys_options.opcodes: one read per Python frame of a thread, the frame
      * (index in frames) each one fills, and the bytes read. */

@@ -117,6 +117,11 @@ void pys_session_free(pys_session *s)
     free(s->res_scratch);
     free(s->code_addrs);
     free(s->snap_codes);
+    free(s->chk_segs);
+    free(s->chk_got);
+    free(s->chk_want);
+    free(s->chk_walks);
+    free(s->seen_interps);
     free(s->op_segs);
     free(s->op_frame);
     free(s->op_byte);

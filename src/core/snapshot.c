@@ -255,10 +255,97 @@ static void retry_generation(struct pys_session *s)
     }
 }
 
+/*
+ * Put off the second read of a walk's chain raw[0..k) (see
+ * prof_chain_unchanged) to the snapshot's end, where the chains of all
+ * threads are read again at once. 0, or PYS_E_NOMEM (check it now).
+ */
+static int put_off_check(struct pys_session *s, size_t ti, size_t ni,
+                         const struct cpy_raw_frame *raw, size_t k, uint64_t last_prev)
+{
+    const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
+    size_t need = s->nchk + 2 * k, a = s->chk_cap, b = s->chk_cap, c = s->chk_cap;
+    int rc = reserve((void **)&s->chk_segs, &a, need, sizeof *s->chk_segs);
+    if (rc == 0)
+        rc = reserve((void **)&s->chk_got, &b, need, sizeof *s->chk_got);
+    if (rc == 0)
+        rc = reserve((void **)&s->chk_want, &c, need, sizeof *s->chk_want);
+    s->chk_cap = a < b ? (a < c ? a : c) : (b < c ? b : c);
+    if (rc == 0)
+        rc = reserve((void **)&s->chk_walks, &s->chk_walks_cap, s->nchk_walks + 1,
+                     sizeof *s->chk_walks);
+    if (rc < 0)
+        return rc;
+    s->chk_walks[s->nchk_walks++] = (struct put_off){ti, ni, s->nchk, 2 * k};
+    for (size_t i = 0; i < k; i++) {
+        /* Code object (a tagged reference from 3.14), then caller. */
+        s->chk_segs[s->nchk] = (struct mem_seg){raw[i].addr + f->executable, NULL, 8};
+        s->chk_want[s->nchk++] = raw[i].code;
+        s->chk_segs[s->nchk] = (struct mem_seg){raw[i].addr + f->previous, NULL, 8};
+        s->chk_want[s->nchk++] = i + 1 < k ? raw[i + 1].addr : last_prev;
+    }
+    return 0;
+}
+
+static int read_thread(struct pys_session *s, const struct cpy_interp *in,
+                       const struct cpy_thread *t, size_t ti, size_t ni);
+
+/*
+ * The second reads put off by this snapshot's walks, in one read. A thread
+ * whose chain has changed since its walk is read again now, on its own
+ * (its new frames go after all others). 0, or PYS_E_EXITED / PYS_E_NOMEM.
+ */
+static int put_off_checks(struct pys_session *s)
+{
+    s->put_off = 0;
+    if (s->nchk_walks == 0)
+        return 0;
+    for (size_t i = 0; i < s->nchk; i++)
+        s->chk_segs[i].buf = &s->chk_got[i];
+    int rc = mem_readv_fresh(&s->mem, s->chk_segs, s->nchk);
+    if (rc == PYS_E_EXITED)
+        return rc;
+    /* What is read from here on must see the target, not the batch. */
+    mem_prefetch_end(&s->mem);
+    size_t nwalks = s->nchk_walks;
+    s->nchk_walks = 0;
+    for (size_t w = 0; w < nwalks; w++) {
+        const struct put_off *po = &s->chk_walks[w];
+        int same = rc == 0;
+        for (size_t j = po->first; same && j < po->first + po->n; j++) {
+            uint64_t got = s->chk_got[j];
+            if ((j - po->first) % 2 == 0)
+                got &= ~s->off.stackref_mask;
+            same = got == s->chk_want[j];
+        }
+        if (same)
+            continue;
+        struct pys_thread *pt = &s->threads[po->ti];
+        struct cpy_thread t;
+        s->reads_at_thread = s->mem.stats.reads;
+        int trc = cpy_thread_read(&s->mem, &s->off, &s->sym, pt->tstate, s->tsbuf, &t);
+        if (trc == PYS_E_EXITED)
+            return trc;
+        if (trc < 0) {
+            pt->error = trc;
+            pt->nframes = 0;
+            snprintf(s->thread_err[po->ti], sizeof s->thread_err[0],
+                     "thread state at 0x%llx unreadable: %s", (unsigned long long)pt->tstate,
+                     pys_strerror(trc));
+            s->thread_errors++;
+            continue;
+        }
+        if ((trc = read_thread(s, &s->seen_interps[po->ni], &t, po->ti, po->ni)) < 0)
+            return trc;
+    }
+    s->nchk = 0;
+    return 0;
+}
+
 /* Read one thread: status, then frames. Returns 0 (the thread may carry its
  * own error) or PYS_E_EXITED / PYS_E_NOMEM, which end the snapshot. */
 static int read_thread(struct pys_session *s, const struct cpy_interp *in,
-                       const struct cpy_thread *t, size_t ti)
+                       const struct cpy_thread *t, size_t ti, size_t ni)
 {
     struct pys_thread *pt = &s->threads[ti];
     char *err = s->thread_err[ti];
@@ -292,6 +379,7 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
     s->thread_frame_start[ti] = s->nframes;
 
     struct cpy_thread cur = *t;
+    int put_off = 0;
     for (int attempt = 0; attempt < WALK_TRIES; attempt++) {
         if (attempt > 0) {
             /* The thread moved on while it was read. Read again, in one batch,
@@ -316,10 +404,21 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
              * one, several chunks) may mix moments: it is checked against a
              * second read. One copied in one read shows one moment. */
             rc = cpy_stack_walk(&s->mem, &s->off, &cur, &s->stack, s->raw, CPY_MAX_FRAMES);
-            size_t top = rc > 0 ? prof_top_settled(s, s->raw, (size_t)rc) : 0;
-            if (rc > 0 && !prof_walk_one_moment(s) &&
-                !prof_chain_unchanged(s, s->raw + top, (size_t)rc - top, 0))
-                rc = PYS_E_CORRUPT;
+            size_t n = rc > 0 ? (size_t)rc : 0, top = n ? prof_top_settled(s, s->raw, n) : 0;
+            /* Nor is the entry frame at the bottom (3.12+, on the C stack)
+             * read again: the frame above names it as its caller (checked),
+             * and it stays as it is while frames sit on it. */
+            size_t end = n > top + 1 && s->raw[n - 1].shim ? n - 1 : n;
+            uint64_t last_prev = end < n ? s->raw[n - 1].addr : 0;
+            put_off = 0;
+            if (n > 0 && !prof_walk_one_moment(s)) {
+                /* With the other threads' at the snapshot's end if it can. */
+                if (s->put_off &&
+                    put_off_check(s, ti, ni, s->raw + top, end - top, last_prev) == 0)
+                    put_off = 1;
+                else if (!prof_chain_unchanged(s, s->raw + top, end - top, last_prev))
+                    rc = PYS_E_CORRUPT;
+            }
         }
         if (rc < 0) {
             snprintf(err, sizeof s->thread_err[ti], "%s", walk_error(rc));
@@ -328,6 +427,10 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
             rc = resolve_frames(s, in, &cur, nraw, err, sizeof s->thread_err[ti]);
             if (s->use_fcache)
                 prof_fcache_resolved(s, nraw, rc >= 0);
+            if (rc < 0 && put_off) {
+                /* Not named: nothing to check at the end (the walk is retried). */
+                s->nchk = s->chk_walks[--s->nchk_walks].first;
+            }
         }
         if (rc >= 0 || rc == PYS_E_EXITED || rc == PYS_E_NOMEM)
             break;
@@ -423,8 +526,11 @@ int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
 again:
     s->ninterps = s->nthreads = s->nframes = 0;
     s->nsnap_codes = 0;
-    /* The last try checks each walk's code objects before naming frames. */
+    s->nchk = s->nchk_walks = 0;
+    /* The last try checks each walk's code objects before naming frames,
+     * and each walk's chain right after it. */
     s->check_each_walk = tries + 1 >= GENERATION_TRIES;
+    s->put_off = !s->check_each_walk;
     s->err[0] = '\0';
     s->snapshots++;
     mem_prefetch_begin(&s->mem);
@@ -439,6 +545,10 @@ again:
         }
         if ((rc = cpy_interp_read(&s->mem, &s->off, s->runtime, iaddr, &in)) < 0)
             goto fail;
+        if ((rc = reserve((void **)&s->seen_interps, &s->seen_interps_cap, ni + 1,
+                          sizeof *s->seen_interps)) < 0)
+            goto fail;
+        s->seen_interps[ni] = in;
         check_code_generation(s, ni, &in);
         if ((rc = reserve((void **)&s->interps, &s->interps_cap, s->ninterps + 1,
                           sizeof *s->interps)) < 0)
@@ -475,7 +585,7 @@ again:
                 pi->nthreads++;
                 break;
             }
-            if ((rc = read_thread(s, &in, &t, s->nthreads)) < 0)
+            if ((rc = read_thread(s, &in, &t, s->nthreads, ni)) < 0)
                 goto fail;
             s->nthreads++;
             pi->nthreads++;
@@ -483,6 +593,8 @@ again:
         }
         iaddr = in.next;
     }
+    if ((rc = put_off_checks(s)) < 0)
+        goto fail;
     if (s->mem.unbatched != unbatched && tries + 1 < GENERATION_TRIES && generation_moved(s)) {
         tries++;
         mem_prefetch_end(&s->mem);

@@ -577,6 +577,29 @@ def test_recompiled_code_is_named_anew(work, strobes, tmp_path):
         assert wrong * 500 <= right, numbers
 
 
+def test_threads_checked_in_one_read(work, strobes, tmp_path):
+    """Every thread's stack is read, and checked, without one more system
+    call per thread: with 24 threads asleep, a sample costs a handful of
+    reads (the batch, the second read of all chains, the code objects'
+    check), not 24 or more."""
+    threads = 24
+    target = LongRunning(work.target, [work.path("sleepers.py"), str(threads)])
+    try:
+        s = strobes(["attach", "-r", "500hz", "-d", "0.6", "--stats", "--collapsed",
+                     "-o", tmp_path / "sleepers.txt", target.pid])
+        samples = s.check()["samples"]
+    finally:
+        target.close()
+    m = re.search(r"memory reads: +\d+ system calls \(([0-9.]+) per sample", s.stderr)
+    assert m, s.describe()
+    stacks = load_collapsed(tmp_path / "sleepers.txt")
+    asleep = sum(st.count for st in stacks if st.names[-2:] == ["outer", "inner"])
+    assert samples > 20, s.describe()
+    # Each sample holds every sleeper (the main thread is asleep too).
+    assert asleep >= threads * samples * 0.95, (asleep, samples, s.describe())
+    assert float(m.group(1)) < 6, s.describe()
+
+
 # --- modes ---------------------------------------------------------------------
 
 MODE_RUNS = {

@@ -206,8 +206,10 @@ struct pys_session {
      * them, and whose they are (thread, interpreter by position). Those that
      * changed are walked again then. Not on a snapshot's last try. */
     struct mem_seg *chk_segs;
-    uint64_t *chk_got, *chk_want;
-    size_t nchk, chk_cap;
+    struct chk_value {
+        uint64_t got, want;
+    } *chk_vals;
+    size_t nchk, chk_segs_cap, chk_vals_cap;
     struct put_off {
         size_t ti, ni, first, n;
     } *chk_walks;

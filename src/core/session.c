@@ -85,6 +85,9 @@ int pys_session_attach(pys_session **out, int pid, const struct pys_options *opt
             goto fail;
     }
     s->use_fcache = s->opt.frame_cache && CPY_HAS(&s->off, thread_state, last_profiled_frame);
+    /* With the frame cache, a walk through older chunks (a miss) is a
+     * one-off: the next samples take those frames from the cache. */
+    s->stack.older_once = s->use_fcache;
     /* Without a code generation counter, a cached code object must be checked
      * to still be there at each use. */
     s->codes.validate = !CPY_HAS(&s->off, interpreter_state, code_object_generation);
@@ -118,8 +121,7 @@ void pys_session_free(pys_session *s)
     free(s->code_addrs);
     free(s->snap_codes);
     free(s->chk_segs);
-    free(s->chk_got);
-    free(s->chk_want);
+    free(s->chk_vals);
     free(s->chk_walks);
     free(s->seen_interps);
     free(s->op_segs);

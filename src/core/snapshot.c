@@ -264,13 +264,10 @@ static int put_off_check(struct pys_session *s, size_t ti, size_t ni,
                          const struct cpy_raw_frame *raw, size_t k, uint64_t last_prev)
 {
     const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
-    size_t need = s->nchk + 2 * k, a = s->chk_cap, b = s->chk_cap, c = s->chk_cap;
-    int rc = reserve((void **)&s->chk_segs, &a, need, sizeof *s->chk_segs);
+    size_t need = s->nchk + 2 * k;
+    int rc = reserve((void **)&s->chk_segs, &s->chk_segs_cap, need, sizeof *s->chk_segs);
     if (rc == 0)
-        rc = reserve((void **)&s->chk_got, &b, need, sizeof *s->chk_got);
-    if (rc == 0)
-        rc = reserve((void **)&s->chk_want, &c, need, sizeof *s->chk_want);
-    s->chk_cap = a < b ? (a < c ? a : c) : (b < c ? b : c);
+        rc = reserve((void **)&s->chk_vals, &s->chk_vals_cap, need, sizeof *s->chk_vals);
     if (rc == 0)
         rc = reserve((void **)&s->chk_walks, &s->chk_walks_cap, s->nchk_walks + 1,
                      sizeof *s->chk_walks);
@@ -280,9 +277,9 @@ static int put_off_check(struct pys_session *s, size_t ti, size_t ni,
     for (size_t i = 0; i < k; i++) {
         /* Code object (a tagged reference from 3.14), then caller. */
         s->chk_segs[s->nchk] = (struct mem_seg){raw[i].addr + f->executable, NULL, 8};
-        s->chk_want[s->nchk++] = raw[i].code;
+        s->chk_vals[s->nchk++].want = raw[i].code;
         s->chk_segs[s->nchk] = (struct mem_seg){raw[i].addr + f->previous, NULL, 8};
-        s->chk_want[s->nchk++] = i + 1 < k ? raw[i + 1].addr : last_prev;
+        s->chk_vals[s->nchk++].want = i + 1 < k ? raw[i + 1].addr : last_prev;
     }
     return 0;
 }
@@ -301,7 +298,7 @@ static int put_off_checks(struct pys_session *s)
     if (s->nchk_walks == 0)
         return 0;
     for (size_t i = 0; i < s->nchk; i++)
-        s->chk_segs[i].buf = &s->chk_got[i];
+        s->chk_segs[i].buf = &s->chk_vals[i].got;
     int rc = mem_readv_fresh(&s->mem, s->chk_segs, s->nchk);
     if (rc == PYS_E_EXITED)
         return rc;
@@ -313,10 +310,10 @@ static int put_off_checks(struct pys_session *s)
         const struct put_off *po = &s->chk_walks[w];
         int same = rc == 0;
         for (size_t j = po->first; same && j < po->first + po->n; j++) {
-            uint64_t got = s->chk_got[j];
+            uint64_t got = s->chk_vals[j].got;
             if ((j - po->first) % 2 == 0)
                 got &= ~s->off.stackref_mask;
-            same = got == s->chk_want[j];
+            same = got == s->chk_vals[j].want;
         }
         if (same)
             continue;
@@ -394,9 +391,6 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
         }
         s->walk_entry = NULL;
         s->tail_start = SIZE_MAX;
-        /* With the frame cache, a walk through older chunks (a miss) is a
-         * one-off: the next samples take those frames from the cache. */
-        s->stack.older_once = s->use_fcache;
         if (s->use_fcache) {
             rc = prof_fcache_walk(s, &cur);
         } else {

@@ -51,6 +51,10 @@ EXPRS = {
                                         "offsetof(_PyRuntimeState, main_thread)")],
     ("runtime_state", "gil_holder"): [(f"{V} < 0x030c0000",
                                        "offsetof(_PyRuntimeState, gilstate.tstate_current)")],
+    ("runtime_state", "gil_last_holder"): [(f"{V} < 0x030c0000",
+                                            "offsetof(_PyRuntimeState, ceval.gil.last_holder)")],
+    ("runtime_state", "gil_switches"): [(f"{V} < 0x030c0000",
+                                         "offsetof(_PyRuntimeState, ceval.gil.switch_number)")],
     ("interpreter_state", "size"): [("1", "sizeof(PyInterpreterState)")],
     ("interpreter_state", "id"): [("1", "offsetof(PyInterpreterState, id)")],
     ("interpreter_state", "next"): [("1", "offsetof(PyInterpreterState, next)")],
@@ -66,6 +70,8 @@ EXPRS = {
         (f"{V} >= 0x030c0000", "offsetof(PyInterpreterState, _gil.locked)")],
     ("interpreter_state", "gil_runtime_state_holder"): [
         (f"{V} >= 0x030c0000", "offsetof(PyInterpreterState, _gil.last_holder)")],
+    ("interpreter_state", "gil_switches"): [
+        (f"{V} >= 0x030c0000", "offsetof(PyInterpreterState, _gil.switch_number)")],
     ("thread_state", "size"): [("1", "sizeof(PyThreadState)")],
     ("thread_state", "prev"): [("1", "offsetof(PyThreadState, prev)")],
     ("thread_state", "next"): [("1", "offsetof(PyThreadState, next)")],

@@ -126,6 +126,13 @@ struct pys_options {
      * each snapshot (3.11+ rewrites instructions into specialised forms as
      * the program runs). One more batched read per thread. */
     int opcodes;
+    /* Read again only the threads that can have run Python code since the
+     * last snapshot: with a GIL, those that held it meanwhile, as its
+     * hand-over count tells. The other threads' stacks are the last ones
+     * read, which they still are; their PYS_THREAD_GIL_REQUESTED bit (3.15)
+     * is the last one read too. Not with opcodes (another thread may
+     * rewrite an instruction) and not over several interpreters. */
+    int reuse_idle;
 };
 
 typedef struct pys_session pys_session;
@@ -166,6 +173,7 @@ struct pys_stats {
     uint64_t mem_writes;               /* anchor writes into the target */
     uint64_t mem_pieces; /* pieces (iovecs) those reads asked for: the kernel's
                           * cost grows with them more than with bytes */
+    uint64_t threads_reused; /* pys_options.reuse_idle: thread stacks taken over */
 };
 PYS_EXTERN void pys_session_stats(const pys_session *s, struct pys_stats *out);
 

@@ -44,7 +44,7 @@ struct rec {
     uint64_t duration_ns; /* 0 = until the end */
     int main_only;
     enum mode mode;
-    int native, gc, realtime, stats, tid, read_only;
+    int native, gc, realtime, stats, tid, read_only, every_thread;
     enum format format;
     const char *output;
     int sort;
@@ -166,6 +166,9 @@ static const char RUN_USAGE[] =
     "      --read-only           never write into the target. By default pystrobe keeps\n"
     "                            a frame cache on CPython 3.15+, which writes one field\n"
     "                            per thread (PyThreadState.last_profiled_frame)\n"
+    "      --read-every-thread   read each thread at each sample. By default a thread\n"
+    "                            that has not held the GIL since the last sample keeps\n"
+    "                            the stack it had then, without a read\n"
     "Output:\n"
     "      --pstats              a table on stdout, or with -o a file pstats.Stats loads\n"
     "                            (the default)\n"
@@ -191,6 +194,7 @@ enum {
     OPT_SORT,
     OPT_NO_TID,
     OPT_READ_ONLY,
+    OPT_EVERY_THREAD,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -212,6 +216,7 @@ static const struct option LONG_OPTS[] = {
     {"limit", required_argument, NULL, 'l'},
     {"no-tid", no_argument, NULL, OPT_NO_TID},
     {"read-only", no_argument, NULL, OPT_READ_ONLY},
+    {"read-every-thread", no_argument, NULL, OPT_EVERY_THREAD},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -304,6 +309,9 @@ static int parse_args(struct rec *r, int argc, char **argv, int attach, int *pid
             break;
         case OPT_READ_ONLY:
             r->read_only = 1;
+            break;
+        case OPT_EVERY_THREAD:
+            r->every_thread = 1;
             break;
         case OPT_SORT:
             r->sort = out_pstats_sort_parse(optarg);
@@ -710,6 +718,9 @@ static void print_stats(const pys_session *s, const struct pys_profile_info *inf
     fprintf(stderr, "  code object cache:  %llu hits, %llu misses (%.2f%% hits)\n",
             (unsigned long long)st.code_hits, (unsigned long long)st.code_misses,
             code ? 100.0 * (double)st.code_hits / (double)code : 0.0);
+    fprintf(stderr, "  idle threads:       %llu thread stacks taken over from the sample before "
+                    "(their threads had not held the GIL since)\n",
+            (unsigned long long)st.threads_reused);
     uint64_t walks = st.frame_cache_hits + st.frame_cache_partial_hits + st.frame_cache_misses;
     if (walks) {
         fprintf(stderr,
@@ -774,7 +785,8 @@ int cli_record(int argc, char **argv, int attach)
     struct pys_options opt = {.cpu_state = r.mode == MODE_CPU,
                               .native = r.native,
                               .gc = r.gc,
-                              .frame_cache = !r.read_only};
+                              .frame_cache = !r.read_only,
+                              .reuse_idle = !r.every_thread};
     prctl(PR_SET_TIMERSLACK, 1UL);
     install_signals();
 

@@ -159,10 +159,48 @@ void prof_fcache_release(struct prof_fcache *fc);
  * these the code cache is emptied at every snapshot. */
 #define PROF_GEN_SLOTS 16
 
+/* A snapshot's threads and frames (pys_session's, and the last one kept). */
+struct prof_results {
+    struct pys_thread *threads;
+    size_t nthreads, threads_cap;
+    size_t *thread_frame_start; /* per thread: index of its first frame */
+    char (*thread_err)[160];    /* per thread: error detail */
+    struct mem_span *thread_stack; /* per thread: the used data stack chunk, as read */
+    struct pys_frame *frames;
+    size_t nframes, frames_cap;
+};
+
+/*
+ * pys_options.reuse_idle (idle.c). With a GIL only its holder runs Python
+ * code, and the GIL's hand-over count moves whenever another thread state
+ * takes it. So if the count has not moved since the GIL was read before the
+ * last snapshot, only the holder's stack can have changed; if it moved once,
+ * only the old and the new holder's. The others are taken over from the
+ * last snapshot. A snapshot that takes threads over reads through its own
+ * struct mem, whose batched read learns only such snapshots' reads.
+ */
+struct prof_idle {
+    int valid;        /* `prev` and the fields below describe the last snapshot */
+    uint64_t interp, head, holder, switches; /* read before it walked any thread */
+    uint32_t since_full; /* snapshots since the last that read every thread */
+    /* This snapshot: */
+    int have_gil;     /* the GIL was read before the snapshot (gil below) */
+    struct cpy_interp gil;
+    int active;       /* threads are taken over; walk[] are read */
+    int force_full;   /* a check failed: read every thread */
+    uint64_t walk[2];
+    size_t nwalk;
+    uint64_t reused;  /* counter: thread stacks taken over */
+};
+
 struct pys_session {
     int pid;
     struct pys_options opt;
     struct mem mem;
+    struct mem mem_idle; /* the other reader: see struct prof_idle */
+    int mem_idle_in_use; /* mem and mem_idle are swapped */
+    struct prof_results prev; /* the last snapshot's, swapped with the fields below */
+    struct prof_idle idle;
     struct cpy_offsets off;
     struct cpy_symbols sym;
     uint64_t runtime;        /* address of _PyRuntime */
@@ -226,14 +264,30 @@ struct pys_session {
     uint8_t *kind_scratch;
     struct pys_interp *interps;
     size_t ninterps, interps_cap;
-    struct pys_thread *threads;
-    size_t nthreads, threads_cap;
-    size_t *thread_frame_start; /* per thread: index of its first frame */
-    char (*thread_err)[160];    /* per thread: error detail */
-    struct pys_frame *frames;
-    size_t nframes, frames_cap;
+    struct prof_results res;
     struct pys_snapshot snap;
 };
+
+/* Grow *v (of elem-sized items, *cap of them) to hold need. */
+int prof_reserve(void **v, size_t *cap, size_t need, size_t elem);
+
+/* --- idle threads (idle.c) ----------------------------------------------- */
+
+/* At the start of a snapshot: keep the last one's results in s->prev. */
+void prof_idle_keep_results(struct pys_session *s);
+/* Before each try of a snapshot: decide whether threads are taken over
+ * (s->idle.active), reading the GIL first, and pick the reader. 0 or
+ * PYS_E_EXITED. */
+int prof_idle_begin(struct pys_session *s, int tries);
+/* Must the thread state at tstate be read (not taken over)? */
+int prof_idle_must_read(const struct pys_session *s, uint64_t tstate);
+/* Is t, read at position i of the last snapshot's list, still linked there
+ * (its next as then, and its predecessor's next pointing to it)? */
+int prof_idle_links_ok(struct pys_session *s, size_t i, const struct cpy_thread *t);
+/* Copy the last snapshot's thread i (and its frames) to position ti. */
+int prof_idle_copy_thread(struct pys_session *s, size_t i, size_t ti);
+/* After a snapshot (ok: it succeeded): remember what the next may take over. */
+void prof_idle_end(struct pys_session *s, int ok);
 
 /* Find and validate the runtime of s->pid; fills off, sym, runtime,
  * image_path. Detail of a failure in s->err. */

@@ -64,6 +64,10 @@ int pys_session_attach(pys_session **out, int pid, const struct pys_options *opt
     if (opt)
         s->opt = *opt;
     mem_init_process(&s->mem, pid);
+    mem_init_process(&s->mem_idle, pid);
+    /* Its snapshots read the threads holding the GIL, which change from one
+     * to the next: what they read before is not worth reading again. */
+    s->mem_idle.keep_plans = 0;
     rc = prof_attach_runtime(s);
     if (rc < 0)
         goto fail;
@@ -113,6 +117,7 @@ void pys_session_free(pys_session *s)
     prof_codecache_release(&s->codes);
     prof_fcache_release(&s->fcache);
     mem_release(&s->mem);
+    mem_release(&s->mem_idle);
     prof_intern_release(&s->strings);
     cpy_stack_release(&s->stack);
     free(s->tsbuf);
@@ -129,10 +134,16 @@ void pys_session_free(pys_session *s)
     free(s->op_byte);
     free(s->kind_scratch);
     free(s->interps);
-    free(s->threads);
-    free(s->thread_frame_start);
-    free(s->thread_err);
-    free(s->frames);
+    free(s->res.threads);
+    free(s->res.thread_frame_start);
+    free(s->res.thread_err);
+    free(s->res.thread_stack);
+    free(s->res.frames);
+    free(s->prev.threads);
+    free(s->prev.thread_frame_start);
+    free(s->prev.thread_err);
+    free(s->prev.thread_stack);
+    free(s->prev.frames);
     free(s->image_path);
     free(s);
 }
@@ -167,10 +178,11 @@ void pys_session_stats(const pys_session *s, struct pys_stats *out)
     memset(out, 0, sizeof *out);
     out->snapshots = s->snapshots;
     out->thread_errors = s->thread_errors;
-    out->mem_reads = s->mem.stats.reads;
-    out->mem_prefetched = s->mem.stats.prefetched;
-    out->mem_bytes = s->mem.stats.bytes;
-    out->mem_failures = s->mem.stats.failures;
+    const struct mem_stats *a = &s->mem.stats, *b = &s->mem_idle.stats;
+    out->mem_reads = a->reads + b->reads;
+    out->mem_prefetched = a->prefetched + b->prefetched;
+    out->mem_bytes = a->bytes + b->bytes;
+    out->mem_failures = a->failures + b->failures;
     out->code_hits = s->codes.hits;
     out->code_misses = s->codes.misses;
     out->frame_cache_hits = s->fcache.hits;
@@ -178,8 +190,9 @@ void pys_session_stats(const pys_session *s, struct pys_stats *out)
     out->frame_cache_misses = s->fcache.misses;
     out->frames_from_cache = s->fcache.frames_cached;
     out->frames_read = s->fcache.frames_read;
-    out->mem_writes = s->mem.stats.writes;
-    out->mem_pieces = s->mem.stats.pieces;
+    out->mem_writes = a->writes + b->writes;
+    out->mem_pieces = a->pieces + b->pieces;
+    out->threads_reused = s->idle.reused;
 }
 
 int pys_child_pids(int pid, int recursive, int *out, size_t max)

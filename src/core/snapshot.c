@@ -18,7 +18,7 @@
 /* A walk that raced with the running thread usually succeeds on a retry. */
 #define WALK_TRIES 3
 
-static int reserve(void **v, size_t *cap, size_t need, size_t elem)
+int prof_reserve(void **v, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap)
         return 0;
@@ -35,26 +35,29 @@ static int reserve(void **v, size_t *cap, size_t need, size_t elem)
 
 static int reserve_threads(struct pys_session *s, size_t need)
 {
-    size_t cap = s->threads_cap;
-    int rc = reserve((void **)&s->threads, &cap, need, sizeof *s->threads);
-    if (rc == 0 && cap != s->threads_cap) {
-        size_t *st = realloc(s->thread_frame_start, cap * sizeof *st);
+    size_t cap = s->res.threads_cap;
+    int rc = prof_reserve((void **)&s->res.threads, &cap, need, sizeof *s->res.threads);
+    if (rc == 0 && cap != s->res.threads_cap) {
+        size_t *st = realloc(s->res.thread_frame_start, cap * sizeof *st);
         if (st)
-            s->thread_frame_start = st;
-        char(*te)[160] = realloc(s->thread_err, cap * sizeof *te);
+            s->res.thread_frame_start = st;
+        char(*te)[160] = realloc(s->res.thread_err, cap * sizeof *te);
         if (te)
-            s->thread_err = te;
-        if (!st || !te)
+            s->res.thread_err = te;
+        struct mem_span *sk = realloc(s->res.thread_stack, cap * sizeof *sk);
+        if (sk)
+            s->res.thread_stack = sk;
+        if (!st || !te || !sk)
             return PYS_E_NOMEM;
     }
-    s->threads_cap = cap;
+    s->res.threads_cap = cap;
     return rc;
 }
 
 /* Append a marker frame (<native>, <GC>). The caller reserved room. */
 static void add_marker(struct pys_session *s, int kind)
 {
-    struct pys_frame *f = &s->frames[s->nframes++];
+    struct pys_frame *f = &s->res.frames[s->res.nframes++];
     memset(f, 0, sizeof *f);
     f->filename = s->marker_file;
     f->qualname = kind == PYS_FRAME_GC ? s->marker_gc : s->marker_native;
@@ -63,7 +66,7 @@ static void add_marker(struct pys_session *s, int kind)
 }
 
 /*
- * Turn the raw frames of a walk into pys_frames appended to s->frames.
+ * Turn the raw frames of a walk into pys_frames appended to s->res.frames.
  * Shim frames become one <native> marker per run of them (with the native
  * option); a <GC> marker goes directly above the frame that started a running
  * collection, in place of a <native> in the same gap. Returns the number of
@@ -91,24 +94,24 @@ static void data_stack_region(const struct pys_session *s, const struct cpy_thre
 }
 
 /* pys_options.opcodes: the byte at each Python frame's instruction, for the
- * frames [start, s->nframes) of one thread, in one batched read. Frames whose
+ * frames [start, s->res.nframes) of one thread, in one batched read. Frames whose
  * byte cannot be read keep -1: an opcode is never worth a failed sample. */
 static void read_opcodes(struct pys_session *s, size_t nops)
 {
     if (nops == 0 || mem_readv(&s->mem, s->op_segs, nops) < 0)
         return;
     for (size_t k = 0; k < nops; k++)
-        s->frames[s->op_frame[k]].opcode = s->op_byte[k];
+        s->res.frames[s->op_frame[k]].opcode = s->op_byte[k];
 }
 
 static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
                           const struct cpy_thread *t, size_t nraw, char *err, size_t errlen)
 {
-    size_t start = s->nframes, nops = 0;
+    size_t start = s->res.nframes, nops = 0;
     int pending_native = 0;
     /* At most one marker per raw frame, plus one at the bottom. */
-    int rc = reserve((void **)&s->frames, &s->frames_cap, s->nframes + 2 * nraw + 1,
-                     sizeof *s->frames);
+    int rc = prof_reserve((void **)&s->res.frames, &s->res.frames_cap, s->res.nframes + 2 * nraw + 1,
+                     sizeof *s->res.frames);
     if (rc < 0)
         return rc;
     /* The walk's chain: the frame cache entry's, or the scratch of a walk
@@ -126,7 +129,7 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
                 return rc;
         } else if (nc > 0) {
             /* Checked with every other thread's, after the last walk. */
-            if ((rc = reserve((void **)&s->snap_codes, &s->snap_codes_cap,
+            if ((rc = prof_reserve((void **)&s->snap_codes, &s->snap_codes_cap,
                               s->nsnap_codes + nc, sizeof *s->snap_codes)) < 0)
                 return rc;
             memcpy(s->snap_codes + s->nsnap_codes, s->code_addrs, nc * sizeof *s->code_addrs);
@@ -206,18 +209,18 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
             if ((uint64_t)res->lasti < 2 * pc->code.ncodeunits) {
                 s->op_segs[nops] = (struct mem_seg){pc->code.code_bytes + (uint64_t)res->lasti,
                                                     &s->op_byte[nops], 1};
-                s->op_frame[nops++] = s->nframes;
+                s->op_frame[nops++] = s->res.nframes;
             }
         }
-        s->frames[s->nframes++] = *res;
+        s->res.frames[s->res.nframes++] = *res;
     }
     read_opcodes(s, nops);
     /* The C code that started the thread. */
-    if (s->opt.native && s->nframes > start)
+    if (s->opt.native && s->res.nframes > start)
         add_marker(s, PYS_FRAME_NATIVE);
-    return (int)(s->nframes - start);
+    return (int)(s->res.nframes - start);
 fail:
-    s->nframes = start;
+    s->res.nframes = start;
     return rc;
 }
 
@@ -265,11 +268,11 @@ static int put_off_check(struct pys_session *s, size_t ti, size_t ni,
 {
     const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
     size_t need = s->nchk + 2 * k;
-    int rc = reserve((void **)&s->chk_segs, &s->chk_segs_cap, need, sizeof *s->chk_segs);
+    int rc = prof_reserve((void **)&s->chk_segs, &s->chk_segs_cap, need, sizeof *s->chk_segs);
     if (rc == 0)
-        rc = reserve((void **)&s->chk_vals, &s->chk_vals_cap, need, sizeof *s->chk_vals);
+        rc = prof_reserve((void **)&s->chk_vals, &s->chk_vals_cap, need, sizeof *s->chk_vals);
     if (rc == 0)
-        rc = reserve((void **)&s->chk_walks, &s->chk_walks_cap, s->nchk_walks + 1,
+        rc = prof_reserve((void **)&s->chk_walks, &s->chk_walks_cap, s->nchk_walks + 1,
                      sizeof *s->chk_walks);
     if (rc < 0)
         return rc;
@@ -317,7 +320,7 @@ static int put_off_checks(struct pys_session *s)
         }
         if (same)
             continue;
-        struct pys_thread *pt = &s->threads[po->ti];
+        struct pys_thread *pt = &s->res.threads[po->ti];
         struct cpy_thread t;
         s->reads_at_thread = s->mem.stats.reads;
         int trc = cpy_thread_read(&s->mem, &s->off, &s->sym, pt->tstate, s->tsbuf, &t);
@@ -326,7 +329,7 @@ static int put_off_checks(struct pys_session *s)
         if (trc < 0) {
             pt->error = trc;
             pt->nframes = 0;
-            snprintf(s->thread_err[po->ti], sizeof s->thread_err[0],
+            snprintf(s->res.thread_err[po->ti], sizeof s->res.thread_err[0],
                      "thread state at 0x%llx unreadable: %s", (unsigned long long)pt->tstate,
                      pys_strerror(trc));
             s->thread_errors++;
@@ -344,12 +347,14 @@ static int put_off_checks(struct pys_session *s)
 static int read_thread(struct pys_session *s, const struct cpy_interp *in,
                        const struct cpy_thread *t, size_t ti, size_t ni)
 {
-    struct pys_thread *pt = &s->threads[ti];
-    char *err = s->thread_err[ti];
+    struct pys_thread *pt = &s->res.threads[ti];
+    char *err = s->res.thread_err[ti];
     int rc = 0;
 
     memset(pt, 0, sizeof *pt);
     err[0] = '\0';
+    s->res.thread_stack[ti] = (struct mem_span){t->datastack_chunk,
+                                                t->datastack_top - t->datastack_chunk, 0};
     pt->native_id = t->native_id;
     pt->thread_id = t->thread_id;
     pt->tstate = t->addr;
@@ -373,7 +378,7 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
     } else {
         pt->status |= PYS_THREAD_UNKNOWN;
     }
-    s->thread_frame_start[ti] = s->nframes;
+    s->res.thread_frame_start[ti] = s->res.nframes;
 
     struct cpy_thread cur = *t;
     int put_off = 0;
@@ -415,10 +420,10 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
             }
         }
         if (rc < 0) {
-            snprintf(err, sizeof s->thread_err[ti], "%s", walk_error(rc));
+            snprintf(err, sizeof s->res.thread_err[ti], "%s", walk_error(rc));
         } else {
             size_t nraw = (size_t)rc;
-            rc = resolve_frames(s, in, &cur, nraw, err, sizeof s->thread_err[ti]);
+            rc = resolve_frames(s, in, &cur, nraw, err, sizeof s->res.thread_err[ti]);
             if (s->use_fcache)
                 prof_fcache_resolved(s, nraw, rc >= 0);
             if (rc < 0 && put_off) {
@@ -440,6 +445,42 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
     err[0] = '\0';
     pt->nframes = (size_t)rc;
     return 0;
+}
+
+/*
+ * pys_options.reuse_idle: the interpreter's threads as the last snapshot
+ * listed them, reading only those that may have moved (idle.c). 1 when
+ * done; 0 when the list may have changed (the snapshot must read it all);
+ * or PYS_E_EXITED / PYS_E_NOMEM.
+ */
+static int take_over_threads(struct pys_session *s, const struct cpy_interp *in, size_t ni,
+                             struct pys_interp *pi)
+{
+    if (in->addr != s->idle.interp || in->next != 0 || in->threads_head != s->idle.head)
+        return 0;
+    for (size_t i = 0; i < s->prev.nthreads; i++) {
+        int rc = reserve_threads(s, s->res.nthreads + 1);
+        if (rc < 0)
+            return rc;
+        uint64_t taddr = s->prev.threads[i].tstate;
+        if (prof_idle_must_read(s, taddr)) {
+            struct cpy_thread t;
+            s->reads_at_thread = s->mem.stats.reads;
+            rc = cpy_thread_read(&s->mem, &s->off, &s->sym, taddr, s->tsbuf, &t);
+            if (rc == PYS_E_EXITED)
+                return rc;
+            if (rc < 0 || !prof_idle_links_ok(s, i, &t))
+                return 0;
+            rc = read_thread(s, in, &t, s->res.nthreads, ni);
+        } else {
+            rc = prof_idle_copy_thread(s, i, s->res.nthreads);
+        }
+        if (rc < 0)
+            return rc;
+        s->res.nthreads++;
+        pi->nthreads++;
+    }
+    return 1;
 }
 
 /*
@@ -517,8 +558,10 @@ int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
     uint64_t iaddr;
     int rc, tries = 0;
 
+    /* The last snapshot's results stay readable: threads may be taken over. */
+    prof_idle_keep_results(s);
 again:
-    s->ninterps = s->nthreads = s->nframes = 0;
+    s->ninterps = s->res.nthreads = s->res.nframes = 0;
     s->nsnap_codes = 0;
     s->nchk = s->nchk_walks = 0;
     /* The last try checks each walk's code objects before naming frames,
@@ -527,6 +570,8 @@ again:
     s->put_off = !s->check_each_walk;
     s->err[0] = '\0';
     s->snapshots++;
+    if ((rc = prof_idle_begin(s, tries)) < 0)
+        goto fail;
     mem_prefetch_begin(&s->mem);
     uint64_t unbatched = s->mem.unbatched;
     if ((rc = cpy_runtime_first_interp(&s->mem, &s->off, s->runtime, &iaddr)) < 0)
@@ -539,19 +584,30 @@ again:
         }
         if ((rc = cpy_interp_read(&s->mem, &s->off, s->runtime, iaddr, &in)) < 0)
             goto fail;
-        if ((rc = reserve((void **)&s->seen_interps, &s->seen_interps_cap, ni + 1,
+        if ((rc = prof_reserve((void **)&s->seen_interps, &s->seen_interps_cap, ni + 1,
                           sizeof *s->seen_interps)) < 0)
             goto fail;
         s->seen_interps[ni] = in;
         check_code_generation(s, ni, &in);
-        if ((rc = reserve((void **)&s->interps, &s->interps_cap, s->ninterps + 1,
+        if ((rc = prof_reserve((void **)&s->interps, &s->interps_cap, s->ninterps + 1,
                           sizeof *s->interps)) < 0)
             goto fail;
         struct pys_interp *pi = &s->interps[s->ninterps++];
         pi->id = in.id;
         pi->nthreads = 0;
         /* threads is an index until the fix-up below: the array may move. */
-        pi->threads = (const struct pys_thread *)(uintptr_t)s->nthreads;
+        pi->threads = (const struct pys_thread *)(uintptr_t)s->res.nthreads;
+        if (s->idle.active) {
+            if ((rc = take_over_threads(s, &in, ni, pi)) < 0)
+                goto fail;
+            if (rc == 0) {
+                s->idle.force_full = 1;
+                mem_prefetch_end(&s->mem);
+                goto again;
+            }
+            iaddr = 0;
+            continue;
+        }
         uint64_t taddr = in.threads_head;
         for (size_t nt = 0; taddr != 0; nt++) {
             struct cpy_thread t;
@@ -559,7 +615,7 @@ again:
                 rc = prof_fail(s, PYS_E_TOODEEP, "more than %d threads", CPY_MAX_THREADS);
                 goto fail;
             }
-            if ((rc = reserve_threads(s, s->nthreads + 1)) < 0)
+            if ((rc = reserve_threads(s, s->res.nthreads + 1)) < 0)
                 goto fail;
             s->reads_at_thread = s->mem.stats.reads;
             rc = cpy_thread_read(&s->mem, &s->off, &s->sym, taddr, s->tsbuf, &t);
@@ -567,21 +623,21 @@ again:
                 goto fail;
             if (rc < 0) {
                 /* The list is broken here: report the thread and stop. */
-                struct pys_thread *pt = &s->threads[s->nthreads];
+                struct pys_thread *pt = &s->res.threads[s->res.nthreads];
                 memset(pt, 0, sizeof *pt);
                 pt->tstate = taddr;
                 pt->error = rc;
-                snprintf(s->thread_err[s->nthreads], sizeof s->thread_err[0],
+                snprintf(s->res.thread_err[s->res.nthreads], sizeof s->res.thread_err[0],
                          "thread state at 0x%llx unreadable: %s", (unsigned long long)taddr,
                          pys_strerror(rc));
-                s->thread_frame_start[s->nthreads] = s->nframes;
-                s->nthreads++;
+                s->res.thread_frame_start[s->res.nthreads] = s->res.nframes;
+                s->res.nthreads++;
                 pi->nthreads++;
                 break;
             }
-            if ((rc = read_thread(s, &in, &t, s->nthreads, ni)) < 0)
+            if ((rc = read_thread(s, &in, &t, s->res.nthreads, ni)) < 0)
                 goto fail;
-            s->nthreads++;
+            s->res.nthreads++;
             pi->nthreads++;
             taddr = t.next;
         }
@@ -601,14 +657,16 @@ again:
         mem_prefetch_end(&s->mem);
         goto again;
     }
-    if (s->use_fcache)
+    /* Threads taken over were not walked: their entries stay. */
+    if (s->use_fcache && !s->idle.active)
         prof_fcache_sweep(s);
+    prof_idle_end(s, 1);
     /* Fix-up: turn indices into pointers now that the arrays are final. */
     for (size_t i = 0; i < s->ninterps; i++)
-        s->interps[i].threads = s->threads + (uintptr_t)s->interps[i].threads;
-    for (size_t i = 0; i < s->nthreads; i++) {
-        s->threads[i].frames = s->frames ? s->frames + s->thread_frame_start[i] : NULL;
-        s->threads[i].error_text = s->threads[i].error ? s->thread_err[i] : NULL;
+        s->interps[i].threads = s->res.threads + (uintptr_t)s->interps[i].threads;
+    for (size_t i = 0; i < s->res.nthreads; i++) {
+        s->res.threads[i].frames = s->res.frames ? s->res.frames + s->res.thread_frame_start[i] : NULL;
+        s->res.threads[i].error_text = s->res.threads[i].error ? s->res.thread_err[i] : NULL;
     }
     s->snap.ninterps = s->ninterps;
     s->snap.interps = s->interps;
@@ -617,6 +675,7 @@ again:
     return 0;
 fail:
     mem_prefetch_end(&s->mem);
+    prof_idle_end(s, 0);
     if (rc == PYS_E_EXITED)
         return prof_fail(s, rc, "process %d exited", s->pid);
     if (rc != PYS_E_TOODEEP)

@@ -44,6 +44,11 @@ struct cpy_interp {
     uint64_t threads_main;   /* the interpreter's main thread state, 0 if unknown */
     uint64_t main_ident;     /* else: thread_id (pthread) of the main thread, 0 if unknown */
     uint64_t gil_holder;     /* thread state holding the GIL, 0 if nobody */
+    /* The GIL's last holder (holding it or not) and its count of hand-overs
+     * between thread states: a thread state other than the last holder ran
+     * Python code only if the count moved. gil_known: both were read. */
+    uint64_t gil_last_holder, gil_switches;
+    int gil_known;
     uint64_t gc_frame;       /* frame that started the running collection (3.15), or 0 */
     uint64_t code_generation; /* moves when code objects are freed (3.14+), else 0 */
 };
@@ -78,8 +83,9 @@ struct cpy_thread {
     size_t copy_len;
 };
 
-/* Bytes of scratch cpy_thread_read needs. */
+/* Bytes of scratch cpy_thread_read needs, and how many it reads. */
 size_t cpy_thread_bufsize(const struct cpy_offsets *o);
+size_t cpy_thread_readlen(const struct cpy_offsets *o);
 
 /* Read the thread state at addr into tsbuf (cpy_thread_bufsize bytes),
  * which must stay untouched while out is used. */

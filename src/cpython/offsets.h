@@ -27,6 +27,8 @@
     X(runtime_state, interpreters_head, 8)                                                         \
     X(runtime_state, main_thread, 8)                                                               \
     X(runtime_state, gil_holder, 8)                                                                \
+    X(runtime_state, gil_last_holder, 8)                                                           \
+    X(runtime_state, gil_switches, 8)                                                              \
     X(interpreter_state, size, 0)                                                                  \
     X(interpreter_state, id, 8)                                                                    \
     X(interpreter_state, next, 8)                                                                  \
@@ -37,6 +39,7 @@
     X(interpreter_state, gil_runtime_state, 0)                                                     \
     X(interpreter_state, gil_runtime_state_locked, 4)                                              \
     X(interpreter_state, gil_runtime_state_holder, 8)                                              \
+    X(interpreter_state, gil_switches, 8)                                                          \
     X(interpreter_state, code_object_generation, 8)                                                \
     X(thread_state, size, 0)                                                                       \
     X(thread_state, prev, 8)                                                                       \
@@ -108,11 +111,12 @@ struct cpy_offsets {
     uint32_t version; /* PY_VERSION_HEX of the target */
     uint32_t minor;
     struct {
-        uint64_t size, interpreters_head, main_thread, gil_holder;
+        uint64_t size, interpreters_head, main_thread, gil_holder, gil_last_holder, gil_switches;
     } runtime_state;
     struct cpy_interp_offsets {
         uint64_t size, id, next, threads_head, threads_main, gc, ceval_gil, gil_runtime_state,
-            gil_runtime_state_locked, gil_runtime_state_holder, code_object_generation;
+            gil_runtime_state_locked, gil_runtime_state_holder, gil_switches,
+            code_object_generation;
     } interpreter_state;
     struct cpy_thread_offsets {
         uint64_t size, prev, next, interp, current_frame, cframe, base_frame, last_profiled_frame,

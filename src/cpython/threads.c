@@ -53,7 +53,7 @@ int cpy_interp_read(struct mem *m, const struct cpy_offsets *o, uint64_t runtime
     struct cpy_interp in;
     struct mem_seg segs[12];
     size_t n = 0;
-    uint64_t gil = 0, holder = 0, main_ident = 0, gc_frame = 0;
+    uint64_t gil = 0, holder = 0, last_holder = 0, switches = 0, main_ident = 0, gc_frame = 0;
     int32_t locked = 0, collecting = 0;
     int rc;
 
@@ -69,6 +69,8 @@ int cpy_interp_read(struct mem *m, const struct cpy_offsets *o, uint64_t runtime
         want(segs, &n, runtime_addr, o->runtime_state.main_thread, &main_ident, 8);
     /* 3.8-3.11: one GIL, and the runtime names the thread state holding it. */
     want(segs, &n, runtime_addr, o->runtime_state.gil_holder, &holder, 8);
+    want(segs, &n, runtime_addr, o->runtime_state.gil_last_holder, &last_holder, 8);
+    want(segs, &n, runtime_addr, o->runtime_state.gil_switches, &switches, 8);
     int own_gil = CPY_HAS(o, interpreter_state, gil_runtime_state);
     if (own_gil) {
         if (is->gil_runtime_state_locked < is->gil_runtime_state ||
@@ -83,6 +85,7 @@ int cpy_interp_read(struct mem *m, const struct cpy_offsets *o, uint64_t runtime
             want(segs, &n, addr, is->ceval_gil, &gil, 8);
         want(segs, &n, addr, is->gil_runtime_state_locked, &locked, 4);
         want(segs, &n, addr, is->gil_runtime_state_holder, &holder, 8);
+        want(segs, &n, addr, is->gil_switches, &switches, 8);
     }
     /* The frame that started a running collection (3.15 publishes it). */
     if (CPY_HAS(o, gc, frame) && CPY_HAS(o, interpreter_state, gc)) {
@@ -95,11 +98,20 @@ int cpy_interp_read(struct mem *m, const struct cpy_offsets *o, uint64_t runtime
         struct mem_seg gsegs[] = {
             {gil + (is->gil_runtime_state_locked - is->gil_runtime_state), &locked, 4},
             {gil + (is->gil_runtime_state_holder - is->gil_runtime_state), &holder, 8},
+            {gil + (is->gil_switches - is->gil_runtime_state), &switches, 8},
         };
-        if ((rc = mem_readv(m, gsegs, 2)) < 0)
+        size_t ng = CPY_HAS(o, interpreter_state, gil_switches) ? 3 : 2;
+        if (ng == 3 && is->gil_switches < is->gil_runtime_state)
+            return PYS_E_CORRUPT;
+        if ((rc = mem_readv(m, gsegs, ng)) < 0)
             return rc;
     }
     in.gil_holder = own_gil && !locked ? 0 : holder;
+    in.gil_last_holder = own_gil ? holder : last_holder;
+    in.gil_switches = switches;
+    in.gil_known = own_gil ? CPY_HAS(o, interpreter_state, gil_switches)
+                           : CPY_HAS(o, runtime_state, gil_last_holder) &&
+                                 CPY_HAS(o, runtime_state, gil_switches);
     in.main_ident = in.id == 0 ? main_ident : 0;
     in.gc_frame = collecting ? gc_frame : 0;
     *out = in;
@@ -154,6 +166,16 @@ static int glibc_tid(struct mem *m, uint64_t pthread, uint64_t *out)
     return 0;
 }
 
+size_t cpy_thread_readlen(const struct cpy_offsets *o)
+{
+    /* 3.15 keeps the base frame right after PyThreadState (in
+     * _PyThreadStateImpl): one read takes both. */
+    size_t len = (size_t)o->thread_state.size;
+    if (CPY_HAS(o, thread_state, base_frame))
+        len += (size_t)o->interpreter_frame.size;
+    return len;
+}
+
 size_t cpy_thread_bufsize(const struct cpy_offsets *o)
 {
     return (size_t)o->thread_state.size + (size_t)o->interpreter_frame.size;
@@ -168,11 +190,7 @@ int cpy_thread_read(struct mem *m, const struct cpy_offsets *o, const struct cpy
 
     if (ts->size > TSTATE_MAX)
         return PYS_E_CORRUPT;
-    /* 3.15 keeps the base frame right after PyThreadState (in
-     * _PyThreadStateImpl): one read takes both. */
-    size_t len = (size_t)ts->size;
-    if (CPY_HAS(o, thread_state, base_frame))
-        len += (size_t)o->interpreter_frame.size;
+    size_t len = cpy_thread_readlen(o);
     if ((rc = mem_read(m, addr, tsbuf, len)) < 0)
         return rc;
     memset(&t, 0, sizeof t);

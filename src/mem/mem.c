@@ -37,6 +37,7 @@ void mem_init_process(struct mem *m, int pid)
 {
     memset(m, 0, sizeof *m);
     m->pid = pid;
+    m->keep_plans = KEEP_SNAPSHOTS;
 }
 
 void mem_release(struct mem *m)
@@ -66,6 +67,7 @@ void mem_init_image(struct mem *m, const struct mem_region *regions, size_t n)
     memset(m, 0, sizeof *m);
     m->regions = regions;
     m->nregions = n;
+    m->keep_plans = KEEP_SNAPSHOTS;
 }
 
 static int image_read(const struct mem *m, uint64_t addr, void *buf, size_t len)
@@ -237,7 +239,7 @@ static int starts_in(const struct mem_span *v, size_t n, uint64_t addr)
 /*
  * Turn the log into the plan: sorted, merged spans. A sampled program reads
  * the same spans snapshot after snapshot: then last time's plan is reused.
- * When the log changes, spans read in any of the last KEEP_SNAPSHOTS plans
+ * When the log changes, spans read in any of the last keep_plans plans
  * stay in it (`keep`, sorted, off = the plan that last read them): a stack
  * that comes and goes (generators resumed in turn, a leaf called now and
  * then) is then still read in the one batch, not on its own. Not a large
@@ -269,7 +271,7 @@ static int make_plan(struct mem *m)
         struct mem_span x;
         if (b == m->nlog || (a < m->nkeep && cmp_span(&m->keep[a], &fresh[b]) < 0)) {
             x = m->keep[a++];
-            if (m->plans - x.off > KEEP_SNAPSHOTS ||
+            if (m->plans - x.off > m->keep_plans ||
                 (x.len > KEEP_MAX_LEN && !starts_in(fresh, m->nlog, x.addr)))
                 continue;
         } else {
@@ -409,6 +411,14 @@ void mem_prefetch_begin(struct mem *m)
     prefetch(m);
     m->nlog = 0;
     m->logging = m->pid > 0;
+}
+
+void mem_prefetch_hint(struct mem *m, uint64_t addr, size_t len)
+{
+    int logging = m->logging;
+    m->logging = m->pid > 0;
+    log_span(m, addr, len);
+    m->logging = logging;
 }
 
 void mem_prefetch_retry(struct mem *m)

@@ -51,6 +51,7 @@ struct mem {
     struct mem_span *keep, *keep2; /* spans of recent plans (keep2: scratch) */
     size_t nkeep, capkeep, capkeep2;
     uint64_t plans; /* plans made (when the log changed) */
+    uint64_t keep_plans; /* how many plans a span stays in `keep` (mem_init_process: 16) */
     uint8_t *pfbuf;
     size_t pfcap;
     int logging;
@@ -91,6 +92,10 @@ void mem_prefetch_end(struct mem *m);
  * again from it), the late word last; the log goes on, so the next snapshot
  * still reads all. */
 void mem_prefetch_retry(struct mem *m);
+
+/* Have the next mem_prefetch_begin read [addr, addr + len) too, as if the
+ * last snapshot had read it. */
+void mem_prefetch_hint(struct mem *m, uint64_t addr, size_t len);
 
 /* Have each prefetch also read the 8 bytes at addr (0: none) as its very last
  * piece, after every other span (the span that holds them, if any, is the

@@ -586,7 +586,7 @@ def test_threads_checked_in_one_read(work, strobes, tmp_path):
     target = LongRunning(work.target, [work.path("sleepers.py"), str(threads)])
     try:
         s = strobes(["attach", "-r", "500hz", "-d", "0.6", "--stats", "--collapsed",
-                     "-o", tmp_path / "sleepers.txt", target.pid])
+                     "--read-every-thread", "-o", tmp_path / "sleepers.txt", target.pid])
         samples = s.check()["samples"]
     finally:
         target.close()
@@ -598,6 +598,28 @@ def test_threads_checked_in_one_read(work, strobes, tmp_path):
     # Each sample holds every sleeper (the main thread is asleep too).
     assert asleep >= threads * samples * 0.95, (asleep, samples, s.describe())
     assert float(m.group(1)) < 6, s.describe()
+
+
+def test_sleeping_threads_taken_over(work, strobes, tmp_path):
+    """By default a thread that has not held the GIL since the last sample
+    is not read again: with 24 threads asleep, nearly every sleeper's stack
+    is taken over, and every sample still holds every sleeper."""
+    threads = 24
+    target = LongRunning(work.target, [work.path("sleepers.py"), str(threads)])
+    try:
+        s = strobes(["attach", "-r", "500hz", "-d", "0.6", "--stats", "--collapsed",
+                     "-o", tmp_path / "sleepers.txt", target.pid])
+        samples = s.check()["samples"]
+    finally:
+        target.close()
+    m = re.search(r"idle threads: +(\d+) thread stacks taken over", s.stderr)
+    assert m, s.describe()
+    stacks = load_collapsed(tmp_path / "sleepers.txt")
+    asleep = sum(st.count for st in stacks if st.names[-2:] == ["outer", "inner"])
+    assert samples > 20, s.describe()
+    assert asleep >= threads * samples * 0.95, (asleep, samples, s.describe())
+    # A full read every 64 samples, and the odd wake of the main thread.
+    assert int(m.group(1)) >= threads * samples * 0.8, s.describe()
 
 
 # --- modes ---------------------------------------------------------------------

@@ -1,0 +1,48 @@
+"""Idle threads taken over from the last snapshot (pys_options.reuse_idle,
+src/core/idle.c): a thread that has not held the GIL since the last
+snapshot keeps its stack, and every thread that did hold it is read again.
+Samples come from tests/tools/sample_stream, which drives the library."""
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from conftest import wait_ready
+from targets import ROOT
+
+BUILD = Path(os.environ.get("PYSTROBE_BUILD", ROOT / "build"))
+STREAM = BUILD / "tests" / "sample_stream"
+WORKLOAD = ROOT / "tests" / "integration" / "workloads" / "tickers.py"
+THREADS = 8
+
+
+def compare_stream(pid, *flags):
+    """Sample for 2 s, 200 µs apart; after each snapshot a second session
+    reads every thread. (compared, differ, reused) thread stacks."""
+    r = subprocess.run([str(STREAM), str(pid), "2", "--compare", "--interval-us", "200",
+                        *flags], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"reused (\d+) compared (\d+) differ (\d+)", r.stderr)
+    assert m, r.stderr
+    reused, compared, differ = (int(x) for x in m.groups())
+    return compared, differ, reused
+
+
+def test_idle_threads_taken_over_stay_exact(spawn, target):
+    """Threads that wake in turn (each every 5 ms, moving between two
+    functions): the snapshots that take idle threads over agree with a
+    session that reads every thread as often as two sessions reading
+    everything agree (they differ only when a thread moved between the two
+    snapshots). Treating two hand-overs of the GIL as one, or never reading
+    a taken-over thread again, makes them disagree far more often."""
+    p = spawn(target.argv + ["-B", target.stage(WORKLOAD), str(THREADS)],
+              stdout=subprocess.PIPE)
+    wait_ready(p)
+    compared, differ, reused = compare_stream(p.pid, "--reuse-idle")
+    base_compared, base_differ, base_reused = compare_stream(p.pid)
+    assert base_reused == 0
+    assert compared > 1000 * THREADS // 2 and base_compared > 1000 * THREADS // 2
+    # Most stacks were taken over: the threads are asleep most of the time.
+    assert reused > compared // 2, (reused, compared)
+    numbers = (differ, compared, base_differ, base_compared)
+    assert differ / compared <= max(2 * base_differ / base_compared, 0.005), numbers

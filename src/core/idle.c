@@ -67,8 +67,12 @@ static void hint_walks(struct pys_session *s)
         if (!prof_idle_must_read(s, p->threads[i].tstate))
             continue;
         mem_prefetch_hint(&s->mem, p->threads[i].tstate, tslen);
-        if (p->thread_stack[i].addr && p->thread_stack[i].len <= IDLE_HINT_STACK_MAX)
-            mem_prefetch_hint(&s->mem, p->thread_stack[i].addr, p->thread_stack[i].len);
+        /* To the end of the page of its top: the stack may have grown a
+         * little, and that page is mapped as a whole. */
+        const struct mem_span *st = &p->thread_stack[i];
+        uint64_t end = st->len ? ((st->addr + st->len - 1) | (MEM_PAGE_SIZE - 1)) + 1 : 0;
+        if (st->addr && end > st->addr && end - st->addr <= IDLE_HINT_STACK_MAX)
+            mem_prefetch_hint(&s->mem, st->addr, (size_t)(end - st->addr));
         if (i > 0)
             mem_prefetch_hint(&s->mem, p->threads[i - 1].tstate + s->off.thread_state.next, 8);
     }
@@ -85,9 +89,7 @@ int prof_idle_begin(struct pys_session *s, int tries)
         /* Read the GIL before anything else: what is taken over is what the
          * threads were at this moment. */
         uint64_t iaddr = 0;
-        rc = cpy_runtime_first_interp(&s->mem, &s->off, s->runtime, &iaddr);
-        if (rc == 0 && iaddr == id->interp)
-            rc = cpy_interp_read(&s->mem, &s->off, s->runtime, iaddr, &id->gil);
+        rc = cpy_interp_read_first(&s->mem, &s->off, s->runtime, id->interp, &id->gil, &iaddr);
         if (rc == PYS_E_EXITED)
             return rc;
         id->have_gil = rc == 0 && iaddr == id->interp;

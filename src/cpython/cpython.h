@@ -59,6 +59,10 @@ int cpy_runtime_first_interp(struct mem *m, const struct cpy_offsets *o, uint64_
 /* Read the interpreter at addr of the runtime at runtime_addr. */
 int cpy_interp_read(struct mem *m, const struct cpy_offsets *o, uint64_t runtime_addr,
                     uint64_t addr, struct cpy_interp *out);
+/* The same, and in the same read the runtime's first interpreter (*first):
+ * for a caller that expects addr to be it. */
+int cpy_interp_read_first(struct mem *m, const struct cpy_offsets *o, uint64_t runtime_addr,
+                          uint64_t addr, struct cpy_interp *out, uint64_t *first);
 
 /* --- threads ------------------------------------------------------------ */
 

@@ -49,9 +49,15 @@ static void want(struct mem_seg *segs, size_t *n, uint64_t base, uint64_t off, v
 int cpy_interp_read(struct mem *m, const struct cpy_offsets *o, uint64_t runtime_addr,
                     uint64_t addr, struct cpy_interp *out)
 {
+    return cpy_interp_read_first(m, o, runtime_addr, addr, out, NULL);
+}
+
+int cpy_interp_read_first(struct mem *m, const struct cpy_offsets *o, uint64_t runtime_addr,
+                          uint64_t addr, struct cpy_interp *out, uint64_t *first)
+{
     const struct cpy_interp_offsets *is = &o->interpreter_state;
     struct cpy_interp in;
-    struct mem_seg segs[12];
+    struct mem_seg segs[16];
     size_t n = 0;
     uint64_t gil = 0, holder = 0, last_holder = 0, switches = 0, main_ident = 0, gc_frame = 0;
     int32_t locked = 0, collecting = 0;
@@ -64,6 +70,8 @@ int cpy_interp_read(struct mem *m, const struct cpy_offsets *o, uint64_t runtime
     want(segs, &n, addr, is->threads_head, &in.threads_head, 8);
     want(segs, &n, addr, is->threads_main, &in.threads_main, 8);
     want(segs, &n, addr, is->code_object_generation, &in.code_generation, 8);
+    if (first)
+        want(segs, &n, runtime_addr, o->runtime_state.interpreters_head, first, 8);
     /* Before 3.13 the runtime knows the main thread's pthread id. */
     if (!CPY_HAS(o, interpreter_state, threads_main))
         want(segs, &n, runtime_addr, o->runtime_state.main_thread, &main_ident, 8);

@@ -19,7 +19,7 @@
 /* Spans closer than this are read as one. */
 #define PREFETCH_MERGE_GAP 256
 /* The smallest page: spans meeting in one are in one mapping. */
-#define MEM_PAGE_MASK (~(uint64_t)4095)
+#define MEM_PAGE_MASK (~(uint64_t)(MEM_PAGE_SIZE - 1))
 /* Spans stay in the prefetch this many changed plans after their last read. */
 #define KEEP_SNAPSHOTS 16
 /* ... if at most this long (or the log has a span from the same start). */
@@ -641,7 +641,7 @@ int mem_readv(struct mem *m, const struct mem_seg *segs, size_t n)
         m->stats.prefetched += n;
     } else {
         m->unbatched++;
-        rc = readv_now(m, segs, n);
+        rc = mem_readv_fresh(m, segs, n);
     }
     if (rc == 0)
         for (size_t i = 0; i < n; i++)

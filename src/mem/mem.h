@@ -10,6 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The target's page size (x86-64 Linux): a page is mapped or not as a whole. */
+#define MEM_PAGE_SIZE 4096
+
 struct mem_region {
     uint64_t addr;
     const uint8_t *data;
@@ -126,8 +129,9 @@ int mem_read_u64(struct mem *m, uint64_t addr, uint64_t *out);
 int mem_write(struct mem *m, uint64_t addr, const void *buf, size_t len);
 int mem_write_u64(struct mem *m, uint64_t addr, uint64_t v);
 
-/* Read all segments, in as few system calls as possible. 0 when all were
- * read, else the first failure's code. */
+/* Read all segments, in as few system calls and pieces as possible (those
+ * the prefetch does not hold are read as mem_readv_fresh reads them). 0 when
+ * all were read, else the first failure's code. */
 int mem_readv(struct mem *m, const struct mem_seg *segs, size_t n);
 
 #endif

@@ -102,6 +102,9 @@ struct prof_fcache_entry {
     int res_valid;                /* res matches frames */
     uint64_t epoch;               /* snapshot that last saw the thread */
     uint32_t since_full;          /* samples since the last full walk */
+    int wrote;                    /* the last sample wrote `anchor` */
+    uint32_t wasted;              /* anchors written in a row that were gone by the next */
+    uint32_t skipped;             /* writes skipped meanwhile */
 };
 
 #define PROF_RES_FRAME 0      /* a Python frame: res holds it */

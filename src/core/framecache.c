@@ -34,6 +34,11 @@
 
 /* A full walk at least this often per thread. */
 #define REFRESH 256
+/* An anchor write costs a system call. When the anchors written lately were
+ * all gone by the next sample (a stack that unwinds between samples), only
+ * one sample in ANCHOR_PROBE writes; the others keep the interpreter's. */
+#define ANCHOR_WASTED 2
+#define ANCHOR_PROBE 8
 
 /* prof_chain_unchanged, also checking in the same read that the thread's
  * anchor and its sequence number are still `anchor` and `seq`. */
@@ -225,7 +230,12 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
     s->walk_entry = e;
     s->tail_start = SIZE_MAX;
     int same_anchor_ok = anchor != e->anchor || t->last_profiled_frame_seq == e->seq;
-    int returned = 0;
+    int returned = 0, hit = 0;
+    /* Did the anchor written at the last sample last until this one? */
+    if (e->wrote)
+        e->wasted = anchor == e->anchor && t->last_profiled_frame_seq == e->seq ? 0
+                                                                               : e->wasted + 1;
+    e->wrote = 0;
     if (e->n && anchor != 0 && same_anchor_ok && e->since_full < REFRESH) {
         size_t pos = 0;
         while (pos < e->n && e->frames[pos].addr != anchor)
@@ -296,6 +306,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
             fc->frames_cached += rest;
             fc->frames_read += (uint64_t)k;
             e->since_full++;
+            hit = 1;
         }
     }
     if (n < 0) {
@@ -341,9 +352,15 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
     while (a < (size_t)n && e->frames[a].owner == CPY_OWNER_GENERATOR)
         a++;
     uint64_t want = a < (size_t)n ? e->frames[a].addr : t->current_frame;
-    e->anchor = want;
     e->seq = t->last_profiled_frame_seq;
+    /* After a hit the interpreter's anchor is in the chain: it may stay. */
+    if (hit && want != anchor && e->wasted >= ANCHOR_WASTED && ++e->skipped % ANCHOR_PROBE) {
+        e->anchor = anchor;
+        return n;
+    }
+    e->anchor = want;
     if (n > 0 && want != anchor) {
+        e->wrote = 1;
         int rc = mem_write_u64(&s->mem, t->addr + s->off.thread_state.last_profiled_frame,
                                want);
         if (rc == PYS_E_EXITED)

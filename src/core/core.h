@@ -115,6 +115,7 @@ struct prof_fcache {
     struct prof_fcache_entry *v;
     size_t cap, count;
     uint64_t hits, partial_hits, misses, frames_cached, frames_read;
+    size_t seen; /* entries seen by the snapshot under way (prof_fcache_sweep) */
     uint64_t (*verify)[2];  /* scratch: code and caller of each frame, re-read */
     struct mem_seg *segs;
 };

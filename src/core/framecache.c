@@ -226,7 +226,10 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
 
     if (!e)
         return PYS_E_NOMEM;
-    e->epoch = s->snapshots;
+    if (e->epoch != s->snapshots) {
+        e->epoch = s->snapshots;
+        fc->seen++;
+    }
     s->walk_entry = e;
     s->tail_start = SIZE_MAX;
     int same_anchor_ok = anchor != e->anchor || t->last_profiled_frame_seq == e->seq;
@@ -389,6 +392,9 @@ void prof_fcache_resolved(struct pys_session *s, size_t nraw, int ok)
 void prof_fcache_sweep(struct pys_session *s)
 {
     struct prof_fcache *fc = &s->fcache;
+    /* Every entry was seen (the usual case): nothing to look for. */
+    if (fc->seen == fc->count)
+        return;
     for (size_t i = 0; i < fc->cap; i++) {
         /* A removal moves later entries back: look at this slot again. */
         while (fc->v[i].tstate && fc->v[i].epoch != s->snapshots)

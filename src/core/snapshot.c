@@ -564,6 +564,7 @@ again:
     s->ninterps = s->res.nthreads = s->res.nframes = 0;
     s->nsnap_codes = 0;
     s->nchk = s->nchk_walks = 0;
+    s->fcache.seen = 0;
     /* The last try checks each walk's code objects before naming frames,
      * and each walk's chain right after it. */
     s->check_each_walk = tries + 1 >= GENERATION_TRIES;

@@ -193,6 +193,7 @@ void pys_session_stats(const pys_session *s, struct pys_stats *out)
     out->mem_writes = a->writes + b->writes;
     out->mem_pieces = a->pieces + b->pieces;
     out->threads_reused = s->idle.reused;
+    out->frame_cache_entries = s->fcache.count;
 }
 
 int pys_child_pids(int pid, int recursive, int *out, size_t max)

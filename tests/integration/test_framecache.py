@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import wait_ready
 from targets import ROOT, supported_targets
 
 BUILD = Path(os.environ.get("PYSTROBE_BUILD", ROOT / "build"))
 STREAM = BUILD / "tests" / "sample_stream"
 WORKLOAD = ROOT / "tests" / "integration" / "workloads" / "cache_aba.py"
+CHURN = ROOT / "tests" / "integration" / "workloads" / "churn.py"
 
 CACHE_TARGETS = [t for t in supported_targets() if t.version >= (3, 15)]
 pytestmark = pytest.mark.skipif(not CACHE_TARGETS, reason="no CPython 3.15 target")
@@ -118,6 +120,26 @@ def test_returned_frames_vanish(spawn, target15):
     for n, tid, stack in samples:
         got = names(stack)
         assert any(got == c[:len(got)] for c in chains), f"sample {n}: {got}"
+
+
+@pytest.mark.parametrize("flags", [(), ("--reuse-idle",)], ids=["each", "reuse-idle"])
+def test_entries_of_gone_threads_dropped(spawn, target15, flags):
+    """Threads that come and go, one after another (a new one every few
+    milliseconds): the cache keeps an entry only for threads that are there,
+    whether snapshots read every thread or take idle ones over."""
+    script = target15.stage(CHURN)
+    p = spawn(target15.argv + ["-B", script, "30"], stdout=subprocess.PIPE)
+    wait_ready(p)
+    r = subprocess.run([str(STREAM), str(p.pid), "1.5", "--interval-us", "200", *flags],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"samples (\d+) .* entries (\d+)", r.stderr)
+    assert m, r.stderr
+    short = sum(1 for line in r.stdout.splitlines() if "lives_briefly" in line)
+    # Short-lived threads were sampled hundreds of times; only the main
+    # thread and the one alive stay.
+    assert short > 100, r.stderr
+    assert int(m.group(2)) <= 2, r.stderr
 
 
 def test_stats_show_the_cache(pystrobe, spawn, target15, tmp_path):

@@ -10,7 +10,9 @@
  * Each thread's last stack and its path of nodes are remembered: the next
  * stack of that thread reuses the nodes of the outer frames it shares with
  * it (found by comparing frames, no hashing) and looks up only the frames
- * that changed.
+ * that changed. A sample adds to its leaf's self count only; the totals are
+ * summed when a node is next looked at (a parent's id is below its
+ * children's: one pass from the last id down).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,7 @@ struct pys_profile {
     struct last_stack *last; /* open addressing by thread, cap_last slots */
     size_t n_last, cap_last;
     struct pys_profile_info info;
+    int totals_stale; /* samples were added since the totals were summed */
 };
 
 static uint64_t mix(uint64_t h, uint64_t v)
@@ -245,11 +248,18 @@ int pys_profile_add(pys_profile *p, uint64_t thread, const struct pys_frame *fra
         ls->path[i + 1] = id;
     }
     ls->n = n;
-    for (size_t i = 0; i <= n; i++)
-        p->nodes[ls->path[i]].total += weight;
     p->nodes[id].self += weight;
-    p->nodes[0].total += weight;
+    p->totals_stale = 1;
     return 0;
+}
+
+static void sum_totals(pys_profile *p)
+{
+    for (size_t id = 0; id < p->n; id++)
+        p->nodes[id].total = p->nodes[id].self;
+    for (size_t id = p->n; id-- > 1;)
+        p->nodes[p->nodes[id].parent].total += p->nodes[id].total;
+    p->totals_stale = 0;
 }
 
 size_t pys_profile_nodes(const pys_profile *p)
@@ -259,7 +269,14 @@ size_t pys_profile_nodes(const pys_profile *p)
 
 const struct pys_profile_node *pys_profile_node(const pys_profile *p, uint32_t id)
 {
-    return id < p->n ? &p->nodes[id] : NULL;
+    if (id >= p->n)
+        return NULL;
+    /* The totals are a cache of the self counts: summing them changes no
+     * count the caller can see (the profile is only ever allocated by
+     * pys_profile_new, never const itself). */
+    if (p->totals_stale)
+        sum_totals((pys_profile *)p);
+    return &p->nodes[id];
 }
 
 struct pys_profile_info *pys_profile_info(pys_profile *p)

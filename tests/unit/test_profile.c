@@ -188,6 +188,12 @@ static void test_repeats_and_interleaving(void **state)
     const struct pys_profile_node *last = pys_profile_node(p, (uint32_t)pys_profile_nodes(p) - 1);
     assert_true(last->is_thread);
     assert_int_equal(last->self, 4);
+    assert_int_equal(last->total, 4);
+    /* Totals looked at, then more samples: they are summed again. */
+    assert_int_equal(pys_profile_node(p, 0)->total, 103 + 4);
+    assert_int_equal(pys_profile_add(p, 9, s2, 2, 3), 0);
+    assert_int_equal(pys_profile_node(p, 0)->total, 103 + 4 + 3);
+    assert_int_equal(pys_profile_node(p, (uint32_t)pys_profile_nodes(p) - 1)->total, 3);
     pys_profile_free(p);
 }
 

@@ -8,15 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Names are written a run at a time: a deep stack's lines hold thousands. */
 static void put_name(FILE *f, const char *s)
 {
-    for (; *s; s++) {
-        char c = *s;
-        if (c == ';')
-            c = ',';
-        else if (c == '\n' || c == '\r')
-            c = ' ';
-        fputc(c, f);
+    for (;;) {
+        size_t run = strcspn(s, ";\n\r");
+        fwrite(s, 1, run, f);
+        if (!s[run])
+            return;
+        fputc(s[run] == ';' ? ',' : ' ', f);
+        s += run + 1;
     }
 }
 
@@ -29,7 +30,15 @@ static void put_frame(FILE *f, const struct pys_frame *fr)
     put_name(f, fr->filename);
     fputc(':', f);
     put_name(f, fr->qualname);
-    fprintf(f, ":%d", fr->lineno < 0 ? 0 : (int)fr->lineno);
+    /* ":%d" without printf's cost. */
+    char num[16];
+    size_t i = sizeof num;
+    uint32_t line = fr->lineno < 0 ? 0 : (uint32_t)fr->lineno;
+    do
+        num[--i] = (char)('0' + line % 10);
+    while ((line /= 10) != 0);
+    num[--i] = ':';
+    fwrite(num + i, 1, sizeof num - i, f);
 }
 
 /* Every stack of p with self samples, each line built from the leaf up. */

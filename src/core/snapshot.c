@@ -136,11 +136,23 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
             s->nsnap_codes += nc;
         }
     }
+    /* Without markers or opcodes, the cached tail is its frames, copied as
+     * they are (a very deep stack's tail is thousands of frames). */
+    int plain_tail = !s->opt.native && !s->opt.opcodes && !(s->opt.gc && in->gc_frame != 0);
     for (size_t i = 0; i < nraw; i++) {
         const struct cpy_raw_frame *rf = &raw[i];
         const struct pys_frame *res = &s->res_scratch[i];
         const uint8_t *kind = &s->kind_scratch[i];
         const struct prof_code *pc = NULL; /* looked up for frames read now */
+        if (i >= s->tail_start && plain_tail) {
+            const struct prof_fcache_entry *e = s->walk_entry;
+            struct pys_frame *out = s->res.frames + s->res.nframes;
+            for (; i < nraw; i++)
+                if (e->res_kind[i] == PROF_RES_FRAME)
+                    *out++ = e->res[i];
+            s->res.nframes = (size_t)(out - s->res.frames);
+            break;
+        }
         if (i >= s->tail_start) {
             /* From the frame cache: resolved at an earlier sample. */
             res = &s->walk_entry->res[i];

@@ -70,8 +70,10 @@ EXPRS = {
         (f"{V} >= 0x030c0000", "offsetof(PyInterpreterState, _gil.locked)")],
     ("interpreter_state", "gil_runtime_state_holder"): [
         (f"{V} >= 0x030c0000", "offsetof(PyInterpreterState, _gil.last_holder)")],
+    # 3.13+: from the table's holder and gil_switches_delta (see below).
     ("interpreter_state", "gil_switches"): [
-        (f"{V} >= 0x030c0000", "offsetof(PyInterpreterState, _gil.switch_number)")],
+        (f"{V} >= 0x030c0000 && {V} < 0x030d0000",
+         "offsetof(PyInterpreterState, _gil.switch_number)")],
     ("thread_state", "size"): [("1", "sizeof(PyThreadState)")],
     ("thread_state", "prev"): [("1", "offsetof(PyThreadState, prev)")],
     ("thread_state", "next"): [("1", "offsetof(PyThreadState, next)")],
@@ -262,6 +264,13 @@ def probe(flags, fields, members):
     lines.append('printf("main_thread_delta 0\\nthreads_main_delta 0\\n");')
     lines.append("#endif")
     lines.append("#if PY_VERSION_HEX >= 0x030c0000")
+    lines.append('printf("gil_switches_delta %zu\\n",'
+                 ' offsetof(struct _gil_runtime_state, switch_number)'
+                 ' - offsetof(struct _gil_runtime_state, last_holder));')
+    lines.append("#else")
+    lines.append('printf("gil_switches_delta 0\\n");')
+    lines.append("#endif")
+    lines.append("#if PY_VERSION_HEX >= 0x030c0000")
     lines.append('printf("first_shim_owner %d\\n", FRAME_OWNED_BY_FRAME_OBJECT + 1);')
     lines.append("#else")
     lines.append('printf("first_shim_owner 255\\n");')  # no shim frames before 3.12
@@ -305,7 +314,8 @@ def render(layouts, fields, sources):
             v = r.get(("fallback", f"{g}.{n}"))
             out.append(f"            [CPY_F_{g}_{n}] = {str(v) + 'u' if v is not None else 'CPY_ABSENT'},")
         out.append("        },")
-        for k in ("main_thread_delta", "threads_main_delta", "first_shim_owner", "stackref_mask"):
+        for k in ("main_thread_delta", "threads_main_delta", "gil_switches_delta",
+                  "first_shim_owner", "stackref_mask"):
             out.append(f"        .{k} = {r[(k,)]},")
         frames, position, lines_ = TRAITS[minor]
         out.append(f"        .traits = {{{frames}, {position}, {lines_}, {int(minor >= TABLE_FROM)}, "

@@ -253,6 +253,10 @@ int cpy_offsets_parse(const uint8_t *buf, size_t len, struct cpy_offsets *out, c
     if (o.interpreter_state.threads_main == CPY_ABSENT)
         o.interpreter_state.threads_main =
             o.interpreter_state.threads_head + lay->threads_main_delta;
+    if (o.interpreter_state.gil_switches == CPY_ABSENT && lay->gil_switches_delta &&
+        o.interpreter_state.gil_runtime_state_holder != CPY_ABSENT)
+        o.interpreter_state.gil_switches =
+            o.interpreter_state.gil_runtime_state_holder + lay->gil_switches_delta;
     /* A zero "gil_runtime_state_enabled"-style offset means absent in GIL builds. */
     if (o.interpreter_state.code_object_generation == 0)
         o.interpreter_state.code_object_generation = CPY_ABSENT;

@@ -192,6 +192,7 @@ struct cpy_layout {
     uint64_t fallback[CPY_F_COUNT]; /* from the headers where pos is CPY_NOPOS, or CPY_ABSENT */
     uint64_t main_thread_delta;     /* runtime main_thread - interpreters_head */
     uint64_t threads_main_delta;    /* interp threads.main - threads.head */
+    uint64_t gil_switches_delta;    /* GIL switch_number - last_holder (3.12+) */
     uint8_t first_shim_owner;
     uint64_t stackref_mask;
     struct cpy_traits traits;

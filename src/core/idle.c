@@ -149,6 +149,7 @@ int prof_idle_copy_thread(struct pys_session *s, size_t i, size_t ti)
         memcpy(&s->res.frames[s->res.nframes], &s->prev.frames[start],
                from->nframes * sizeof *s->res.frames);
     s->res.thread_frame_start[ti] = s->res.nframes;
+    s->res.thread_stack[ti] = s->prev.thread_stack[i];
     s->res.nframes += from->nframes;
     s->res.thread_err[ti][0] = '\0';
     s->idle.reused++;

@@ -577,26 +577,34 @@ def test_recompiled_code_is_named_anew(work, strobes, tmp_path):
         assert wrong * 500 <= right, numbers
 
 
+SLEEPERS = 24
+
+
+def sample_sleepers(work, strobes, tmp_path, *flags):
+    """Sample SLEEPERS threads asleep for 0.6 s at 500 Hz; check that every
+    sample held every sleeper (the main thread is asleep too). The run."""
+    target = LongRunning(work.target, [work.path("sleepers.py"), str(SLEEPERS)])
+    try:
+        s = strobes(["attach", "-r", "500hz", "-d", "0.6", "--stats", "--collapsed", *flags,
+                     "-o", tmp_path / "sleepers.txt", target.pid])
+        samples = s.check()["samples"]
+    finally:
+        target.close()
+    stacks = load_collapsed(tmp_path / "sleepers.txt")
+    asleep = sum(st.count for st in stacks if st.names[-2:] == ["outer", "inner"])
+    assert samples > 20, s.describe()
+    assert asleep >= SLEEPERS * samples * 0.95, (asleep, samples, s.describe())
+    return s, samples
+
+
 def test_threads_checked_in_one_read(work, strobes, tmp_path):
     """Every thread's stack is read, and checked, without one more system
     call per thread: with 24 threads asleep, a sample costs a handful of
     reads (the batch, the second read of all chains, the code objects'
     check), not 24 or more."""
-    threads = 24
-    target = LongRunning(work.target, [work.path("sleepers.py"), str(threads)])
-    try:
-        s = strobes(["attach", "-r", "500hz", "-d", "0.6", "--stats", "--collapsed",
-                     "--read-every-thread", "-o", tmp_path / "sleepers.txt", target.pid])
-        samples = s.check()["samples"]
-    finally:
-        target.close()
+    s, _ = sample_sleepers(work, strobes, tmp_path, "--read-every-thread")
     m = re.search(r"memory reads: +\d+ system calls \(([0-9.]+) per sample", s.stderr)
     assert m, s.describe()
-    stacks = load_collapsed(tmp_path / "sleepers.txt")
-    asleep = sum(st.count for st in stacks if st.names[-2:] == ["outer", "inner"])
-    assert samples > 20, s.describe()
-    # Each sample holds every sleeper (the main thread is asleep too).
-    assert asleep >= threads * samples * 0.95, (asleep, samples, s.describe())
     assert float(m.group(1)) < 6, s.describe()
 
 
@@ -604,22 +612,11 @@ def test_sleeping_threads_taken_over(work, strobes, tmp_path):
     """By default a thread that has not held the GIL since the last sample
     is not read again: with 24 threads asleep, nearly every sleeper's stack
     is taken over, and every sample still holds every sleeper."""
-    threads = 24
-    target = LongRunning(work.target, [work.path("sleepers.py"), str(threads)])
-    try:
-        s = strobes(["attach", "-r", "500hz", "-d", "0.6", "--stats", "--collapsed",
-                     "-o", tmp_path / "sleepers.txt", target.pid])
-        samples = s.check()["samples"]
-    finally:
-        target.close()
+    s, samples = sample_sleepers(work, strobes, tmp_path)
     m = re.search(r"idle threads: +(\d+) thread stacks taken over", s.stderr)
     assert m, s.describe()
-    stacks = load_collapsed(tmp_path / "sleepers.txt")
-    asleep = sum(st.count for st in stacks if st.names[-2:] == ["outer", "inner"])
-    assert samples > 20, s.describe()
-    assert asleep >= threads * samples * 0.95, (asleep, samples, s.describe())
     # A full read every 64 samples, and the odd wake of the main thread.
-    assert int(m.group(1)) >= threads * samples * 0.8, s.describe()
+    assert int(m.group(1)) >= SLEEPERS * samples * 0.8, s.describe()
 
 
 # --- modes ---------------------------------------------------------------------

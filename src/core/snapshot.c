@@ -110,8 +110,8 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
     size_t start = s->res.nframes, nops = 0;
     int pending_native = 0;
     /* At most one marker per raw frame, plus one at the bottom. */
-    int rc = prof_reserve((void **)&s->res.frames, &s->res.frames_cap, s->res.nframes + 2 * nraw + 1,
-                     sizeof *s->res.frames);
+    int rc = prof_reserve((void **)&s->res.frames, &s->res.frames_cap,
+                          s->res.nframes + 2 * nraw + 1, sizeof *s->res.frames);
     if (rc < 0)
         return rc;
     /* The walk's chain: the frame cache entry's, or the scratch of a walk
@@ -130,7 +130,7 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
         } else if (nc > 0) {
             /* Checked with every other thread's, after the last walk. */
             if ((rc = prof_reserve((void **)&s->snap_codes, &s->snap_codes_cap,
-                              s->nsnap_codes + nc, sizeof *s->snap_codes)) < 0)
+                                   s->nsnap_codes + nc, sizeof *s->snap_codes)) < 0)
                 return rc;
             memcpy(s->snap_codes + s->nsnap_codes, s->code_addrs, nc * sizeof *s->code_addrs);
             s->nsnap_codes += nc;
@@ -285,7 +285,7 @@ static int put_off_check(struct pys_session *s, size_t ti, size_t ni,
         rc = prof_reserve((void **)&s->chk_vals, &s->chk_vals_cap, need, sizeof *s->chk_vals);
     if (rc == 0)
         rc = prof_reserve((void **)&s->chk_walks, &s->chk_walks_cap, s->nchk_walks + 1,
-                     sizeof *s->chk_walks);
+                          sizeof *s->chk_walks);
     if (rc < 0)
         return rc;
     s->chk_walks[s->nchk_walks++] = (struct put_off){ti, ni, s->nchk, 2 * k};
@@ -598,12 +598,12 @@ again:
         if ((rc = cpy_interp_read(&s->mem, &s->off, s->runtime, iaddr, &in)) < 0)
             goto fail;
         if ((rc = prof_reserve((void **)&s->seen_interps, &s->seen_interps_cap, ni + 1,
-                          sizeof *s->seen_interps)) < 0)
+                               sizeof *s->seen_interps)) < 0)
             goto fail;
         s->seen_interps[ni] = in;
         check_code_generation(s, ni, &in);
         if ((rc = prof_reserve((void **)&s->interps, &s->interps_cap, s->ninterps + 1,
-                          sizeof *s->interps)) < 0)
+                               sizeof *s->interps)) < 0)
             goto fail;
         struct pys_interp *pi = &s->interps[s->ninterps++];
         pi->id = in.id;
@@ -678,7 +678,8 @@ again:
     for (size_t i = 0; i < s->ninterps; i++)
         s->interps[i].threads = s->res.threads + (uintptr_t)s->interps[i].threads;
     for (size_t i = 0; i < s->res.nthreads; i++) {
-        s->res.threads[i].frames = s->res.frames ? s->res.frames + s->res.thread_frame_start[i] : NULL;
+        s->res.threads[i].frames =
+            s->res.frames ? s->res.frames + s->res.thread_frame_start[i] : NULL;
         s->res.threads[i].error_text = s->res.threads[i].error ? s->res.thread_err[i] : NULL;
     }
     s->snap.ninterps = s->ninterps;

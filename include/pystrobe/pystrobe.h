@@ -99,6 +99,10 @@ struct pys_interp {
     int64_t id; /* 0 = main interpreter */
     size_t nthreads;
     const struct pys_thread *threads; /* in the interpreter's list order (newest first) */
+    /* The thread state the GIL names as its holder, 0 if the GIL is free.
+     * In a hand-over it may differ from the thread whose status says
+     * PYS_THREAD_HAS_GIL (3.15 reads that from the thread's own flag). */
+    uint64_t gil_holder;
 };
 
 /* Everything one snapshot saw. Owned by the session, valid until the next

@@ -777,8 +777,8 @@ static size_t find_status(const struct pys_interp *in, uint32_t bit)
 /*
  * The reference's thread selection over one snapshot:
  *  - all_threads: every interpreter (newest first), every matching thread;
- *  - only_active_thread: the newest interpreter's GIL holder, or [] when
- *    nobody holds it;
+ *  - only_active_thread: the newest interpreter's GIL holder (as the GIL
+ *    names it), or [] when nobody holds it;
  *  - default: the newest interpreter's main thread.
  * In the last two, a thread that does not match the mode is passed over for
  * the next one in the list, as _remote_debugging's walk does; an
@@ -792,7 +792,13 @@ static int select_threads(struct unwinder *self, const struct pys_snapshot *snap
         return 0;
     const struct pys_interp *newest = &snap->interps[0];
     if (self->only_active_thread) {
-        size_t k = find_status(newest, PYS_THREAD_HAS_GIL);
+        /* As the reference: the thread state the GIL names (locked, its
+         * last holder), not the threads' own flags, which a hand-over
+         * caught half-way may leave all clear. */
+        size_t k = 0;
+        while (k < newest->nthreads && (newest->gil_holder == 0 ||
+                                        newest->threads[k].tstate != newest->gil_holder))
+            k++;
         if (k == newest->nthreads)
             return 0;
         return append_interp(self, result, newest, k, 1);

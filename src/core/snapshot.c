@@ -607,6 +607,7 @@ again:
             goto fail;
         struct pys_interp *pi = &s->interps[s->ninterps++];
         pi->id = in.id;
+        pi->gil_holder = in.gil_holder;
         pi->nthreads = 0;
         /* threads is an index until the fix-up below: the array may move. */
         pi->threads = (const struct pys_thread *)(uintptr_t)s->res.nthreads;

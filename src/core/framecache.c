@@ -380,6 +380,10 @@ void prof_fcache_resolved(struct pys_session *s, size_t nraw, int ok)
     if (!e)
         return;
     e->res_valid = 0;
+    /* A chain whose frames could not all be named (most often one read
+     * while it changed) is not kept: the next walk is a whole one. */
+    if (!ok)
+        e->n = 0;
     if (!ok || nraw != e->n || nraw > e->cap)
         return;
     /* The tail's resolutions are in place already: store the rest. */

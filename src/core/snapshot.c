@@ -108,7 +108,7 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
                           const struct cpy_thread *t, size_t nraw, char *err, size_t errlen)
 {
     size_t start = s->res.nframes, nops = 0;
-    int pending_native = 0;
+    int pending_native = 0, live_above = 0;
     /* At most one marker per raw frame, plus one at the bottom. */
     int rc = prof_reserve((void **)&s->res.frames, &s->res.frames_cap,
                           s->res.nframes + 2 * nraw + 1, sizeof *s->res.frames);
@@ -153,6 +153,18 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
             s->res.nframes = (size_t)(out - s->res.frames);
             break;
         }
+        /* One read is not one moment: the target runs on while the kernel
+         * copies, and a copy can be interrupted. A frame is cleared (its code
+         * object gone) as it returns, after the frames above it: a cleared
+         * frame below one that is not was read at two moments. */
+        if (i < s->tail_start) {
+            if (rf->code == 0 && live_above) {
+                rc = PYS_E_CORRUPT;
+                snprintf(err, errlen, "torn stack: a frame below the top has returned");
+                goto fail;
+            }
+            live_above |= rf->code != 0;
+        }
         if (i >= s->tail_start) {
             /* From the frame cache: resolved at an earlier sample. */
             res = &s->walk_entry->res[i];
@@ -181,6 +193,17 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
             s->kind_scratch[i] = cpy_frame_incomplete(&s->off, &pc->code, rf)
                                      ? PROF_RES_INCOMPLETE
                                      : PROF_RES_FRAME;
+            /* A frame still in its prologue has called no Python function
+             * yet (C code it calls, a collection say, may): one that a
+             * Python frame names as its caller was read at another moment
+             * than that frame. */
+            if (s->kind_scratch[i] == PROF_RES_INCOMPLETE && i > 0 && !raw[i - 1].shim &&
+                !raw[i - 1].entry) {
+                rc = PYS_E_CORRUPT;
+                snprintf(err, errlen, "torn stack: %s, below the top, has not started",
+                         pc->qualname);
+                goto fail;
+            }
             if (s->kind_scratch[i] == PROF_RES_FRAME) {
                 struct cpy_location loc;
                 rc = prof_codecache_locate(&s->codes, &s->off, pc, rf, &out->lasti, &loc);

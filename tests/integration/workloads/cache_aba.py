@@ -3,7 +3,9 @@ frames of chain_a and chain_b occupy the same slots of the data stack, so a
 frame cache keyed on addresses alone would mix them (the ABA case).
 Then, for the line test, a top frame that moves between two lines.
 
-Usage: cache_aba.py aba|lines SECONDS
+Usage: cache_aba.py aba|lines SECONDS [SPIN]
+SPIN (default 2000) is the leaf's loop count: a small one makes the two
+chains take turns so fast that many reads catch the stack as it changes.
 """
 import sys
 import time
@@ -16,8 +18,11 @@ def spin(n):
     return x
 
 
+SPIN = int(sys.argv[3]) if len(sys.argv) > 3 else 2000
+
+
 def a2():
-    return spin(2000)
+    return spin(SPIN)
 
 
 def a1():
@@ -29,7 +34,7 @@ def chain_a():
 
 
 def b2():
-    return spin(2000)
+    return spin(SPIN)
 
 
 def b1():

@@ -1,0 +1,38 @@
+"""Stacks read while they change. One process_vm_readv is not one moment:
+the target runs on while the kernel copies, and a copy can be interrupted.
+A walk must then fail (and be retried), never drop a frame that is there.
+
+The workload switches between two call chains every microsecond or so
+(cache_aba.py with a 10-step leaf), so that many reads catch the stack as it
+changes. Samples come in time order from tests/tools/sample_stream."""
+import time
+
+import pytest
+
+from targets import supported_targets
+from test_framecache import WORKLOAD, names, stream
+
+CHAINS = (["<module>", "main", "chain_a", "a1", "a2", "spin"],
+          ["<module>", "main", "chain_b", "b1", "b2", "spin"])
+
+# Interpreter frames (3.11+) are cleared or reused in place as calls return.
+TARGETS = [t for t in supported_targets() if t.version >= (3, 11)]
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=repr)
+def test_no_frame_lost_while_the_stack_changes(spawn, target):
+    p = spawn(target.argv + ["-B", target.stage(WORKLOAD), "aba", "6", "10"])
+    time.sleep(0.5)
+    assert p.poll() is None
+    samples, _ = stream(p.pid, 1.5)
+    seen = set()
+    for n, tid, stack in samples:
+        got = names(stack)
+        # Each level holds one of the two frames the program has there: a
+        # frame read after it had returned, or before it had started, and
+        # left out, would shift the frames above it down a level.
+        assert len(got) <= len(CHAINS[0]) and all(
+            g in (CHAINS[0][i], CHAINS[1][i]) for i, g in enumerate(got)), \
+            f"sample {n}: {got}"
+        seen.add(got[-1])
+    assert {"spin", "a2", "b2"} <= seen and len(samples) > 1000, (seen, len(samples))

@@ -25,7 +25,11 @@
  * The sequence number guards the one case where the anchor's address alone
  * could mislead: the anchor we wrote, still in place, must come with the
  * sequence number we saw (a frame returned and another pushed at the same
- * address would have moved the anchor and bumped it).
+ * address would have moved the anchor and bumped it). The thread state is
+ * read before the frames, and one read is not one moment: the snapshot's
+ * batch ends with a second copy of the anchor and its number
+ * (prof_anchor_hint), and a walk from the batch whose anchor moved in
+ * between is read again.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +117,35 @@ static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_th
             return 0;
     }
     return 1;
+}
+
+void prof_anchor_hint(struct pys_session *s, const struct cpy_thread *t)
+{
+    if (!s->use_fcache)
+        return;
+    uint64_t a = s->off.thread_state.last_profiled_frame,
+             q = s->off.thread_state.last_profiled_frame_seq;
+    if (q == a + 8) {
+        mem_recheck_hint(&s->mem, t->addr + a, 16);
+    } else {
+        mem_recheck_hint(&s->mem, t->addr + a, 8);
+        mem_recheck_hint(&s->mem, t->addr + q, 8);
+    }
+}
+
+/* Did the anchor read with t move by the end of the batch? Only the batch's
+ * second copy can tell; without one, the walk is taken as it is. */
+static int anchor_moved(struct pys_session *s, const struct cpy_thread *t)
+{
+    const uint8_t *a = mem_recheck_view(&s->mem, t->addr + s->off.thread_state.last_profiled_frame, 8);
+    const uint8_t *q =
+        mem_recheck_view(&s->mem, t->addr + s->off.thread_state.last_profiled_frame_seq, 8);
+    uint64_t anchor, seq;
+    if (!a || !q)
+        return 0;
+    memcpy(&anchor, a, 8);
+    memcpy(&seq, q, 8);
+    return anchor != t->last_profiled_frame || seq != t->last_profiled_frame_seq;
 }
 
 static size_t slot_of(uint64_t tstate, size_t cap)
@@ -280,6 +313,12 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
              * the thread again and retries. The cache is still good. */
             if (!ok)
                 return PYS_E_CORRUPT;
+        } else if (ok && prof_walk_with_state(s) && anchor_moved(s, t)) {
+            /* All from the batch, but the anchor returned while the batch
+             * was read: its frame, read after the thread state, may be one
+             * pushed at its address since, with another caller than the
+             * cached one. */
+            return PYS_E_CORRUPT;
         }
         if (ok) {
             /* The cached tail (and what it resolved to) moves, in place, to
@@ -324,6 +363,10 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         size_t top = prof_top_settled(s, s->raw, (size_t)n);
         if (!prof_walk_one_moment(s) &&
             !prof_chain_unchanged(s, s->raw + top, (size_t)n - top, 0))
+            return PYS_E_CORRUPT;
+        /* Or (from the batch) the anchor returned while the batch was
+         * read: the stack was unwinding under the copy. */
+        if (prof_walk_with_state(s) && anchor_moved(s, t))
             return PYS_E_CORRUPT;
         fc->frames_read += (uint64_t)n;
         e->since_full = 0;

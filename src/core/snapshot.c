@@ -469,6 +469,7 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
         if (rc >= 0 || rc == PYS_E_EXITED || rc == PYS_E_NOMEM)
             break;
     }
+    prof_anchor_hint(s, &cur);
     if (rc == PYS_E_EXITED || rc == PYS_E_NOMEM)
         return rc;
     if (rc < 0) {

@@ -51,6 +51,9 @@ void mem_release(struct mem *m)
     free(m->keep2);
     m->keep = m->keep2 = NULL;
     m->nkeep = m->capkeep = m->capkeep2 = 0;
+    free(m->rcbuf);
+    m->rcbuf = NULL;
+    m->rccap = m->nrc = m->nrc_prev = m->nrc_cur = 0;
     free(m->hull);
     free(m->hullbuf);
     m->hull = NULL;
@@ -341,7 +344,7 @@ static size_t issue_index(size_t p, size_t last, size_t n)
  */
 static void read_plan(struct mem *m, size_t n)
 {
-    struct plat_seg seg[MEM_BATCH_MAX + 1];
+    struct plat_seg seg[MEM_BATCH_MAX + 1 + 2 * MEM_RECHECK_MAX];
     size_t last = n; /* the plan span holding the late word, read last */
     for (size_t i = 0; m->late_addr != 0 && i < n; i++) {
         if (m->plan[i].len >= 8 && m->late_addr >= m->plan[i].addr &&
@@ -351,7 +354,7 @@ static void read_plan(struct mem *m, size_t n)
         }
     }
     size_t off = 0, i = 0, last_off = 0;
-    int last_read = 0;
+    int last_read = 0, rc_read = 0;
     while (i < n) {
         size_t k = 0, o = off;
         for (; k < MEM_BATCH_MAX && i + k < n; k++) {
@@ -362,15 +365,22 @@ static void read_plan(struct mem *m, size_t n)
         int late = m->late_addr != 0 && last == n && i + k == n;
         if (late)
             seg[k] = (struct plat_seg){m->late_addr, &m->late_val, 8};
+        /* The second copies end the batch's last call. */
+        size_t nrc = i + k == n ? m->nrc : 0, total = k + (size_t)late + nrc;
+        for (size_t r = 0; r < nrc; r++)
+            seg[k + (size_t)late + r] =
+                (struct plat_seg){m->rc[r].addr, m->rcbuf + m->rc[r].off, m->rc[r].len};
         m->stats.reads++;
-        m->stats.pieces += k + (size_t)late;
-        int got = plat_mem_readv(m->pid, seg, k + (size_t)late);
+        m->stats.pieces += total;
+        int got = plat_mem_readv(m->pid, seg, total);
         if (got < 0)
             got = 0;
-        if (late && (size_t)got == k + 1) {
+        if (i + k == n)
+            rc_read = (size_t)got == total;
+        if (late && (size_t)got >= k + 1)
             m->late_ok = 1;
-            got--;
-        }
+        if ((size_t)got > k)
+            got = (int)k;
         for (int j = 0; j < got; j++) {
             size_t idx = issue_index(i + (size_t)j, last, n);
             if (idx == last) {
@@ -391,6 +401,8 @@ static void read_plan(struct mem *m, size_t n)
             i += k;
         }
     }
+    if (!rc_read)
+        m->nrc = 0;
     if (last_read) {
         /* Read last, so last in pf: move it to its place by address. */
         size_t at = 0;
@@ -404,11 +416,14 @@ static void read_plan(struct mem *m, size_t n)
     }
 }
 
-static void prefetch(struct mem *m);
+static void prefetch(struct mem *m, int retry);
 
 void mem_prefetch_begin(struct mem *m)
 {
-    prefetch(m);
+    memcpy(m->rc_prev, m->rc_cur, m->nrc_cur * sizeof *m->rc_cur);
+    m->nrc_prev = m->nrc_cur;
+    m->nrc_cur = 0;
+    prefetch(m, 0);
     m->nlog = 0;
     m->logging = m->pid > 0;
 }
@@ -423,15 +438,62 @@ void mem_prefetch_hint(struct mem *m, uint64_t addr, size_t len)
 
 void mem_prefetch_retry(struct mem *m)
 {
-    prefetch(m);
+    prefetch(m, 1);
+}
+
+void mem_recheck_hint(struct mem *m, uint64_t addr, size_t len)
+{
+    if (m->pid <= 0 || addr == 0 || len == 0 || len > MEM_RECHECK_SPAN ||
+        m->nrc_cur == MEM_RECHECK_MAX)
+        return;
+    m->rc_cur[m->nrc_cur++] = (struct mem_span){addr, len, 0};
+}
+
+const uint8_t *mem_recheck_view(struct mem *m, uint64_t addr, size_t len)
+{
+    /* Lookups come in runs within one span: the last one found first. */
+    for (size_t k = 0; k < m->nrc; k++) {
+        size_t i = (m->rc_last + k) % m->nrc;
+        const struct mem_span *sp = &m->rc[i];
+        if (addr >= sp->addr && len <= sp->len && addr - sp->addr <= sp->len - len) {
+            m->rc_last = i;
+            return m->rcbuf + sp->off + (addr - sp->addr);
+        }
+    }
+    return NULL;
+}
+
+/* The spans to read a second time: the last snapshot's hints, and on a retry
+ * this one's so far. 0, or -1 if no room. */
+static int plan_recheck(struct mem *m, int retry)
+{
+    size_t n = 0, bytes = 0;
+    for (size_t i = 0; i < m->nrc_prev; i++)
+        m->rc[n++] = m->rc_prev[i];
+    for (size_t i = 0; retry && i < m->nrc_cur; i++)
+        m->rc[n++] = m->rc_cur[i];
+    for (size_t i = 0; i < n; i++) {
+        m->rc[i].off = bytes;
+        bytes += m->rc[i].len;
+    }
+    if (bytes > m->rccap) {
+        uint8_t *b = realloc(m->rcbuf, bytes);
+        if (!b)
+            return -1;
+        m->rcbuf = b;
+        m->rccap = bytes;
+    }
+    m->nrc = n;
+    return 0;
 }
 
 /* Read the plan made from the log (and the spans kept) in one batch. */
-static void prefetch(struct mem *m)
+static void prefetch(struct mem *m, int retry)
 {
     m->npf = 0;
     m->late_ok = 0;
-    if (m->pid > 0 && m->nlog > 0 && make_plan(m) == 0) {
+    m->nrc = 0;
+    if (m->pid > 0 && m->nlog > 0 && plan_recheck(m, retry) == 0 && make_plan(m) == 0) {
         size_t n = m->nplan, bytes = 0;
         for (size_t i = 0; i < n; i++)
             bytes += m->plan[i].len;
@@ -455,11 +517,14 @@ static void prefetch(struct mem *m)
         if (ok)
             read_plan(m, n);
     }
+    if (m->npf == 0)
+        m->nrc = 0; /* nothing read: no second copies either */
 }
 
 void mem_prefetch_end(struct mem *m)
 {
     m->npf = 0;
+    m->nrc = 0;
 }
 
 int mem_read_u64(struct mem *m, uint64_t addr, uint64_t *out)

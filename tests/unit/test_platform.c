@@ -19,6 +19,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -667,6 +668,94 @@ static void test_mem_prefetch_keeps_small_spans(void **state)
     munmap(p, 8 * (size_t)ps);
 }
 
+/* A counter another thread keeps counting up, and whether to go on. */
+struct ticker {
+    volatile uint64_t *word;
+    volatile int run;
+};
+
+static void *tick(void *arg)
+{
+    struct ticker *t = arg;
+    while (t->run)
+        (*t->word)++;
+    return NULL;
+}
+
+/* mem_recheck_hint: the next batch (and a retry, with what was hinted
+ * since) reads the span a second time, after everything else: a counter
+ * that only grows is never smaller in the second copy, and sometimes
+ * larger. A span never hinted has no second copy, nor has anything after
+ * the batch, nor any span when one of them could not be read. */
+static void test_mem_recheck_after_batch(void **state)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    uint8_t *p = mmap(NULL, 3 * (size_t)ps, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    struct mem m;
+    (void)state;
+
+    assert_true(p != MAP_FAILED);
+    uint64_t at = (uint64_t)(uintptr_t)p + 64, other = at + (uint64_t)ps,
+             gone = other + (uint64_t)ps;
+    struct ticker t = {(volatile uint64_t *)(p + 64), 1};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, tick, &t), 0);
+    mem_init_process(&m, getpid());
+    while (*t.word == 0) /* counting */
+        sched_yield();
+    int later = 0;
+    for (int round = 0; round < 100000 && later < 50; round++) {
+        uint64_t v = 0, again;
+        uint64_t reads = m.stats.reads;
+        mem_prefetch_begin(&m);
+        assert_int_equal(mem_read_u64(&m, at, &v), 0);
+        const uint8_t *copy = mem_recheck_view(&m, at, 8);
+        if (round > 0) {
+            assert_int_equal(m.stats.reads - reads, 1); /* one batch holds both */
+            assert_non_null(copy);
+            memcpy(&again, copy, 8);
+            assert_true(again >= v);
+            later += again > v;
+        }
+        mem_recheck_hint(&m, at, 8);
+        mem_prefetch_end(&m);
+        assert_null(mem_recheck_view(&m, at, 8));
+    }
+    t.run = 0;
+    pthread_join(th, NULL);
+    /* Read after the batch, not with it: the counter moved in between. */
+    assert_true(later > 0);
+
+    /* Retry: what this snapshot hinted comes too. */
+    uint64_t v;
+    mem_prefetch_begin(&m);
+    assert_int_equal(mem_read_u64(&m, other, &v), 0);
+    mem_recheck_hint(&m, other, 8);
+    mem_recheck_hint(&m, gone, 8);
+    assert_null(mem_recheck_view(&m, other, 8));
+    mem_prefetch_retry(&m);
+    assert_non_null(mem_recheck_view(&m, other, 8));
+    assert_non_null(mem_recheck_view(&m, gone, 8));
+    assert_null(mem_recheck_view(&m, other + 8, 8));
+    mem_prefetch_end(&m);
+    /* The page of one hinted span unmapped: the batch still serves what it
+     * holds, but the second copies, read together at its end, are all
+     * missing; once that span is no longer hinted, they are back. */
+    assert_int_equal(munmap(p + 2 * ps, (size_t)ps), 0);
+    mem_prefetch_begin(&m);
+    assert_null(mem_recheck_view(&m, other, 8));
+    assert_null(mem_recheck_view(&m, gone, 8));
+    assert_int_equal(mem_read_u64(&m, other, &v), 0);
+    mem_recheck_hint(&m, other, 8);
+    mem_prefetch_end(&m);
+    mem_prefetch_begin(&m);
+    assert_non_null(mem_recheck_view(&m, other, 8));
+    mem_prefetch_end(&m);
+    mem_release(&m);
+    munmap(p, 2 * (size_t)ps);
+}
+
 static void test_mem_readv_many(void **state)
 {
     /* More segments than one process_vm_readv takes. */
@@ -930,6 +1019,7 @@ int main(void)
         cmocka_unit_test(test_map_open_self),
         cmocka_unit_test(test_mem_read_self),
         cmocka_unit_test(test_mem_readv_self),
+        cmocka_unit_test(test_mem_recheck_after_batch),
         cmocka_unit_test(test_mem_readv_many),
         cmocka_unit_test(test_mem_readv_fresh_coalesces),
         cmocka_unit_test(test_mem_prefetch_late_in_span),

@@ -698,7 +698,7 @@ static void test_mem_recheck_after_batch(void **state)
     assert_true(p != MAP_FAILED);
     uint64_t at = (uint64_t)(uintptr_t)p + 64, other = at + (uint64_t)ps,
              gone = other + (uint64_t)ps;
-    struct ticker t = {(volatile uint64_t *)(p + 64), 1};
+    struct ticker t = {(volatile uint64_t *)(void *)(p + 64), 1};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, tick, &t), 0);
     mem_init_process(&m, getpid());

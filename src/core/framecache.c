@@ -121,7 +121,10 @@ static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_th
 
 void prof_anchor_hint(struct pys_session *s, const struct cpy_thread *t)
 {
-    if (!s->use_fcache)
+    /* A thread that sat still (in a C call, waiting) will most likely sit
+     * still through the next batch too: a piece for each would cost more
+     * than the rest of the batch when there are many. */
+    if (!s->use_fcache || (s->walk_entry && s->walk_entry->settled))
         return;
     uint64_t a = s->off.thread_state.last_profiled_frame,
              q = s->off.thread_state.last_profiled_frame_seq;
@@ -321,6 +324,10 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
             return PYS_E_CORRUPT;
         }
         if (ok) {
+            e->settled = anchor == e->anchor && (size_t)k == pos + 1 && pos >= 1 &&
+                         s->raw[0].addr == e->frames[0].addr &&
+                         s->raw[0].code == e->frames[0].code &&
+                         s->raw[0].instr_ptr == e->frames[0].instr_ptr;
             /* The cached tail (and what it resolved to) moves, in place, to
              * follow the k frames just read; most often it is already there. */
             size_t rest = e->n - pos - 1;
@@ -353,6 +360,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
     }
     if (n < 0) {
         fc->misses++;
+        e->settled = 0;
         n = cpy_stack_walk(&s->mem, &s->off, t, &s->stack, s->raw, CPY_MAX_FRAMES);
         /* A chain copied in one read shows one moment; one put together
          * from several reads is checked against a second read. A walk that

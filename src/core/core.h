@@ -105,10 +105,6 @@ struct prof_fcache_entry {
     int wrote;                    /* the last sample wrote `anchor` */
     uint32_t wasted;              /* anchors written in a row that were gone by the next */
     uint32_t skipped;             /* writes skipped meanwhile */
-    /* The last walk found the top frame as the one before found it: same
-     * frame, same instruction, right above the same anchor (a thread not
-     * running Python code: prof_anchor_hint leaves it out). */
-    int settled;
 };
 
 #define PROF_RES_FRAME 0      /* a Python frame: res holds it */
@@ -148,8 +144,8 @@ int prof_chain_unchanged(struct pys_session *s, const struct cpy_raw_frame *raw,
                          uint64_t last_prev);
 /* Have the next snapshot's batched read end with a second copy of thread
  * t's anchor and its sequence number (3.15+, with the frame cache; not for
- * a thread whose last walk found it settled): an anchor that moved while
- * the batch was read fails a walk that used it. */
+ * a thread that was not holding the GIL): an anchor that moved while the
+ * batch was read fails a walk that used it. */
 void prof_anchor_hint(struct pys_session *s, const struct cpy_thread *t);
 /*
  * How many of the walk's top frames raw[0..n) need no second read: 1 when

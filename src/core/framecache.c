@@ -121,10 +121,10 @@ static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_th
 
 void prof_anchor_hint(struct pys_session *s, const struct cpy_thread *t)
 {
-    /* A thread that sat still (in a C call, waiting) will most likely sit
-     * still through the next batch too: a piece for each would cost more
-     * than the rest of the batch when there are many. */
-    if (!s->use_fcache || (s->walk_entry && s->walk_entry->settled))
+    /* A thread without the GIL runs no Python code until it has taken it
+     * (most often not before the next batch): a piece for each would cost
+     * more than the rest of the batch when there are many. */
+    if (!s->use_fcache || t->holds_gil == 0)
         return;
     uint64_t a = s->off.thread_state.last_profiled_frame,
              q = s->off.thread_state.last_profiled_frame_seq;
@@ -298,15 +298,17 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
             return PYS_E_CORRUPT;
         int ok = k > 0 && (returned || s->raw[k - 1].code == e->frames[pos].code) &&
                  prev == below && (size_t)k + (e->n - pos - 1) <= CPY_MAX_FRAMES;
-        if (ok && k > 2 && !prof_walk_with_state(s)) {
+        if (ok && !prof_walk_with_state(s)) {
             /* Read after the thread state: check, in one more read, that the
              * anchor has not returned since the state was read (the
              * interpreter would then have moved it and bumped the sequence
              * number: the frames below it may no longer be the cached ones).
              * Frames above it that were copied at different moments are
              * also checked to be unchanged: else two call chains may mix.
-             * (State and frames from the snapshot's one batched read show
-             * one moment: nothing to check.) */
+             * Even the top frame alone: copied with its caller, the anchor,
+             * but after it, it may be a callee of the frame pushed there
+             * since. (State and frames from the snapshot's one batched read:
+             * the batch's second copy of the anchor says.) */
             size_t above = prof_walk_one_moment(s) ? 0 : (size_t)k;
             size_t top = above ? prof_top_settled(s, s->raw, above) : 0;
             ok = chain_and_anchor_unchanged(s, t, s->raw + top, above - top, below, anchor,
@@ -324,10 +326,6 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
             return PYS_E_CORRUPT;
         }
         if (ok) {
-            e->settled = anchor == e->anchor && (size_t)k == pos + 1 && pos >= 1 &&
-                         s->raw[0].addr == e->frames[0].addr &&
-                         s->raw[0].code == e->frames[0].code &&
-                         s->raw[0].instr_ptr == e->frames[0].instr_ptr;
             /* The cached tail (and what it resolved to) moves, in place, to
              * follow the k frames just read; most often it is already there. */
             size_t rest = e->n - pos - 1;
@@ -360,7 +358,6 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
     }
     if (n < 0) {
         fc->misses++;
-        e->settled = 0;
         n = cpy_stack_walk(&s->mem, &s->off, t, &s->stack, s->raw, CPY_MAX_FRAMES);
         /* A chain copied in one read shows one moment; one put together
          * from several reads is checked against a second read. A walk that

@@ -344,8 +344,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
             if (e->res_valid)
                 s->tail_start = (size_t)k;
             /* Full hit: our anchor still in place and at most the top frame
-             * above it (a top frame alone cannot mix two chains: its caller,
-             * the anchor, is checked against the cache above). */
+             * above it. */
             if (anchor == e->anchor && k <= 2)
                 fc->hits++;
             else

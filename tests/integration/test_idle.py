@@ -41,7 +41,9 @@ def test_idle_threads_taken_over_stay_exact(spawn, target):
     compared, differ, reused = compare_stream(p.pid, "--reuse-idle")
     base_compared, base_differ, base_reused = compare_stream(p.pid)
     assert base_reused == 0
-    assert compared > 1000 * THREADS // 2 and base_compared > 1000 * THREADS // 2
+    # Enough stacks for the rates below to mean something, even on a busy
+    # machine (about 4,000 a second here when nothing else runs).
+    assert compared > 200 * THREADS and base_compared > 200 * THREADS
     # Most stacks were taken over: the threads are asleep most of the time.
     assert reused > compared // 2, (reused, compared)
     numbers = (differ, compared, base_differ, base_compared)

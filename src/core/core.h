@@ -143,9 +143,8 @@ int prof_walk_with_state(const struct pys_session *s);
 int prof_chain_unchanged(struct pys_session *s, const struct cpy_raw_frame *raw, size_t k,
                          uint64_t last_prev);
 /* Have the next snapshot's batched read end with a second copy of thread
- * t's anchor and its sequence number (3.15+, with the frame cache; not for
- * a thread that was not holding the GIL): an anchor that moved while the
- * batch was read fails a walk that used it. */
+ * t's anchor and its sequence number (3.15+, with the frame cache): an
+ * anchor that moved while the batch was read fails a walk that used it. */
 void prof_anchor_hint(struct pys_session *s, const struct cpy_thread *t);
 /*
  * How many of the walk's top frames raw[0..n) need no second read: 1 when

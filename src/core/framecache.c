@@ -121,10 +121,7 @@ static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_th
 
 void prof_anchor_hint(struct pys_session *s, const struct cpy_thread *t)
 {
-    /* A thread without the GIL runs no Python code until it has taken it
-     * (most often not before the next batch): a piece for each would cost
-     * more than the rest of the batch when there are many. */
-    if (!s->use_fcache || t->holds_gil == 0)
+    if (!s->use_fcache)
         return;
     uint64_t a = s->off.thread_state.last_profiled_frame,
              q = s->off.thread_state.last_profiled_frame_seq;

@@ -140,6 +140,10 @@ struct cpy_stack {
      * this walk only (the 3.15 frame cache will serve the next samples):
      * not from, nor for, the snapshot's prefetch. */
     int older_once;
+    /* Set by the caller: how far down cpy_stack_walk_to's copy of the
+     * current chunk has the next prefetch start (0: at the chunk's start).
+     * A walk that goes below it next time reads what it lacks on its own. */
+    uint64_t note_from;
 };
 void cpy_stack_release(struct cpy_stack *st);
 

@@ -32,17 +32,7 @@ void cpy_stack_release(struct cpy_stack *st)
 
 static int grow(uint8_t **buf, size_t *cap, size_t need)
 {
-    if (need <= *cap)
-        return 0;
-    size_t n = *cap ? *cap : 16384;
-    while (n < need)
-        n *= 2;
-    uint8_t *p = realloc(*buf, n);
-    if (!p)
-        return PYS_E_NOMEM;
-    *buf = p;
-    *cap = n;
-    return 0;
+    return mem_grow_buffer(buf, cap, need < 16384 ? 16384 : need) < 0 ? PYS_E_NOMEM : 0;
 }
 
 /* A walk starts with no window of frames read on their own. */
@@ -142,11 +132,14 @@ static int copy_above(struct mem *m, const struct cpy_thread *t, struct cpy_stac
     size_t len = (size_t)(top - stop);
     no_window(st);
     /* The next sample reads above some stop in this chunk, up to about the
-     * same top: have its prefetch take the chunk's used part and a little
-     * more (mapped, in the same page or chunk), within bounds. */
+     * same top: have its prefetch take the chunk's used part (from
+     * st->note_from if set) and a little more (mapped, in the same page or
+     * chunk), within bounds. */
     uint64_t page_end = (top + PAGE - 1) & ~(uint64_t)(PAGE - 1);
     uint64_t note_end = page_end - top > NOTE_SLACK ? top + NOTE_SLACK : page_end;
     uint64_t note_start = note_end - chunk > NOTE_MAX ? stop : chunk;
+    if (st->note_from > note_start)
+        note_start = st->note_from < stop ? st->note_from : stop;
     int rc = grow(&st->buf, &st->cap, len);
     if (rc == 0)
         rc = mem_read_noting(m, stop, st->buf, len, note_start, (size_t)(note_end - note_start));

@@ -27,6 +27,15 @@
 /* mem_readv_fresh: segments closer than this are read as one span of at
  * most COALESCE_MAX_HULL bytes, COALESCE_MAX_BYTES in all. */
 #define COALESCE_GAP 512
+/* A batch is taken as paused when it took this much more than twice its
+ * usual time: well past the noise of a quiet machine (a few microseconds),
+ * well short of a preemption (milliseconds). */
+#define BATCH_SLOW_NS 10000u
+/* Second copies (mem_recheck_hint) closer than this are read as one. */
+#define RECHECK_MERGE_GAP 2048
+/* ... into spans of at most this many bytes. */
+#define RECHECK_MERGED_MAX (64u << 10)
+_Static_assert(RECHECK_MERGE_GAP < 4096, "a gap between second copies holds no whole page");
 #define COALESCE_MAX_HULL (256u << 10)
 #define COALESCE_MAX_BYTES (8u << 20)
 _Static_assert(COALESCE_GAP < 4096, "a gap between a hull's segments holds no whole page");
@@ -86,6 +95,23 @@ static int image_read(const struct mem *m, uint64_t addr, void *buf, size_t len)
 }
 
 /* Record a read for the next snapshot's prefetch. */
+int mem_grow_buffer(uint8_t **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t n = *cap ? *cap : 4096;
+    while (n < need)
+        n *= 2;
+    uint8_t *p = realloc(*buf, n);
+    if (!p)
+        return -1;
+    /* Touched now, not by the kernel's first copy into it. */
+    memset(p + *cap, 0, n - *cap);
+    *buf = p;
+    *cap = n;
+    return 0;
+}
+
 static void log_span(struct mem *m, uint64_t addr, size_t len)
 {
     if (!m->logging || m->nlog >= PREFETCH_MAX_SPANS)
@@ -335,12 +361,24 @@ static size_t issue_index(size_t p, size_t last, size_t n)
     return p + 1 < n ? p + 1 : last;
 }
 
+/* Record plan span idx, read into pfbuf at off, in pf (issue order). */
+static void plan_read(struct mem *m, size_t idx, size_t off)
+{
+    m->pf[m->npf] = m->plan[idx];
+    m->pf[m->npf].off = off;
+    m->stats.bytes += m->plan[idx].len;
+    m->npf++;
+}
+
 /*
  * Read the plan's n spans into pfbuf in one batch (a span that fails,
  * unmapped since, is dropped and the batch goes on after it), and m->pf to
- * find them, sorted by address. The late word comes last: when a span holds
- * it, that span is read last in its stead (one piece fewer); else the word
- * is one more piece at the end.
+ * find them, sorted by address. Then the second copies (m->rc), in the
+ * reverse order of their addresses, as the spans are read in theirs: the
+ * spans read last are copied again soonest, so that little happens between
+ * the two copies. The late word comes last of all: when a span holds it,
+ * that span is read last in its stead (one piece fewer); else the word is
+ * one more piece at the end.
  */
 static void read_plan(struct mem *m, size_t n)
 {
@@ -353,67 +391,89 @@ static void read_plan(struct mem *m, size_t n)
             break;
         }
     }
-    size_t off = 0, i = 0, last_off = 0;
-    int last_read = 0, rc_read = 0;
-    while (i < n) {
+    uint64_t start = plat_clock_ns();
+    /* The spans in issue order (issue_index) but the last one: `plain`. */
+    size_t plain = last < n ? n - 1 : n, i = 0, off = 0;
+    int rc_left = m->nrc > 0, tail_left = last < n || m->late_addr != 0, rc_read = 0;
+    while (i < plain || rc_left || tail_left) {
         size_t k = 0, o = off;
-        for (; k < MEM_BATCH_MAX && i + k < n; k++) {
+        for (; k < MEM_BATCH_MAX && i + k < plain; k++) {
             const struct mem_span *sp = &m->plan[issue_index(i + k, last, n)];
             seg[k] = (struct plat_seg){sp->addr, m->pfbuf + o, sp->len};
             o += sp->len;
         }
-        int late = m->late_addr != 0 && last == n && i + k == n;
-        if (late)
-            seg[k] = (struct plat_seg){m->late_addr, &m->late_val, 8};
-        /* The second copies end the batch's last call. */
-        size_t nrc = i + k == n ? m->nrc : 0, total = k + (size_t)late + nrc;
-        for (size_t r = 0; r < nrc; r++)
-            seg[k + (size_t)late + r] =
-                (struct plat_seg){m->rc[r].addr, m->rcbuf + m->rc[r].off, m->rc[r].len};
+        /* After the spans' last call: the second copies, then the tail. */
+        int final = i + k == plain;
+        size_t r = final && rc_left ? m->nrc : 0, total = k + r;
+        for (size_t j = 0; j < r; j++) {
+            const struct mem_span *sp = &m->rc[m->nrc - 1 - j];
+            seg[k + j] = (struct plat_seg){sp->addr, m->rcbuf + sp->off, sp->len};
+        }
+        int tail = final && tail_left;
+        if (tail)
+            seg[total++] = last < n ? (struct plat_seg){m->plan[last].addr, m->pfbuf + o,
+                                                       m->plan[last].len}
+                                    : (struct plat_seg){m->late_addr, &m->late_val, 8};
         m->stats.reads++;
         m->stats.pieces += total;
-        int got = plat_mem_readv(m->pid, seg, total);
-        if (got < 0)
-            got = 0;
-        if (i + k == n)
-            rc_read = (size_t)got == total;
-        if (late && (size_t)got >= k + 1)
-            m->late_ok = 1;
-        if ((size_t)got > k)
-            got = (int)k;
-        for (int j = 0; j < got; j++) {
-            size_t idx = issue_index(i + (size_t)j, last, n);
-            if (idx == last) {
-                last_read = 1;
-                last_off = off;
-            }
-            m->pf[m->npf] = m->plan[idx];
-            m->pf[m->npf].off = off;
-            m->stats.bytes += m->plan[idx].len;
+        int rc = plat_mem_readv(m->pid, seg, total);
+        size_t got = rc < 0 ? 0 : (size_t)rc;
+        for (size_t j = 0; j < k && j < got; j++) {
+            size_t idx = issue_index(i + j, last, n);
+            plan_read(m, idx, off);
             off += m->plan[idx].len;
-            m->npf++;
         }
-        if ((size_t)got < k) {
+        if (got < k) {
+            /* A span that failed: dropped, the rest read in the next call. */
             m->stats.failures++;
-            off += m->plan[issue_index(i + (size_t)got, last, n)].len;
-            i += (size_t)got + 1;
-        } else {
-            i += k;
+            off += m->plan[issue_index(i + got, last, n)].len;
+            i += got + 1;
+            continue;
+        }
+        i += k;
+        if (!final)
+            continue;
+        if (r > 0) {
+            rc_left = 0;
+            rc_read = got >= k + r;
+            if (!rc_read) {
+                /* A second copy failed: none is used; the tail is read on. */
+                m->stats.failures++;
+                continue;
+            }
+        }
+        if (tail) {
+            tail_left = 0;
+            if (got < total) {
+                m->stats.failures += last < n;
+            } else if (last < n) {
+                /* Read last, so last in pf: move it to its place by address. */
+                size_t at = 0;
+                while (at < m->npf && m->pf[at].addr < m->plan[last].addr)
+                    at++;
+                memmove(&m->pf[at + 1], &m->pf[at], (m->npf - at) * sizeof *m->pf);
+                m->pf[at] = m->plan[last];
+                m->pf[at].off = off;
+                m->stats.bytes += m->plan[last].len;
+                m->npf++;
+                memcpy(&m->late_val, m->pfbuf + off + (m->late_addr - m->plan[last].addr), 8);
+                m->late_ok = 1;
+            } else {
+                m->late_ok = 1;
+            }
         }
     }
-    if (!rc_read)
+    /* A batch far slower than usual was paused (its thread preempted, the
+     * VM's CPU taken away) while the target ran on: long enough, maybe,
+     * for a chain that changed under the first copy to have come back to
+     * what it was by the second. Its second copies are not used: the
+     * walks that needed them are read again. */
+    uint64_t took = plat_clock_ns() - start;
+    int slow = m->batch_ns > 0 && took > 2 * m->batch_ns + BATCH_SLOW_NS;
+    uint64_t sample = took < 4 * m->batch_ns || m->batch_ns == 0 ? took : 4 * m->batch_ns;
+    m->batch_ns = m->batch_ns == 0 ? took : m->batch_ns - m->batch_ns / 16 + sample / 16;
+    if (!rc_read || slow)
         m->nrc = 0;
-    if (last_read) {
-        /* Read last, so last in pf: move it to its place by address. */
-        size_t at = 0;
-        while (at < m->npf - 1 && m->pf[at].addr < m->plan[last].addr)
-            at++;
-        memmove(&m->pf[at + 1], &m->pf[at], (m->npf - 1 - at) * sizeof *m->pf);
-        m->pf[at] = m->plan[last];
-        m->pf[at].off = last_off;
-        memcpy(&m->late_val, m->pfbuf + last_off + (m->late_addr - m->plan[last].addr), 8);
-        m->late_ok = 1;
-    }
 }
 
 static void prefetch(struct mem *m, int retry);
@@ -443,8 +503,21 @@ void mem_prefetch_retry(struct mem *m)
 
 void mem_recheck_hint(struct mem *m, uint64_t addr, size_t len)
 {
-    if (m->pid <= 0 || addr == 0 || len == 0 || len > MEM_RECHECK_SPAN ||
-        m->nrc_cur == MEM_RECHECK_MAX)
+    if ((m->pid <= 0 && m->nregions == 0) || addr == 0 || len == 0 || len > MEM_RECHECK_SPAN)
+        return;
+    /* Next to the span hinted last (a walk's frames, one after another):
+     * one span the longer. */
+    if (m->nrc_cur > 0) {
+        struct mem_span *l = &m->rc_cur[m->nrc_cur - 1];
+        uint64_t lo = addr < l->addr ? addr : l->addr;
+        uint64_t hi = addr + len > l->addr + l->len ? addr + len : l->addr + l->len;
+        if (hi - lo <= l->len + len + RECHECK_MERGE_GAP && hi - lo <= RECHECK_MERGED_MAX) {
+            l->addr = lo;
+            l->len = (size_t)(hi - lo);
+            return;
+        }
+    }
+    if (m->nrc_cur == MEM_RECHECK_MAX)
         return;
     m->rc_cur[m->nrc_cur++] = (struct mem_span){addr, len, 0};
 }
@@ -472,17 +545,30 @@ static int plan_recheck(struct mem *m, int retry)
         m->rc[n++] = m->rc_prev[i];
     for (size_t i = 0; retry && i < m->nrc_cur; i++)
         m->rc[n++] = m->rc_cur[i];
+    /* Spans close together are read as one: a piece costs the kernel more
+     * than a few hundred bytes copied (51 threads' anchors, 1.4 KB apart in
+     * the heap, are one piece rather than 51). */
+    sort_spans(m->rc, n);
+    size_t merged = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct mem_span *last = merged ? &m->rc[merged - 1] : NULL;
+        uint64_t end = last ? last->addr + last->len : 0;
+        if (last && m->rc[i].addr <= end + RECHECK_MERGE_GAP &&
+            m->rc[i].addr + m->rc[i].len - last->addr <= RECHECK_MERGED_MAX) {
+            uint64_t e = m->rc[i].addr + m->rc[i].len;
+            if (e > end)
+                last->len = (size_t)(e - last->addr);
+        } else {
+            m->rc[merged++] = m->rc[i];
+        }
+    }
+    n = merged;
     for (size_t i = 0; i < n; i++) {
         m->rc[i].off = bytes;
         bytes += m->rc[i].len;
     }
-    if (bytes > m->rccap) {
-        uint8_t *b = realloc(m->rcbuf, bytes);
-        if (!b)
-            return -1;
-        m->rcbuf = b;
-        m->rccap = bytes;
-    }
+    if (mem_grow_buffer(&m->rcbuf, &m->rccap, bytes) < 0)
+        return -1;
     m->nrc = n;
     return 0;
 }
@@ -497,15 +583,7 @@ static void prefetch(struct mem *m, int retry)
         size_t n = m->nplan, bytes = 0;
         for (size_t i = 0; i < n; i++)
             bytes += m->plan[i].len;
-        int ok = bytes <= PREFETCH_MAX_BYTES;
-        if (ok && bytes > m->pfcap) {
-            uint8_t *b = realloc(m->pfbuf, bytes);
-            ok = b != NULL;
-            if (ok) {
-                m->pfbuf = b;
-                m->pfcap = bytes;
-            }
-        }
+        int ok = bytes <= PREFETCH_MAX_BYTES && mem_grow_buffer(&m->pfbuf, &m->pfcap, bytes) == 0;
         if (ok && n > m->cappf) {
             struct mem_span *v = realloc(m->pf, n * sizeof *v);
             ok = v != NULL;
@@ -516,6 +594,13 @@ static void prefetch(struct mem *m, int retry)
         }
         if (ok)
             read_plan(m, n);
+    } else if (m->pid <= 0 && plan_recheck(m, retry) == 0) {
+        /* An image (unit tests): the second copies are its bytes now. */
+        for (size_t i = 0; i < m->nrc; i++) {
+            if (image_read(m, m->rc[i].addr, m->rcbuf + m->rc[i].off, m->rc[i].len) < 0)
+                m->nrc = 0;
+        }
+        return;
     }
     if (m->npf == 0)
         m->nrc = 0; /* nothing read: no second copies either */
@@ -614,14 +699,7 @@ static int grow_hulls(struct mem *m, size_t n, size_t bytes)
         m->hull = v;
         m->caphull = n;
     }
-    if (bytes > m->caphullbuf) {
-        uint8_t *b = realloc(m->hullbuf, bytes);
-        if (!b)
-            return -1;
-        m->hullbuf = b;
-        m->caphullbuf = bytes;
-    }
-    return 0;
+    return mem_grow_buffer(&m->hullbuf, &m->caphullbuf, bytes);
 }
 
 /*

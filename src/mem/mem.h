@@ -15,7 +15,7 @@
 
 /* Spans a snapshot can have read twice (mem_recheck_hint), and the most
  * bytes of each. */
-#define MEM_RECHECK_MAX 128
+#define MEM_RECHECK_MAX 256
 #define MEM_RECHECK_SPAN 4096
 
 struct mem_region {
@@ -67,11 +67,14 @@ struct mem {
     uint64_t late_addr, late_val;
     uint64_t unbatched; /* mem_read/mem_readv calls the prefetch did not serve */
     int late_ok; /* late_val was read by the last prefetch */
-    /* mem_recheck_hint: spans the next batch reads a second time, at its
-     * very end (rc_cur: hinted in this snapshot, rc_prev: in the last one);
+    /* mem_recheck_hint: spans the next batch reads a second time, after
+     * the others (rc_cur: hinted in this snapshot, rc_prev: in the last one);
      * rc: those the last batch read again (off into rcbuf). */
     struct mem_span rc_prev[MEM_RECHECK_MAX], rc_cur[MEM_RECHECK_MAX], rc[2 * MEM_RECHECK_MAX];
     size_t nrc_prev, nrc_cur, nrc, rc_last;
+    /* How long a batch usually takes (a moving average, ns): one that took
+     * far longer was paused (see read_plan). */
+    uint64_t batch_ns;
     uint8_t *rcbuf;
     size_t rccap;
     /* mem_readv_fresh's scratch: the spans it reads and their bytes. */
@@ -124,13 +127,23 @@ int mem_prefetch_late_value(const struct mem *m, uint64_t *out);
  * One process_vm_readv is not one moment: the target runs on while the
  * kernel copies, and a copy can be interrupted. Have the next prefetch (and
  * its retries, with the spans hinted since) read [addr, addr + len) a second
- * time as its very last pieces, after the late word. mem_recheck_view then
+ * time, after every span it reads (the late word aside, which stays last):
+ * the second copies in the reverse order of their addresses, so that the
+ * spans read last are copied again soonest. mem_recheck_view then
  * gives that second copy of [addr, addr + len) (NULL if the last prefetch
  * did not read one covering it): bytes of the first copy that differ from
  * it were changing while the batch was read.
  */
 void mem_recheck_hint(struct mem *m, uint64_t addr, size_t len);
 const uint8_t *mem_recheck_view(struct mem *m, uint64_t addr, size_t len);
+
+/*
+ * Grow *buf (capacity *cap) to hold need bytes, doubling; 0 or -1 (out of
+ * memory, *buf unchanged). For buffers the kernel copies the target into:
+ * their new pages are touched at once, since one the copy meets untouched
+ * faults midway, a pause in which the target runs on (a torn copy).
+ */
+int mem_grow_buffer(uint8_t **buf, size_t *cap, size_t need);
 
 /* Read from the target itself, never from the prefetch (and not recorded).
  * mem_readv_fresh reads segments that lie close together, in the order

@@ -98,4 +98,8 @@ struct plat_seg {
 };
 int plat_mem_readv(pid_t pid, const struct plat_seg *segs, size_t n);
 
+/* Nanoseconds on a monotonic clock (CLOCK_MONOTONIC), for telling how long
+ * a read took. */
+uint64_t plat_clock_ns(void);
+
 #endif

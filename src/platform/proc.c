@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The kernel cuts one transfer at MAX_RW_COUNT (2 GiB less a page) without
@@ -271,6 +272,13 @@ static int vm_rw(pid_t pid, uint64_t addr, void *buf, size_t len, int write)
     if ((size_t)r != len)
         return PYS_E_BADADDR;
     return 0;
+}
+
+uint64_t plat_clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 int plat_mem_read(pid_t pid, uint64_t addr, void *buf, size_t len)

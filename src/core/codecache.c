@@ -92,7 +92,7 @@ int prof_codecache_get(struct prof_codecache *cc, struct prof_intern *in, struct
 
 static struct prof_code *find(struct prof_codecache *cc, uint64_t addr)
 {
-    if (!cc->cap)
+    if (!cc->cap || addr == 0)
         return NULL;
     for (size_t j = slot_of(addr, cc->cap); cc->slots[j].addr; j = (j + 1) & (cc->cap - 1))
         if (cc->slots[j].addr == addr)
@@ -122,6 +122,68 @@ static void sort_segs(struct mem_seg *v, size_t n)
     }
 }
 
+/* The pieces that show a cached object unchanged: its head, and its names'
+ * length and hash (16 bytes each). */
+static void key_pieces(const struct cpy_offsets *o, const struct prof_code *pc, uint64_t at[3],
+                       size_t len[3])
+{
+    at[0] = pc->addr;
+    len[0] = (size_t)o->code_object.size;
+    at[1] = pc->code.key.filename + o->unicode_object.length;
+    at[2] = pc->code.key.qualname + o->unicode_object.length;
+    len[1] = len[2] = 16;
+}
+
+void prof_codecache_hint(struct prof_codecache *cc, struct mem *m, const struct cpy_offsets *o,
+                         const uint64_t *addrs, size_t n)
+{
+    cc->hints++;
+    for (size_t i = 0; i < n; i++) {
+        struct prof_code *pc = find(cc, addrs[i]);
+        if (!pc || pc->stale || pc->hinted == cc->hints)
+            continue;
+        pc->hinted = cc->hints;
+        uint64_t at[3];
+        size_t len[3];
+        key_pieces(o, pc, at, len);
+        for (int j = 0; j < 3; j++)
+            mem_recheck_hint(m, at[j], len[j]);
+    }
+}
+
+int prof_codecache_rechecked(struct prof_codecache *cc, struct mem *m,
+                             const struct cpy_offsets *o, uint64_t *addrs, size_t n,
+                             size_t *missing)
+{
+    int stale = 0;
+    *missing = 0;
+    cc->checks++;
+    for (size_t i = 0; i < n; i++) {
+        struct prof_code *pc = find(cc, addrs[i]);
+        if (!pc || pc->stale || pc->checked == cc->checks)
+            continue;
+        pc->checked = cc->checks;
+        uint64_t at[3];
+        size_t len[3];
+        const uint8_t *v[3];
+        key_pieces(o, pc, at, len);
+        int have = 1;
+        for (int j = 0; j < 3 && have; j++)
+            have = (v[j] = mem_recheck_view(m, at[j], len[j])) != NULL;
+        if (!have) {
+            addrs[(*missing)++] = addrs[i];
+            continue;
+        }
+        struct cpy_code_key now;
+        cpy_code_key_parse(o, v[0], v[1], v[2], &now);
+        if (!cpy_code_key_equal(&now, &pc->code.key)) {
+            pc->stale = 1;
+            stale++;
+        }
+    }
+    return stale;
+}
+
 int prof_codecache_check(struct prof_codecache *cc, struct mem *m, const struct cpy_offsets *o,
                          const uint64_t *addrs, size_t n)
 {
@@ -149,11 +211,12 @@ int prof_codecache_check(struct prof_codecache *cc, struct mem *m, const struct 
             continue;
         pc->checked = cc->checks;
         uint8_t *b = cc->buf + k * per;
-        cc->segs[3 * k] = (struct mem_seg){pc->addr, b, hlen};
-        cc->segs[3 * k + 1] = (struct mem_seg){pc->code.key.filename + o->unicode_object.length,
-                                               b + hlen, 16};
-        cc->segs[3 * k + 2] = (struct mem_seg){pc->code.key.qualname + o->unicode_object.length,
-                                               b + hlen + 16, 16};
+        uint64_t at[3];
+        size_t len[3];
+        key_pieces(o, pc, at, len);
+        cc->segs[3 * k] = (struct mem_seg){at[0], b, len[0]};
+        cc->segs[3 * k + 1] = (struct mem_seg){at[1], b + hlen, len[1]};
+        cc->segs[3 * k + 2] = (struct mem_seg){at[2], b + hlen + 16, len[2]};
         k++;
     }
     if (k == 0)

@@ -33,6 +33,7 @@ struct prof_code {
     uint64_t id;            /* unique per entry: keys the location memo */
     int stale;              /* prof_codecache_check found another object at addr */
     uint64_t checked;       /* the check that last looked at it */
+    uint64_t hinted;        /* the prof_codecache_hint call that last hinted it */
     const char *filename;   /* interned */
     const char *qualname;   /* interned */
     struct cpy_code code;   /* linetable and lengths; its strings are freed */
@@ -56,6 +57,7 @@ struct prof_codecache {
     uint64_t next_id;
     int validate;              /* cached objects need prof_codecache_check (3.8-3.13) */
     uint64_t checks;           /* prof_codecache_check calls */
+    uint64_t hints;            /* prof_codecache_hint calls */
     struct mem_seg *segs;      /* its scratch: 3 pieces per code object, sorted copy */
     uint8_t *buf;
     size_t segs_cap, buf_cap;
@@ -72,6 +74,16 @@ struct prof_codecache {
  * (PYS_E_EXITED).
  */
 int prof_codecache_check(struct prof_codecache *cc, struct mem *m, const struct cpy_offsets *o,
+                         const uint64_t *addrs, size_t n);
+/* The same check from the second copies at the end of the snapshot's batch
+ * (mem_recheck_view), when every frame came from that batch: how many
+ * failed. The addresses of those it has no copies of are moved to the front
+ * of addrs, *missing of them, to be checked by reading. prof_codecache_hint
+ * has the next batches make those copies. */
+int prof_codecache_rechecked(struct prof_codecache *cc, struct mem *m,
+                             const struct cpy_offsets *o, uint64_t *addrs, size_t n,
+                             size_t *missing);
+void prof_codecache_hint(struct prof_codecache *cc, struct mem *m, const struct cpy_offsets *o,
                          const uint64_t *addrs, size_t n);
 
 /* The cached code object at addr, reading and interning it on a miss. */
@@ -105,6 +117,7 @@ struct prof_fcache_entry {
     int wrote;                    /* the last sample wrote `anchor` */
     uint32_t wasted;              /* anchors written in a row that were gone by the next */
     uint32_t skipped;             /* writes skipped meanwhile */
+    uint64_t last_stop;           /* the anchor the last walk went down to */
 };
 
 #define PROF_RES_FRAME 0      /* a Python frame: res holds it */
@@ -135,17 +148,44 @@ int prof_walk_one_moment(const struct pys_session *s);
 int prof_walk_with_state(const struct pys_session *s);
 
 /*
- * Re-read the code and caller of frames raw[0..k) in one batch and check
- * that they are what the walk saw (the last one's caller: last_prev). A walk
- * reads a running target over time; if the chain changed meanwhile it may mix
- * two call chains, and must neither be cached nor reported. 1 if unchanged.
+ * Re-read the code and caller of frames raw[from..k) of a walk in one batch
+ * and check that they are what the walk saw (the last one's caller:
+ * last_prev). A walk reads a running target over time; if the chain changed
+ * meanwhile it may mix two call chains, and must neither be cached nor
+ * reported. 1 if unchanged.
  */
-int prof_chain_unchanged(struct pys_session *s, const struct cpy_raw_frame *raw, size_t k,
+int prof_chain_unchanged(struct pys_session *s, const struct cpy_raw_frame *raw, size_t from,
+                         size_t k, uint64_t last_prev);
+/*
+ * The same check from the batch's second copies (mem_recheck_view), without
+ * a read: 1 if every frame's code and caller were copied a second time and
+ * are unchanged, 0 if one changed (the walk is torn), -1 if a copy is missing or
+ * the walk took something from outside the batch (check by reading). With
+ * t, the thread's anchor and sequence number too (3.15). prof_chain_hint has
+ * the next batches make those copies of raw[from..k), and of thread t's data
+ * stack above them (frames called since will be there).
+ */
+int prof_chain_rechecked(struct pys_session *s, const struct cpy_thread *t,
+                         const struct cpy_raw_frame *raw, size_t from, size_t k,
                          uint64_t last_prev);
+void prof_chain_hint(struct pys_session *s, const struct cpy_thread *t,
+                     const struct cpy_raw_frame *raw, size_t from, size_t k);
 /* Have the next snapshot's batched read end with a second copy of thread
- * t's anchor and its sequence number (3.15+, with the frame cache): an
- * anchor that moved while the batch was read fails a walk that used it. */
+ * t's GIL flag (3.15) and, with the frame cache, of its anchor and sequence
+ * number: an anchor that moved while the batch was read fails a walk that
+ * used it. */
 void prof_anchor_hint(struct pys_session *s, const struct cpy_thread *t);
+/*
+ * Could thread t have run Python code while its walk's frames were copied
+ * (so that the copy, even one read, may mix two moments: the kernel's copy
+ * can be paused midway while the target runs on)? Not if it held no GIL
+ * when its state was read nor at the batch's end (3.15's own flag, from the
+ * batch's second copy): a thread without the GIL moves no frame. Before
+ * 3.15, only the GIL's holder as the interpreter read said (gil_holder; 0:
+ * none, or unknown) may have. And always when the frames came from a read
+ * made after the batch.
+ */
+int prof_thread_may_move(struct pys_session *s, const struct cpy_thread *t, uint64_t gil_holder);
 /*
  * How many of the walk's top frames raw[0..n) need no second read: 1 when
  * the top frame was copied with its caller, after it (the same chunk copy).

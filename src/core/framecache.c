@@ -43,11 +43,16 @@
  * one sample in ANCHOR_PROBE writes; the others keep the interpreter's. */
 #define ANCHOR_WASTED 2
 #define ANCHOR_PROBE 8
+/* How much of the data stack below the anchor the next prefetch takes: a
+ * few frames, for an anchor that returns and moves to a caller. */
+#define NOTE_BELOW 512
+/* How far past the data stack's top the second copies of a chain reach. */
+#define HINT_SLACK 512
 
 /* prof_chain_unchanged, also checking in the same read that the thread's
  * anchor and its sequence number are still `anchor` and `seq`. */
 static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_thread *t,
-                                      const struct cpy_raw_frame *raw, size_t k,
+                                      const struct cpy_raw_frame *raw, size_t from, size_t k,
                                       uint64_t last_prev, uint64_t anchor, uint64_t seq);
 
 int prof_walk_one_moment(const struct pys_session *s)
@@ -75,21 +80,21 @@ size_t prof_top_settled(const struct pys_session *s, const struct cpy_raw_frame 
                : 0;
 }
 
-int prof_chain_unchanged(struct pys_session *s, const struct cpy_raw_frame *raw, size_t k,
-                         uint64_t last_prev)
+int prof_chain_unchanged(struct pys_session *s, const struct cpy_raw_frame *raw, size_t from,
+                         size_t k, uint64_t last_prev)
 {
-    return chain_and_anchor_unchanged(s, NULL, raw, k, last_prev, 0, 0);
+    return chain_and_anchor_unchanged(s, NULL, raw, from, k, last_prev, 0, 0);
 }
 
 static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_thread *t,
-                                      const struct cpy_raw_frame *raw, size_t k,
+                                      const struct cpy_raw_frame *raw, size_t from, size_t k,
                                       uint64_t last_prev, uint64_t anchor, uint64_t seq)
 {
     const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
     struct prof_fcache *fc = &s->fcache;
     if (!fc->verify) {
         fc->verify = malloc(CPY_MAX_FRAMES * sizeof *fc->verify);
-        fc->segs = malloc(2 * CPY_MAX_FRAMES * sizeof *fc->segs);
+        fc->segs = malloc((2 * CPY_MAX_FRAMES + 2) * sizeof *fc->segs);
         if (!fc->verify || !fc->segs)
             return 0;
     }
@@ -103,7 +108,7 @@ static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_th
         segs[n++] = (struct mem_seg){t->addr + s->off.thread_state.last_profiled_frame_seq,
                                      &now_seq, 8};
     }
-    for (size_t i = 0; i < k; i++) {
+    for (size_t i = from; i < k; i++) {
         segs[n++] = (struct mem_seg){raw[i].addr + f->executable, &got[i][0], 8};
         segs[n++] = (struct mem_seg){raw[i].addr + f->previous, &got[i][1], 8};
     }
@@ -111,7 +116,7 @@ static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_th
         return 0;
     if (t && (now_anchor != anchor || now_seq != seq))
         return 0;
-    for (size_t i = 0; i < k; i++) {
+    for (size_t i = from; i < k; i++) {
         uint64_t prev = i + 1 < k ? raw[i + 1].addr : last_prev;
         if ((got[i][0] & ~s->off.stackref_mask) != raw[i].code || got[i][1] != prev)
             return 0;
@@ -119,8 +124,78 @@ static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_th
     return 1;
 }
 
+void prof_chain_hint(struct pys_session *s, const struct cpy_thread *t,
+                     const struct cpy_raw_frame *raw, size_t from, size_t k)
+{
+    const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
+    uint64_t lo = f->executable < f->previous ? f->executable : f->previous;
+    uint64_t hi = (f->executable < f->previous ? f->previous : f->executable) + 8;
+    /* From the first frame to a little past the stack's top, within its
+     * page (mapped: the stack's top is in it), hinted first: the frames
+     * below merge into it. */
+    uint64_t top = t->datastack_top;
+    uint64_t page_end = (top + MEM_PAGE_SIZE - 1) & ~(uint64_t)(MEM_PAGE_SIZE - 1);
+    uint64_t end = page_end - top > HINT_SLACK ? top + HINT_SLACK : page_end;
+    if (k > from && raw[from].addr >= t->datastack_chunk && raw[from].addr < top &&
+        end - raw[from].addr <= MEM_RECHECK_SPAN)
+        mem_recheck_hint(&s->mem, raw[from].addr, (size_t)(end - raw[from].addr));
+    for (size_t i = from; i < k; i++) {
+        if (hi - lo <= 64) {
+            mem_recheck_hint(&s->mem, raw[i].addr + lo, (size_t)(hi - lo));
+        } else {
+            mem_recheck_hint(&s->mem, raw[i].addr + f->executable, 8);
+            mem_recheck_hint(&s->mem, raw[i].addr + f->previous, 8);
+        }
+    }
+}
+
+/* The batch's second copy of the 8 bytes at addr into *v; 0 if none. */
+static int second_copy(struct pys_session *s, uint64_t addr, uint64_t *v)
+{
+    const uint8_t *c = mem_recheck_view(&s->mem, addr, 8);
+    if (c)
+        memcpy(v, c, 8);
+    return c != NULL;
+}
+
+int prof_chain_rechecked(struct pys_session *s, const struct cpy_thread *t,
+                         const struct cpy_raw_frame *raw, size_t from, size_t k,
+                         uint64_t last_prev)
+{
+    const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
+    /* Second copies are read after the batch's first ones, not after a
+     * read made since. */
+    if (s->mem.stats.reads != s->reads_at_thread)
+        return -1;
+    int missing = 0;
+    uint64_t a, b;
+    if (t) {
+        if (!second_copy(s, t->addr + s->off.thread_state.last_profiled_frame, &a) ||
+            !second_copy(s, t->addr + s->off.thread_state.last_profiled_frame_seq, &b))
+            missing = 1;
+        else if (a != t->last_profiled_frame || b != t->last_profiled_frame_seq)
+            return 0;
+    }
+
+    for (size_t i = from; i < k; i++) {
+        if (!second_copy(s, raw[i].addr + f->executable, &a) ||
+            !second_copy(s, raw[i].addr + f->previous, &b)) {
+            missing = 1;
+            continue;
+        }
+        if ((a & ~s->off.stackref_mask) != raw[i].code ||
+            b != (i + 1 < k ? raw[i + 1].addr : last_prev))
+            return 0;
+    }
+    return missing ? -1 : 1;
+}
+
 void prof_anchor_hint(struct pys_session *s, const struct cpy_thread *t)
 {
+    /* The GIL flag (prof_thread_may_move), a few words from the anchor in
+     * the thread state: the same piece. */
+    if (t->holds_gil >= 0)
+        mem_recheck_hint(&s->mem, t->addr + s->off.thread_state.holds_gil, 4);
     if (!s->use_fcache)
         return;
     uint64_t a = s->off.thread_state.last_profiled_frame,
@@ -133,19 +208,20 @@ void prof_anchor_hint(struct pys_session *s, const struct cpy_thread *t)
     }
 }
 
-/* Did the anchor read with t move by the end of the batch? Only the batch's
- * second copy can tell; without one, the walk is taken as it is. */
-static int anchor_moved(struct pys_session *s, const struct cpy_thread *t)
+int prof_thread_may_move(struct pys_session *s, const struct cpy_thread *t, uint64_t gil_holder)
 {
-    const uint8_t *a = mem_recheck_view(&s->mem, t->addr + s->off.thread_state.last_profiled_frame, 8);
-    const uint8_t *q =
-        mem_recheck_view(&s->mem, t->addr + s->off.thread_state.last_profiled_frame_seq, 8);
-    uint64_t anchor, seq;
-    if (!a || !q)
-        return 0;
-    memcpy(&anchor, a, 8);
-    memcpy(&seq, q, 8);
-    return anchor != t->last_profiled_frame || seq != t->last_profiled_frame_seq;
+    if (!prof_walk_with_state(s))
+        return 1;
+    if (t->holds_gil < 0)
+        return gil_holder == 0 || t->addr == gil_holder;
+    if (t->holds_gil)
+        return 1;
+    const uint8_t *c = mem_recheck_view(&s->mem, t->addr + s->off.thread_state.holds_gil, 4);
+    int32_t v;
+    if (!c)
+        return 1;
+    memcpy(&v, c, 4);
+    return v != 0;
 }
 
 static size_t slot_of(uint64_t tstate, size_t cap)
@@ -277,9 +353,17 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         while (pos < e->n && e->frames[pos].addr != anchor)
             pos++;
         uint64_t prev = 0;
+        /* The next prefetch takes the data stack from a little below the
+         * lower of this anchor and the last one: a stack that sits near
+         * its top is not copied whole at each sample, one that keeps
+         * unwinding to its bottom is. */
+        uint64_t low = e->last_stop && e->last_stop < anchor ? e->last_stop : anchor;
+        s->stack.note_from = low > NOTE_BELOW ? low - NOTE_BELOW : 0;
+        e->last_stop = anchor;
         int k = pos < e->n ? cpy_stack_walk_to(&s->mem, &s->off, t, &s->stack, anchor, s->raw,
                                                CPY_MAX_FRAMES, &prev)
                            : PYS_E_NOTFOUND;
+        s->stack.note_from = 0;
         /* The chain was torn (it ended short of the base frame): no whole
          * walk of the same state can do better. The caller reads the thread
          * again; the cache is kept. */
@@ -295,32 +379,33 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
             return PYS_E_CORRUPT;
         int ok = k > 0 && (returned || s->raw[k - 1].code == e->frames[pos].code) &&
                  prev == below && (size_t)k + (e->n - pos - 1) <= CPY_MAX_FRAMES;
-        if (ok && !prof_walk_with_state(s)) {
-            /* Read after the thread state: check, in one more read, that the
-             * anchor has not returned since the state was read (the
-             * interpreter would then have moved it and bumped the sequence
-             * number: the frames below it may no longer be the cached ones).
-             * Frames above it that were copied at different moments are
-             * also checked to be unchanged: else two call chains may mix.
-             * Even the top frame alone: copied with its caller, the anchor,
-             * but after it, it may be a callee of the frame pushed there
-             * since. (State and frames from the snapshot's one batched read:
-             * the batch's second copy of the anchor says.) */
-            size_t above = prof_walk_one_moment(s) ? 0 : (size_t)k;
-            size_t top = above ? prof_top_settled(s, s->raw, above) : 0;
-            ok = chain_and_anchor_unchanged(s, t, s->raw + top, above - top, below, anchor,
-                                            t->last_profiled_frame_seq);
+        if (ok && !returned) {
+            /* Check that the anchor has not returned since the thread
+             * state was read (the interpreter would then have moved it and
+             * bumped the sequence number: the frames below it may no longer
+             * be the cached ones), and the frames between it and the top
+             * against a second copy made after them. Frames copied at
+             * different moments may mix two call chains, and even one copy,
+             * from the batch or not, is not one moment: the kernel's copy can
+             * be paused midway (this VM's CPU taken away) while the target
+             * runs on, leaving an old caller under new callees. The anchor
+             * itself stayed (its number did not move), and so did what it
+             * calls, if that is the top frame copied after it. The batch's
+             * second copies say when it made them, else one more read. Not
+             * an anchor found returned: it has moved by definition, and
+             * with nothing read above it there is nothing to mix. */
+            size_t top = prof_top_settled(s, s->raw, (size_t)k);
+            size_t check = prof_thread_may_move(s, t, 0) ? (size_t)k - 1 - top : 0;
+            int r = prof_chain_rechecked(s, t, s->raw, top, top + check, anchor);
+            prof_chain_hint(s, t, s->raw, top, top + check);
+            ok = r >= 0 ? r
+                        : chain_and_anchor_unchanged(s, t, s->raw, top, top + check, anchor, anchor,
+                                                     t->last_profiled_frame_seq);
             /* Torn: the thread moved on since its state was read. A whole
              * walk from that same state would be torn too; the caller reads
              * the thread again and retries. The cache is still good. */
             if (!ok)
                 return PYS_E_CORRUPT;
-        } else if (ok && prof_walk_with_state(s) && anchor_moved(s, t)) {
-            /* All from the batch, but the anchor returned while the batch
-             * was read: its frame, read after the thread state, may be one
-             * pushed at its address since, with another caller than the
-             * cached one. */
-            return PYS_E_CORRUPT;
         }
         if (ok) {
             /* The cached tail (and what it resolved to) moves, in place, to
@@ -361,13 +446,13 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
          * was (nothing in it came from this walk). */
         if (n < 0)
             return n;
+        /* Checked as a hit's frames are (a second copy, and the anchor),
+         * even a chain copied in one read. */
         size_t top = prof_top_settled(s, s->raw, (size_t)n);
-        if (!prof_walk_one_moment(s) &&
-            !prof_chain_unchanged(s, s->raw + top, (size_t)n - top, 0))
-            return PYS_E_CORRUPT;
-        /* Or (from the batch) the anchor returned while the batch was
-         * read: the stack was unwinding under the copy. */
-        if (prof_walk_with_state(s) && anchor_moved(s, t))
+        size_t check = prof_thread_may_move(s, t, 0) ? (size_t)n - top : 0;
+        int r = prof_chain_rechecked(s, t, s->raw, top, top + check, 0);
+        prof_chain_hint(s, t, s->raw, top, top + check);
+        if (r == 0 || (r < 0 && check > 0 && !prof_chain_unchanged(s, s->raw, top, top + check, 0)))
             return PYS_E_CORRUPT;
         fc->frames_read += (uint64_t)n;
         e->since_full = 0;

@@ -15,6 +15,7 @@
 
 #include <pystrobe/pystrobe.h>
 
+#include "core/core.h"
 #include "cpython/cpython.h"
 
 #define HEAP 0x100000ull
@@ -408,6 +409,47 @@ static void test_code_checks(void **state)
     free(im);
 }
 
+/* Without a generation counter (3.8-3.13), a cached code object is checked
+ * after the frames were read, from the batch's second copies when it has
+ * them: a code object whose names changed there (freed, another allocated
+ * at its address) is found stale. */
+static void test_code_rechecked(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    struct prof_codecache cc;
+    struct prof_intern in;
+    const struct prof_code *pc;
+    uint64_t addr = A_CODE;
+    build(im);
+    memset(&cc, 0, sizeof cc);
+    memset(&in, 0, sizeof in);
+    assert_int_equal(prof_codecache_get(&cc, &in, &im->mem, &im->o, &im->sym, A_CODE, &pc), 0);
+    /* No second copies asked for: to check by reading. */
+    size_t missing;
+    mem_prefetch_begin(&im->mem);
+    assert_int_equal(prof_codecache_rechecked(&cc, &im->mem, &im->o, &addr, 1, &missing), 0);
+    assert_int_equal(missing, 1);
+    prof_codecache_hint(&cc, &im->mem, &im->o, &addr, 1);
+    mem_prefetch_end(&im->mem);
+    /* Unchanged. */
+    mem_prefetch_begin(&im->mem);
+    assert_int_equal(prof_codecache_rechecked(&cc, &im->mem, &im->o, &addr, 1, &missing), 0);
+    assert_int_equal(missing, 0);
+    prof_codecache_hint(&cc, &im->mem, &im->o, &addr, 1);
+    mem_prefetch_end(&im->mem);
+    /* Another object's names: its qualname is longer. */
+    put64(im, A_QUALNAME + im->o.unicode_object.length, 8);
+    mem_prefetch_begin(&im->mem);
+    assert_int_equal(prof_codecache_rechecked(&cc, &im->mem, &im->o, &addr, 1, &missing), 1);
+    assert_int_equal(missing, 0);
+    mem_prefetch_end(&im->mem);
+    prof_codecache_release(&cc);
+    prof_intern_release(&in);
+    mem_release(&im->mem);
+    free(im);
+}
+
 static void test_unicode(void **state)
 {
     (void)state;
@@ -470,7 +512,8 @@ int main(void)
         cmocka_unit_test(test_walk_base_frame),  cmocka_unit_test(test_walk_marks_shims),
         cmocka_unit_test(test_walk_in_chunk),    cmocka_unit_test(test_walk_window),
         cmocka_unit_test(test_walk_to_older_chunk), cmocka_unit_test(test_walk_copied_after),
-        cmocka_unit_test(test_code_checks),      cmocka_unit_test(test_unicode),
+        cmocka_unit_test(test_code_checks),
+        cmocka_unit_test(test_code_rechecked),      cmocka_unit_test(test_unicode),
         cmocka_unit_test(test_exception_status),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

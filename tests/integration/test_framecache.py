@@ -40,12 +40,23 @@ def stream(pid, seconds, *flags):
     return samples, tuple(int(x) for x in m.groups())
 
 
-def start(spawn, target, mode, seconds):
+def start(spawn, target, mode, seconds, *args):
     script = target.stage(WORKLOAD)
-    p = spawn(target.argv + ["-B", script, mode, str(seconds)])
+    p = spawn(target.argv + ["-B", script, mode, str(seconds), *map(str, args)])
     time.sleep(0.5)
     assert p.poll() is None
     return p
+
+
+def attach_stats(pystrobe, pid, rate, seconds, tmp_path):
+    """pystrobe attach with --stats: its statistics (stderr) and the
+    collapsed stacks it wrote."""
+    out = tmp_path / "stats-run.txt"
+    r = subprocess.run([str(pystrobe), "attach", "-r", rate, "-d", str(seconds), "--stats",
+                        "--collapsed", "-o", str(out), str(pid)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stderr, out.read_text()
 
 
 def names(stack):
@@ -65,10 +76,18 @@ def test_cached_equals_uncached_on_stopped_target(stack):
     assert len(by_tid(cached)) == len({tid for _, tid, _ in plain})
 
 
-@pytest.mark.parametrize("flags", [(), ("--read-only",)], ids=["cache", "read-only"])
-def test_reused_addresses_never_mix_chains(spawn, target15, flags):
-    p = start(spawn, target15, "aba", 6)
-    samples, (hits, partial, misses) = stream(p.pid, 2, *flags)
+@pytest.mark.parametrize("flags,spin", [((), 2000), (("--read-only",), 2000), ((), 100),
+                                        (("--read-only",), 10)],
+                         ids=["cache", "read-only", "cache-fast", "read-only-fast"])
+def test_reused_addresses_never_mix_chains(spawn, target15, flags, spin):
+    # Fast: the two chains take turns every few microseconds (SPIN 100) or
+    # every one (SPIN 10), and a copy of the stack that the kernel was
+    # interrupted in can hold an old caller under new callees. Without the
+    # second copies of a moving thread's frames, about 1 sample in 300,000
+    # (the frame cache, SPIN 100) and 1 in 50,000 (read-only, SPIN 10)
+    # mixed the chains here.
+    p = start(spawn, target15, "aba", 8, spin)
+    samples, (hits, partial, misses) = stream(p.pid, 2 if spin > 100 else 5, *flags)
     if not flags:
         assert hits + partial > misses, (hits, partial, misses)
     a, b = {"chain_a", "a1", "a2"}, {"chain_b", "b1", "b2"}
@@ -183,3 +202,32 @@ def test_gc_frames(pystrobe, spawn, target15, tmp_path):
     assert set(above) <= {"make_garbage", "Node.__init__"}, above
     assert above.get("make_garbage", 0) > 0, above
     assert not any("<GC>" in frames for frames, _ in runs["no-gc"])
+
+
+def test_unwinding_stack_seldom_fails(pystrobe, spawn, target15, tmp_path):
+    """A recursion 900 deep that keeps unwinding and going down again: the
+    anchor is often caught returning, which the cache takes as a hit (the
+    stack at that moment is the cached chain below it). Rejecting those
+    walks failed 10 to 19% of the samples. With six reads of a thread
+    allowed (three failed 1.5%, 2.5 to 6.5% with ASan) none failed in
+    fifteen runs, nine of them ASan builds; 0.02% at worst with both CPUs
+    kept busy."""
+    p = start(spawn, target15, "deep", 10)
+    stats, _ = attach_stats(pystrobe, p.pid, "10khz", 2, tmp_path)
+    m = re.search(r"Failed samples: (\d+) \(([\d.]+)%\)", stats)
+    m2 = re.search(r"frame cache: +(\d+) full hits, (\d+) partial hits", stats)
+    assert m and m2 and int(m2.group(2)) > 1000, stats
+    assert float(m.group(2)) < 1.0, stats
+
+
+def test_stack_at_rest_is_not_copied_whole(pystrobe, spawn, target15, tmp_path):
+    """A recursion 80 deep whose leaf spins: each sample reads the top of
+    the data stack, from just below the anchor, not the whole used stack
+    again."""
+    p = start(spawn, target15, "hold", 10)
+    stats, stacks = attach_stats(pystrobe, p.pid, "1khz", 1, tmp_path)
+    m = re.search(r"bytes read: +\d+ \((\d+) per sample\)", stats)
+    assert m, stats
+    # About 15 KB a sample when the whole used stack was read, 4.6 KB now.
+    assert int(m.group(1)) < 8192, stats
+    assert "hold" in stacks

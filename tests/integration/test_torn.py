@@ -5,12 +5,13 @@ A walk must then fail (and be retried), never drop a frame that is there.
 The workload switches between two call chains every microsecond or so
 (cache_aba.py with a 10-step leaf), so that many reads catch the stack as it
 changes. Samples come in time order from tests/tools/sample_stream."""
+import re
 import time
 
 import pytest
 
 from targets import supported_targets
-from test_framecache import WORKLOAD, names, stream
+from test_framecache import WORKLOAD, attach_stats, names, stream
 
 CHAINS = (["<module>", "main", "chain_a", "a1", "a2", "spin"],
           ["<module>", "main", "chain_b", "b1", "b2", "spin"])
@@ -36,3 +37,19 @@ def test_no_frame_lost_while_the_stack_changes(spawn, target):
             f"sample {n}: {got}"
         seen.add(got[-1])
     assert {"spin", "a2", "b2"} <= seen and len(samples) > 1000, (seen, len(samples))
+
+
+@pytest.mark.parametrize("target", supported_targets(), ids=repr)
+def test_stack_at_rest_needs_no_second_read(pystrobe, spawn, target, tmp_path):
+    """A stack that sits still (a recursion 80 deep, its leaf spinning) is
+    checked from the second copies the snapshot's batched read ends with:
+    one system call per sample. Checked by reading again, as each walk and
+    each snapshot's code objects were before, it took two or three."""
+    p = spawn(target.argv + ["-B", target.stage(WORKLOAD), "hold", "10"])
+    time.sleep(0.5)
+    assert p.poll() is None
+    stats, stacks = attach_stats(pystrobe, p.pid, "1khz", 1, tmp_path)
+    m = re.search(r"memory reads: +\d+ system calls \(([\d.]+) per sample", stats)
+    assert m, stats
+    assert float(m.group(1)) < 1.5, stats
+    assert "hold" in stacks

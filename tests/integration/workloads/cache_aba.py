@@ -1,9 +1,12 @@
 """Two call chains through frames at the same addresses, alternating: the
 frames of chain_a and chain_b occupy the same slots of the data stack, so a
 frame cache keyed on addresses alone would mix them (the ABA case).
-Then, for the line test, a top frame that moves between two lines.
+Then, for the line test, a top frame that moves between two lines; and
+for the unwinding test, a recursion 900 deep that keeps unwinding to its
+bottom and going down again, its leaf a spin ("hold": one that stays down,
+its leaf spinning until the end, 80 deep).
 
-Usage: cache_aba.py aba|lines SECONDS [SPIN]
+Usage: cache_aba.py aba|lines|deep|hold SECONDS [SPIN]
 SPIN (default 2000) is the leaf's loop count: a small one makes the two
 chains take turns so fast that many reads catch the stack as it changes.
 """
@@ -45,6 +48,23 @@ def chain_b():
     return b1()
 
 
+def recurse(depth):
+    if depth == 0:
+        total = 0
+        for _ in range(40):
+            total += spin(200)
+        return total
+    return recurse(depth - 1) + 1
+
+
+def hold(depth, end):
+    if depth == 0:
+        while time.time() < end:
+            spin(SPIN)
+        return 0
+    return hold(depth - 1, end) + 1
+
+
 def lines(end):
     while time.time() < end:
         t = time.time() + 0.02
@@ -62,6 +82,13 @@ def main():
         while time.time() < end:
             chain_a()
             chain_b()
+    elif mode == "deep":
+        sys.setrecursionlimit(2000)
+        while time.time() < end:
+            recurse(900)
+    elif mode == "hold":
+        sys.setrecursionlimit(2000)
+        hold(80, end)
     else:
         lines(end)
 

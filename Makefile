@@ -133,7 +133,7 @@ fuzz: $(B)/gen/flamegraph_html.h
 
 # pystrobe side by side with CPython 3.15's own profiler (bench/README.md);
 # not part of `make test`. `make bench BENCH_ARGS=--quick` is a smoke run.
-bench: sidroot all module $(B)/bench/unwind_loop
+bench: sidroot all module $(B)/bench/unwind_loop $(B)/bench/pace_floor
 	$(PYTHON) bench/run.py --build $(B) $(BENCH_ARGS)
 
 # The CPython 3.12 rows: pystrobe against Austin (Debian's, unpacked into the root).
@@ -145,6 +145,10 @@ bench-austin: sidroot all $(B)/bench/unwind_loop
 $(B)/bench/unwind_loop: bench/unwind_loop.c $(B)/libpystrobe.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libpystrobe.a $(LDLIBS)
+
+$(B)/bench/pace_floor: bench/pace_floor.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $<
 
 # --- demo -------------------------------------------------------------------
 

@@ -203,7 +203,8 @@ class Bench:
         # The binaries as built; setup() copies them to bindir and the run uses
         # the copies, so that a rebuild during the run changes nothing.
         self.built = {"pystrobe": self.build / "pystrobe",
-                      "unwind_loop": self.build / "bench" / "unwind_loop"}
+                      "unwind_loop": self.build / "bench" / "unwind_loop",
+                      "pace_floor": self.build / "bench" / "pace_floor"}
         self.bindir = None
         self.pystrobe = self.unwind_loop = None
         self.stage_in = f"/tmp/pystrobe-bench-{os.getpid()}"   # as the root sees it
@@ -492,8 +493,18 @@ class Bench:
             if prof is not None:
                 self.procs.kill(prof)
 
+    def pace_floor(self):
+        """CPU s/s of a process that only sleeps to each 10 kHz deadline."""
+        argv = [self.built["pace_floor"], "10000", "3"]
+        self.note("10khz sleeping alone", argv)
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            raise RuntimeError(f"pace_floor failed: {r.stderr.strip()}")
+        return {k: float(v) for k, v in (w.split("=") for w in r.stdout.split())}
+
     def at_10khz(self, workload):
         units = self.calibrate(workload)
+        floor = self.pace_floor()
         conds = [None, "pystrobe", "reference"]
         runs = {c: [] for c in conds}
         cpu = {c: [] for c in conds[1:]}
@@ -509,7 +520,7 @@ class Bench:
                     failed[c].append(summary["failed_pct"])
                     rate[c].append(summary["rate"])
         none = statistics.median(runs[None])
-        out = {"units": units, "none": none, "runs": runs}
+        out = {"units": units, "none": none, "runs": runs, "floor": floor}
         for c in conds[1:]:
             t = statistics.median(runs[c])
             out[c] = {"elapsed": t, "slowdown": t / none - 1,
@@ -695,6 +706,11 @@ def build_rows(results, workloads):
             rows.append((w, "10 kHz: profiler CPU s/s", fmt(ps and ps["cpu"], ".3f"),
                          fmt(rf and rf["cpu"], ".3f"), fmt(q, ".3f", "x"), TARGETS["cpu10k"],
                          verdict(None if q is None else q <= 0.1)))
+            fl = k.get("floor")
+            if fl:
+                rows.append((w, "10 kHz: sleeping alone, CPU s/s", fmt(fl["cpu_per_s"], ".3f"),
+                             "", fmt(ratio(fl["cpu_per_s"], rf and rf["cpu"]), ".3f", "x"),
+                             "", ""))
             rows.append((w, "10 kHz: achieved samples/s", fmt(ps and ps["rate"], ",.0f"),
                          fmt(rf and rf["rate"], ",.0f"), "", "", ""))
             rows.append((w, f"10 kHz: target time (none: {k['none']:.3f} s)",
@@ -788,6 +804,11 @@ def details(results):
                        + "; ".join(f"{c or 'none'} "
                                    + ", ".join(f"{t:.3f}" for t in runs[c])
                                    for c in (None, "pystrobe", "reference")))
+            fl = k.get("floor")
+            if fl:
+                out.append(f"  - 10 kHz, sleeping alone (bench/pace_floor): {fl['wakes']:.0f} "
+                           f"wakes in {fl['seconds']:.2f} s, {fl['cpu_us_per_wake']:.1f} µs "
+                           f"of CPU each, woken {fl['late_us_median']:.1f} µs late (median)")
             out.append("  - 10 kHz, failed samples (median): "
                        + ", ".join(f"{c} {k[c]['failed_pct']:.2f}%"
                                    for c in ("pystrobe", "reference")))

@@ -85,18 +85,23 @@ def test_reused_addresses_never_mix_chains(spawn, target15, flags, spin):
     # interrupted in can hold an old caller under new callees. Without the
     # second copies of a moving thread's frames, about 1 sample in 300,000
     # (the frame cache, SPIN 100) and 1 in 50,000 (read-only, SPIN 10)
-    # mixed the chains here.
+    # mixed the chains here. With them, at SPIN 10 about 1 in 4.5 million
+    # still does (docs/design.md): one mixed sample in this run's 300,000 is
+    # let pass, two are not (without the checks, 6 were to be expected).
     p = start(spawn, target15, "aba", 8, spin)
     samples, (hits, partial, misses) = stream(p.pid, 2 if spin > 100 else 5, *flags)
     if not flags:
         assert hits + partial > misses, (hits, partial, misses)
     a, b = {"chain_a", "a1", "a2"}, {"chain_b", "b1", "b2"}
     seen_a = seen_b = 0
+    mixed = []
     for n, tid, stack in samples:
         got = set(names(stack))
-        assert not (got & a and got & b), f"sample {n} mixes both chains: {stack}"
+        if got & a and got & b:
+            mixed.append((n, stack))
         seen_a += bool(got & a)
         seen_b += bool(got & b)
+    assert len(mixed) <= (1 if spin <= 10 else 0), f"samples mixing both chains: {mixed}"
     assert seen_a > 50 and seen_b > 50, (seen_a, seen_b)
 
 

@@ -238,31 +238,33 @@ static void frame_key_of(const struct pys_frame *f, struct frame_key *k)
 }
 
 /*
- * A thread's last frame list, bottom frame first: its keys and the FrameInfo
- * objects handed out for them (one reference each). The next call compares
- * the thread's new stack with it from the bottom up and hands out the same
- * objects for the frames that did not change: a deep stack whose top moves
- * costs lookups only for the frames that moved. A thread not reported in a
- * call loses its memo.
+ * A thread's last frame list: the library's frames as they were (innermost
+ * first, kept at the end of `frames` so that bottoms line up whatever the
+ * depth) and a private list of the FrameInfo objects handed out for them,
+ * in the same order (never handed out itself: callers may change theirs).
+ * The next call finds how many bottom frames did not change by comparing
+ * blocks of frames, takes their objects as one slice of that list, and
+ * looks up only the frames above: a deep stack whose top moves costs a
+ * block compare and a slice, not a lookup per frame. A thread not reported
+ * in a call loses its memo.
  */
 struct thread_memo {
     uint64_t tstate;
     uint64_t used; /* the call (samples) that last used it */
     size_t n, cap;
-    struct frame_key *keys;
-    PyObject **objs;
+    struct pys_frame *frames; /* the last call's at [cap - n, cap) */
+    PyObject *list;           /* n FrameInfo objects, or NULL */
 };
 
 static void memo_clear(struct thread_memo *mm)
 {
-    for (size_t i = 0; i < mm->n; i++)
-        Py_DECREF(mm->objs[i]);
-    free(mm->keys);
-    free(mm->objs);
+    Py_XDECREF(mm->list);
+    free(mm->frames);
     memset(mm, 0, sizeof *mm);
 }
 
-/* Room for n frames in mm; -1 when out of memory (no exception). */
+/* Room for n frames in mm, its frames kept at the end; -1 when out of
+ * memory (no exception). */
 static int memo_reserve(struct thread_memo *mm, size_t n)
 {
     if (n <= mm->cap)
@@ -270,16 +272,38 @@ static int memo_reserve(struct thread_memo *mm, size_t n)
     size_t cap = mm->cap ? mm->cap : 16;
     while (cap < n)
         cap *= 2;
-    struct frame_key *k = realloc(mm->keys, cap * sizeof *k);
-    if (k)
-        mm->keys = k;
-    PyObject **o = realloc(mm->objs, cap * sizeof *o);
-    if (o)
-        mm->objs = o;
-    if (!k || !o)
+    struct pys_frame *f = malloc(cap * sizeof *f);
+    if (!f)
         return -1;
+    if (mm->n)
+        memcpy(f + cap - mm->n, mm->frames + mm->cap - mm->n, mm->n * sizeof *f);
+    free(mm->frames);
+    mm->frames = f;
     mm->cap = cap;
     return 0;
+}
+
+/* Frames compared at once when looking for the first change from the bottom. */
+#define MEMO_BLOCK 32
+
+/* How many bottom frames of cur (n of them, innermost first) equal the
+ * memo's. */
+static size_t memo_same_bottom(const struct thread_memo *mm, const struct pys_frame *cur,
+                               size_t n)
+{
+    size_t most = n < mm->n ? n : mm->n, same = 0;
+    const struct pys_frame *a = cur + n, *b = mm->frames + mm->cap;
+    while (same < most) {
+        size_t k = most - same < MEMO_BLOCK ? most - same : MEMO_BLOCK;
+        if (memcmp(a - same - k, b - same - k, k * sizeof *a) == 0) {
+            same += k;
+            continue;
+        }
+        while (memcmp(a - same - 1, b - same - 1, sizeof *a) == 0)
+            same++;
+        break;
+    }
+    return same;
 }
 
 /* --- errors ---------------------------------------------------------------- */
@@ -637,13 +661,40 @@ fail:
     return NULL;
 }
 
-static PyObject *new_thread(struct unwinder *self, const struct pys_thread *t)
+/* A new list of the FrameInfo objects for frames [0, n). */
+static PyObject *new_frame_list(struct unwinder *self, const struct pys_frame *frames, size_t n)
 {
-    PyObject *frames = NULL, *ti = NULL;
-    size_t n = t->nframes, same = 0;
-    if (!(frames = PyList_New((Py_ssize_t)n)))
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    if (!list)
         return NULL;
-    /* The bottom frames unchanged since the last call: the same objects. */
+    for (size_t i = 0; i < n; i++) {
+        PyObject *f = new_frame(self, &frames[i]);
+        if (!f) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SetItem(list, (Py_ssize_t)i, f);
+    }
+    return list;
+}
+
+/* Put the objects of list src, all of them, at the head of list dst
+ * (which has at least as many), in place of what was there. */
+static void set_head(PyObject *dst, PyObject *src)
+{
+    Py_ssize_t k = PyList_Size(src);
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *f = PyList_GetItem(src, i); /* borrowed */
+        Py_INCREF(f);
+        PyList_SetItem(dst, i, f);
+    }
+}
+
+/* The frame list of t: the memo's objects for its unchanged bottom frames,
+ * looked up for the others; the memo then holds this call's. */
+static PyObject *thread_frames(struct unwinder *self, const struct pys_thread *t)
+{
+    size_t n = t->nframes, same = 0;
     struct thread_memo *mm = memo_for(self, t->tstate);
     if (mm && memo_reserve(mm, n) < 0) {
         memo_clear(mm);
@@ -651,37 +702,66 @@ static PyObject *new_thread(struct unwinder *self, const struct pys_thread *t)
         mm->used = self->samples;
         mm = NULL;
     }
-    struct frame_key k;
-    for (; mm && same < n && same < mm->n; same++) {
-        frame_key_of(&t->frames[n - 1 - same], &k);
-        if (memcmp(&k, &mm->keys[same], sizeof k) != 0)
-            break;
-        Py_INCREF(mm->objs[same]);
-        PyList_SetItem(frames, (Py_ssize_t)(n - 1 - same), mm->objs[same]);
-    }
-    for (size_t i = 0; i < n - same; i++) {
-        PyObject *f = new_frame(self, &t->frames[i]);
-        if (!f)
-            goto fail;
-        PyList_SetItem(frames, (Py_ssize_t)i, f);
-    }
-    for (size_t i = 0; i < n; i++)
-        if (t->frames[i].kind == PYS_FRAME_PYTHON)
-            self->frames_reported++;
-    if (mm) {
-        /* Remember the frames above the unchanged ones. */
-        for (size_t j = same; j < n; j++) {
-            PyObject *f = PyList_GetItem(frames, (Py_ssize_t)(n - 1 - j)); /* borrowed */
-            Py_INCREF(f);
-            if (j < mm->n)
-                Py_DECREF(mm->objs[j]);
-            mm->objs[j] = f;
-            frame_key_of(&t->frames[n - 1 - j], &mm->keys[j]);
+    if (mm && mm->list)
+        same = memo_same_bottom(mm, t->frames, n);
+    PyObject *top = new_frame_list(self, t->frames, n - same);
+    if (!top)
+        return NULL;
+    PyObject *frames = top;
+    if (same > 0) {
+        /* One slice of the memo's list: its last n objects when it has as
+         * many (the top ones then replaced), else its bottom with the top
+         * put before it. */
+        if (mm->n >= n) {
+            frames = PyList_GetSlice(mm->list, (Py_ssize_t)(mm->n - n), (Py_ssize_t)mm->n);
+            if (frames)
+                set_head(frames, top);
+        } else {
+            frames = PyList_GetSlice(mm->list, (Py_ssize_t)(mm->n - same), (Py_ssize_t)mm->n);
+            if (frames && PyList_SetSlice(frames, 0, 0, top) < 0)
+                Py_CLEAR(frames);
         }
-        for (size_t j = n; j < mm->n; j++)
-            Py_DECREF(mm->objs[j]);
-        mm->n = n;
+        if (!frames) {
+            Py_DECREF(top);
+            return NULL;
+        }
     }
+    if (mm) {
+        /* The memo's list and frames become this call's: its top replaced. */
+        int ok = 1;
+        if (mm->list && same > 0 && mm->n == n)
+            set_head(mm->list, top);
+        else if (mm->list && same > 0)
+            ok = PyList_SetSlice(mm->list, 0, (Py_ssize_t)(mm->n - same), top) == 0;
+        else {
+            Py_XDECREF(mm->list);
+            ok = (mm->list = PyList_GetSlice(frames, 0, (Py_ssize_t)n)) != NULL;
+        }
+        if (ok) {
+            memcpy(mm->frames + mm->cap - n, t->frames, (n - same) * sizeof *t->frames);
+            mm->n = n;
+        } else {
+            PyErr_Clear(); /* out of memory: no memo, the call goes on */
+            uint64_t tstate = mm->tstate;
+            memo_clear(mm);
+            mm->tstate = tstate;
+            mm->used = self->samples;
+        }
+    }
+    if (frames != top)
+        Py_DECREF(top);
+    if (self->stats && !self->cache_frames)
+        for (size_t i = 0; i < n; i++)
+            if (t->frames[i].kind == PYS_FRAME_PYTHON)
+                self->frames_reported++;
+    return frames;
+}
+
+static PyObject *new_thread(struct unwinder *self, const struct pys_thread *t)
+{
+    PyObject *frames = NULL, *ti = NULL;
+    if (!(frames = thread_frames(self, t)))
+        return NULL;
     if (!(ti = PyStructSequence_New(ThreadInfo_Type)))
         goto fail;
     PyObject *tid = PyLong_FromUnsignedLongLong(t->native_id);

@@ -1101,6 +1101,27 @@ def test_reused_frames_never_mix_chains(pystrobe, procs, cache_frames):
     assert seen_a > 50 and seen_b > 50, (seen_a, seen_b)
 
 
+def test_reused_frames_match_a_fresh_unwinder(pystrobe, procs):
+    """The objects a call hands out again are those of the frames that did
+    not change, whatever the caller did with the last lists: on a target
+    stopped at stacks of varying depths, an unwinder reused across calls
+    (whose last lists are reversed and emptied) gives what a new one gives."""
+    p = start_python(newest_target(), CHURN_CODE, procs)
+    kept = pystrobe.RemoteUnwinder(p.pid, all_threads=True)
+    depths = set()
+    for _ in range(40):
+        time.sleep(0.003)
+        with Stopped(p.pid):
+            ours = kept.get_stack_trace()
+            fresh = pystrobe.RemoteUnwinder(p.pid, all_threads=True).get_stack_trace()
+        assert plain(ours) == plain(fresh)
+        depths.add(tuple(len(t.frame_info) for t in ours[0].threads))
+        for t in ours[0].threads:
+            t.frame_info.reverse()
+            t.frame_info[1:] = [None]
+    assert len(depths) > 10, depths
+
+
 def test_no_leak_over_100k_calls(module_dir, procs):
     p = start_python(newest_target(), SLEEPER_THREADS_CODE, procs)
     res = subprocess.run(["/usr/bin/python3", "-c", LEAK_SCRIPT, str(module_dir), str(p.pid),

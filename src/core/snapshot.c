@@ -720,9 +720,12 @@ again:
     if (s->use_fcache && !s->idle.active)
         prof_fcache_sweep(s);
     prof_idle_end(s, 1);
-    /* Fix-up: turn indices into pointers now that the arrays are final. */
+    /* Fix-up: turn indices into pointers now that the arrays are final.
+     * Interpreters without threads (a process caught starting up) may come
+     * before any thread was ever stored: no array yet. */
     for (size_t i = 0; i < s->ninterps; i++)
-        s->interps[i].threads = s->res.threads + (uintptr_t)s->interps[i].threads;
+        s->interps[i].threads =
+            s->res.threads ? s->res.threads + (uintptr_t)s->interps[i].threads : NULL;
     for (size_t i = 0; i < s->res.nthreads; i++) {
         s->res.threads[i].frames =
             s->res.frames ? s->res.frames + s->res.thread_frame_start[i] : NULL;

@@ -702,7 +702,7 @@ static PyObject *thread_frames(struct unwinder *self, const struct pys_thread *t
         mm->used = self->samples;
         mm = NULL;
     }
-    if (mm && mm->list)
+    if (mm && mm->list && n > 0)
         same = memo_same_bottom(mm, t->frames, n);
     PyObject *top = new_frame_list(self, t->frames, n - same);
     if (!top)
@@ -738,7 +738,8 @@ static PyObject *thread_frames(struct unwinder *self, const struct pys_thread *t
             ok = (mm->list = PyList_GetSlice(frames, 0, (Py_ssize_t)n)) != NULL;
         }
         if (ok) {
-            memcpy(mm->frames + mm->cap - n, t->frames, (n - same) * sizeof *t->frames);
+            if (n > same)
+                memcpy(mm->frames + mm->cap - n, t->frames, (n - same) * sizeof *t->frames);
             mm->n = n;
         } else {
             PyErr_Clear(); /* out of memory: no memo, the call goes on */

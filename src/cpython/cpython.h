@@ -24,6 +24,7 @@
 #define CPY_MAX_FRAMES 8192        /* records per thread (Python + shim frames); the default
                                       recursion limit is 1000, deep C recursion ~ 8000 */
 #define CPY_MAX_CHUNKS 1024        /* data stack chunks per thread */
+#define CPY_OLDER_MAX 64           /* older chunks remembered for read-ahead */
 #define CPY_MAX_CHUNK_BYTES (64u << 20) /* all chunks of one thread */
 #define CPY_MAX_STR_CHARS 4096     /* names and file names; longer ones are cut */
 #define CPY_MAX_LINETABLE (4u << 20) /* a 40 000-line function has ~200 KB */
@@ -140,6 +141,16 @@ struct cpy_stack {
      * this walk only (the 3.15 frame cache will serve the next samples):
      * not from, nor for, the snapshot's prefetch. */
     int older_once;
+    /* The chunks older than the current one that the last copy of all
+     * chunks met, in its order, and their used lengths: where a walk that
+     * reads past the prefetch expects the next older chunks to be (most
+     * stay put from one sample to the next), so that it reads several in
+     * one system call. */
+    struct {
+        uint64_t addr;
+        size_t len;
+    } older[CPY_OLDER_MAX];
+    size_t nolder;
     /* Set by the caller: how far down cpy_stack_walk_to's copy of the
      * current chunk has the next prefetch start (0: at the chunk's start).
      * A walk that goes below it next time reads what it lacks on its own. */

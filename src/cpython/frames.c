@@ -52,64 +52,191 @@ static void no_window(struct cpy_stack *st)
 /* struct _PyStackChunk's top: slots (pointers) in use, for chunks that are
  * not the current one. */
 #define CHUNK_TOP 16
+/* The smallest chunk CPython allocates (DATA_STACK_CHUNK_SIZE, 3.11+). */
+#define CHUNK_MIN (16u << 10)
+
+/* Older chunks read ahead in one system call, at most. */
+#define AHEAD_MAX 16
+
+/* Bytes of older chunks already in st->buf: a chunk's first len bytes at off. */
+struct ahead {
+    uint64_t addr;
+    size_t off, len;
+};
+
+/*
+ * Read the start of the older chunk at addr into st->buf at `at`: its first
+ * CHUNK_MIN bytes. CPython allocates no chunk smaller and moves to a new one
+ * only when a frame no longer fits, so these nearly always hold the header
+ * and all the chunk's frames. Where the walk reads past the prefetch (quiet),
+ * the same system call also reads the chunks that came after addr in the
+ * last copy (st->older), back to back after it, as far as they are still
+ * mapped: those go to ahead[] (*nahead, their end *ahead_end). A chunk
+ * shorter than CPython's still gives its header. Sets *have to the bytes of
+ * addr's chunk now at `at`.
+ */
+static int read_older(struct mem *m, struct cpy_stack *st, uint64_t addr, size_t at, int quiet,
+                      struct ahead *ahead, size_t *nahead, size_t *ahead_end, size_t *have)
+{
+    int rc;
+    if (CHUNK_MIN > CPY_MAX_CHUNK_BYTES - at || (rc = grow(&st->buf, &st->cap, at + CHUNK_MIN)) < 0) {
+        /* No room for a whole one: the header alone. */
+        if ((rc = grow(&st->buf, &st->cap, at + CHUNK_HEADER)) < 0)
+            return rc;
+        *have = CHUNK_HEADER;
+        return quiet ? mem_read_fresh(m, addr, st->buf + at, CHUNK_HEADER)
+                     : mem_read(m, addr, st->buf + at, CHUNK_HEADER);
+    }
+    if (!quiet) {
+        /* Through the prefetch, which may hold it. */
+        *have = CHUNK_MIN;
+        rc = mem_read(m, addr, st->buf + at, CHUNK_MIN);
+        if (rc == 0 || rc == PYS_E_EXITED || rc == PYS_E_NOMEM)
+            return rc;
+        *have = CHUNK_HEADER;
+        return mem_read(m, addr, st->buf + at, CHUNK_HEADER);
+    }
+    /* The header and the rest as two pieces: a chunk gone costs one failed
+     * call, a short one (not CPython's) still gives its header. */
+    struct mem_seg segs[2 + AHEAD_MAX];
+    size_t n = 0, end = at + CHUNK_MIN;
+    segs[n++] = (struct mem_seg){addr, NULL, CHUNK_HEADER};
+    segs[n++] = (struct mem_seg){addr + CHUNK_HEADER, NULL, CHUNK_MIN - CHUNK_HEADER};
+    size_t j = 0;
+    while (j < st->nolder && st->older[j].addr != addr)
+        j++;
+    for (j++; j < st->nolder && n < 2 + AHEAD_MAX; j++) {
+        size_t len = st->older[j].len > CHUNK_MIN ? st->older[j].len : CHUNK_MIN;
+        if (len > CPY_MAX_CHUNK_BYTES - end)
+            break;
+        segs[n++] = (struct mem_seg){st->older[j].addr, NULL, len};
+        end += len;
+    }
+    if ((rc = grow(&st->buf, &st->cap, end)) < 0)
+        return rc;
+    size_t off = at;
+    for (size_t k = 0; k < n; k++) {
+        segs[k].buf = st->buf + off;
+        off += segs[k].len;
+    }
+    int got = mem_readv_some(m, segs, n);
+    if (got <= 0)
+        return got < 0 ? got : PYS_E_BADADDR;
+    *have = got == 1 ? CHUNK_HEADER : CHUNK_MIN;
+    off = at + CHUNK_MIN;
+    for (size_t k = 2; k < (size_t)got; k++) {
+        if (*nahead < AHEAD_MAX)
+            ahead[(*nahead)++] = (struct ahead){segs[k].addr, off, segs[k].len};
+        off += segs[k].len;
+    }
+    if (off > *ahead_end)
+        *ahead_end = off;
+    return 0;
+}
 
 /*
  * Copy the used part of the thread's data stack chunks into st: the current
  * chunk up to the thread's datastack_top (one read, header included), each
- * older one up to its own top (header, then body). All of them, or (stop !=
- * 0) down to the chunk that holds stop. Older chunks are read past the
- * prefetch when st->older_once says no later walk is expected to need them.
+ * older one up to its own top (read_older, then the rest if it is longer).
+ * All of them, or (stop != 0) down to the chunk that holds stop. Older
+ * chunks are read past the prefetch when st->older_once says no later walk
+ * is expected to need them.
  */
 static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_stack *st,
                        uint64_t stop)
 {
     uint64_t addr = t->datastack_chunk;
-    size_t used = 0;
+    size_t used = 0, nahead = 0, ahead_end = 0, nolder = 0;
+    struct ahead ahead[AHEAD_MAX];
+    uint64_t older[CPY_OLDER_MAX];
+    size_t older_len[CPY_OLDER_MAX];
     int rc;
 
     st->nchunks = 0;
     no_window(st);
     for (int current = 1; addr != 0; current = 0) {
-        uint64_t size, prev, len;
+        uint64_t size, prev, len = 0;
         int quiet = !current && st->older_once;
+        size_t at = used, have = 0;
         if (st->nchunks == CPY_MAX_CHUNKS)
             return PYS_E_TOODEEP;
         if (current && t->datastack_top > addr + CHUNK_HEADER &&
-            t->datastack_top - addr <= CPY_MAX_CHUNK_BYTES - used) {
+            t->datastack_top - addr <= CPY_MAX_CHUNK_BYTES - used)
             len = t->datastack_top - addr;
-        } else {
-            uint8_t head[CHUNK_HEADER];
+        if (len == 0) {
+            /* An older chunk: its top is in its header. */
             uint64_t top;
-            rc = quiet ? mem_read_fresh(m, addr, head, sizeof head)
-                       : mem_read(m, addr, head, sizeof head);
-            if (rc < 0)
-                return rc;
-            memcpy(&top, head + CHUNK_TOP, 8);
+            size_t k = 0;
+            while (k < nahead && ahead[k].addr != addr)
+                k++;
+            if (k < nahead) {
+                at = ahead[k].off;
+                have = ahead[k].len;
+            } else {
+                /* Never over bytes read ahead and not used yet. */
+                at = used > ahead_end ? used : ahead_end;
+                rc = read_older(m, st, addr, at, quiet, ahead, &nahead, &ahead_end, &have);
+                if (rc < 0)
+                    return rc;
+            }
+            memcpy(&top, st->buf + at + CHUNK_TOP, 8);
             if (top > (CPY_MAX_CHUNK_BYTES - CHUNK_HEADER) / 8)
                 return PYS_E_CORRUPT;
             len = CHUNK_HEADER + top * 8;
+            if (len > have && at < ahead_end) {
+                /* Longer than the bytes read ahead: read it whole past them. */
+                at = used > ahead_end ? used : ahead_end;
+                have = 0;
+            }
         }
-        if (len < CHUNK_HEADER || len > CPY_MAX_CHUNK_BYTES - used)
+        if (len < CHUNK_HEADER || len > CPY_MAX_CHUNK_BYTES - at)
             return PYS_E_CORRUPT;
-        if ((rc = grow(&st->buf, &st->cap, used + len)) < 0)
+        if ((rc = grow(&st->buf, &st->cap, at + len)) < 0)
             return rc;
-        rc = quiet ? mem_read_fresh(m, addr, st->buf + used, len)
-                   : mem_read(m, addr, st->buf + used, len);
-        if (rc < 0)
-            return rc;
-        memcpy(&prev, st->buf + used + CHUNK_PREVIOUS, 8);
-        memcpy(&size, st->buf + used + CHUNK_SIZE, 8);
+        if (len > have) {
+            rc = quiet ? mem_read_fresh(m, addr + have, st->buf + at + have, len - have)
+                       : mem_read(m, addr + have, st->buf + at + have, len - have);
+            if (rc < 0)
+                return rc;
+        }
+        memcpy(&prev, st->buf + at + CHUNK_PREVIOUS, 8);
+        memcpy(&size, st->buf + at + CHUNK_SIZE, 8);
         if (size < len)
             return PYS_E_CORRUPT;
         /* Frames live after the header: that is the region recorded. */
         st->chunks[st->nchunks].addr = addr + CHUNK_HEADER;
-        st->chunks[st->nchunks].off = used + CHUNK_HEADER;
+        st->chunks[st->nchunks].off = at + CHUNK_HEADER;
         st->chunks[st->nchunks].len = len - CHUNK_HEADER;
         st->nchunks++;
-        used += len;
+        if (at + len > used)
+            used = at + len;
+        if (!current && nolder < CPY_OLDER_MAX) {
+            older[nolder] = addr;
+            older_len[nolder++] = len;
+        }
         if (stop != 0 && stop >= addr + CHUNK_HEADER && stop < addr + len)
             break;
         addr = prev;
+    }
+    /* Where the next read-ahead expects the older chunks: those met, in
+     * order; after a copy that stopped early, then those that came after
+     * the last of them in the last list. */
+    if (addr == 0 || nolder > 0) {
+        size_t n = nolder;
+        if (addr != 0) {
+            size_t j = 0;
+            while (j < st->nolder && st->older[j].addr != older[nolder - 1])
+                j++;
+            for (j++; j < st->nolder && n < CPY_OLDER_MAX; j++, n++) {
+                older[n] = st->older[j].addr;
+                older_len[n] = st->older[j].len;
+            }
+        }
+        for (size_t i = 0; i < n; i++) {
+            st->older[i].addr = older[i];
+            st->older[i].len = older_len[i];
+        }
+        st->nolder = n;
     }
     st->regions = st->nchunks;
     st->direct = 0;

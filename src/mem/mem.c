@@ -689,6 +689,43 @@ static int readv_now(struct mem *m, const struct mem_seg *segs, size_t n)
     return 0;
 }
 
+int mem_readv_some(struct mem *m, const struct mem_seg *segs, size_t n)
+{
+    size_t k = 0;
+    if (n > MEM_BATCH_MAX)
+        n = MEM_BATCH_MAX;
+    if (m->pid <= 0) {
+        /* An image: one read as the kernel would make it. */
+        m->stats.reads++;
+        while (k < n && segs[k].addr != 0 &&
+               image_read(m, segs[k].addr, segs[k].buf, segs[k].len) == 0) {
+            m->stats.pieces++;
+            m->stats.bytes += segs[k].len;
+            k++;
+        }
+        if (k == 0)
+            m->stats.failures++;
+        return (int)k;
+    }
+    struct plat_seg ps[MEM_BATCH_MAX];
+    for (; k < n && segs[k].addr != 0; k++) {
+        ps[k].addr = segs[k].addr;
+        ps[k].buf = segs[k].buf;
+        ps[k].len = segs[k].len;
+        m->stats.bytes += segs[k].len;
+    }
+    if (k == 0)
+        return 0;
+    m->stats.reads++;
+    m->stats.pieces += k;
+    int got = plat_mem_readv(m->pid, ps, k);
+    if (got == PYS_E_BADADDR)
+        got = 0;
+    if (got <= 0)
+        m->stats.failures++;
+    return got;
+}
+
 /* Grow the coalescing scratch (hulls and their bytes) to n hulls, `bytes`. */
 static int grow_hulls(struct mem *m, size_t n, size_t bytes)
 {

@@ -150,6 +150,11 @@ int mem_grow_buffer(uint8_t **buf, size_t *cap, size_t need);
  * given, as one span. */
 int mem_read_fresh(struct mem *m, uint64_t addr, void *buf, size_t len);
 int mem_readv_fresh(struct mem *m, const struct mem_seg *segs, size_t n);
+/* Read segments from the target in one system call (at most 1024 of them),
+ * as they are (not coalesced), for reads that may run into memory no longer
+ * mapped: the number of leading segments read whole (0 if not even the
+ * first), or PYS_E_EXITED / PYS_E_PERM. */
+int mem_readv_some(struct mem *m, const struct mem_seg *segs, size_t n);
 
 /* Copy len bytes at addr. 0, or PYS_E_BADADDR (unmapped, short),
  * PYS_E_EXITED (process gone), PYS_E_PERM. Address 0 is always bad. */

@@ -21,7 +21,8 @@
 #define HEAP 0x100000ull
 #define HEAP_SIZE 0x10000
 #define CHUNK 0x200000ull
-#define CHUNK_SIZE 0x4000
+#define CHUNK_SIZE 0x4000   /* CPython's: DATA_STACK_CHUNK_SIZE */
+#define CHUNK_REGION 0x10000 /* room for four chunks */
 
 /* Addresses of the objects in the image. */
 #define A_TSTATE (HEAP + 0x0)
@@ -37,7 +38,7 @@
 struct image {
     struct cpy_offsets o;
     uint8_t heap[HEAP_SIZE];
-    uint8_t chunk[CHUNK_SIZE];
+    uint8_t chunk[CHUNK_REGION];
     struct mem_region regions[2];
     struct mem mem;
     struct cpy_symbols sym;
@@ -56,7 +57,7 @@ static void load_offsets(struct cpy_offsets *o)
 
 static uint8_t *at(struct image *im, uint64_t addr)
 {
-    if (addr >= CHUNK && addr < CHUNK + CHUNK_SIZE)
+    if (addr >= CHUNK && addr < CHUNK + CHUNK_REGION)
         return im->chunk + (addr - CHUNK);
     assert_true(addr >= HEAP && addr < HEAP + HEAP_SIZE);
     return im->heap + (addr - HEAP);
@@ -103,7 +104,7 @@ static void build(struct image *im)
     load_offsets(&im->o);
     const struct cpy_offsets *o = &im->o;
     im->regions[0] = (struct mem_region){HEAP, im->heap, HEAP_SIZE, im->heap};
-    im->regions[1] = (struct mem_region){CHUNK, im->chunk, CHUNK_SIZE, im->chunk};
+    im->regions[1] = (struct mem_region){CHUNK, im->chunk, CHUNK_REGION, im->chunk};
     mem_init_image(&im->mem, im->regions, 2);
     im->sym.code_type = A_TYPE;
     im->sym.none = 0;
@@ -321,10 +322,10 @@ static void test_walk_to_older_chunk(void **state)
     struct cpy_stack st;
     uint64_t prev = 0;
     build(im);
-    /* Current chunk at CHUNK: the top frame; older chunk at CHUNK + 0x1000:
-     * its caller (the stop), whose caller is the heap's A_FRAME(1); the
-     * oldest at CHUNK + 0x2000 claims 2^40 slots in use. */
-    uint64_t cur = CHUNK, older = CHUNK + 0x1000, oldest = CHUNK + 0x2000;
+    /* Current chunk at CHUNK: the top frame; older chunk after it: its
+     * caller (the stop), whose caller is the heap's A_FRAME(1); the oldest
+     * after that claims 2^40 slots in use. */
+    uint64_t cur = CHUNK, older = CHUNK + CHUNK_SIZE, oldest = CHUNK + 2 * CHUNK_SIZE;
     uint64_t top = cur + 24, stop = older + 24;
     put64(im, cur, older);
     put64(im, cur + 8, 0x1000);
@@ -340,15 +341,76 @@ static void test_walk_to_older_chunk(void **state)
     put64(im, A_TSTATE + im->o.thread_state.current_frame, top);
     memset(&st, 0, sizeof st);
     assert_int_equal(cpy_thread_read(&im->mem, &im->o, &im->sym, A_TSTATE, ts, &t), 0);
-    /* The current chunk (one read), the older one's header and used part. */
+    /* The current chunk (one read), then the older one's first CHUNK_SIZE
+     * bytes, which hold its header and its frames (one read). */
     uint64_t before = im->mem.stats.reads;
     assert_int_equal(cpy_stack_walk_to(&im->mem, &im->o, &t, &st, stop, f, 16, &prev), 2);
-    assert_int_equal(im->mem.stats.reads - before, 3);
+    assert_int_equal(im->mem.stats.reads - before, 2);
     assert_int_equal(f[0].addr, top);
     assert_int_equal(f[1].addr, stop);
     assert_int_equal(prev, A_FRAME(1));
     /* A whole walk copies every chunk: the oldest one's claim is refused. */
     assert_int_equal(cpy_stack_walk(&im->mem, &im->o, &t, &st, f, 16), PYS_E_CORRUPT);
+    cpy_stack_release(&st);
+    free(im);
+}
+
+/* Chunks older than the current one, read past the prefetch (older_once):
+ * the next walk reads those the last one met after the first in the same
+ * call as the first, and still follows the chunks' own links when one has
+ * moved since. */
+static void test_walk_reads_ahead(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    struct cpy_raw_frame f[16];
+    uint8_t ts[4096];
+    struct cpy_thread t;
+    struct cpy_stack st;
+    build(im);
+    uint64_t cur = CHUNK, mid = CHUNK + CHUNK_SIZE, low = CHUNK + 2 * CHUNK_SIZE;
+    uint64_t moved = CHUNK + 3 * CHUNK_SIZE;
+    uint64_t top = cur + 24;
+    put64(im, cur, mid);
+    put64(im, cur + 8, CHUNK_SIZE);
+    put_frame(im, top, mid + 24, 5, 0);
+    put64(im, mid, low);
+    put64(im, mid + 8, CHUNK_SIZE);
+    put64(im, mid + 16, (24 + 88) / 8);
+    put_frame(im, mid + 24, low + 24, 4, 0);
+    put64(im, low, 0);
+    put64(im, low + 8, CHUNK_SIZE);
+    put64(im, low + 16, (24 + 88) / 8);
+    put_frame(im, low + 24, A_FRAME(1), 4, 0);
+    put64(im, A_TSTATE + im->o.thread_state.datastack_chunk, cur);
+    put64(im, A_TSTATE + im->o.thread_state.datastack_top, top + 88);
+    put64(im, A_TSTATE + im->o.thread_state.current_frame, top);
+    memset(&st, 0, sizeof st);
+    st.older_once = 1;
+    assert_int_equal(cpy_thread_read(&im->mem, &im->o, &im->sym, A_TSTATE, ts, &t), 0);
+
+    uint64_t before = im->mem.stats.reads;
+    assert_int_equal(cpy_stack_walk(&im->mem, &im->o, &t, &st, f, 16), 6);
+    uint64_t first = im->mem.stats.reads - before;
+    assert_int_equal(f[1].addr, mid + 24);
+    assert_int_equal(f[2].addr, low + 24);
+    assert_int_equal(f[3].addr, A_FRAME(1));
+    /* The same chunks: the oldest comes with the one before it. */
+    before = im->mem.stats.reads;
+    assert_int_equal(cpy_stack_walk(&im->mem, &im->o, &t, &st, f, 16), 6);
+    assert_int_equal(im->mem.stats.reads - before, first - 1);
+    assert_int_equal(f[2].addr, low + 24);
+    /* The oldest chunk moved (the old place still readable, now garbage):
+     * the walk takes the link, not the guess. */
+    memcpy(at(im, moved), at(im, low), 24 + 88);
+    put_frame(im, moved + 24, A_FRAME(1), 4, 0);
+    memset(at(im, low), 0xff, 24 + 88);
+    put64(im, mid, moved);
+    put_frame(im, mid + 24, moved + 24, 4, 0);
+    assert_int_equal(cpy_stack_walk(&im->mem, &im->o, &t, &st, f, 16), 6);
+    assert_int_equal(f[1].addr, mid + 24);
+    assert_int_equal(f[2].addr, moved + 24);
+    assert_int_equal(f[3].addr, A_FRAME(1));
     cpy_stack_release(&st);
     free(im);
 }
@@ -511,7 +573,8 @@ int main(void)
         cmocka_unit_test(test_walk_too_many),    cmocka_unit_test(test_walk_unmapped),
         cmocka_unit_test(test_walk_base_frame),  cmocka_unit_test(test_walk_marks_shims),
         cmocka_unit_test(test_walk_in_chunk),    cmocka_unit_test(test_walk_window),
-        cmocka_unit_test(test_walk_to_older_chunk), cmocka_unit_test(test_walk_copied_after),
+        cmocka_unit_test(test_walk_to_older_chunk),
+        cmocka_unit_test(test_walk_reads_ahead), cmocka_unit_test(test_walk_copied_after),
         cmocka_unit_test(test_code_checks),
         cmocka_unit_test(test_code_rechecked),      cmocka_unit_test(test_unicode),
         cmocka_unit_test(test_exception_status),

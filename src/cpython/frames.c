@@ -79,7 +79,8 @@ static int read_older(struct mem *m, struct cpy_stack *st, uint64_t addr, size_t
                       struct ahead *ahead, size_t *nahead, size_t *ahead_end, size_t *have)
 {
     int rc;
-    if (CHUNK_MIN > CPY_MAX_CHUNK_BYTES - at || (rc = grow(&st->buf, &st->cap, at + CHUNK_MIN)) < 0) {
+    if (CHUNK_MIN > CPY_MAX_CHUNK_BYTES - at ||
+        (rc = grow(&st->buf, &st->cap, at + CHUNK_MIN)) < 0) {
         /* No room for a whole one: the header alone. */
         if ((rc = grow(&st->buf, &st->cap, at + CHUNK_HEADER)) < 0)
             return rc;

@@ -21,7 +21,7 @@
 #define HEAP 0x100000ull
 #define HEAP_SIZE 0x10000
 #define CHUNK 0x200000ull
-#define CHUNK_SIZE 0x4000   /* CPython's: DATA_STACK_CHUNK_SIZE */
+#define CHUNK_SIZE 0x4000    /* CPython's: DATA_STACK_CHUNK_SIZE */
 #define CHUNK_REGION 0x10000 /* room for four chunks */
 
 /* Addresses of the objects in the image. */

@@ -55,6 +55,12 @@ static void no_window(struct cpy_stack *st)
 /* The smallest chunk CPython allocates (DATA_STACK_CHUNK_SIZE, 3.11+). */
 #define CHUNK_MIN (16u << 10)
 
+/* Read chunk bytes: past the prefetch (quiet) or through it. */
+static int read_chunk(struct mem *m, int quiet, uint64_t addr, uint8_t *buf, size_t len)
+{
+    return quiet ? mem_read_fresh(m, addr, buf, len) : mem_read(m, addr, buf, len);
+}
+
 /* Older chunks read ahead in one system call, at most. */
 #define AHEAD_MAX 16
 
@@ -79,18 +85,13 @@ static int read_older(struct mem *m, struct cpy_stack *st, uint64_t addr, size_t
                       struct ahead *ahead, size_t *nahead, size_t *ahead_end, size_t *have)
 {
     int rc;
-    if (CHUNK_MIN > CPY_MAX_CHUNK_BYTES - at ||
-        (rc = grow(&st->buf, &st->cap, at + CHUNK_MIN)) < 0) {
-        /* No room for a whole one: the header alone. */
-        if ((rc = grow(&st->buf, &st->cap, at + CHUNK_HEADER)) < 0)
-            return rc;
-        *have = CHUNK_HEADER;
-        return quiet ? mem_read_fresh(m, addr, st->buf + at, CHUNK_HEADER)
-                     : mem_read(m, addr, st->buf + at, CHUNK_HEADER);
-    }
+    *have = CHUNK_MIN <= CPY_MAX_CHUNK_BYTES - at ? CHUNK_MIN : CHUNK_HEADER;
+    if ((rc = grow(&st->buf, &st->cap, at + *have)) < 0)
+        return rc;
+    if (*have == CHUNK_HEADER) /* no room for a whole one */
+        return read_chunk(m, quiet, addr, st->buf + at, CHUNK_HEADER);
     if (!quiet) {
         /* Through the prefetch, which may hold it. */
-        *have = CHUNK_MIN;
         rc = mem_read(m, addr, st->buf + at, CHUNK_MIN);
         if (rc == 0 || rc == PYS_E_EXITED || rc == PYS_E_NOMEM)
             return rc;
@@ -195,8 +196,7 @@ static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_sta
         if ((rc = grow(&st->buf, &st->cap, at + len)) < 0)
             return rc;
         if (len > have) {
-            rc = quiet ? mem_read_fresh(m, addr + have, st->buf + at + have, len - have)
-                       : mem_read(m, addr + have, st->buf + at + have, len - have);
+            rc = read_chunk(m, quiet, addr + have, st->buf + at + have, len - have);
             if (rc < 0)
                 return rc;
         }

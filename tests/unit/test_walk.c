@@ -96,6 +96,15 @@ static void put_frame(struct image *im, uint64_t addr, uint64_t prev, uint32_t i
     *at(im, addr + o->interpreter_frame.owner) = owner;
 }
 
+/* A data stack chunk's header at addr: its previous chunk, CPython's size,
+ * and one frame in use. */
+static void put_chunk(struct image *im, uint64_t addr, uint64_t previous)
+{
+    put64(im, addr, previous);
+    put64(im, addr + 8, CHUNK_SIZE);
+    put64(im, addr + 16, (24 + 88) / 8);
+}
+
 /* A thread with three frames: A_FRAME(0) -> A_FRAME(1) -> A_FRAME(2) ->
  * base frame, and one code object "pkg/mod.py", "Outer.f". */
 static void build(struct image *im)
@@ -330,9 +339,7 @@ static void test_walk_to_older_chunk(void **state)
     put64(im, cur, older);
     put64(im, cur + 8, 0x1000);
     put_frame(im, top, stop, 5, 0);
-    put64(im, older, oldest);
-    put64(im, older + 8, 0x1000);
-    put64(im, older + 16, (24 + 88) / 8);
+    put_chunk(im, older, oldest);
     put_frame(im, stop, A_FRAME(1), 4, 0);
     put64(im, oldest + 8, 0x1000);
     put64(im, oldest + 16, 1ull << 40);
@@ -374,13 +381,9 @@ static void test_walk_reads_ahead(void **state)
     put64(im, cur, mid);
     put64(im, cur + 8, CHUNK_SIZE);
     put_frame(im, top, mid + 24, 5, 0);
-    put64(im, mid, low);
-    put64(im, mid + 8, CHUNK_SIZE);
-    put64(im, mid + 16, (24 + 88) / 8);
+    put_chunk(im, mid, low);
     put_frame(im, mid + 24, low + 24, 4, 0);
-    put64(im, low, 0);
-    put64(im, low + 8, CHUNK_SIZE);
-    put64(im, low + 16, (24 + 88) / 8);
+    put_chunk(im, low, 0);
     put_frame(im, low + 24, A_FRAME(1), 4, 0);
     put64(im, A_TSTATE + im->o.thread_state.datastack_chunk, cur);
     put64(im, A_TSTATE + im->o.thread_state.datastack_top, top + 88);

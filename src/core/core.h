@@ -130,6 +130,9 @@ struct prof_fcache {
     uint64_t hits, partial_hits, misses, frames_cached, frames_read;
     size_t seen; /* entries seen by the snapshot under way (prof_fcache_sweep) */
     uint64_t (*verify)[2];  /* scratch: code and caller of each frame, re-read */
+    /* The anchor and its sequence number, read after a walk's second copy
+     * (cpy_stack.after), in this order. */
+    uint64_t after[2];
     struct mem_seg *segs;
 };
 
@@ -265,6 +268,10 @@ struct pys_session {
     /* Each interpreter's code object generation (3.14+) as last seen, by
      * position in the list: the code cache is emptied when one moves. */
     uint64_t gen_interp[PROF_GEN_SLOTS], gen_seen[PROF_GEN_SLOTS];
+    /* The main interpreter's generation as a walk read it after its frames
+     * (prof_fcache_walk), and mem.stats.reads just after that read: if no
+     * read came since, it is the latest look. */
+    uint64_t gen_after, gen_after_reads;
 
     /* Scratch and results of the last snapshot. */
     struct cpy_stack stack;

@@ -326,6 +326,49 @@ static int anchor_returned(struct pys_session *s, const struct prof_fcache_entry
     return cpy_code_holds(&s->off, &pc->code, e->frames[pos].code, s->raw[0].instr_ptr);
 }
 
+/*
+ * Have a walk down to the anchor that reads past the prefetch make its own
+ * second copy in the same system call (cpy_stack.after), followed by the
+ * thread's anchor and its sequence number, and the main interpreter's code
+ * object generation: all a partial hit would otherwise read again in two
+ * more calls (chain_and_anchor_unchanged, then generation_moved).
+ */
+static void ask_second_copy(struct pys_session *s, const struct cpy_thread *t)
+{
+    struct cpy_stack *st = &s->stack;
+    struct prof_fcache *fc = &s->fcache;
+    uint64_t a = t->addr + s->off.thread_state.last_profiled_frame,
+             q = t->addr + s->off.thread_state.last_profiled_frame_seq;
+    size_t n = 0;
+    st->second_len = 0;
+    if (q == a + 8) {
+        st->after[n++] = (struct mem_seg){a, fc->after, 16};
+    } else {
+        st->after[n++] = (struct mem_seg){a, &fc->after[0], 8};
+        st->after[n++] = (struct mem_seg){q, &fc->after[1], 8};
+    }
+    if (CPY_HAS(&s->off, interpreter_state, code_object_generation) && s->gen_interp[0] != 0)
+        st->after[n++] = (struct mem_seg){
+            s->gen_interp[0] + s->off.interpreter_state.code_object_generation, &s->gen_after, 8};
+    st->nafter = n;
+}
+
+/*
+ * The check of chain_and_anchor_unchanged, from the walk's own second copy
+ * (ask_second_copy) if it made one and no read came since: 1 unchanged, 0
+ * changed, -1 no such copy of every word.
+ */
+static int walk_rechecked(struct pys_session *s, const struct cpy_raw_frame *raw, size_t from,
+                          size_t k, uint64_t last_prev, uint64_t anchor, uint64_t seq)
+{
+    if (s->mem.stats.reads != s->stack.second_reads)
+        return -1;
+    int r = cpy_stack_second_matches(&s->off, &s->stack, raw, from, k, last_prev);
+    if (r == 1 && (s->fcache.after[0] != anchor || s->fcache.after[1] != seq))
+        return 0;
+    return r;
+}
+
 int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
 {
     struct prof_fcache *fc = &s->fcache;
@@ -360,10 +403,13 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         uint64_t low = e->last_stop && e->last_stop < anchor ? e->last_stop : anchor;
         s->stack.note_from = low > NOTE_BELOW ? low - NOTE_BELOW : 0;
         e->last_stop = anchor;
+        ask_second_copy(s, t);
         int k = pos < e->n ? cpy_stack_walk_to(&s->mem, &s->off, t, &s->stack, anchor, s->raw,
                                                CPY_MAX_FRAMES, &prev)
                            : PYS_E_NOTFOUND;
         s->stack.note_from = 0;
+        if (s->stack.second_len > 0 && s->stack.after[s->stack.nafter - 1].buf == &s->gen_after)
+            s->gen_after_reads = s->stack.second_reads;
         /* The chain was torn (it ended short of the base frame): no whole
          * walk of the same state can do better. The caller reads the thread
          * again; the cache is kept. */
@@ -391,12 +437,16 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
              * runs on, leaving an old caller under new callees. The anchor
              * itself stayed (its number did not move), and so did what it
              * calls, if that is the top frame copied after it. The batch's
-             * second copies say when it made them, else one more read. Not
+             * second copies say when it made them, else the walk's own
+             * (ask_second_copy: it read past the batch), else one more read. Not
              * an anchor found returned: it has moved by definition, and
              * with nothing read above it there is nothing to mix. */
             size_t top = prof_top_settled(s, s->raw, (size_t)k);
             size_t check = prof_thread_may_move(s, t, 0) ? (size_t)k - 1 - top : 0;
             int r = prof_chain_rechecked(s, t, s->raw, top, top + check, anchor);
+            if (r < 0)
+                r = walk_rechecked(s, s->raw, top, top + check, anchor, anchor,
+                                   t->last_profiled_frame_seq);
             prof_chain_hint(s, t, s->raw, top, top + check);
             ok = r >= 0 ? r
                         : chain_and_anchor_unchanged(s, t, s->raw, top, top + check, anchor, anchor,

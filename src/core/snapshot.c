@@ -572,7 +572,13 @@ static int generation_moved(struct pys_session *s)
         s->gen_interp[0] == 0)
         return 0;
     uint64_t at = s->gen_interp[0] + s->off.interpreter_state.code_object_generation;
-    if (mem_read_fresh(&s->mem, at, &gen, sizeof gen) < 0 || gen == s->gen_seen[0])
+    /* Read after all else by the last walk's own second copy: no need to
+     * read it again. */
+    if (s->gen_after_reads == s->mem.stats.reads)
+        gen = s->gen_after;
+    else if (mem_read_fresh(&s->mem, at, &gen, sizeof gen) < 0)
+        return 0;
+    if (gen == s->gen_seen[0])
         return 0;
     prof_codecache_clear(&s->codes);
     s->gen_seen[0] = gen;

@@ -155,6 +155,19 @@ struct cpy_stack {
      * current chunk has the next prefetch start (0: at the chunk's start).
      * A walk that goes below it next time reads what it lacks on its own. */
     uint64_t note_from;
+    /* Set by the caller (nafter > 0): a copy by cpy_stack_walk_to that the
+     * prefetch does not hold is read twice in one system call, then the
+     * `after` segments (mem_read_twice). A walk's second copy: `second`,
+     * of [second_addr, second_addr + second_len) (0: the last walk made
+     * none), with the after segments read; second_reads is the read count
+     * just after that call (a read since: not the latest). */
+    struct mem_seg after[MEM_TWICE_AFTER_MAX];
+    size_t nafter;
+    uint8_t *second;
+    size_t second_cap;
+    uint64_t second_addr;
+    size_t second_len;
+    uint64_t second_reads;
 };
 void cpy_stack_release(struct cpy_stack *st);
 
@@ -187,6 +200,17 @@ int cpy_stack_copied_after(const struct cpy_stack *st, uint64_t top, uint64_t ca
 int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
                       struct cpy_stack *st, uint64_t stop, struct cpy_raw_frame *out, size_t max,
                       uint64_t *stop_prev);
+
+/*
+ * Check frames raw[from..k) of the last cpy_stack_walk_to against the second
+ * copy it made (cpy_stack.after): each frame's code object and caller as
+ * the walk saw them (the last one's caller: last_prev). 1 when all match,
+ * 0 when one differs (the chain moved while it was copied), -1 when there
+ * is no second copy holding them all.
+ */
+int cpy_stack_second_matches(const struct cpy_offsets *o, const struct cpy_stack *st,
+                             const struct cpy_raw_frame *raw, size_t from, size_t k,
+                             uint64_t last_prev);
 
 /* --- code objects ------------------------------------------------------- */
 

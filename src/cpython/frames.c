@@ -27,6 +27,7 @@ void cpy_stack_release(struct cpy_stack *st)
 {
     free(st->buf);
     free(st->frame);
+    free(st->second);
     memset(st, 0, sizeof *st);
 }
 
@@ -268,9 +269,20 @@ static int copy_above(struct mem *m, const struct cpy_thread *t, struct cpy_stac
     uint64_t note_start = note_end - chunk > NOTE_MAX ? stop : chunk;
     if (st->note_from > note_start)
         note_start = st->note_from < stop ? st->note_from : stop;
+    size_t note_len = (size_t)(note_end - note_start);
     int rc = grow(&st->buf, &st->cap, len);
-    if (rc == 0)
-        rc = mem_read_noting(m, stop, st->buf, len, note_start, (size_t)(note_end - note_start));
+    if (rc == 0 && st->nafter > 0 && (rc = grow(&st->second, &st->second_cap, len)) == 0) {
+        rc = mem_read_twice(m, stop, st->buf, st->second, len, st->after, st->nafter,
+                            note_start, note_len);
+        if (rc == 1) {
+            st->second_addr = stop;
+            st->second_len = len;
+            st->second_reads = m->stats.reads;
+            rc = 0;
+        }
+    } else if (rc == 0) {
+        rc = mem_read_noting(m, stop, st->buf, len, note_start, note_len);
+    }
     if (rc < 0)
         return rc;
     st->chunks[0].addr = stop;
@@ -280,6 +292,30 @@ static int copy_above(struct mem *m, const struct cpy_thread *t, struct cpy_stac
     st->regions = 1;
     st->direct = 0;
     return 0;
+}
+
+int cpy_stack_second_matches(const struct cpy_offsets *o, const struct cpy_stack *st,
+                             const struct cpy_raw_frame *raw, size_t from, size_t k,
+                             uint64_t last_prev)
+{
+    const struct cpy_frame_offsets *f = &o->interpreter_frame;
+    uint64_t lo = st->second_addr;
+    if (st->second_len < 8)
+        return -1;
+    for (size_t i = from; i < k; i++) {
+        uint64_t at[2] = {raw[i].addr + f->executable, raw[i].addr + f->previous};
+        for (int j = 0; j < 2; j++)
+            if (at[j] < lo || at[j] - lo > st->second_len - 8)
+                return -1;
+    }
+    for (size_t i = from; i < k; i++) {
+        uint64_t code, prev, want = i + 1 < k ? raw[i + 1].addr : last_prev;
+        memcpy(&code, st->second + (raw[i].addr + f->executable - lo), 8);
+        memcpy(&prev, st->second + (raw[i].addr + f->previous - lo), 8);
+        if ((code & ~o->stackref_mask) != raw[i].code || prev != want)
+            return 0;
+    }
+    return 1;
 }
 
 /* The bytes of the frame at addr: inside a copied chunk or the thread
@@ -435,6 +471,7 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
     int rc;
     if (o->traits.frames == CPY_FRAMES_OBJECT)
         return PYS_E_INVAL;
+    st->second_len = 0;
     if ((rc = copy_above(m, t, st, stop)) < 0)
         return rc;
     /* With stop in the current chunk, a walk that goes below it there, or

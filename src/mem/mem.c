@@ -175,6 +175,18 @@ int mem_read(struct mem *m, uint64_t addr, void *buf, size_t len)
     return mem_read_noting(m, addr, buf, len, addr, len);
 }
 
+/* Record a read of [addr, addr + len) for the next prefetch: as the note
+ * [note_addr, note_addr + note_len) if that holds it. */
+static void log_noted(struct mem *m, uint64_t addr, size_t len, uint64_t note_addr,
+                      size_t note_len)
+{
+    if (note_addr > addr || note_addr + note_len < note_addr ||
+        note_addr + note_len < addr + len)
+        log_span(m, addr, len);
+    else
+        log_span(m, note_addr, note_len);
+}
+
 int mem_read_noting(struct mem *m, uint64_t addr, void *buf, size_t len, uint64_t note_addr,
                     size_t note_len)
 {
@@ -182,24 +194,43 @@ int mem_read_noting(struct mem *m, uint64_t addr, void *buf, size_t len, uint64_
         return 0;
     if (addr == 0 || addr + len < addr)
         return PYS_E_BADADDR;
-    /* A note that does not hold the read is ignored. */
-    if (note_addr > addr || note_addr + note_len < note_addr ||
-        note_addr + note_len < addr + len) {
-        note_addr = addr;
-        note_len = len;
-    }
     const uint8_t *p = m->npf ? prefetched(m, addr, len) : NULL;
     if (p) {
         memcpy(buf, p, len);
         m->stats.prefetched++;
-        log_span(m, note_addr, note_len);
+        log_noted(m, addr, len, note_addr, note_len);
         return 0;
     }
     m->unbatched++;
     int rc = read_now(m, addr, buf, len);
     if (rc == 0)
-        log_span(m, note_addr, note_len);
+        log_noted(m, addr, len, note_addr, note_len);
     return rc;
+}
+
+int mem_read_twice(struct mem *m, uint64_t addr, void *buf, void *second, size_t len,
+                   const struct mem_seg *after, size_t nafter, uint64_t note_addr,
+                   size_t note_len)
+{
+    if (len == 0 || addr == 0 || addr + len < addr || nafter > MEM_TWICE_AFTER_MAX ||
+        (m->npf && prefetched(m, addr, len)))
+        return mem_read_noting(m, addr, buf, len, note_addr, note_len);
+    struct mem_seg segs[2 + MEM_TWICE_AFTER_MAX];
+    segs[0] = (struct mem_seg){addr, buf, len};
+    segs[1] = (struct mem_seg){addr, second, len};
+    memcpy(segs + 2, after, nafter * sizeof *after);
+    m->unbatched++;
+    int got = mem_readv_some(m, segs, 2 + nafter);
+    if (got == 0) {
+        /* Not even the first copy: read it alone to learn why. */
+        int rc = read_now(m, addr, buf, len);
+        if (rc < 0)
+            return rc;
+    } else if (got < 0) {
+        return got;
+    }
+    log_noted(m, addr, len, note_addr, note_len);
+    return (size_t)got == 2 + nafter;
 }
 
 static int cmp_span(const void *a, const void *b)

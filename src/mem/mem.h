@@ -167,6 +167,21 @@ int mem_read_noting(struct mem *m, uint64_t addr, void *buf, size_t len, uint64_
                     size_t note_len);
 int mem_read_u64(struct mem *m, uint64_t addr, uint64_t *out);
 
+/*
+ * mem_read_noting for a read whose bytes must be checked against a copy
+ * made later (they may be changing as they are read). Unless the prefetch
+ * holds [addr, addr + len), one system call reads it into buf, then again
+ * into `second`, then the `after` segments (at most MEM_TWICE_AFTER_MAX),
+ * in that order: every byte of the second copy is copied after every byte
+ * of the first, and the after segments after both. Returns 1 when all of
+ * that was read, 0 when only buf was (from the prefetch, or the rest
+ * failed), or mem_read's errors.
+ */
+#define MEM_TWICE_AFTER_MAX 4
+int mem_read_twice(struct mem *m, uint64_t addr, void *buf, void *second, size_t len,
+                   const struct mem_seg *after, size_t nafter, uint64_t note_addr,
+                   size_t note_len);
+
 /* Write len bytes at addr (an image only where its region is writable). */
 int mem_write(struct mem *m, uint64_t addr, const void *buf, size_t len);
 int mem_write_u64(struct mem *m, uint64_t addr, uint64_t v);

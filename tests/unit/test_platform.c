@@ -620,6 +620,59 @@ static void test_mem_prefetch_late_in_span(void **state)
     munmap(p, 2 * (size_t)ps);
 }
 
+/* mem_read_twice: past the prefetch, the span twice and the words after it
+ * in one system call; from the prefetch, the span alone and no call; an
+ * after word that cannot be read leaves the first copy good. */
+static void test_mem_read_twice(void **state)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    uint8_t *p = mmap(NULL, 2 * (size_t)ps, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t first[256], second[256];
+    uint64_t word = 0;
+    struct mem m;
+    (void)state;
+
+    assert_true(p != MAP_FAILED);
+    for (int i = 0; i < 256; i++)
+        p[i] = (uint8_t)i;
+    memcpy(p + 512, &(uint64_t){0x5151}, 8);
+    uint64_t span = (uint64_t)(uintptr_t)p, at_word = span + 512;
+    struct mem_seg after = {at_word, &word, 8};
+    mem_init_process(&m, getpid());
+    mem_prefetch_begin(&m); /* nothing to fetch yet; reads are logged from now */
+    uint64_t reads = m.stats.reads;
+    assert_int_equal(mem_read_twice(&m, span, first, second, 256, &after, 1, span, 256), 1);
+    assert_int_equal(m.stats.reads - reads, 1);
+    assert_memory_equal(first, p, 256);
+    assert_memory_equal(second, p, 256);
+    assert_int_equal(word, 0x5151);
+    /* The read is logged: the next batch holds it, and serves it alone. */
+    mem_prefetch_end(&m);
+    mem_prefetch_begin(&m);
+    reads = m.stats.reads;
+    memset(second, 0, sizeof second);
+    word = 0;
+    assert_int_equal(mem_read_twice(&m, span, first, second, 256, &after, 1, span, 256), 0);
+    assert_int_equal(m.stats.reads, reads);
+    assert_memory_equal(first, p, 256);
+    assert_int_equal(second[1], 0);
+    assert_int_equal(word, 0);
+    mem_prefetch_end(&m);
+    /* An after word in a page no longer mapped: the copy alone. */
+    assert_int_equal(munmap(p + ps, (size_t)ps), 0);
+    after.addr = span + (uint64_t)ps;
+    memset(first, 0, sizeof first);
+    assert_int_equal(mem_read_twice(&m, span, first, second, 256, &after, 1, span, 256), 0);
+    assert_memory_equal(first, p, 256);
+    /* The span itself unmapped: mem_read's error. */
+    assert_int_equal(mem_read_twice(&m, span + (uint64_t)ps, first, second, 8, NULL, 0,
+                                    span + (uint64_t)ps, 8),
+                     PYS_E_BADADDR);
+    mem_release(&m);
+    munmap(p, (size_t)ps);
+}
+
 /* The prefetch keeps a small span for a while after its last read (a
  * generator's frame, read now and then), but a large one only while the
  * same start is still read (a stack copy that may grow back): a stack
@@ -1063,6 +1116,7 @@ int main(void)
         cmocka_unit_test(test_mem_readv_fresh_coalesces),
         cmocka_unit_test(test_mem_prefetch_late_in_span),
         cmocka_unit_test(test_mem_prefetch_keeps_small_spans),
+        cmocka_unit_test(test_mem_read_twice),
         cmocka_unit_test(test_absent_pid),
         cmocka_unit_test(test_reaped_child),
         cmocka_unit_test(test_self),

@@ -418,6 +418,64 @@ static void test_walk_reads_ahead(void **state)
     free(im);
 }
 
+/* A walk down to a stop in the current chunk, asked for a second copy: the
+ * frames above the stop twice and the words after them in one read; the
+ * check against that copy sees a frame that changed between the two. */
+static void test_walk_to_second_copy(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    struct cpy_raw_frame f[16];
+    uint8_t ts[4096];
+    struct cpy_thread t;
+    struct cpy_stack st;
+    uint64_t prev = 0, tid = 0;
+    build(im);
+    const struct cpy_frame_offsets *fo = &im->o.interpreter_frame;
+    uint64_t stop = CHUNK + 24, mid = stop + 88, top = mid + 88;
+    put64(im, CHUNK + 8, CHUNK_SIZE);
+    put_frame(im, top, mid, 5, 0);
+    put_frame(im, mid, stop, 4, 0);
+    put_frame(im, stop, A_FRAME(1), 2, 0);
+    put64(im, A_TSTATE + im->o.thread_state.datastack_chunk, CHUNK);
+    put64(im, A_TSTATE + im->o.thread_state.datastack_top, top + 88);
+    put64(im, A_TSTATE + im->o.thread_state.current_frame, top);
+    memset(&st, 0, sizeof st);
+    assert_int_equal(cpy_thread_read(&im->mem, &im->o, &im->sym, A_TSTATE, ts, &t), 0);
+    st.after[0] = (struct mem_seg){A_TSTATE + im->o.thread_state.thread_id, &tid, 8};
+    st.nafter = 1;
+
+    uint64_t before = im->mem.stats.reads;
+    assert_int_equal(cpy_stack_walk_to(&im->mem, &im->o, &t, &st, stop, f, 16, &prev), 3);
+    assert_int_equal(im->mem.stats.reads - before, 1);
+    assert_int_equal(prev, A_FRAME(1));
+    assert_int_equal(tid, 0x7f00);
+    assert_int_equal(st.second_addr, stop);
+    assert_int_equal(st.second_len, top + 88 - stop);
+    assert_int_equal(cpy_stack_second_matches(&im->o, &st, f, 0, 3, A_FRAME(1)), 1);
+    /* What the second copy would hold had the target moved meanwhile: a
+     * caller that changed, a code object that changed, or another caller
+     * for the last frame. */
+    uint8_t *mid_prev = st.second + (mid - stop) + fo->previous;
+    uint8_t *top_code = st.second + (top - stop) + fo->executable;
+    mid_prev[0] ^= 0x40;
+    assert_int_equal(cpy_stack_second_matches(&im->o, &st, f, 0, 3, A_FRAME(1)), 0);
+    mid_prev[0] ^= 0x40;
+    top_code[1] ^= 0x10;
+    assert_int_equal(cpy_stack_second_matches(&im->o, &st, f, 0, 3, A_FRAME(1)), 0);
+    top_code[1] ^= 0x10;
+    assert_int_equal(cpy_stack_second_matches(&im->o, &st, f, 0, 3, A_FRAME(2)), 0);
+    /* Frames the copy does not hold: no answer. */
+    struct cpy_raw_frame outside[2] = {f[2], {.addr = A_FRAME(1)}};
+    assert_int_equal(cpy_stack_second_matches(&im->o, &st, outside, 0, 2, A_BASE), -1);
+    /* Not asked for: one copy, and nothing to check against. */
+    st.nafter = 0;
+    assert_int_equal(cpy_stack_walk_to(&im->mem, &im->o, &t, &st, stop, f, 16, &prev), 3);
+    assert_int_equal(cpy_stack_second_matches(&im->o, &st, f, 0, 3, A_FRAME(1)), -1);
+    cpy_stack_release(&st);
+    free(im);
+}
+
 /* Frames outside every copy, walked down a page (a stretch of data stack no
  * copy holds): the first is read alone, the second with the rest of its
  * page below it, and the others come from that read. */
@@ -578,6 +636,7 @@ int main(void)
         cmocka_unit_test(test_walk_in_chunk),    cmocka_unit_test(test_walk_window),
         cmocka_unit_test(test_walk_to_older_chunk),
         cmocka_unit_test(test_walk_reads_ahead), cmocka_unit_test(test_walk_copied_after),
+        cmocka_unit_test(test_walk_to_second_copy),
         cmocka_unit_test(test_code_checks),
         cmocka_unit_test(test_code_rechecked),      cmocka_unit_test(test_unicode),
         cmocka_unit_test(test_exception_status),

@@ -218,7 +218,8 @@ int mem_read_twice(struct mem *m, uint64_t addr, void *buf, void *second, size_t
     struct mem_seg segs[2 + MEM_TWICE_AFTER_MAX];
     segs[0] = (struct mem_seg){addr, buf, len};
     segs[1] = (struct mem_seg){addr, second, len};
-    memcpy(segs + 2, after, nafter * sizeof *after);
+    if (nafter > 0)
+        memcpy(segs + 2, after, nafter * sizeof *after);
     m->unbatched++;
     int got = mem_readv_some(m, segs, 2 + nafter);
     if (got == 0) {

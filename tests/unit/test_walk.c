@@ -105,6 +105,15 @@ static void put_chunk(struct image *im, uint64_t addr, uint64_t previous)
     put64(im, addr + 16, (24 + 88) / 8);
 }
 
+/* The thread's current data stack chunk at chunk, its top frame at frame:
+ * the last 88 bytes in use, and the thread's current frame. */
+static void put_current(struct image *im, uint64_t chunk, uint64_t frame)
+{
+    put64(im, A_TSTATE + im->o.thread_state.datastack_chunk, chunk);
+    put64(im, A_TSTATE + im->o.thread_state.datastack_top, frame + 88);
+    put64(im, A_TSTATE + im->o.thread_state.current_frame, frame);
+}
+
 /* A thread with three frames: A_FRAME(0) -> A_FRAME(1) -> A_FRAME(2) ->
  * base frame, and one code object "pkg/mod.py", "Outer.f". */
 static void build(struct image *im)
@@ -263,9 +272,7 @@ static void test_walk_in_chunk(void **state)
     put64(im, CHUNK + 8, CHUNK_SIZE);
     put_frame(im, fa, A_FRAME(1), 5, 0);
     memset(at(im, A_FRAME(0)), 0xff, 88);
-    put64(im, A_TSTATE + im->o.thread_state.datastack_chunk, CHUNK);
-    put64(im, A_TSTATE + im->o.thread_state.datastack_top, fa + 88);
-    put64(im, A_TSTATE + im->o.thread_state.current_frame, fa);
+    put_current(im, CHUNK, fa);
     /* Past the thread state: one read of the chunk's used part (header
      * included), then the two heap frames. The frame inside the chunk comes
      * from the chunk's copy, the base frame from the thread state's. */
@@ -303,9 +310,7 @@ static void test_walk_copied_after(void **state)
     put64(im, CHUNK + 8, CHUNK_SIZE);
     put_frame(im, hi, lo, 5, 0);
     put_frame(im, lo, A_FRAME(1), 4, 0);
-    put64(im, A_TSTATE + im->o.thread_state.datastack_chunk, CHUNK);
-    put64(im, A_TSTATE + im->o.thread_state.datastack_top, hi + 88);
-    put64(im, A_TSTATE + im->o.thread_state.current_frame, hi);
+    put_current(im, CHUNK, hi);
     memset(&st, 0, sizeof st);
     assert_int_equal(cpy_thread_read(&im->mem, &im->o, &im->sym, A_TSTATE, ts, &t), 0);
     assert_int_equal(cpy_stack_walk(&im->mem, &im->o, &t, &st, f, 16), 5);
@@ -343,9 +348,7 @@ static void test_walk_to_older_chunk(void **state)
     put_frame(im, stop, A_FRAME(1), 4, 0);
     put64(im, oldest + 8, 0x1000);
     put64(im, oldest + 16, 1ull << 40);
-    put64(im, A_TSTATE + im->o.thread_state.datastack_chunk, cur);
-    put64(im, A_TSTATE + im->o.thread_state.datastack_top, top + 88);
-    put64(im, A_TSTATE + im->o.thread_state.current_frame, top);
+    put_current(im, cur, top);
     memset(&st, 0, sizeof st);
     assert_int_equal(cpy_thread_read(&im->mem, &im->o, &im->sym, A_TSTATE, ts, &t), 0);
     /* The current chunk (one read), then the older one's first CHUNK_SIZE
@@ -385,9 +388,7 @@ static void test_walk_reads_ahead(void **state)
     put_frame(im, mid + 24, low + 24, 4, 0);
     put_chunk(im, low, 0);
     put_frame(im, low + 24, A_FRAME(1), 4, 0);
-    put64(im, A_TSTATE + im->o.thread_state.datastack_chunk, cur);
-    put64(im, A_TSTATE + im->o.thread_state.datastack_top, top + 88);
-    put64(im, A_TSTATE + im->o.thread_state.current_frame, top);
+    put_current(im, cur, top);
     memset(&st, 0, sizeof st);
     st.older_once = 1;
     assert_int_equal(cpy_thread_read(&im->mem, &im->o, &im->sym, A_TSTATE, ts, &t), 0);
@@ -437,9 +438,7 @@ static void test_walk_to_second_copy(void **state)
     put_frame(im, top, mid, 5, 0);
     put_frame(im, mid, stop, 4, 0);
     put_frame(im, stop, A_FRAME(1), 2, 0);
-    put64(im, A_TSTATE + im->o.thread_state.datastack_chunk, CHUNK);
-    put64(im, A_TSTATE + im->o.thread_state.datastack_top, top + 88);
-    put64(im, A_TSTATE + im->o.thread_state.current_frame, top);
+    put_current(im, CHUNK, top);
     memset(&st, 0, sizeof st);
     assert_int_equal(cpy_thread_read(&im->mem, &im->o, &im->sym, A_TSTATE, ts, &t), 0);
     st.after[0] = (struct mem_seg){A_TSTATE + im->o.thread_state.thread_id, &tid, 8};

@@ -303,6 +303,31 @@ static int reserve_entry(struct prof_fcache_entry *e, size_t n)
 }
 
 /*
+ * Where this walk of n frames will put the anchor (see the end of
+ * prof_fcache_walk): the top frame's caller, or the first frame below it
+ * that is not a generator's.
+ */
+static size_t next_anchor(const struct cpy_raw_frame *raw, size_t n)
+{
+    size_t a = 1;
+    while (a < n && raw[a].owner == CPY_OWNER_GENERATOR)
+        a++;
+    return a;
+}
+
+/*
+ * Second copies for the next batch: of the frames above the anchor this walk
+ * leaves (the next sample's walk ends there and checks only what lies above
+ * it), not of the whole chain checked now.
+ */
+static void hint_above_anchor(struct pys_session *s, const struct cpy_thread *t,
+                              const struct cpy_raw_frame *raw, size_t top, size_t end, size_t n)
+{
+    size_t a = next_anchor(raw, n);
+    prof_chain_hint(s, t, raw, top, end < a ? end : a);
+}
+
+/*
  * A walk to the anchor that found it as the current frame, its code object
  * cleared (the interpreter clears a frame's as it pops it): has the anchor
  * returned since the thread state was read? Then the stack it returned to,
@@ -447,7 +472,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
             if (r < 0)
                 r = walk_rechecked(s, s->raw, top, top + check, anchor, anchor,
                                    t->last_profiled_frame_seq);
-            prof_chain_hint(s, t, s->raw, top, top + check);
+            hint_above_anchor(s, t, s->raw, top, top + check, (size_t)k);
             ok = r >= 0 ? r
                         : chain_and_anchor_unchanged(s, t, s->raw, top, top + check, anchor, anchor,
                                                      t->last_profiled_frame_seq);
@@ -501,7 +526,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         size_t top = prof_top_settled(s, s->raw, (size_t)n);
         size_t check = prof_thread_may_move(s, t, 0) ? (size_t)n - top : 0;
         int r = prof_chain_rechecked(s, t, s->raw, top, top + check, 0);
-        prof_chain_hint(s, t, s->raw, top, top + check);
+        hint_above_anchor(s, t, s->raw, top, top + check, (size_t)n);
         if (r == 0 || (r < 0 && check > 0 && !prof_chain_unchanged(s, s->raw, top, top + check, 0)))
             return PYS_E_CORRUPT;
         fc->frames_read += (uint64_t)n;
@@ -530,9 +555,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
      * Not at a generator's frame: one that yields is set aside without
      * moving the anchor, which would then be missing from the next walk;
      * the first frame below it that lives on the data stack stays put. */
-    size_t a = 1;
-    while (a < (size_t)n && e->frames[a].owner == CPY_OWNER_GENERATOR)
-        a++;
+    size_t a = next_anchor(e->frames, (size_t)n);
     uint64_t want = a < (size_t)n ? e->frames[a].addr : t->current_frame;
     e->seq = t->last_profiled_frame_seq;
     /* After a hit the interpreter's anchor is in the chain: it may stay. */

@@ -116,11 +116,9 @@ static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_th
         return 0;
     if (t && (now_anchor != anchor || now_seq != seq))
         return 0;
-    for (size_t i = from; i < k; i++) {
-        uint64_t prev = i + 1 < k ? raw[i + 1].addr : last_prev;
-        if ((got[i][0] & ~s->off.stackref_mask) != raw[i].code || got[i][1] != prev)
+    for (size_t i = from; i < k; i++)
+        if (!cpy_frame_unmoved(&s->off, raw, i, k, last_prev, got[i][0], got[i][1]))
             return 0;
-    }
     return 1;
 }
 
@@ -183,8 +181,7 @@ int prof_chain_rechecked(struct pys_session *s, const struct cpy_thread *t,
             missing = 1;
             continue;
         }
-        if ((a & ~s->off.stackref_mask) != raw[i].code ||
-            b != (i + 1 < k ? raw[i + 1].addr : last_prev))
+        if (!cpy_frame_unmoved(&s->off, raw, i, k, last_prev, a, b))
             return 0;
     }
     return missing ? -1 : 1;
@@ -356,9 +353,10 @@ static int anchor_returned(struct pys_session *s, const struct prof_fcache_entry
  * second copy in the same system call (cpy_stack.after), followed by the
  * thread's anchor and its sequence number, and the main interpreter's code
  * object generation: all a partial hit would otherwise read again in two
- * more calls (chain_and_anchor_unchanged, then generation_moved).
+ * more calls (chain_and_anchor_unchanged, then generation_moved). Whether
+ * the generation was asked for (a target whose interpreter has one).
  */
-static void ask_second_copy(struct pys_session *s, const struct cpy_thread *t)
+static int ask_second_copy(struct pys_session *s, const struct cpy_thread *t)
 {
     struct cpy_stack *st = &s->stack;
     struct prof_fcache *fc = &s->fcache;
@@ -372,10 +370,12 @@ static void ask_second_copy(struct pys_session *s, const struct cpy_thread *t)
         st->after[n++] = (struct mem_seg){a, &fc->after[0], 8};
         st->after[n++] = (struct mem_seg){q, &fc->after[1], 8};
     }
-    if (CPY_HAS(&s->off, interpreter_state, code_object_generation) && s->gen_interp[0] != 0)
+    int gen = CPY_HAS(&s->off, interpreter_state, code_object_generation) && s->gen_interp[0] != 0;
+    if (gen)
         st->after[n++] = (struct mem_seg){
             s->gen_interp[0] + s->off.interpreter_state.code_object_generation, &s->gen_after, 8};
     st->nafter = n;
+    return gen;
 }
 
 /*
@@ -428,12 +428,12 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         uint64_t low = e->last_stop && e->last_stop < anchor ? e->last_stop : anchor;
         s->stack.note_from = low > NOTE_BELOW ? low - NOTE_BELOW : 0;
         e->last_stop = anchor;
-        ask_second_copy(s, t);
+        int gen_asked = ask_second_copy(s, t);
         int k = pos < e->n ? cpy_stack_walk_to(&s->mem, &s->off, t, &s->stack, anchor, s->raw,
                                                CPY_MAX_FRAMES, &prev)
                            : PYS_E_NOTFOUND;
         s->stack.note_from = 0;
-        if (s->stack.second_len > 0 && s->stack.after[s->stack.nafter - 1].buf == &s->gen_after)
+        if (gen_asked && s->stack.second_len > 0)
             s->gen_after_reads = s->stack.second_reads;
         /* The chain was torn (it ended short of the base frame): no whole
          * walk of the same state can do better. The caller reads the thread

@@ -202,6 +202,17 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
                       uint64_t *stop_prev);
 
 /*
+ * Whether frame raw[i] of a chain raw[..k), its code object word and caller
+ * word read again (code, prev), is still the frame the walk saw: the same
+ * code object, called from the same frame (the next one in the chain; for
+ * the last, last_prev). The one comparison behind every second copy's
+ * check: the batch's (prof_chain_rechecked), a fresh read's
+ * (prof_chain_unchanged) and a walk's own (cpy_stack_second_matches).
+ */
+int cpy_frame_unmoved(const struct cpy_offsets *o, const struct cpy_raw_frame *raw, size_t i,
+                      size_t k, uint64_t last_prev, uint64_t code, uint64_t prev);
+
+/*
  * Check frames raw[from..k) of the last cpy_stack_walk_to against the second
  * copy it made (cpy_stack.after): each frame's code object and caller as
  * the walk saw them (the last one's caller: last_prev). 1 when all match,

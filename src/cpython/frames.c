@@ -309,13 +309,20 @@ int cpy_stack_second_matches(const struct cpy_offsets *o, const struct cpy_stack
                 return -1;
     }
     for (size_t i = from; i < k; i++) {
-        uint64_t code, prev, want = i + 1 < k ? raw[i + 1].addr : last_prev;
+        uint64_t code, prev;
         memcpy(&code, st->second + (raw[i].addr + f->executable - lo), 8);
         memcpy(&prev, st->second + (raw[i].addr + f->previous - lo), 8);
-        if ((code & ~o->stackref_mask) != raw[i].code || prev != want)
+        if (!cpy_frame_unmoved(o, raw, i, k, last_prev, code, prev))
             return 0;
     }
     return 1;
+}
+
+int cpy_frame_unmoved(const struct cpy_offsets *o, const struct cpy_raw_frame *raw, size_t i,
+                      size_t k, uint64_t last_prev, uint64_t code, uint64_t prev)
+{
+    uint64_t caller = i + 1 < k ? raw[i + 1].addr : last_prev;
+    return (code & ~o->stackref_mask) == raw[i].code && prev == caller;
 }
 
 /* The bytes of the frame at addr: inside a copied chunk or the thread

@@ -468,7 +468,9 @@ class Bench:
         p = self.start_target(workload, "--work", str(units), "--wait")
         prof = None
         try:
-            if which:
+            if which == "sleeper":
+                prof = self.start_sleeper(units)
+            elif which:
                 prof = self.start_profiler(which, p.pid, "10khz", None, "10khz")
             time.sleep(ATTACH_LEAD)   # the same wait with no profiler
             if prof and not self.procs.alive(prof):
@@ -485,7 +487,11 @@ class Bench:
             if not m:
                 raise BenchError(f"{workload} said {line!r}: {tail(p.log)}")
             self.procs.reap(p, 30)
-            summary = self.finish_profiler(prof, 60) if prof else None
+            if which == "sleeper":
+                self.procs.kill(prof)
+                summary = None
+            else:
+                summary = self.finish_profiler(prof, 60) if prof else None
             cpu_rate = (cpu1 - cpu0) / (t1 - t0) if prof else None
             return float(m.group(1)), cpu_rate, summary
         finally:
@@ -502,26 +508,38 @@ class Bench:
             raise RuntimeError(f"pace_floor failed: {r.stderr.strip()}")
         return {k: float(v) for k, v in (w.split("=") for w in r.stdout.split())}
 
+    def start_sleeper(self, units):
+        """pace_floor at 10 kHz beside the target for its whole fixed run (it
+        is killed when the work is done): how much a sampler that only
+        sleeps between samples slows the target on this machine."""
+        secs = ATTACH_LEAD + 60 + 30 * self.args.work_seconds
+        argv = [self.built["pace_floor"], "10000", str(secs)]
+        self.note("10khz sleeping beside the target", argv)
+        return self.procs.start(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+
     def at_10khz(self, workload):
         units = self.calibrate(workload)
         floor = self.pace_floor()
-        conds = [None, "pystrobe", "reference"]
+        conds = [None, "sleeper", "pystrobe", "reference"]
+        profs = conds[2:]
         runs = {c: [] for c in conds}
-        cpu = {c: [] for c in conds[1:]}
-        failed = {c: [] for c in conds[1:]}
-        rate = {c: [] for c in conds[1:]}
+        cpu = {c: [] for c in profs}
+        failed = {c: [] for c in profs}
+        rate = {c: [] for c in profs}
         for rep in range(self.args.reps):
             k = rep % len(conds)
             for c in conds[k:] + conds[:k]:
                 elapsed, cpu_rate, summary = self.fixed_run(workload, units, c)
                 runs[c].append(elapsed)
-                if c:
+                if c in profs:
                     cpu[c].append(cpu_rate)
                     failed[c].append(summary["failed_pct"])
                     rate[c].append(summary["rate"])
         none = statistics.median(runs[None])
         out = {"units": units, "none": none, "runs": runs, "floor": floor}
-        for c in conds[1:]:
+        floor["slowdown"] = statistics.median(runs["sleeper"]) / none - 1
+        for c in profs:
             t = statistics.median(runs[c])
             out[c] = {"elapsed": t, "slowdown": t / none - 1,
                       "cpu": statistics.median(cpu[c]),
@@ -721,6 +739,9 @@ def build_rows(results, workloads):
                          fmt(rf and 100 * rf["slowdown"], "+.2f", "%"), "",
                          TARGETS["slow10k"],
                          verdict(None if ps is None else ps["slowdown"] <= 0.01)))
+            if fl and "slowdown" in fl:
+                rows.append((w, "10 kHz: target slowdown, sleeping alone beside it",
+                             fmt(100 * fl["slowdown"], "+.2f", "%"), "", "", "", ""))
         m = r.get("rss", {})
         ps, rf = m.get("pystrobe"), m.get("reference")
         if ps is not None or rf is not None:
@@ -803,7 +824,8 @@ def details(results):
             out.append(f"  - 10 kHz, {k['units']} units of work; target seconds per run: "
                        + "; ".join(f"{c or 'none'} "
                                    + ", ".join(f"{t:.3f}" for t in runs[c])
-                                   for c in (None, "pystrobe", "reference")))
+                                   for c in (None, "sleeper", "pystrobe", "reference")
+                                   if c in runs))
             fl = k.get("floor")
             if fl:
                 out.append(f"  - 10 kHz, sleeping alone (bench/pace_floor): {fl['wakes']:.0f} "
@@ -987,7 +1009,7 @@ def main():
                 r["e2e"] = {c: measure(f"end to end at {args.e2e_rate}, {c}", bench.e2e, w, c)
                             for c in pair}
             if "10khz" in args.sections:
-                k = measure("10 kHz, fixed work, none/pystrobe/reference", bench.at_10khz, w)
+                k = measure("10 kHz, fixed work, none/sleeping/pystrobe/reference", bench.at_10khz, w)
                 if k is not None:
                     r["10khz"] = k
             if "rss" in args.sections:

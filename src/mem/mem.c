@@ -222,16 +222,27 @@ int mem_read_twice(struct mem *m, uint64_t addr, void *buf, void *second, size_t
         memcpy(segs + 2, after, nafter * sizeof *after);
     m->unbatched++;
     int got = mem_readv_some(m, segs, 2 + nafter);
-    if (got == 0) {
-        /* Not even the first copy: read it alone to learn why. */
-        int rc = read_now(m, addr, buf, len);
-        if (rc < 0)
-            return rc;
-    } else if (got < 0) {
-        return got;
-    }
+    if (got <= 0) /* not even the first copy: unmapped, or the errors it tells */
+        return got < 0 ? got : PYS_E_BADADDR;
     log_noted(m, addr, len, note_addr, note_len);
     return (size_t)got == 2 + nafter;
+}
+
+int mem_read_then(struct mem *m, uint64_t addr, void *buf, size_t len,
+                  const struct mem_seg *more, size_t nmore)
+{
+    if (len == 0 || addr == 0 || addr + len < addr || nmore == 0 || nmore > MEM_THEN_MAX ||
+        (m->npf && prefetched(m, addr, len)))
+        return mem_read(m, addr, buf, len);
+    struct mem_seg segs[1 + MEM_THEN_MAX];
+    segs[0] = (struct mem_seg){addr, buf, len};
+    memcpy(segs + 1, more, nmore * sizeof *more);
+    m->unbatched++;
+    int got = mem_readv_some(m, segs, 1 + nmore);
+    if (got <= 0) /* not even the first: unmapped, or the errors it tells */
+        return got < 0 ? got : PYS_E_BADADDR;
+    log_noted(m, addr, len, addr, len);
+    return got - 1;
 }
 
 static int cmp_span(const void *a, const void *b)

@@ -182,6 +182,17 @@ int mem_read_twice(struct mem *m, uint64_t addr, void *buf, void *second, size_t
                    const struct mem_seg *after, size_t nafter, uint64_t note_addr,
                    size_t note_len);
 
+/*
+ * mem_read, and unless the prefetch holds [addr, addr + len), the same
+ * system call goes on to read the `more` segments (at most MEM_THEN_MAX), as
+ * far as they are mapped (mem_readv_some), for neither the prefetch nor its
+ * log: the number of `more` segments read whole (0 too when the read came
+ * from the prefetch), or mem_read's errors.
+ */
+#define MEM_THEN_MAX 16
+int mem_read_then(struct mem *m, uint64_t addr, void *buf, size_t len,
+                  const struct mem_seg *more, size_t nmore);
+
 /* Write len bytes at addr (an image only where its region is writable). */
 int mem_write(struct mem *m, uint64_t addr, const void *buf, size_t len);
 int mem_write_u64(struct mem *m, uint64_t addr, uint64_t v);

@@ -72,18 +72,96 @@ struct ahead {
 };
 
 /*
+ * For a chunk at addr that the last copy did not meet (the stack grew into
+ * new chunks since): how many chunks right after it in memory to read with
+ * it, and in *from where in st->older to go on from (st->nolder: nowhere).
+ * CPython maps each new chunk right below the last one, so the older chunks
+ * most often follow it: guess them up to the first one the last copy met
+ * (its successors are known from there) or the one that holds stop; with
+ * neither within reach, guess nothing. A wrong guess reads bytes that no
+ * chunk header names, and they go unused.
+ */
+static size_t guess_older(const struct cpy_stack *st, uint64_t addr, uint64_t stop, size_t *from)
+{
+    *from = st->nolder;
+    for (size_t k = 1; k <= AHEAD_MAX; k++) {
+        uint64_t a = addr + (uint64_t)k * CHUNK_MIN;
+        if (stop >= a - CHUNK_MIN && stop < a)
+            return k - 1; /* stop is in the chunk before a */
+        for (size_t j = 0; j < st->nolder; j++)
+            if (st->older[j].addr == a) {
+                *from = j;
+                return k - 1;
+            }
+    }
+    return 0;
+}
+
+/*
+ * The older chunks to read in the same system call as the chunk at addr,
+ * past the prefetch: those that came after addr in the last copy
+ * (st->older), or those guess_older expects, down to the one that holds
+ * stop (if in the list). Fills segs (no buffers yet)
+ * with at most max, of at most `room` bytes in all (*bytes); returns how
+ * many.
+ */
+static size_t older_after(const struct cpy_stack *st, uint64_t addr, uint64_t stop,
+                          struct mem_seg *segs, size_t max, size_t room, size_t *bytes)
+{
+    size_t n = 0, j = 0, total = 0;
+    while (j < st->nolder && st->older[j].addr != addr)
+        j++;
+    if (j < st->nolder) {
+        j++;
+    } else {
+        size_t k = guess_older(st, addr, stop, &j);
+        for (size_t i = 1; i <= k && n < max && CHUNK_MIN <= room - total; i++) {
+            segs[n++] = (struct mem_seg){addr + i * (uint64_t)CHUNK_MIN, NULL, CHUNK_MIN};
+            total += CHUNK_MIN;
+        }
+    }
+    for (; j < st->nolder && n < max; j++) {
+        size_t len = st->older[j].len > CHUNK_MIN ? st->older[j].len : CHUNK_MIN;
+        if (len > room - total)
+            break;
+        segs[n++] = (struct mem_seg){st->older[j].addr, NULL, len};
+        total += len;
+        if (stop >= st->older[j].addr && stop - st->older[j].addr < len)
+            break; /* the walk ends in this one */
+    }
+    *bytes = total;
+    return n;
+}
+
+/* Record the n chunks read ahead, back to back in st->buf from off on, in
+ * ahead[] (*nahead), and the end of the bytes read ahead in *ahead_end. */
+static void keep_ahead(const struct mem_seg *segs, size_t n, size_t off, struct ahead *ahead,
+                       size_t *nahead, size_t *ahead_end)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (*nahead < AHEAD_MAX)
+            ahead[(*nahead)++] = (struct ahead){segs[k].addr, off, segs[k].len};
+        off += segs[k].len;
+    }
+    if (off > *ahead_end)
+        *ahead_end = off;
+}
+
+/*
  * Read the start of the older chunk at addr into st->buf at `at`: its first
  * CHUNK_MIN bytes. CPython allocates no chunk smaller and moves to a new one
  * only when a frame no longer fits, so these nearly always hold the header
  * and all the chunk's frames. Where the walk reads past the prefetch (quiet),
  * the same system call also reads the chunks that came after addr in the
- * last copy (st->older), back to back after it, as far as they are still
- * mapped: those go to ahead[] (*nahead, their end *ahead_end). A chunk
+ * last copy (st->older), or those guess_older expects, back to back after
+ * it, as far as they are still mapped: those go to ahead[] (*nahead, their
+ * end *ahead_end). A chunk
  * shorter than CPython's still gives its header. Sets *have to the bytes of
  * addr's chunk now at `at`.
  */
-static int read_older(struct mem *m, struct cpy_stack *st, uint64_t addr, size_t at, int quiet,
-                      struct ahead *ahead, size_t *nahead, size_t *ahead_end, size_t *have)
+static int read_older(struct mem *m, struct cpy_stack *st, uint64_t addr, uint64_t stop,
+                      size_t at, int quiet, struct ahead *ahead, size_t *nahead,
+                      size_t *ahead_end, size_t *have)
 {
     int rc;
     *have = CHUNK_MIN <= CPY_MAX_CHUNK_BYTES - at ? CHUNK_MIN : CHUNK_HEADER;
@@ -105,16 +183,9 @@ static int read_older(struct mem *m, struct cpy_stack *st, uint64_t addr, size_t
     size_t n = 0, end = at + CHUNK_MIN;
     segs[n++] = (struct mem_seg){addr, NULL, CHUNK_HEADER};
     segs[n++] = (struct mem_seg){addr + CHUNK_HEADER, NULL, CHUNK_MIN - CHUNK_HEADER};
-    size_t j = 0;
-    while (j < st->nolder && st->older[j].addr != addr)
-        j++;
-    for (j++; j < st->nolder && n < 2 + AHEAD_MAX; j++) {
-        size_t len = st->older[j].len > CHUNK_MIN ? st->older[j].len : CHUNK_MIN;
-        if (len > CPY_MAX_CHUNK_BYTES - end)
-            break;
-        segs[n++] = (struct mem_seg){st->older[j].addr, NULL, len};
-        end += len;
-    }
+    size_t more = 0;
+    n += older_after(st, addr, stop, segs + n, AHEAD_MAX, CPY_MAX_CHUNK_BYTES - end, &more);
+    end += more;
     if ((rc = grow(&st->buf, &st->cap, end)) < 0)
         return rc;
     size_t off = at;
@@ -126,15 +197,54 @@ static int read_older(struct mem *m, struct cpy_stack *st, uint64_t addr, size_t
     if (got <= 0)
         return got < 0 ? got : PYS_E_BADADDR;
     *have = got == 1 ? CHUNK_HEADER : CHUNK_MIN;
-    off = at + CHUNK_MIN;
-    for (size_t k = 2; k < (size_t)got; k++) {
-        if (*nahead < AHEAD_MAX)
-            ahead[(*nahead)++] = (struct ahead){segs[k].addr, off, segs[k].len};
-        off += segs[k].len;
-    }
-    if (off > *ahead_end)
-        *ahead_end = off;
+    if (got > 2)
+        keep_ahead(segs + 2, (size_t)got - 2, at + CHUNK_MIN, ahead, nahead, ahead_end);
+    else if (at + CHUNK_MIN > *ahead_end)
+        *ahead_end = at + CHUNK_MIN;
     return 0;
+}
+
+/*
+ * Where the next read-ahead expects the older chunks, after a copy that met
+ * these (older[], in order) below the current chunk `cur`, all of them
+ * (whole) or down to a stop: those met; after a copy that stopped early,
+ * then those that came after the last of them in the last list. A stack
+ * that unwound into chunks the last list holds, in its order, keeps that
+ * list: its newer chunks are where CPython maps them again when the stack
+ * grows back.
+ */
+static void remember_older(struct cpy_stack *st, uint64_t cur, int whole, uint64_t *older,
+                           size_t *older_len, size_t nolder)
+{
+    size_t i = 0, k = 0;
+    while (i < st->nolder && st->older[i].addr != cur)
+        i++;
+    if (i < st->nolder && nolder < st->nolder - i) {
+        while (k < nolder && st->older[i + 1 + k].addr == older[k])
+            k++;
+        if (k == nolder) {
+            for (k = 0; k < nolder; k++)
+                st->older[i + 1 + k].len = older_len[k];
+            return;
+        }
+    }
+    if (!whole && nolder == 0)
+        return;
+    size_t n = nolder;
+    if (!whole) {
+        size_t j = 0;
+        while (j < st->nolder && st->older[j].addr != older[nolder - 1])
+            j++;
+        for (j++; j < st->nolder && n < CPY_OLDER_MAX; j++, n++) {
+            older[n] = st->older[j].addr;
+            older_len[n] = st->older[j].len;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        st->older[i].addr = older[i];
+        st->older[i].len = older_len[i];
+    }
+    st->nolder = n;
 }
 
 /*
@@ -178,7 +288,7 @@ static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_sta
             } else {
                 /* Never over bytes read ahead and not used yet. */
                 at = used > ahead_end ? used : ahead_end;
-                rc = read_older(m, st, addr, at, quiet, ahead, &nahead, &ahead_end, &have);
+                rc = read_older(m, st, addr, stop, at, quiet, ahead, &nahead, &ahead_end, &have);
                 if (rc < 0)
                     return rc;
             }
@@ -196,6 +306,24 @@ static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_sta
             return PYS_E_CORRUPT;
         if ((rc = grow(&st->buf, &st->cap, at + len)) < 0)
             return rc;
+        if (current && st->older_once && !(stop >= addr && stop < addr + len)) {
+            /* The walk goes on into older chunks: unless the prefetch holds
+             * this one, read those expected in the same call. */
+            struct mem_seg more[AHEAD_MAX];
+            size_t bytes = 0, off = at + len;
+            size_t n = older_after(st, addr, stop, more, AHEAD_MAX,
+                                   CPY_MAX_CHUNK_BYTES - off, &bytes);
+            if ((rc = grow(&st->buf, &st->cap, off + bytes)) < 0)
+                return rc;
+            for (size_t k = 0; k < n; k++) {
+                more[k].buf = st->buf + off;
+                off += more[k].len;
+            }
+            if ((rc = mem_read_then(m, addr, st->buf + at, len, more, n)) < 0)
+                return rc;
+            keep_ahead(more, (size_t)rc, at + len, ahead, &nahead, &ahead_end);
+            have = len;
+        }
         if (len > have) {
             rc = read_chunk(m, quiet, addr + have, st->buf + at + have, len - have);
             if (rc < 0)
@@ -220,26 +348,7 @@ static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_sta
             break;
         addr = prev;
     }
-    /* Where the next read-ahead expects the older chunks: those met, in
-     * order; after a copy that stopped early, then those that came after
-     * the last of them in the last list. */
-    if (addr == 0 || nolder > 0) {
-        size_t n = nolder;
-        if (addr != 0) {
-            size_t j = 0;
-            while (j < st->nolder && st->older[j].addr != older[nolder - 1])
-                j++;
-            for (j++; j < st->nolder && n < CPY_OLDER_MAX; j++, n++) {
-                older[n] = st->older[j].addr;
-                older_len[n] = st->older[j].len;
-            }
-        }
-        for (size_t i = 0; i < n; i++) {
-            st->older[i].addr = older[i];
-            st->older[i].len = older_len[i];
-        }
-        st->nolder = n;
-    }
+    remember_older(st, t->datastack_chunk, addr == 0, older, older_len, nolder);
     st->regions = st->nchunks;
     st->direct = 0;
     return 0;

@@ -399,10 +399,10 @@ static void test_walk_reads_ahead(void **state)
     assert_int_equal(f[1].addr, mid + 24);
     assert_int_equal(f[2].addr, low + 24);
     assert_int_equal(f[3].addr, A_FRAME(1));
-    /* The same chunks: the oldest comes with the one before it. */
+    /* The same chunks: both older ones come with the current one. */
     before = im->mem.stats.reads;
     assert_int_equal(cpy_stack_walk(&im->mem, &im->o, &t, &st, f, 16), 6);
-    assert_int_equal(im->mem.stats.reads - before, first - 1);
+    assert_int_equal(im->mem.stats.reads - before, first - 2);
     assert_int_equal(f[2].addr, low + 24);
     /* The oldest chunk moved (the old place still readable, now garbage):
      * the walk takes the link, not the guess. */
@@ -416,6 +416,78 @@ static void test_walk_reads_ahead(void **state)
     assert_int_equal(f[2].addr, moved + 24);
     assert_int_equal(f[3].addr, A_FRAME(1));
     cpy_stack_release(&st);
+    free(im);
+}
+
+/* Reads of the walks of the thread in im from st: the frames are checked
+ * to be the chain a (current) -> b -> c, from each chunk's first slot. */
+static uint64_t walk_reads(struct image *im, struct cpy_stack *st, uint64_t a, uint64_t b,
+                           uint64_t c)
+{
+    struct cpy_raw_frame f[16];
+    uint8_t ts[4096];
+    struct cpy_thread t;
+    assert_int_equal(cpy_thread_read(&im->mem, &im->o, &im->sym, A_TSTATE, ts, &t), 0);
+    uint64_t before = im->mem.stats.reads;
+    int n = cpy_stack_walk(&im->mem, &im->o, &t, st, f, 16);
+    assert_int_equal(n, c ? 6 : 5);
+    assert_int_equal(f[0].addr, a + 24);
+    assert_int_equal(f[1].addr, b + 24);
+    if (c)
+        assert_int_equal(f[2].addr, c + 24);
+    return im->mem.stats.reads - before;
+}
+
+/* A stack that grows into new chunks, mapped right below those the last
+ * walk met: the new current chunk's read guesses the chunks between it and
+ * the known ones and reads them all in one call; a stack that unwound keeps
+ * what it knew for when it grows back; a wrong guess is not taken. */
+static void test_walk_guesses_older(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    struct cpy_stack st, fresh;
+    build(im);
+    uint64_t a = CHUNK, b = CHUNK + CHUNK_SIZE, c = CHUNK + 2 * CHUNK_SIZE;
+    uint64_t d = CHUNK + 3 * CHUNK_SIZE;
+    /* b (current) -> c: the walk meets c. */
+    put_chunk(im, c, 0);
+    put_frame(im, c + 24, A_FRAME(1), 4, 0);
+    put64(im, b + 8, CHUNK_SIZE);
+    put_frame(im, b + 24, c + 24, 4, 0);
+    put64(im, b, c);
+    put_current(im, b, b + 24);
+    memset(&st, 0, sizeof st);
+    st.older_once = 1;
+    walk_reads(im, &st, b, c, 0);
+    /* Grown into a: a (current) -> b -> c. b is guessed, c is known. */
+    put64(im, a, b);
+    put64(im, a + 8, CHUNK_SIZE);
+    put_frame(im, a + 24, b + 24, 5, 0);
+    put_current(im, a, a + 24);
+    put64(im, b + 16, (24 + 88) / 8);
+    memset(&fresh, 0, sizeof fresh);
+    fresh.older_once = 1;
+    uint64_t unknown = walk_reads(im, &fresh, a, b, c);
+    assert_int_equal(walk_reads(im, &st, a, b, c), unknown - 2);
+    /* Unwound to c alone, then grown back: still one call. */
+    put_current(im, c, c + 24);
+    struct cpy_raw_frame f[16];
+    uint8_t ts[4096];
+    struct cpy_thread t;
+    assert_int_equal(cpy_thread_read(&im->mem, &im->o, &im->sym, A_TSTATE, ts, &t), 0);
+    assert_int_equal(cpy_stack_walk(&im->mem, &im->o, &t, &st, f, 16), 4);
+    put_current(im, a, a + 24);
+    assert_int_equal(walk_reads(im, &st, a, b, c), unknown - 2);
+    /* a now calls from d: b, read as expected, is not taken. */
+    memcpy(at(im, d), at(im, b), 24 + 88);
+    put_frame(im, d + 24, c + 24, 4, 0);
+    memset(at(im, b), 0xff, 24 + 88);
+    put64(im, a, d);
+    put_frame(im, a + 24, d + 24, 5, 0);
+    walk_reads(im, &st, a, d, c);
+    cpy_stack_release(&st);
+    cpy_stack_release(&fresh);
     free(im);
 }
 
@@ -634,7 +706,8 @@ int main(void)
         cmocka_unit_test(test_walk_base_frame),  cmocka_unit_test(test_walk_marks_shims),
         cmocka_unit_test(test_walk_in_chunk),    cmocka_unit_test(test_walk_window),
         cmocka_unit_test(test_walk_to_older_chunk),
-        cmocka_unit_test(test_walk_reads_ahead), cmocka_unit_test(test_walk_copied_after),
+        cmocka_unit_test(test_walk_reads_ahead), cmocka_unit_test(test_walk_guesses_older),
+        cmocka_unit_test(test_walk_copied_after),
         cmocka_unit_test(test_walk_to_second_copy),
         cmocka_unit_test(test_code_checks),
         cmocka_unit_test(test_code_rechecked),      cmocka_unit_test(test_unicode),

@@ -435,10 +435,12 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         s->stack.note_from = 0;
         if (gen_asked && s->stack.second_len > 0)
             s->gen_after_reads = s->stack.second_reads;
-        /* The chain was torn (it ended short of the base frame): no whole
-         * walk of the same state can do better. The caller reads the thread
-         * again; the cache is kept. */
-        if (k == PYS_E_EXITED || k == PYS_E_NOMEM || k == PYS_E_CORRUPT)
+        /* The chain was torn (it ended short of the base frame), or memory
+         * the thread state names is gone (a chunk freed as the stack
+         * unwound: that state is out of date): no whole walk of the same
+         * state can do better, it reads the same memory first. The caller
+         * reads the thread again; the cache is kept. */
+        if (k == PYS_E_EXITED || k == PYS_E_NOMEM || k == PYS_E_CORRUPT || k == PYS_E_BADADDR)
             return k;
         uint64_t below = pos + 1 < e->n ? e->frames[pos + 1].addr : 0;
         returned = k == 1 && anchor_returned(s, e, pos, prev, below);

@@ -94,7 +94,7 @@ static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_th
     struct prof_fcache *fc = &s->fcache;
     if (!fc->verify) {
         fc->verify = malloc(CPY_MAX_FRAMES * sizeof *fc->verify);
-        fc->segs = malloc((2 * CPY_MAX_FRAMES + 2) * sizeof *fc->segs);
+        fc->segs = malloc((2 * CPY_MAX_FRAMES + 3) * sizeof *fc->segs);
         if (!fc->verify || !fc->segs)
             return 0;
     }
@@ -112,8 +112,16 @@ static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_th
         segs[n++] = (struct mem_seg){raw[i].addr + f->executable, &got[i][0], 8};
         segs[n++] = (struct mem_seg){raw[i].addr + f->previous, &got[i][1], 8};
     }
+    /* Last, the code object generation: read after every code pointer so
+     * far, it spares the snapshot's end a call (generation_moved). */
+    int gen = CPY_HAS(&s->off, interpreter_state, code_object_generation) && s->gen_interp[0] != 0;
+    if (gen)
+        segs[n++] = (struct mem_seg){
+            s->gen_interp[0] + s->off.interpreter_state.code_object_generation, &s->gen_after, 8};
     if (mem_readv_fresh(&s->mem, segs, n) < 0)
         return 0;
+    if (gen)
+        s->gen_after_reads = s->mem.stats.reads;
     if (t && (now_anchor != anchor || now_seq != seq))
         return 0;
     for (size_t i = from; i < k; i++)

@@ -74,6 +74,7 @@ struct cpy_thread {
     uint64_t thread_id;
     uint64_t current_frame;
     uint64_t base_frame;      /* 3.15+, else 0 */
+    uint64_t base_code;       /* the base frame's f_executable: None */
     uint64_t last_profiled_frame;     /* 3.15+: the frame cache anchor, else 0 */
     uint64_t last_profiled_frame_seq; /* 3.15+: bumped when the anchor frame returns */
     uint64_t datastack_chunk;
@@ -132,6 +133,7 @@ struct cpy_stack {
      * moment, and needs no second read to rule out a torn walk. */
     size_t regions;
     size_t direct; /* of which frames read on their own (generators' and others) */
+    uint8_t base[128];  /* 3.15's base frame, as it always is (not read) */
     uint8_t *frame;     /* frames read directly (outside the chunks): the window */
     size_t frame_cap;
     uint64_t win_addr;  /* the window's target address and length (0: none) */

@@ -434,14 +434,28 @@ int cpy_frame_unmoved(const struct cpy_offsets *o, const struct cpy_raw_frame *r
     return (code & ~o->stackref_mask) == raw[i].code && prev == caller;
 }
 
+/* FRAME_OWNED_BY_INTERPRETER (3.12+): the owner of 3.15's base frame. */
+#define OWNER_INTERPRETER 3
+
 /* The bytes of the frame at addr: inside a copied chunk or the thread
- * state's copy, or read now. */
-static int frame_bytes(struct mem *m, const struct cpy_thread *t, struct cpy_stack *st,
-                       uint64_t addr, size_t fsize, const uint8_t **out)
+ * state's copy, or read now. 3.15's base frame, outside the thread state's
+ * copy (cpy_thread_readlen), is not read: it lives in the thread state as
+ * long as the thread, owned by the interpreter, with no caller and None as
+ * its code, and those are its bytes here. */
+static int frame_bytes(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
+                       struct cpy_stack *st, uint64_t addr, const uint8_t **out)
 {
+    size_t fsize = (size_t)o->interpreter_frame.size;
     if (t->copy && addr >= t->copy_addr && addr - t->copy_addr <= t->copy_len &&
         fsize <= t->copy_len - (addr - t->copy_addr)) {
         *out = t->copy + (addr - t->copy_addr);
+        return 0;
+    }
+    if (addr != 0 && addr == t->base_frame && fsize <= sizeof st->base) {
+        memset(st->base, 0, fsize);
+        memcpy(st->base + o->interpreter_frame.executable, &t->base_code, 8);
+        st->base[o->interpreter_frame.owner] = OWNER_INTERPRETER;
+        *out = st->base;
         return 0;
     }
     for (size_t i = 0; i < st->nchunks; i++) {
@@ -605,7 +619,7 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
             return PYS_E_CORRUPT;
         if (in_current && addr >= chunk && addr < stop)
             return PYS_E_NOTFOUND;
-        if ((rc = frame_bytes(m, t, st, addr, (size_t)o->interpreter_frame.size, &fb)) < 0)
+        if ((rc = frame_bytes(m, o, t, st, addr, &fb)) < 0)
             return rc;
         if (n == max)
             return PYS_E_TOODEEP;
@@ -633,7 +647,6 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
     if (o->traits.frames == CPY_FRAMES_OBJECT)
         return walk_objects(m, o, t, st, out, max);
 
-    const struct cpy_frame_offsets *f = &o->interpreter_frame;
     uint64_t addr = t->current_frame, last = 0;
     struct cycle cy = {0, 1, 0, 0};
     size_t n = 0;
@@ -647,7 +660,7 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
             return rc;
         if (addr % 8 != 0)
             return PYS_E_CORRUPT;
-        if ((rc = frame_bytes(m, t, st, addr, (size_t)f->size, &fb)) < 0)
+        if ((rc = frame_bytes(m, o, t, st, addr, &fb)) < 0)
             return rc;
         if (n == max)
             return PYS_E_TOODEEP;

@@ -275,7 +275,9 @@ static void test_walk_in_chunk(void **state)
     put_current(im, CHUNK, fa);
     /* Past the thread state: one read of the chunk's used part (header
      * included), then the two heap frames. The frame inside the chunk comes
-     * from the chunk's copy, the base frame from the thread state's. */
+     * from the chunk's copy; the base frame is not read at all (garbage
+     * here), neither with the thread state nor on its own. */
+    memset(at(im, A_BASE), 0xff, 88);
     uint64_t before = im->mem.stats.reads;
     assert_int_equal(walk(im, f, 16), 4);
     assert_int_equal(f[0].addr, fa);

@@ -222,7 +222,8 @@ static void remember_older(struct cpy_stack *st, uint64_t cur, int whole, uint64
     if (i < st->nolder && nolder < st->nolder - i) {
         while (k < nolder && st->older[i + 1 + k].addr == older[k])
             k++;
-        if (k == nolder) {
+        /* A whole copy ends the list: nothing older is left after it. */
+        if (k == nolder && (!whole || i + 1 + nolder == st->nolder)) {
             for (k = 0; k < nolder; k++)
                 st->older[i + 1 + k].len = older_len[k];
             return;

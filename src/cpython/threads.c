@@ -186,7 +186,8 @@ size_t cpy_thread_readlen(const struct cpy_offsets *o)
     /* The fields cpy_thread_read takes, not the whole PyThreadState (3.15:
      * 888 bytes, then the base frame): they end within its first 300
      * bytes, so the read spans one page where the whole would often span
-     * two. The base frame is read when a walk reaches it. */
+     * two. The base frame is never read (frames.c's frame_bytes knows its
+     * bytes). */
     const struct cpy_thread_offsets *ts = &o->thread_state;
     uint64_t end = 0;
     const uint64_t words[] = {ts->next,           ts->thread_id,

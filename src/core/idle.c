@@ -62,7 +62,7 @@ static int decide(struct prof_idle *id, const struct cpy_interp *g)
 static void hint_walks(struct pys_session *s)
 {
     const struct prof_results *p = &s->prev;
-    size_t tslen = cpy_thread_readlen(&s->off);
+    size_t tslen = s->off.thread_readlen;
     for (size_t i = 0; i < p->nthreads; i++) {
         if (!prof_idle_must_read(s, p->threads[i].tstate))
             continue;

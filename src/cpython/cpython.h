@@ -89,9 +89,9 @@ struct cpy_thread {
     size_t copy_len;
 };
 
-/* Bytes of scratch cpy_thread_read needs, and how many it reads. */
+/* Bytes of scratch cpy_thread_read needs (it reads offsets.h's
+ * thread_readlen of them). */
 size_t cpy_thread_bufsize(const struct cpy_offsets *o);
-size_t cpy_thread_readlen(const struct cpy_offsets *o);
 
 /* Read the thread state at addr into tsbuf (cpy_thread_bufsize bytes),
  * which must stay untouched while out is used. */

@@ -440,7 +440,7 @@ int cpy_frame_unmoved(const struct cpy_offsets *o, const struct cpy_raw_frame *r
 
 /* The bytes of the frame at addr: inside a copied chunk or the thread
  * state's copy, or read now. 3.15's base frame, outside the thread state's
- * copy (cpy_thread_readlen), is not read: it lives in the thread state as
+ * copy (thread_readlen in offsets.h), is not read: it lives in the thread state as
  * long as the thread, owned by the interpreter, with no caller and None as
  * its code, and those are its bytes here. */
 static int frame_bytes(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,

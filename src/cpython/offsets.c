@@ -178,6 +178,41 @@ static int require(const struct cpy_offsets *o, const enum cpy_field *list, size
     return 0;
 }
 
+/* Raise *end to the end of the field at off, len bytes, if the version has it. */
+static void field_end(uint64_t *end, uint64_t off, uint64_t len)
+{
+    if (off != CPY_ABSENT && off + len > *end)
+        *end = off + len;
+}
+
+/* The part of PyThreadState that a read of a thread takes (thread_readlen). */
+static size_t thread_readlen(const struct cpy_offsets *o)
+{
+    /* The fields cpy_thread_read takes, not the whole PyThreadState (3.15:
+     * 888 bytes, then the base frame): they end within its first 300
+     * bytes, so the read spans one page where the whole would often span
+     * two. The base frame is never read (frames.c's frame_bytes knows its
+     * bytes). Used by cpy_thread_read. */
+    const struct cpy_thread_offsets *ts = &o->thread_state;
+    uint64_t end = 0;
+    const uint64_t words[] = {ts->next,           ts->thread_id,
+                              ts->native_thread_id, ts->cframe,
+                              ts->current_frame,  ts->datastack_chunk,
+                              ts->datastack_top,  ts->base_frame,
+                              ts->last_profiled_frame, ts->last_profiled_frame_seq,
+                              ts->current_exception, ts->exc_info};
+    for (size_t i = 0; i < sizeof words / sizeof *words; i++)
+        field_end(&end, words[i], 8);
+    field_end(&end, ts->holds_gil, 4);
+    field_end(&end, ts->gil_requested, 4);
+    /* The exception item embedded in it, most often the topmost one. */
+    if (ts->exc_state != CPY_ABSENT) {
+        field_end(&end, ts->exc_state + o->err_stackitem.exc_value, 8);
+        field_end(&end, ts->exc_state + o->err_stackitem.previous_item, 8);
+    }
+    return end > ts->size || end == 0 ? (size_t)ts->size : (size_t)end;
+}
+
 /* The version's constants, then the checks every version gets. */
 static int finish(struct cpy_offsets *o, const struct cpy_layout *lay, char *err, size_t errlen)
 {
@@ -196,6 +231,8 @@ static int finish(struct cpy_offsets *o, const struct cpy_layout *lay, char *err
                      errlen);
     if (rc == 0)
         rc = check_fields(o, err, errlen);
+    if (rc == 0)
+        o->thread_readlen = thread_readlen(o);
     return rc;
 }
 

@@ -167,6 +167,7 @@ struct cpy_offsets {
     } traits;
     uint8_t first_shim_owner; /* frames with owner >= this are not Python frames */
     uint64_t stackref_mask;   /* bits to clear from a _PyStackRef (3.14+), else 0 */
+    size_t thread_readlen;    /* bytes of PyThreadState a thread's read takes: its used fields */
 };
 
 /* How a version keeps its frames. */

@@ -174,40 +174,6 @@ static int glibc_tid(struct mem *m, uint64_t pthread, uint64_t *out)
     return 0;
 }
 
-/* Raise *end to the end of the field at off, len bytes, if the version has it. */
-static void field_end(uint64_t *end, uint64_t off, uint64_t len)
-{
-    if (off != CPY_ABSENT && off + len > *end)
-        *end = off + len;
-}
-
-size_t cpy_thread_readlen(const struct cpy_offsets *o)
-{
-    /* The fields cpy_thread_read takes, not the whole PyThreadState (3.15:
-     * 888 bytes, then the base frame): they end within its first 300
-     * bytes, so the read spans one page where the whole would often span
-     * two. The base frame is never read (frames.c's frame_bytes knows its
-     * bytes). */
-    const struct cpy_thread_offsets *ts = &o->thread_state;
-    uint64_t end = 0;
-    const uint64_t words[] = {ts->next,           ts->thread_id,
-                              ts->native_thread_id, ts->cframe,
-                              ts->current_frame,  ts->datastack_chunk,
-                              ts->datastack_top,  ts->base_frame,
-                              ts->last_profiled_frame, ts->last_profiled_frame_seq,
-                              ts->current_exception, ts->exc_info};
-    for (size_t i = 0; i < sizeof words / sizeof *words; i++)
-        field_end(&end, words[i], 8);
-    field_end(&end, ts->holds_gil, 4);
-    field_end(&end, ts->gil_requested, 4);
-    /* The exception item embedded in it, most often the topmost one. */
-    if (ts->exc_state != CPY_ABSENT) {
-        field_end(&end, ts->exc_state + o->err_stackitem.exc_value, 8);
-        field_end(&end, ts->exc_state + o->err_stackitem.previous_item, 8);
-    }
-    return end > ts->size || end == 0 ? (size_t)ts->size : (size_t)end;
-}
-
 size_t cpy_thread_bufsize(const struct cpy_offsets *o)
 {
     return (size_t)o->thread_state.size + (size_t)o->interpreter_frame.size;
@@ -222,7 +188,7 @@ int cpy_thread_read(struct mem *m, const struct cpy_offsets *o, const struct cpy
 
     if (ts->size > TSTATE_MAX)
         return PYS_E_CORRUPT;
-    size_t len = cpy_thread_readlen(o);
+    size_t len = o->thread_readlen;
     if ((rc = mem_read(m, addr, tsbuf, len)) < 0)
         return rc;
     memset(&t, 0, sizeof t);

@@ -355,6 +355,29 @@ static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_sta
     return 0;
 }
 
+/* Whether stop lies in the current chunk, with the frames above it
+ * (copy_above's one read). */
+static int above_in_current(const struct cpy_thread *t, uint64_t stop)
+{
+    uint64_t chunk = t->datastack_chunk, top = t->datastack_top;
+    return chunk != 0 && stop >= chunk + CHUNK_HEADER && stop < top &&
+           top - stop <= CPY_MAX_CHUNK_BYTES;
+}
+
+/* Whether addr may be a frame in the thread's data stack: in its current
+ * chunk, or in one of the older chunks the last copy met. */
+static int on_data_stack(const struct cpy_thread *t, const struct cpy_stack *st, uint64_t addr)
+{
+    if (addr >= t->datastack_chunk && addr < t->datastack_top)
+        return 1;
+    for (size_t j = 0; j < st->nolder; j++) {
+        size_t len = st->older[j].len > CHUNK_MIN ? st->older[j].len : CHUNK_MIN;
+        if (addr >= st->older[j].addr && addr - st->older[j].addr < len)
+            return 1;
+    }
+    return 0;
+}
+
 /*
  * For a walk down to the frame at stop: when stop lies in the current chunk,
  * the frames above it are [stop, datastack_top) (the thread's own frames; a
@@ -365,8 +388,7 @@ static int copy_above(struct mem *m, const struct cpy_thread *t, struct cpy_stac
                       uint64_t stop)
 {
     uint64_t chunk = t->datastack_chunk, top = t->datastack_top;
-    if (!(chunk != 0 && stop >= chunk + CHUNK_HEADER && stop < top &&
-          top - stop <= CPY_MAX_CHUNK_BYTES))
+    if (!above_in_current(t, stop))
         return copy_chunks(m, t, st, stop);
     size_t len = (size_t)(top - stop);
     no_window(st);
@@ -603,8 +625,20 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
     if (o->traits.frames == CPY_FRAMES_OBJECT)
         return PYS_E_INVAL;
     st->second_len = 0;
-    if ((rc = copy_above(m, t, st, stop)) < 0)
+    /* With stop outside the current chunk (an entry frame on the C stack
+     * below a run of generators), the chunks are copied only once the walk
+     * reaches them: a walk that stays among frames read on their own does
+     * not read, nor have the next prefetch read, a data stack it never
+     * looks at. */
+    int lazy = !above_in_current(t, stop);
+    if (lazy) {
+        st->nchunks = 0;
+        st->regions = 0;
+        st->direct = 0;
+        no_window(st);
+    } else if ((rc = copy_above(m, t, st, stop)) < 0) {
         return rc;
+    }
     /* With stop in the current chunk, a walk that goes below it there, or
      * reaches a data stack frame outside it (an older chunk's: older than
      * every frame of the current one), has passed stop: it is not on the
@@ -620,6 +654,14 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
             return PYS_E_CORRUPT;
         if (in_current && addr >= chunk && addr < stop)
             return PYS_E_NOTFOUND;
+        if (lazy && on_data_stack(t, st, addr)) {
+            size_t regions = st->regions, direct = st->direct;
+            if ((rc = copy_chunks(m, t, st, stop)) < 0)
+                return rc;
+            st->regions += regions;
+            st->direct = direct;
+            lazy = 0;
+        }
         if ((rc = frame_bytes(m, o, t, st, addr, &fb)) < 0)
             return rc;
         if (n == max)

@@ -360,6 +360,7 @@ static int put_off_checks(struct pys_session *s)
             continue;
         struct pys_thread *pt = &s->res.threads[po->ti];
         struct cpy_thread t;
+        mem_log_mark(&s->mem);
         s->reads_at_thread = s->mem.stats.reads;
         int trc = cpy_thread_read(&s->mem, &s->off, &s->sym, pt->tstate, s->tsbuf, &t);
         if (trc == PYS_E_EXITED)
@@ -511,6 +512,7 @@ static int take_over_threads(struct pys_session *s, const struct cpy_interp *in,
         uint64_t taddr = s->prev.threads[i].tstate;
         if (prof_idle_must_read(s, taddr)) {
             struct cpy_thread t;
+            mem_log_mark(&s->mem);
             s->reads_at_thread = s->mem.stats.reads;
             rc = cpy_thread_read(&s->mem, &s->off, &s->sym, taddr, s->tsbuf, &t);
             if (rc == PYS_E_EXITED)
@@ -682,6 +684,7 @@ again:
             }
             if ((rc = reserve_threads(s, s->res.nthreads + 1)) < 0)
                 goto fail;
+            mem_log_mark(&s->mem);
             s->reads_at_thread = s->mem.stats.reads;
             rc = cpy_thread_read(&s->mem, &s->off, &s->sym, taddr, s->tsbuf, &t);
             if (rc == PYS_E_EXITED)

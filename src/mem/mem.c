@@ -55,6 +55,9 @@ void mem_release(struct mem *m)
     free(m->pf);
     free(m->pfbuf);
     free(m->plan);
+    free(m->rplan);
+    m->rplan = NULL;
+    m->caprplan = 0;
     free(m->planlog);
     free(m->keep);
     free(m->keep2);
@@ -405,11 +408,11 @@ static size_t issue_index(size_t p, size_t last, size_t n)
 }
 
 /* Record plan span idx, read into pfbuf at off, in pf (issue order). */
-static void plan_read(struct mem *m, size_t idx, size_t off)
+static void plan_read(struct mem *m, const struct mem_span *plan, size_t idx, size_t off)
 {
-    m->pf[m->npf] = m->plan[idx];
+    m->pf[m->npf] = plan[idx];
     m->pf[m->npf].off = off;
-    m->stats.bytes += m->plan[idx].len;
+    m->stats.bytes += plan[idx].len;
     m->npf++;
 }
 
@@ -423,13 +426,13 @@ static void plan_read(struct mem *m, size_t idx, size_t off)
  * that span is read last in its stead (one piece fewer); else the word is
  * one more piece at the end.
  */
-static void read_plan(struct mem *m, size_t n)
+static void read_plan(struct mem *m, const struct mem_span *plan, size_t n)
 {
     struct plat_seg seg[MEM_BATCH_MAX + 1 + 2 * MEM_RECHECK_MAX];
     size_t last = n; /* the plan span holding the late word, read last */
     for (size_t i = 0; m->late_addr != 0 && i < n; i++) {
-        if (m->plan[i].len >= 8 && m->late_addr >= m->plan[i].addr &&
-            m->late_addr - m->plan[i].addr <= m->plan[i].len - 8) {
+        if (plan[i].len >= 8 && m->late_addr >= plan[i].addr &&
+            m->late_addr - plan[i].addr <= plan[i].len - 8) {
             last = i;
             break;
         }
@@ -441,7 +444,7 @@ static void read_plan(struct mem *m, size_t n)
     while (i < plain || rc_left || tail_left) {
         size_t k = 0, o = off;
         for (; k < MEM_BATCH_MAX && i + k < plain; k++) {
-            const struct mem_span *sp = &m->plan[issue_index(i + k, last, n)];
+            const struct mem_span *sp = &plan[issue_index(i + k, last, n)];
             seg[k] = (struct plat_seg){sp->addr, m->pfbuf + o, sp->len};
             o += sp->len;
         }
@@ -454,22 +457,22 @@ static void read_plan(struct mem *m, size_t n)
         }
         int tail = final && tail_left;
         if (tail)
-            seg[total++] = last < n ? (struct plat_seg){m->plan[last].addr, m->pfbuf + o,
-                                                       m->plan[last].len}
-                                    : (struct plat_seg){m->late_addr, &m->late_val, 8};
+            seg[total++] = last < n
+                               ? (struct plat_seg){plan[last].addr, m->pfbuf + o, plan[last].len}
+                               : (struct plat_seg){m->late_addr, &m->late_val, 8};
         m->stats.reads++;
         m->stats.pieces += total;
         int rc = plat_mem_readv(m->pid, seg, total);
         size_t got = rc < 0 ? 0 : (size_t)rc;
         for (size_t j = 0; j < k && j < got; j++) {
             size_t idx = issue_index(i + j, last, n);
-            plan_read(m, idx, off);
-            off += m->plan[idx].len;
+            plan_read(m, plan, idx, off);
+            off += plan[idx].len;
         }
         if (got < k) {
             /* A span that failed: dropped, the rest read in the next call. */
             m->stats.failures++;
-            off += m->plan[issue_index(i + got, last, n)].len;
+            off += plan[issue_index(i + got, last, n)].len;
             i += got + 1;
             continue;
         }
@@ -492,14 +495,14 @@ static void read_plan(struct mem *m, size_t n)
             } else if (last < n) {
                 /* Read last, so last in pf: move it to its place by address. */
                 size_t at = 0;
-                while (at < m->npf && m->pf[at].addr < m->plan[last].addr)
+                while (at < m->npf && m->pf[at].addr < plan[last].addr)
                     at++;
                 memmove(&m->pf[at + 1], &m->pf[at], (m->npf - at) * sizeof *m->pf);
-                m->pf[at] = m->plan[last];
+                m->pf[at] = plan[last];
                 m->pf[at].off = off;
-                m->stats.bytes += m->plan[last].len;
+                m->stats.bytes += plan[last].len;
                 m->npf++;
-                memcpy(&m->late_val, m->pfbuf + off + (m->late_addr - m->plan[last].addr), 8);
+                memcpy(&m->late_val, m->pfbuf + off + (m->late_addr - plan[last].addr), 8);
                 m->late_ok = 1;
             } else {
                 m->late_ok = 1;
@@ -528,7 +531,13 @@ void mem_prefetch_begin(struct mem *m)
     m->nrc_cur = 0;
     prefetch(m, 0);
     m->nlog = 0;
+    m->log_mark = 0;
     m->logging = m->pid > 0;
+}
+
+void mem_log_mark(struct mem *m)
+{
+    m->log_mark = m->nlog;
 }
 
 void mem_prefetch_hint(struct mem *m, uint64_t addr, size_t len)
@@ -616,6 +625,41 @@ static int plan_recheck(struct mem *m, int retry)
     return 0;
 }
 
+/*
+ * A retry's plan, in m->rplan: the spans of m->plan but those that hold
+ * reads made before mem_log_mark only. Spans that hold reads made since, or
+ * none this snapshot (kept from recent plans: frames that come and go),
+ * stay. Returns how many, or n (m->plan itself) if no room.
+ */
+static size_t retry_plan(struct mem *m, size_t n)
+{
+    if (m->log_mark == 0 || grow_spans(&m->rplan, &m->caprplan, n) < 0)
+        return n;
+    /* Flags in off: 1, read before the mark; 2, since. */
+    for (size_t j = 0; j < n; j++) {
+        m->rplan[j] = m->plan[j];
+        m->rplan[j].off = 0;
+    }
+    for (size_t i = 0; i < m->nlog; i++) {
+        uint64_t a = m->log[i].addr;
+        size_t lo = 0, hi = n;
+        while (lo < hi) { /* the first plan span starting after a */
+            size_t mid = lo + (hi - lo) / 2;
+            if (m->rplan[mid].addr <= a)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo > 0 && a - m->rplan[lo - 1].addr < m->rplan[lo - 1].len)
+            m->rplan[lo - 1].off |= i < m->log_mark ? 1u : 2u;
+    }
+    size_t k = 0;
+    for (size_t j = 0; j < n; j++)
+        if (m->rplan[j].off != 1)
+            m->rplan[k++] = m->rplan[j];
+    return k;
+}
+
 /* Read the plan made from the log (and the spans kept) in one batch. */
 static void prefetch(struct mem *m, int retry)
 {
@@ -635,8 +679,12 @@ static void prefetch(struct mem *m, int retry)
                 m->cappf = n;
             }
         }
-        if (ok)
-            read_plan(m, n);
+        if (ok && retry) {
+            size_t k = retry_plan(m, n);
+            read_plan(m, k < n ? m->rplan : m->plan, k);
+        } else if (ok) {
+            read_plan(m, m->plan, n);
+        }
     } else if (m->pid <= 0 && plan_recheck(m, retry) == 0) {
         /* An image (unit tests): the second copies are its bytes now. */
         for (size_t i = 0; i < m->nrc; i++) {

@@ -56,6 +56,9 @@ struct mem {
     size_t nplan, capplan;
     struct mem_span *planlog;
     size_t nplanlog, capplanlog;
+    struct mem_span *rplan; /* a retry's plan (retry_plan) */
+    size_t caprplan;
+    size_t log_mark;               /* mem_log_mark: the log's length then */
     struct mem_span *keep, *keep2; /* spans of recent plans (keep2: scratch) */
     size_t nkeep, capkeep, capkeep2;
     uint64_t plans; /* plans made (when the log changed) */
@@ -105,11 +108,15 @@ void mem_release(struct mem *m);
  */
 void mem_prefetch_begin(struct mem *m);
 void mem_prefetch_end(struct mem *m);
-/* Within a snapshot: read again, in one batch, what the snapshot has read so
- * far and the spans kept (a thread that moved on while it was read is read
- * again from it), the late word last; the log goes on, so the next snapshot
- * still reads all. */
+/* Within a snapshot: read again, in one batch, what the snapshot has read
+ * since mem_log_mark and the spans kept (a thread that moved on while it was
+ * read is read again from it), but not what only reads made before the mark
+ * took (the runtime, the interpreter, the threads done before), the late
+ * word last; the log goes on, so the next snapshot still reads all. */
 void mem_prefetch_retry(struct mem *m);
+/* Mark the start of a unit of reads (one thread's) that a retry may have
+ * to make again; mem_prefetch_begin clears it. */
+void mem_log_mark(struct mem *m);
 
 /* Have the next mem_prefetch_begin read [addr, addr + len) too, as if the
  * last snapshot had read it. */

@@ -3,9 +3,11 @@
  * (CPython 3.15+).
  *
  * The protocol: after a sample, pystrobe writes the caller of the thread's
- * current frame into PyThreadState.last_profiled_frame (the anchor; the one
- * field pystrobe ever writes). Whenever the interpreter returns from the anchor frame it
- * moves the anchor to that frame's caller and bumps last_profiled_frame_seq.
+ * current frame (the first below it that lives on the thread's data stack:
+ * next_anchor) into PyThreadState.last_profiled_frame (the anchor; the one
+ * field pystrobe ever writes). Whenever the interpreter returns from the
+ * anchor frame it moves the anchor to that frame's caller and bumps
+ * last_profiled_frame_seq.
  * So at the next sample the anchor is a frame that has not returned since:
  * it and everything below it are as pystrobe last saw them, apart from the
  * anchor's own position (it may have called something since).
@@ -309,15 +311,31 @@ static int reserve_entry(struct prof_fcache_entry *e, size_t n)
 
 /*
  * Where this walk of n frames will put the anchor (see the end of
- * prof_fcache_walk): the top frame's caller, or the first frame below it
- * that is not a generator's.
+ * prof_fcache_walk): the first frame below the top that the thread owns,
+ * on its data stack, or n if none. Only such a frame moves the anchor and
+ * bumps its sequence number as it is removed (at its return). Not a
+ * generator's: one that yields is set aside without moving the anchor,
+ * which would then be missing from the next walk. Nor an entry frame on
+ * the C stack: it is popped without moving the anchor, and the next call
+ * from C at the same depth puts another at the same address, over callers
+ * that may have moved on (a function calling next() from two lines kept,
+ * from the cache, the line it had when the cache was filled).
  */
 static size_t next_anchor(const struct cpy_raw_frame *raw, size_t n)
 {
     size_t a = 1;
-    while (a < n && raw[a].owner == CPY_OWNER_GENERATOR)
+    while (a < n && raw[a].owner != CPY_OWNER_THREAD)
         a++;
     return a;
+}
+
+/* Whether the cached frame f may serve as the anchor: one whose removal
+ * moves the anchor (see next_anchor), or the thread's base frame, never
+ * removed. The interpreter moves the anchor to the caller of the frame it
+ * removes, which may be an entry frame: not one to trust. */
+static int anchor_trusted(const struct cpy_thread *t, const struct cpy_raw_frame *f)
+{
+    return f->owner == CPY_OWNER_THREAD || (t->base_frame != 0 && f->addr == t->base_frame);
 }
 
 /*
@@ -437,9 +455,10 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         s->stack.note_from = low > NOTE_BELOW ? low - NOTE_BELOW : 0;
         e->last_stop = anchor;
         int gen_asked = ask_second_copy(s, t);
-        int k = pos < e->n ? cpy_stack_walk_to(&s->mem, &s->off, t, &s->stack, anchor, s->raw,
-                                               CPY_MAX_FRAMES, &prev)
-                           : PYS_E_NOTFOUND;
+        int k = pos < e->n && anchor_trusted(t, &e->frames[pos])
+                    ? cpy_stack_walk_to(&s->mem, &s->off, t, &s->stack, anchor, s->raw,
+                                        CPY_MAX_FRAMES, &prev)
+                    : PYS_E_NOTFOUND;
         s->stack.note_from = 0;
         if (gen_asked && s->stack.second_len > 0)
             s->gen_after_reads = s->stack.second_reads;
@@ -562,11 +581,16 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         e->res_valid = 0;
     /* Anchor at the top frame's caller: a hot leaf that keeps returning and
      * being called again then leaves the anchor (and the cache) in place.
-     * Not at a generator's frame: one that yields is set aside without
-     * moving the anchor, which would then be missing from the next walk;
-     * the first frame below it that lives on the data stack stays put. */
+     * Not at a generator's frame nor at an entry frame (next_anchor): the
+     * first frame below them that lives on the data stack stays put. With
+     * none, the top frame if it lives there, else no anchor (0: the next
+     * walk is a whole one). */
     size_t a = next_anchor(e->frames, (size_t)n);
-    uint64_t want = a < (size_t)n ? e->frames[a].addr : t->current_frame;
+    uint64_t want = 0;
+    if (a < (size_t)n)
+        want = e->frames[a].addr;
+    else if (n > 0 && e->frames[0].owner == CPY_OWNER_THREAD)
+        want = t->current_frame;
     e->seq = t->last_profiled_frame_seq;
     /* After a hit the interpreter's anchor is in the chain: it may stay. */
     if (hit && want != anchor && e->wasted >= ANCHOR_WASTED && ++e->skipped % ANCHOR_PROBE) {

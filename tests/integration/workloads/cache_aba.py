@@ -1,12 +1,14 @@
 """Two call chains through frames at the same addresses, alternating: the
 frames of chain_a and chain_b occupy the same slots of the data stack, so a
 frame cache keyed on addresses alone would mix them (the ABA case).
-Then, for the line test, a top frame that moves between two lines; and
+Then, for the line test, a top frame that moves between two lines; for
+the entry frame test ("next"), a function that resumes two generators from
+two lines through next(), a call from C each time; and
 for the unwinding test, a recursion 900 deep that keeps unwinding to its
 bottom and going down again, its leaf a spin ("hold": one that stays down,
 its leaf spinning until the end, 80 deep).
 
-Usage: cache_aba.py aba|lines|deep|hold SECONDS [SPIN]
+Usage: cache_aba.py aba|lines|next|deep|hold SECONDS [SPIN]
 SPIN (default 2000) is the leaf's loop count: a small one makes the two
 chains take turns so fast that many reads catch the stack as it changes.
 """
@@ -75,6 +77,23 @@ def lines(end):
             pass  # LINE-B
 
 
+def gen_a():
+    while True:
+        yield spin(SPIN)
+
+
+def gen_b():
+    while True:
+        yield spin(SPIN)
+
+
+def from_c(end):
+    a, b = gen_a(), gen_b()
+    while time.time() < end:
+        next(a)  # NEXT-A
+        next(b)  # NEXT-B
+
+
 def main():
     mode, seconds = sys.argv[1], float(sys.argv[2])
     end = time.time() + seconds
@@ -82,6 +101,8 @@ def main():
         while time.time() < end:
             chain_a()
             chain_b()
+    elif mode == "next":
+        from_c(end)
     elif mode == "deep":
         sys.setrecursionlimit(2000)
         while time.time() < end:

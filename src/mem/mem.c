@@ -133,17 +133,25 @@ static void log_span(struct mem *m, uint64_t addr, size_t len)
     m->nlog++;
 }
 
-/* The prefetched copy of [addr, addr + len), or NULL. */
-static const uint8_t *prefetched(const struct mem *m, uint64_t addr, size_t len)
+/* How many of the n spans v (sorted by address) start at or before addr:
+ * the one that may hold addr is the last of them. */
+static size_t spans_upto(const struct mem_span *v, size_t n, uint64_t addr)
 {
-    size_t lo = 0, hi = m->npf;
-    while (lo < hi) { /* last span starting at or before addr */
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (m->pf[mid].addr <= addr)
+        if (v[mid].addr <= addr)
             lo = mid + 1;
         else
             hi = mid;
     }
+    return lo;
+}
+
+/* The prefetched copy of [addr, addr + len), or NULL. */
+static const uint8_t *prefetched(const struct mem *m, uint64_t addr, size_t len)
+{
+    size_t lo = spans_upto(m->pf, m->npf, addr);
     if (lo == 0)
         return NULL;
     const struct mem_span *p = &m->pf[lo - 1];
@@ -642,14 +650,7 @@ static size_t retry_plan(struct mem *m, size_t n)
     }
     for (size_t i = 0; i < m->nlog; i++) {
         uint64_t a = m->log[i].addr;
-        size_t lo = 0, hi = n;
-        while (lo < hi) { /* the first plan span starting after a */
-            size_t mid = lo + (hi - lo) / 2;
-            if (m->rplan[mid].addr <= a)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
+        size_t lo = spans_upto(m->rplan, n, a);
         if (lo > 0 && a - m->rplan[lo - 1].addr < m->rplan[lo - 1].len)
             m->rplan[lo - 1].off |= i < m->log_mark ? 1u : 2u;
     }

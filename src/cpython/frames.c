@@ -379,17 +379,15 @@ static int on_data_stack(const struct cpy_thread *t, const struct cpy_stack *st,
 }
 
 /*
- * For a walk down to the frame at stop: when stop lies in the current chunk,
- * the frames above it are [stop, datastack_top) (the thread's own frames; a
- * generator's lives elsewhere and is read on its own): copy that in one read.
- * Otherwise copy the chunks down to the one that holds stop.
+ * For a walk down to the frame at stop, which lies in the current chunk
+ * (above_in_current): the frames above it are [stop, datastack_top) (the
+ * thread's own frames; a generator's lives elsewhere and is read on its
+ * own): copy that in one read.
  */
 static int copy_above(struct mem *m, const struct cpy_thread *t, struct cpy_stack *st,
                       uint64_t stop)
 {
     uint64_t chunk = t->datastack_chunk, top = t->datastack_top;
-    if (!above_in_current(t, stop))
-        return copy_chunks(m, t, st, stop);
     size_t len = (size_t)(top - stop);
     no_window(st);
     /* The next sample reads above some stop in this chunk, up to about the

@@ -381,6 +381,33 @@ static int put_off_checks(struct pys_session *s)
     return 0;
 }
 
+/*
+ * A walk from the batch torn at its top (a generator that yielded between
+ * the copy of the thread state and that of its frame) can start again from
+ * the frame the thread state's second copy, made last in the same batch,
+ * names as current: one read after every frame's first and second copies.
+ * Its chain goes through the same checks, against the same second copies;
+ * the thread state's other fields are the first copy's, and the anchor and
+ * its number are checked unchanged between the two. 1 if cur now starts
+ * there; 0 when no read may come after the batch, the batch has no such
+ * copy, or it names the same frame.
+ */
+static int later_top(struct pys_session *s, struct cpy_thread *cur)
+{
+    if (s->off.traits.frames != CPY_FRAMES_DIRECT || s->mem.stats.reads != s->reads_at_thread)
+        return 0;
+    const uint8_t *c =
+        mem_recheck_view(&s->mem, cur->addr + s->off.thread_state.current_frame, 8);
+    uint64_t top;
+    if (!c)
+        return 0;
+    memcpy(&top, c, 8);
+    if (top == 0 || top == cur->current_frame)
+        return 0;
+    cur->current_frame = top;
+    return 1;
+}
+
 /* Read one thread: status, then frames. Returns 0 (the thread may carry its
  * own error) or PYS_E_EXITED / PYS_E_NOMEM, which end the snapshot. */
 static int read_thread(struct pys_session *s, const struct cpy_interp *in,
@@ -420,9 +447,9 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
     s->res.thread_frame_start[ti] = s->res.nframes;
 
     struct cpy_thread cur = *t;
-    int put_off = 0;
+    int put_off = 0, restarted = 0;
     for (int attempt = 0; attempt < WALK_TRIES; attempt++) {
-        if (attempt > 0) {
+        if (attempt > 0 && !restarted) {
             /* The thread moved on while it was read. Read again, in one batch,
              * everything read so far (the failed walk's thread state, chunk
              * and frames among it), so that the next walk sees one moment. */
@@ -479,6 +506,12 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
         }
         if (rc >= 0 || rc == PYS_E_EXITED || rc == PYS_E_NOMEM)
             break;
+        /* Torn by a top frame that moved on before it was copied: walk
+         * again, on the same copies, from the top the batch's second copy
+         * of the thread state names, once per batch and not as a try. */
+        restarted = !restarted && rc == PYS_E_CORRUPT && later_top(s, &cur);
+        if (restarted)
+            attempt--;
     }
     prof_anchor_hint(s, &cur);
     if (rc == PYS_E_EXITED || rc == PYS_E_NOMEM)

@@ -559,6 +559,48 @@ def test_315_subinterpreters_as_reference(py315, procs, order):
         assert [i[0] for i in default] == [2, 1, 0]
 
 
+# One interpreter until a line on stdin; then a sub-interpreter running a
+# thread, and a second line once it runs.
+LATE_SUBINTERP_CODE = r"""
+import sys, threading, time
+from concurrent import interpreters
+print("ready", flush=True)
+sys.stdin.readline()
+interp = interpreters.create()
+threading.Thread(target=interp.exec, daemon=True,
+                 args=("import time\ndef napping():\n    time.sleep(3600)\nnapping()",)).start()
+time.sleep(0.2)
+print("made", flush=True)
+time.sleep(3600)
+"""
+
+
+def test_315_late_subinterpreter_is_seen(pystrobe, procs):
+    """A process seen with one interpreter has it taken as unchanged for a
+    moment between reads of the list's head (snapshot.c, first_interp): a
+    sub-interpreter started after many snapshots must still show up soon."""
+    t = target_315()
+    p = t.popen(["-c", LATE_SUBINTERP_CODE], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    procs.append(p)
+    wait_ready(p)
+    u = pystrobe.RemoteUnwinder(p.pid, all_threads=True)
+    for _ in range(2000):
+        assert [i[0] for i in u.get_stack_trace()] == [0]
+    p.stdin.write(b"go\n")
+    p.stdin.flush()
+    wait_ready(p)
+    deadline = time.monotonic() + 1.0
+    seen = []
+    while time.monotonic() < deadline:
+        seen = [i[0] for i in u.get_stack_trace()]
+        if seen == [1, 0]:
+            break
+    assert seen == [1, 0], f"interpreters a second after the sub-interpreter ran: {seen}"
+    sub = u.get_stack_trace()[0]
+    names = [f.funcname for th in sub[1] for f in th.frame_info]
+    assert "napping" in names, f"the sub-interpreter's thread: {names}"
+
+
 def test_315_stats_keys_as_reference(py315, stack315):
     out = py315.run([{"module": m, "pid": stack315.pid, "call": "get_stats",
                       "options": {"stats": True}}

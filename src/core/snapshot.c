@@ -657,21 +657,23 @@ static int snapshot_codes_ok(struct pys_session *s, uint64_t unbatched)
     return rc == 0;
 }
 
-/*
- * The first interpreter. A new one is put at the list's head, and nearly
- * every process has one interpreter all its life: while the list held one
- * alone, it is taken to be unchanged for up to LONE_INTERP_NS, sparing each
- * snapshot's batch a piece (a page of the runtime of its own). A
- * subinterpreter started meanwhile is seen that much later. Only for a
- * lone interpreter that lies inside the runtime (3.11+): the main one, which
- * lasts as long as the runtime, not one freed as the process exits.
- */
+/* addr lies inside the runtime (3.11+ keeps the main interpreter there). */
 static int in_runtime(const struct pys_session *s, uint64_t addr)
 {
     uint64_t size = s->off.runtime_state.size;
     return size != CPY_ABSENT && addr > s->runtime && addr - s->runtime < size;
 }
 
+/*
+ * The first interpreter. A new one is put at the list's head, and nearly
+ * every process has one interpreter all its life: while the list held one
+ * alone, it is taken to be unchanged for up to LONE_INTERP_NS, sparing each
+ * snapshot's batch a piece (a page of the runtime of its own). A
+ * subinterpreter started meanwhile is seen that much later. Only for a lone
+ * interpreter inside the runtime (pys_session_snapshot sets lone_interp):
+ * the main one, which lasts as long as the runtime, not one freed as the
+ * process exits.
+ */
 static int first_interp(struct pys_session *s, uint64_t *iaddr)
 {
     uint64_t now = plat_clock_ns();

@@ -676,13 +676,19 @@ static int in_runtime(const struct pys_session *s, uint64_t addr)
  */
 static int first_interp(struct pys_session *s, uint64_t *iaddr)
 {
-    uint64_t now = plat_clock_ns();
-    if (s->lone_interp != 0 && now - s->lone_read_ns < LONE_INTERP_NS) {
-        *iaddr = s->lone_interp;
+    uint64_t now = plat_clock_ns(), lone = s->lone_interp;
+    if (lone != 0 && now - s->lone_read_ns < LONE_INTERP_NS) {
+        *iaddr = lone;
         return 0;
     }
     s->lone_interp = 0;
     s->lone_read_ns = now;
+    /* Still alone, most likely: read on its own, once a millisecond, rather
+     * than in the batch, whose plan would carry its page for the next many
+     * snapshots. */
+    if (lone != 0)
+        return mem_read_fresh(&s->mem, s->runtime + s->off.runtime_state.interpreters_head,
+                              iaddr, sizeof *iaddr);
     return cpy_runtime_first_interp(&s->mem, &s->off, s->runtime, iaddr);
 }
 

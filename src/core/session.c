@@ -67,7 +67,7 @@ int pys_session_attach(pys_session **out, int pid, const struct pys_options *opt
     mem_init_process(&s->mem_idle, pid);
     /* Its snapshots read the threads holding the GIL, which change from one
      * to the next: what they read before is not worth reading again. */
-    s->mem_idle.keep_plans = 0;
+    s->mem_idle.keep_snapshots = 0;
     rc = prof_attach_runtime(s);
     if (rc < 0)
         goto fail;

@@ -20,7 +20,7 @@
 #define PREFETCH_MERGE_GAP 256
 /* The smallest page: spans meeting in one are in one mapping. */
 #define MEM_PAGE_MASK (~(uint64_t)(MEM_PAGE_SIZE - 1))
-/* Spans stay in the prefetch this many changed plans after their last read. */
+/* Spans stay in the prefetch this many snapshots after their last read. */
 #define KEEP_SNAPSHOTS 16
 /* ... if at most this long (or the log has a span from the same start). */
 #define KEEP_MAX_LEN 1024
@@ -46,7 +46,7 @@ void mem_init_process(struct mem *m, int pid)
 {
     memset(m, 0, sizeof *m);
     m->pid = pid;
-    m->keep_plans = KEEP_SNAPSHOTS;
+    m->keep_snapshots = KEEP_SNAPSHOTS;
 }
 
 void mem_release(struct mem *m)
@@ -82,7 +82,7 @@ void mem_init_image(struct mem *m, const struct mem_region *regions, size_t n)
     memset(m, 0, sizeof *m);
     m->regions = regions;
     m->nregions = n;
-    m->keep_plans = KEEP_SNAPSHOTS;
+    m->keep_snapshots = KEEP_SNAPSHOTS;
 }
 
 static int image_read(const struct mem *m, uint64_t addr, void *buf, size_t len)
@@ -322,10 +322,12 @@ static int starts_in(const struct mem_span *v, size_t n, uint64_t addr)
 /*
  * Turn the log into the plan: sorted, merged spans. A sampled program reads
  * the same spans snapshot after snapshot: then last time's plan is reused.
- * When the log changes, spans read in any of the last keep_plans plans
- * stay in it (`keep`, sorted, off = the plan that last read them): a stack
- * that comes and goes (generators resumed in turn, a leaf called now and
- * then) is then still read in the one batch, not on its own. Not a large
+ * Spans read in any of the last keep_snapshots snapshots stay in it (`keep`,
+ * sorted, off = the snapshot that last read them): a stack that comes and
+ * goes (generators resumed in turn, a leaf called now and then) is then
+ * still read in the one batch, not on its own. Not for longer, even while
+ * the log stays the same: the entry frame a whole walk read once would
+ * otherwise cost every batch a page until the log next changed. Not a large
  * span, though, unless this log reads a span from the same start (a stack
  * copy that may grow back): a stack the walk has left (a chunk that is no
  * longer the current one, the chunks a whole walk read once) would cost its
@@ -333,10 +335,9 @@ static int starts_in(const struct mem_span *v, size_t n, uint64_t addr)
  */
 static int make_plan(struct mem *m)
 {
-    if (m->nlog == m->nplanlog &&
+    if (m->snapshots < m->keep_expiry && m->nlog == m->nplanlog &&
         memcmp(m->log, m->planlog, m->nlog * sizeof *m->log) == 0)
         return 0;
-    m->plans++;
     if (grow_spans(&m->planlog, &m->capplanlog, m->nlog) < 0 ||
         grow_spans(&m->keep2, &m->capkeep2, m->nkeep + m->nlog) < 0 ||
         grow_spans(&m->plan, &m->capplan, m->nkeep + m->nlog) < 0) {
@@ -354,12 +355,12 @@ static int make_plan(struct mem *m)
         struct mem_span x;
         if (b == m->nlog || (a < m->nkeep && cmp_span(&m->keep[a], &fresh[b]) < 0)) {
             x = m->keep[a++];
-            if (m->plans - x.off > m->keep_plans ||
+            if (m->snapshots - x.off > m->keep_snapshots ||
                 (x.len > KEEP_MAX_LEN && !starts_in(fresh, m->nlog, x.addr)))
                 continue;
         } else {
             x = fresh[b++];
-            x.off = m->plans;
+            x.off = m->snapshots;
         }
         if (nk && m->keep2[nk - 1].addr == x.addr && m->keep2[nk - 1].len == x.len) {
             if (x.off > m->keep2[nk - 1].off)
@@ -377,6 +378,12 @@ static int make_plan(struct mem *m)
     m->nkeep = nk;
     m->keep2 = t;
     m->capkeep2 = tc;
+    /* The same log again reuses this plan, until the first span kept from
+     * an older log is due to leave it. */
+    m->keep_expiry = UINT64_MAX;
+    for (size_t i = 0; i < nk; i++)
+        if (m->keep[i].off < m->snapshots && m->keep[i].off + m->keep_snapshots + 1 < m->keep_expiry)
+            m->keep_expiry = m->keep[i].off + m->keep_snapshots + 1;
     size_t n = 0;
     for (size_t i = 0; i < nk; i++) {
         struct mem_span sp = m->keep[i];
@@ -537,6 +544,7 @@ void mem_prefetch_begin(struct mem *m)
     memcpy(m->rc_prev, m->rc_cur, m->nrc_cur * sizeof *m->rc_cur);
     m->nrc_prev = m->nrc_cur;
     m->nrc_cur = 0;
+    m->snapshots++;
     prefetch(m, 0);
     m->nlog = 0;
     m->log_mark = 0;

@@ -61,8 +61,9 @@ struct mem {
     size_t log_mark;               /* mem_log_mark: the log's length then */
     struct mem_span *keep, *keep2; /* spans of recent plans (keep2: scratch) */
     size_t nkeep, capkeep, capkeep2;
-    uint64_t plans; /* plans made (when the log changed) */
-    uint64_t keep_plans; /* how many plans a span stays in `keep` (mem_init_process: 16) */
+    uint64_t snapshots; /* mem_prefetch_begin calls */
+    uint64_t keep_expiry; /* the snapshot at which a span of `keep` not in the log leaves it */
+    uint64_t keep_snapshots; /* how many snapshots a span stays in `keep` (mem_init_process: 16) */
     uint8_t *pfbuf;
     size_t pfcap;
     int logging;

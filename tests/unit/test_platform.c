@@ -721,6 +721,59 @@ static void test_mem_prefetch_keeps_small_spans(void **state)
     munmap(p, 8 * (size_t)ps);
 }
 
+/* A span kept from an older log leaves the prefetch after a while even if
+ * the log stays the same all along (a deep stack's hot leaf, sampled again
+ * and again): the entry frame a whole walk read once is not read again in
+ * every batch from then on. */
+static void test_mem_prefetch_kept_span_leaves(void **state)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    uint8_t *p = mmap(NULL, 4 * (size_t)ps, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint64_t v = 0;
+    struct mem m;
+    (void)state;
+
+    assert_true(p != MAP_FAILED);
+    uint64_t once_at = (uint64_t)(uintptr_t)p, hot_at = once_at + 2 * (uint64_t)ps;
+    mem_init_process(&m, getpid());
+    mem_prefetch_begin(&m);
+    assert_int_equal(mem_read_u64(&m, once_at, &v), 0);
+    assert_int_equal(mem_read_u64(&m, hot_at, &v), 0);
+    mem_prefetch_end(&m);
+    /* Soon after: still in the batch. */
+    for (int i = 0; i < 3; i++) {
+        mem_prefetch_begin(&m);
+        assert_int_equal(mem_read_u64(&m, hot_at, &v), 0);
+        mem_prefetch_end(&m);
+    }
+    uint64_t reads = m.stats.reads, pieces = m.stats.pieces;
+    mem_prefetch_begin(&m);
+    assert_int_equal(m.stats.reads - reads, 1);
+    assert_int_equal(m.stats.pieces - pieces, 2);
+    assert_int_equal(mem_read_u64(&m, hot_at, &v), 0);
+    mem_prefetch_end(&m);
+    /* Many snapshots later (KEEP_SNAPSHOTS is 16), the same log all along:
+     * gone from the batch, read on its own. */
+    for (int i = 0; i < 64; i++) {
+        mem_prefetch_begin(&m);
+        assert_int_equal(mem_read_u64(&m, hot_at, &v), 0);
+        mem_prefetch_end(&m);
+    }
+    reads = m.stats.reads;
+    pieces = m.stats.pieces;
+    mem_prefetch_begin(&m);
+    assert_int_equal(m.stats.reads - reads, 1);
+    assert_int_equal(m.stats.pieces - pieces, 1);
+    assert_int_equal(mem_read_u64(&m, hot_at, &v), 0);
+    assert_int_equal(m.stats.reads - reads, 1);
+    assert_int_equal(mem_read_u64(&m, once_at, &v), 0);
+    assert_int_equal(m.stats.reads - reads, 2);
+    mem_prefetch_end(&m);
+    mem_release(&m);
+    munmap(p, 4 * (size_t)ps);
+}
+
 /* A counter another thread keeps counting up, and whether to go on. */
 struct ticker {
     volatile uint64_t *word;
@@ -1116,6 +1169,7 @@ int main(void)
         cmocka_unit_test(test_mem_readv_fresh_coalesces),
         cmocka_unit_test(test_mem_prefetch_late_in_span),
         cmocka_unit_test(test_mem_prefetch_keeps_small_spans),
+        cmocka_unit_test(test_mem_prefetch_kept_span_leaves),
         cmocka_unit_test(test_mem_read_twice),
         cmocka_unit_test(test_absent_pid),
         cmocka_unit_test(test_reaped_child),

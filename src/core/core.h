@@ -256,8 +256,9 @@ struct pys_session {
     struct cpy_symbols sym;
     uint64_t runtime;        /* address of _PyRuntime */
     /* The interpreter list's head as last read, when the list held that one
-     * interpreter alone, and when it was read (first_interp). */
-    uint64_t lone_interp, lone_read_ns;
+     * interpreter alone, and when it was read: time and snapshot count
+     * (first_interp). */
+    uint64_t lone_interp, lone_read_ns, lone_read_snap;
     char *image_path;        /* the image holding the runtime */
     char version_text[32];   /* "3.12.1", or "3.9" when the patch level is not known */
     char err[512];           /* last error detail */

@@ -22,6 +22,9 @@
 #define WALK_TRIES 6
 /* How long a list of one interpreter is taken to be unchanged. */
 #define LONE_INTERP_NS 1000000u
+/* ... and read on its own when it lasted more snapshots than this (those a
+ * span stays in the batched read's plan after it was last read). */
+#define LONE_INTERP_SNAPSHOTS 16u
 
 int prof_reserve(void **v, size_t *cap, size_t need, size_t elem)
 {
@@ -683,10 +686,12 @@ static int first_interp(struct pys_session *s, uint64_t *iaddr)
     }
     s->lone_interp = 0;
     s->lone_read_ns = now;
-    /* Still alone, most likely: read on its own, once a millisecond, rather
-     * than in the batch, whose plan would carry its page for the next many
-     * snapshots. */
-    if (lone != 0)
+    uint64_t since = s->snapshots - s->lone_read_snap;
+    s->lone_read_snap = s->snapshots;
+    /* Still alone, most likely. Sampled fast, it is read on its own, once a
+     * millisecond, rather than in the batch, whose plan would carry its page
+     * for the next LONE_INTERP_SNAPSHOTS; sampled slowly, in the batch. */
+    if (lone != 0 && since > LONE_INTERP_SNAPSHOTS)
         return mem_read_fresh(&s->mem, s->runtime + s->off.runtime_state.interpreters_head,
                               iaddr, sizeof *iaddr);
     return cpy_runtime_first_interp(&s->mem, &s->off, s->runtime, iaddr);

@@ -335,9 +335,11 @@ static int starts_in(const struct mem_span *v, size_t n, uint64_t addr)
  */
 static int make_plan(struct mem *m)
 {
-    if (m->snapshots < m->keep_expiry && m->nlog == m->nplanlog &&
-        memcmp(m->log, m->planlog, m->nlog * sizeof *m->log) == 0)
-        return 0;
+    if (m->nlog == m->nplanlog && memcmp(m->log, m->planlog, m->nlog * sizeof *m->log) == 0) {
+        m->planlog_last = m->snapshots;
+        if (m->snapshots < m->keep_expiry)
+            return 0;
+    }
     if (grow_spans(&m->planlog, &m->capplanlog, m->nlog) < 0 ||
         grow_spans(&m->keep2, &m->capkeep2, m->nkeep + m->nlog) < 0 ||
         grow_spans(&m->plan, &m->capplan, m->nkeep + m->nlog) < 0) {
@@ -355,6 +357,9 @@ static int make_plan(struct mem *m)
         struct mem_span x;
         if (b == m->nlog || (a < m->nkeep && cmp_span(&m->keep[a], &fresh[b]) < 0)) {
             x = m->keep[a++];
+            /* The last plan's own spans were read by every log since. */
+            if (x.off == m->plan_snap)
+                x.off = m->planlog_last;
             if (m->snapshots - x.off > m->keep_snapshots ||
                 (x.len > KEEP_MAX_LEN && !starts_in(fresh, m->nlog, x.addr)))
                 continue;
@@ -380,6 +385,7 @@ static int make_plan(struct mem *m)
     m->capkeep2 = tc;
     /* The same log again reuses this plan, until the first span kept from
      * an older log is due to leave it. */
+    m->plan_snap = m->planlog_last = m->snapshots;
     m->keep_expiry = UINT64_MAX;
     for (size_t i = 0; i < nk; i++)
         if (m->keep[i].off < m->snapshots && m->keep[i].off + m->keep_snapshots + 1 < m->keep_expiry)

@@ -63,6 +63,7 @@ struct mem {
     size_t nkeep, capkeep, capkeep2;
     uint64_t snapshots; /* mem_prefetch_begin calls */
     uint64_t keep_expiry; /* the snapshot at which a span of `keep` not in the log leaves it */
+    uint64_t plan_snap, planlog_last; /* the plan made at, its log last read at (snapshots) */
     uint64_t keep_snapshots; /* how many snapshots a span stays in `keep` (mem_init_process: 16) */
     uint8_t *pfbuf;
     size_t pfcap;

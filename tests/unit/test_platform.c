@@ -724,7 +724,7 @@ static void test_mem_prefetch_keeps_small_spans(void **state)
 /* A span kept from an older log leaves the prefetch after a while even if
  * the log stays the same all along (a deep stack's hot leaf, sampled again
  * and again): the entry frame a whole walk read once is not read again in
- * every batch from then on. */
+ * every batch from then on. The spans of that one log stay young. */
 static void test_mem_prefetch_kept_span_leaves(void **state)
 {
     long ps = sysconf(_SC_PAGESIZE);
@@ -769,6 +769,23 @@ static void test_mem_prefetch_kept_span_leaves(void **state)
     assert_int_equal(m.stats.reads - reads, 1);
     assert_int_equal(mem_read_u64(&m, once_at, &v), 0);
     assert_int_equal(m.stats.reads - reads, 2);
+    mem_prefetch_end(&m);
+    /* A span read by every one of many snapshots on one plan is as young
+     * as the last of them: a log without it keeps it. */
+    for (int i = 0; i < 64; i++) {
+        mem_prefetch_begin(&m);
+        assert_int_equal(mem_read_u64(&m, hot_at, &v), 0);
+        mem_prefetch_end(&m);
+    }
+    mem_prefetch_begin(&m);
+    assert_int_equal(mem_read_u64(&m, once_at, &v), 0);
+    mem_prefetch_end(&m);
+    reads = m.stats.reads;
+    pieces = m.stats.pieces;
+    mem_prefetch_begin(&m);
+    assert_int_equal(m.stats.pieces - pieces, 2);
+    assert_int_equal(mem_read_u64(&m, hot_at, &v), 0);
+    assert_int_equal(m.stats.reads - reads, 1);
     mem_prefetch_end(&m);
     mem_release(&m);
     munmap(p, 4 * (size_t)ps);

@@ -721,6 +721,17 @@ static void test_mem_prefetch_keeps_small_spans(void **state)
     munmap(p, 8 * (size_t)ps);
 }
 
+/* n snapshots, each reading the word at `at` and nothing else. */
+static void snapshots_reading(struct mem *m, uint64_t at, int n)
+{
+    uint64_t v;
+    for (int i = 0; i < n; i++) {
+        mem_prefetch_begin(m);
+        assert_int_equal(mem_read_u64(m, at, &v), 0);
+        mem_prefetch_end(m);
+    }
+}
+
 /* A span kept from an older log leaves the prefetch after a while even if
  * the log stays the same all along (a deep stack's hot leaf, sampled again
  * and again): the entry frame a whole walk read once is not read again in
@@ -742,11 +753,7 @@ static void test_mem_prefetch_kept_span_leaves(void **state)
     assert_int_equal(mem_read_u64(&m, hot_at, &v), 0);
     mem_prefetch_end(&m);
     /* Soon after: still in the batch. */
-    for (int i = 0; i < 3; i++) {
-        mem_prefetch_begin(&m);
-        assert_int_equal(mem_read_u64(&m, hot_at, &v), 0);
-        mem_prefetch_end(&m);
-    }
+    snapshots_reading(&m, hot_at, 3);
     uint64_t reads = m.stats.reads, pieces = m.stats.pieces;
     mem_prefetch_begin(&m);
     assert_int_equal(m.stats.reads - reads, 1);
@@ -755,11 +762,7 @@ static void test_mem_prefetch_kept_span_leaves(void **state)
     mem_prefetch_end(&m);
     /* Many snapshots later (KEEP_SNAPSHOTS is 16), the same log all along:
      * gone from the batch, read on its own. */
-    for (int i = 0; i < 64; i++) {
-        mem_prefetch_begin(&m);
-        assert_int_equal(mem_read_u64(&m, hot_at, &v), 0);
-        mem_prefetch_end(&m);
-    }
+    snapshots_reading(&m, hot_at, 64);
     reads = m.stats.reads;
     pieces = m.stats.pieces;
     mem_prefetch_begin(&m);
@@ -772,11 +775,7 @@ static void test_mem_prefetch_kept_span_leaves(void **state)
     mem_prefetch_end(&m);
     /* A span read by every one of many snapshots on one plan is as young
      * as the last of them: a log without it keeps it. */
-    for (int i = 0; i < 64; i++) {
-        mem_prefetch_begin(&m);
-        assert_int_equal(mem_read_u64(&m, hot_at, &v), 0);
-        mem_prefetch_end(&m);
-    }
+    snapshots_reading(&m, hot_at, 64);
     mem_prefetch_begin(&m);
     assert_int_equal(mem_read_u64(&m, once_at, &v), 0);
     mem_prefetch_end(&m);

@@ -239,8 +239,8 @@ int mem_read_twice(struct mem *m, uint64_t addr, void *buf, void *second, size_t
     if (got <= 0) /* not even the first copy: unmapped, or the errors it tells */
         return got < 0 ? got : PYS_E_BADADDR;
     log_noted(m, addr, len, note_addr, note_len);
-    /* Paused midway: more than twice the usual batch's time, the slack, and
-     * two nanoseconds a byte (the kernel copies several a nanosecond). */
+    /* Paused midway: allow the usual batch's time twice, and a nanosecond a
+     * byte (the kernel copies several a nanosecond). */
     uint64_t took = plat_clock_ns() - start;
     if (m->batch_ns > 0 && took > 2 * m->batch_ns + m->pause_slack_ns + 2 * (uint64_t)len) {
         m->stats.paused++;

@@ -32,8 +32,7 @@ struct mem_stats {
     uint64_t bytes;       /* bytes asked for */
     uint64_t failures;    /* reads that failed */
     uint64_t writes;      /* writes into the target */
-    uint64_t paused;      /* calls far slower than usual (paused midway): batches
-                           * read again (read_plan), reads twice failed */
+    uint64_t paused;      /* batches far slower than usual (read_plan), read again */
 };
 
 /* One span read (or to read) from the target. */

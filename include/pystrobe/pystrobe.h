@@ -179,7 +179,6 @@ struct pys_stats {
                           * cost grows with them more than with bytes */
     uint64_t threads_reused; /* pys_options.reuse_idle: thread stacks taken over */
     uint64_t frame_cache_entries; /* threads the frame cache holds a stack for now */
-    uint64_t mem_paused; /* batched reads far slower than usual (paused), read again */
 };
 PYS_EXTERN void pys_session_stats(const pys_session *s, struct pys_stats *out);
 

@@ -715,8 +715,6 @@ static void print_stats(const pys_session *s, const struct pys_profile_info *inf
             (unsigned long long)st.mem_prefetched);
     fprintf(stderr, "  bytes read:         %llu (%.0f per sample)\n",
             (unsigned long long)st.mem_bytes, (double)st.mem_bytes / n);
-    fprintf(stderr, "  paused reads:       %llu batched reads far slower than usual, read again\n",
-            (unsigned long long)st.mem_paused);
     fprintf(stderr, "  code object cache:  %llu hits, %llu misses (%.2f%% hits)\n",
             (unsigned long long)st.code_hits, (unsigned long long)st.code_misses,
             code ? 100.0 * (double)st.code_hits / (double)code : 0.0);

@@ -192,7 +192,6 @@ void pys_session_stats(const pys_session *s, struct pys_stats *out)
     out->frames_read = s->fcache.frames_read;
     out->mem_writes = a->writes + b->writes;
     out->mem_pieces = a->pieces + b->pieces;
-    out->mem_paused = a->paused + b->paused;
     out->threads_reused = s->idle.reused;
     out->frame_cache_entries = s->fcache.count;
 }

@@ -47,7 +47,6 @@ void mem_init_process(struct mem *m, int pid)
     memset(m, 0, sizeof *m);
     m->pid = pid;
     m->keep_snapshots = KEEP_SNAPSHOTS;
-    m->pause_slack_ns = BATCH_SLOW_NS;
 }
 
 void mem_release(struct mem *m)
@@ -84,7 +83,6 @@ void mem_init_image(struct mem *m, const struct mem_region *regions, size_t n)
     m->regions = regions;
     m->nregions = n;
     m->keep_snapshots = KEEP_SNAPSHOTS;
-    m->pause_slack_ns = BATCH_SLOW_NS;
 }
 
 static int image_read(const struct mem *m, uint64_t addr, void *buf, size_t len)
@@ -234,18 +232,10 @@ int mem_read_twice(struct mem *m, uint64_t addr, void *buf, void *second, size_t
     if (nafter > 0)
         memcpy(segs + 2, after, nafter * sizeof *after);
     m->unbatched++;
-    uint64_t start = plat_clock_ns();
     int got = mem_readv_some(m, segs, 2 + nafter);
     if (got <= 0) /* not even the first copy: unmapped, or the errors it tells */
         return got < 0 ? got : PYS_E_BADADDR;
     log_noted(m, addr, len, note_addr, note_len);
-    /* Paused midway: allow the usual batch's time twice, and a nanosecond a
-     * byte (the kernel copies several a nanosecond). */
-    uint64_t took = plat_clock_ns() - start;
-    if (m->batch_ns > 0 && took > 2 * m->batch_ns + m->pause_slack_ns + 2 * (uint64_t)len) {
-        m->stats.paused++;
-        return PYS_E_CORRUPT;
-    }
     return (size_t)got == 2 + nafter;
 }
 
@@ -457,7 +447,7 @@ static void plan_read(struct mem *m, const struct mem_span *plan, size_t idx, si
  * that span is read last in its stead (one piece fewer); else the word is
  * one more piece at the end.
  */
-static int read_plan_once(struct mem *m, const struct mem_span *plan, size_t n)
+static void read_plan(struct mem *m, const struct mem_span *plan, size_t n)
 {
     struct plat_seg seg[MEM_BATCH_MAX + 1 + 2 * MEM_RECHECK_MAX];
     size_t last = n; /* the plan span holding the late word, read last */
@@ -540,37 +530,17 @@ static int read_plan_once(struct mem *m, const struct mem_span *plan, size_t n)
             }
         }
     }
+    /* A batch far slower than usual was paused (its thread preempted, the
+     * VM's CPU taken away) while the target ran on: long enough, maybe,
+     * for a chain that changed under the first copy to have come back to
+     * what it was by the second. Its second copies are not used: the
+     * walks that needed them are read again. */
     uint64_t took = plat_clock_ns() - start;
-    int slow = m->batch_ns > 0 && took > 2 * m->batch_ns + m->pause_slack_ns;
+    int slow = m->batch_ns > 0 && took > 2 * m->batch_ns + BATCH_SLOW_NS;
     uint64_t sample = took < 4 * m->batch_ns || m->batch_ns == 0 ? took : 4 * m->batch_ns;
     m->batch_ns = m->batch_ns == 0 ? took : m->batch_ns - m->batch_ns / 16 + sample / 16;
-    if (!rc_read)
+    if (!rc_read || slow)
         m->nrc = 0;
-    return slow;
-}
-
-/*
- * read_plan_once, and again if that batch was far slower than usual: it was
- * paused (its thread preempted, the VM's CPU taken away) while the target
- * ran on. A stack copied across the pause may hold an old caller under new
- * callees, and the second copies, long after, match them or not by chance
- * (two chains taking turns at the same addresses). A second slow batch is
- * not used at all: the snapshot reads what it needs on its own.
- */
-static void read_plan(struct mem *m, const struct mem_span *plan, size_t n)
-{
-    size_t nrc = m->nrc;
-    if (!read_plan_once(m, plan, n))
-        return;
-    m->stats.paused++;
-    m->npf = 0;
-    m->late_ok = 0;
-    m->nrc = nrc;
-    if (!read_plan_once(m, plan, n))
-        return;
-    m->npf = 0;
-    m->late_ok = 0;
-    m->nrc = 0;
 }
 
 static void prefetch(struct mem *m, int retry);

@@ -32,7 +32,6 @@ struct mem_stats {
     uint64_t bytes;       /* bytes asked for */
     uint64_t failures;    /* reads that failed */
     uint64_t writes;      /* writes into the target */
-    uint64_t paused;      /* batches far slower than usual (read_plan), read again */
 };
 
 /* One span read (or to read) from the target. */
@@ -79,9 +78,8 @@ struct mem {
     struct mem_span rc_prev[MEM_RECHECK_MAX], rc_cur[MEM_RECHECK_MAX], rc[2 * MEM_RECHECK_MAX];
     size_t nrc_prev, nrc_cur, nrc, rc_last;
     /* How long a batch usually takes (a moving average, ns): one that took
-     * far longer, more than twice that and pause_slack_ns (mem_init_*: 10 µs)
-     * was paused (see read_plan). */
-    uint64_t batch_ns, pause_slack_ns;
+     * far longer was paused (see read_plan). */
+    uint64_t batch_ns;
     uint8_t *rcbuf;
     size_t rccap;
     /* mem_readv_fresh's scratch: the spans it reads and their bytes. */
@@ -186,9 +184,7 @@ int mem_read_u64(struct mem *m, uint64_t addr, uint64_t *out);
  * in that order: every byte of the second copy is copied after every byte
  * of the first, and the after segments after both. Returns 1 when all of
  * that was read, 0 when only buf was (from the prefetch, or the rest
- * failed), PYS_E_CORRUPT when the call was far slower than usual (paused
- * midway, as read_plan tells a batch: neither copy is to be trusted), or
- * mem_read's errors.
+ * failed), or mem_read's errors.
  */
 #define MEM_TWICE_AFTER_MAX 4
 int mem_read_twice(struct mem *m, uint64_t addr, void *buf, void *second, size_t len,

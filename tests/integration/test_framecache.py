@@ -161,9 +161,12 @@ def test_callers_of_a_call_from_c_keep_their_line(spawn, target15):
             wrong.append((n, stack))
     assert right > 1000 and hits + partial > misses, (right, hits, partial, misses)
     # Both generators spin for about 40 microseconds a turn: a sample torn
-    # across a turn would need the batch stalled that long (none seen in
-    # 250,000); two are let pass for a stalled machine.
-    assert len(wrong) <= 2, f"{len(wrong)} of {right + len(wrong)} samples: {wrong[:3]}"
+    # across a turn needs the batch stalled that long. On a quiet machine
+    # about 1 in 500,000 is; while this VM's host was busy, 5 to 7 in
+    # 250,000 were, older builds alike.
+    # One in 10,000 is let pass: the fault this test is for paired 40%.
+    assert len(wrong) <= max(2, (right + len(wrong)) // 10000), \
+        f"{len(wrong)} of {right + len(wrong)} samples: {wrong[:3]}"
 
 
 def test_returned_frames_vanish(spawn, target15):

@@ -195,6 +195,10 @@ int prof_thread_may_move(struct pys_session *s, const struct cpy_thread *t, uint
  * Its bytes then show the top at the moment they were read, and its caller
  * (checked) was in place from before that moment until the second read: the
  * two were a stack at that moment, however the top has moved on since.
+ * 0 after a batch that was paused midway (mem.h's `paused`): its caller can
+ * then have left and come back between its two copies, with the top from
+ * another chain copied meanwhile (cache_aba.py's chains, taking turns every
+ * microsecond: `chain_a, a1, b2`), and the top is checked too.
  */
 size_t prof_top_settled(const struct pys_session *s, const struct cpy_raw_frame *raw, size_t n);
 /* After the walk's frames were resolved (ok) or not: keep what each raw

@@ -31,6 +31,11 @@
  * usual time: well past the noise of a quiet machine (a few microseconds),
  * well short of a preemption (milliseconds). */
 #define BATCH_SLOW_NS 10000u
+/* ... and as paused for its walks' top frames (mem.h's `paused`) when it
+ * took this much more than its usual time: a microsecond lets a fast
+ * target call and return a few times (0.2% of the mixed workload's
+ * batches here). */
+#define BATCH_PAUSE_NS 1000u
 /* Second copies (mem_recheck_hint) closer than this are read as one. */
 #define RECHECK_MERGE_GAP 2048
 /* ... into spans of at most this many bytes. */
@@ -534,9 +539,12 @@ static void read_plan(struct mem *m, const struct mem_span *plan, size_t n)
      * VM's CPU taken away) while the target ran on: long enough, maybe,
      * for a chain that changed under the first copy to have come back to
      * what it was by the second. Its second copies are not used: the
-     * walks that needed them are read again. */
+     * walks that needed them are read again. Paused at all (a microsecond
+     * past its usual time), its walks check their top frames too
+     * (prof_top_settled). */
     uint64_t took = plat_clock_ns() - start;
     int slow = m->batch_ns > 0 && took > 2 * m->batch_ns + BATCH_SLOW_NS;
+    m->paused = m->batch_ns > 0 && took > m->batch_ns + BATCH_PAUSE_NS;
     uint64_t sample = took < 4 * m->batch_ns || m->batch_ns == 0 ? took : 4 * m->batch_ns;
     m->batch_ns = m->batch_ns == 0 ? took : m->batch_ns - m->batch_ns / 16 + sample / 16;
     if (!rc_read || slow)
@@ -681,6 +689,7 @@ static void prefetch(struct mem *m, int retry)
     m->npf = 0;
     m->late_ok = 0;
     m->nrc = 0;
+    m->paused = 0;
     if (m->pid > 0 && m->nlog > 0 && plan_recheck(m, retry) == 0 && make_plan(m) == 0) {
         size_t n = m->nplan, bytes = 0;
         for (size_t i = 0; i < n; i++)

@@ -76,8 +76,10 @@ int prof_walk_with_state(const struct pys_session *s)
 
 size_t prof_top_settled(const struct pys_session *s, const struct cpy_raw_frame *raw, size_t n)
 {
-    return n >= 2 && !s->mem.paused && cpy_stack_copied_after(&s->stack, raw[0].addr, raw[1].addr,
-                                            (size_t)s->off.interpreter_frame.size)
+    if (n < 2 || s->mem.paused)
+        return 0;
+    return cpy_stack_copied_after(&s->stack, raw[0].addr, raw[1].addr,
+                                  (size_t)s->off.interpreter_frame.size)
                ? 1
                : 0;
 }

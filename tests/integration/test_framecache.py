@@ -86,10 +86,14 @@ def test_reused_addresses_never_mix_chains(spawn, target15, flags, spin):
     # second copies of a moving thread's frames, about 1 sample in 300,000
     # (the frame cache, SPIN 100) and 1 in 50,000 (read-only, SPIN 10)
     # mixed the chains here. With them, at SPIN 10 about 1 in 4.5 million
-    # still does (docs/design.md): one mixed sample in this run's 300,000 is
-    # let pass, two are not (without the checks, 6 were to be expected).
-    p = start(spawn, target15, "aba", 8, spin)
-    samples, (hits, partial, misses) = stream(p.pid, 2 if spin > 100 else 5, *flags)
+    # still does on a quiet machine (docs/design.md), and about 1 in
+    # 300,000 in a loaded full run (three full runs have had 2 in their
+    # 300,000). So SPIN 10 runs 10 s (about 600,000 samples) and lets 4
+    # pass: without the checks about 12 were to be expected, 4 or fewer 1
+    # time in 100; at 1 in 300,000, 5 or more come 1 time in 20.
+    seconds = 2 if spin > 100 else 10 if spin <= 10 else 5
+    p = start(spawn, target15, "aba", seconds + 3, spin)
+    samples, (hits, partial, misses) = stream(p.pid, seconds, *flags)
     if not flags:
         assert hits + partial > misses, (hits, partial, misses)
     a, b = {"chain_a", "a1", "a2"}, {"chain_b", "b1", "b2"}
@@ -101,7 +105,7 @@ def test_reused_addresses_never_mix_chains(spawn, target15, flags, spin):
             mixed.append((n, stack))
         seen_a += bool(got & a)
         seen_b += bool(got & b)
-    assert len(mixed) <= (1 if spin <= 10 else 0), f"samples mixing both chains: {mixed}"
+    assert len(mixed) <= (4 if spin <= 10 else 0), f"samples mixing both chains: {mixed}"
     assert seen_a > 50 and seen_b > 50, (seen_a, seen_b)
 
 

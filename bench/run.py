@@ -870,8 +870,10 @@ def details(results):
 
 def write_results(path, bench, rows, info, results):
     a = bench.args
+    make = "bench-austin" if a.versus == "austin" else "bench"
     lines = [
-        "# pystrobe vs CPython 3.15's profiler: benchmark results",
+        "# pystrobe vs " + ("Austin on CPython 3.12" if a.versus == "austin"
+                            else "CPython 3.15's profiler") + ": benchmark results",
         "",
     ]
     if a.quick:
@@ -885,8 +887,7 @@ def write_results(path, bench, rows, info, results):
         " (other work on the machine makes every number noisier)",
         f"- pystrobe: {info['pystrobe_version']}, commit {info['commit']} "
         "(the working tree may hold uncommitted changes)",
-        f"- Reference and targets: {info['ref_version']} in the sid root "
-        "(`python3.15 -m profiling.sampling`, `_remote_debugging`)",
+        f"- Reference and targets: {info['ref_version']}",
         f"- Settings: raw loops {a.raw_seconds:g} s; end to end `-r {a.e2e_rate} "
         f"-d {a.e2e_seconds:g}`; 10 kHz: fixed work of about {a.work_seconds:g} s, median of "
         f"{a.reps} runs per profiler, alternating; peak RSS over {a.rss_seconds:g} s at 10 kHz",
@@ -910,7 +911,7 @@ def write_results(path, bench, rows, info, results):
               "≤ 1 % (pystrobe's)",
               "- peak RSS ≤ 1/4 of the reference's", "",
               "## Commands", "",
-              "Run as `make bench` (or `make bench BENCH_ARGS=--quick`), which runs "
+              f"Run as `make {make}` (or `make {make} BENCH_ARGS=--quick`), which runs "
               f"`{info['argv']}`. `ROOT` is the sid root, `PID` the target's pid; "
               "the two binaries were copied from the build directory at the start and the "
               "copies run, so that a rebuild during the run changes nothing.", "",
@@ -1009,8 +1010,16 @@ def main():
     results = {}
     try:
         bench.setup()
-        ref_version = command_output(["chroot", bench.root, PY, "-c",
-                                      "import sys; print('Python', sys.version.split()[0])"])
+        version = "import sys; print('Python', sys.version.split()[0])"
+        if args.versus == "austin":
+            austin = command_output(["chroot", bench.root, "/usr/bin/austin", "--version"])
+            target = command_output([args.target_python, "-c", version])
+            ref_version = (f"{austin} (Debian sid's, in the sid root); targets: {target} "
+                           f"(`{args.target_python}`)")
+        else:
+            ref_version = (command_output(["chroot", bench.root, PY, "-c", version]) +
+                           " in the sid root (`python3.15 -m profiling.sampling`, "
+                           "`_remote_debugging`)")
         pys_version = command_output([bench.pystrobe, "version"])
         order = ["pystrobe", "reference"]
         for i, w in enumerate(args.workloads):

@@ -165,28 +165,13 @@ static const uint8_t *prefetched(const struct mem *m, uint64_t addr, size_t len)
     return m->pfbuf + p->off + (addr - p->addr);
 }
 
-/* A read outside the batch that took a microsecond longer than a whole
- * batch usually does was paused as such a batch is (read_plan): the walks
- * of this snapshot check their top frames too (mem.h's `paused`). */
-static void note_pause(struct mem *m, uint64_t start)
-{
-    if (m->batch_ns > 0 && plat_clock_ns() - start > m->batch_ns + BATCH_PAUSE_NS)
-        m->paused = 1;
-}
-
 static int read_now(struct mem *m, uint64_t addr, void *buf, size_t len)
 {
     int rc;
     m->stats.reads++;
     m->stats.pieces++;
     m->stats.bytes += len;
-    if (m->pid > 0) {
-        uint64_t start = plat_clock_ns();
-        rc = plat_mem_read(m->pid, addr, buf, len);
-        note_pause(m, start);
-    } else {
-        rc = image_read(m, addr, buf, len);
-    }
+    rc = m->pid > 0 ? plat_mem_read(m->pid, addr, buf, len) : image_read(m, addr, buf, len);
     if (rc < 0)
         m->stats.failures++;
     return rc;
@@ -800,9 +785,7 @@ static int readv_now(struct mem *m, const struct mem_seg *segs, size_t n)
         }
         m->stats.reads++;
         m->stats.pieces += k;
-        uint64_t start = plat_clock_ns();
         int got = plat_mem_readv(m->pid, ps, k);
-        note_pause(m, start);
         if (got < 0) {
             m->stats.failures++;
             return got;
@@ -850,9 +833,7 @@ int mem_readv_some(struct mem *m, const struct mem_seg *segs, size_t n)
         return 0;
     m->stats.reads++;
     m->stats.pieces += k;
-    uint64_t start = plat_clock_ns();
     int got = plat_mem_readv(m->pid, ps, k);
-    note_pause(m, start);
     if (got == PYS_E_BADADDR)
         got = 0;
     if (got <= 0)

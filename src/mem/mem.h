@@ -80,9 +80,8 @@ struct mem {
     /* How long a batch usually takes (a moving average, ns): one that took
      * far longer was paused (see read_plan). */
     uint64_t batch_ns;
-    /* The last batch, or a read made since outside it, was paused midway:
-     * what it copied may span a long stretch of the target's time
-     * (prof_top_settled). */
+    /* The last batch was paused midway: what it copied may span a long
+     * stretch of the target's time (prof_top_settled). */
     int paused;
     uint8_t *rcbuf;
     size_t rccap;

@@ -1,0 +1,202 @@
+/*
+ * record_loop: the sampling loop of `run` and `attach`.
+ *
+ * Timing: deadlines are absolute (start + k * interval); the sampler sleeps
+ * to each with clock_nanosleep, or spins when the interval is shorter than
+ * twice the measured wake-up latency and than 50 us. A deadline passed by more than a whole
+ * interval is counted as missed and skipped, never made up with a burst.
+ *
+ * Signals: the first SIGINT/SIGTERM ends sampling (the profile is written);
+ * a second aborts at once.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/record.h"
+
+volatile sig_atomic_t rec_stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    if (rec_stop) {
+        static const char msg[] = "\npystrobe: interrupted again: aborting\n";
+        ssize_t w = write(2, msg, sizeof msg - 1);
+        (void)w;
+        _exit(130);
+    }
+    rec_stop = 1;
+}
+
+void rec_signals_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+uint64_t rec_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_until(uint64_t deadline)
+{
+    struct timespec ts = {(time_t)(deadline / 1000000000ull), (long)(deadline % 1000000000ull)};
+    while (!rec_stop && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+static void spin_until(uint64_t deadline)
+{
+    while (!rec_stop && rec_now_ns() < deadline)
+        ;
+}
+
+/* How late clock_nanosleep wakes up here: the median of a few short sleeps. */
+static uint64_t wake_latency_ns(void)
+{
+    uint64_t v[9];
+    for (int i = 0; i < 9; i++) {
+        uint64_t t = rec_now_ns() + 100000;
+        sleep_until(t);
+        uint64_t late = rec_now_ns() - t;
+        int j = i;
+        while (j > 0 && v[j - 1] > late) {
+            v[j] = v[j - 1];
+            j--;
+        }
+        v[j] = late;
+    }
+    return v[4];
+}
+
+/* --- sampling -------------------------------------------------------------- */
+
+static int thread_matches(const struct rec *r, const struct pys_thread *t)
+{
+    if (r->main_only && !(t->status & PYS_THREAD_MAIN_THREAD))
+        return 0;
+    switch (r->mode) {
+    case MODE_CPU:
+        return (t->status & PYS_THREAD_ON_CPU) != 0;
+    case MODE_GIL:
+        return (t->status & PYS_THREAD_HAS_GIL) != 0;
+    case MODE_EXCEPTION:
+        return (t->status & PYS_THREAD_HAS_EXCEPTION) != 0;
+    default:
+        return 1;
+    }
+}
+
+struct timing {
+    uint64_t n, sum, min, max, last_print, window_n, window_start;
+};
+
+static void realtime_line(const struct timing *tm, uint64_t samples, uint64_t failed, uint64_t now)
+{
+    double secs = (double)(now - tm->window_start) / 1e9;
+    fprintf(stderr,
+            "\r%8.1f samples/s  per sample: mean %.1f us, min %.1f us, max %.1f us  "
+            "samples %llu, failed %llu   ",
+            secs > 0 ? (double)tm->window_n / secs : 0.0,
+            tm->n ? (double)tm->sum / (double)tm->n / 1e3 : 0.0, (double)tm->min / 1e3,
+            (double)tm->max / 1e3, (unsigned long long)samples, (unsigned long long)failed);
+}
+
+/* Sample until the end; fill the profile and its info. */
+enum end rec_sample_loop(const struct rec *r, pys_session *s, pys_profile *prof)
+{
+    struct pys_profile_info *info = pys_profile_info(prof);
+    uint64_t interval = r->interval_ns;
+    /* Spin only where sleeping cannot keep up: intervals shorter than twice
+     * the wake-up latency, and never at 20 kHz or below (sleeping a little
+     * late there costs nothing: deadlines are absolute). */
+    int spin = interval < 50000 && interval < 2 * wake_latency_ns();
+    uint64_t start = rec_now_ns(), next = start;
+    struct timing tm = {0, 0, UINT64_MAX, 0, start, 0, start};
+    enum end why = END_SIGNAL;
+
+    for (;;) {
+        if (rec_stop) {
+            why = END_SIGNAL;
+            break;
+        }
+        uint64_t t0 = rec_now_ns();
+        if (r->duration_ns && t0 - start >= r->duration_ns) {
+            why = END_DURATION;
+            break;
+        }
+        if (t0 < next) {
+            if (spin)
+                spin_until(next);
+            else
+                sleep_until(next);
+            if (rec_stop)
+                continue;
+            t0 = rec_now_ns();
+        }
+        const struct pys_snapshot *snap;
+        int rc = pys_session_snapshot(s, &snap);
+        uint64_t t1 = rec_now_ns();
+        if (rc == PYS_E_EXITED) {
+            why = END_EXITED;
+            break;
+        }
+        info->samples++;
+        if (rc < 0) {
+            info->failed++;
+        } else {
+            int failed = 0;
+            for (size_t i = 0; i < snap->ninterps; i++) {
+                const struct pys_interp *in = &snap->interps[i];
+                for (size_t k = 0; k < in->nthreads; k++) {
+                    const struct pys_thread *t = &in->threads[k];
+                    if (t->error) {
+                        failed = 1;
+                        continue;
+                    }
+                    if (t->nframes == 0 || !thread_matches(r, t))
+                        continue;
+                    if (pys_profile_add(prof, t->native_id, t->frames, t->nframes, 1) < 0) {
+                        fprintf(stderr, "pystrobe: out of memory: stopping\n");
+                        why = END_SIGNAL;
+                        goto out;
+                    }
+                }
+            }
+            info->failed += (uint64_t)failed;
+        }
+        uint64_t dt = t1 - t0;
+        tm.n++;
+        tm.window_n++;
+        tm.sum += dt;
+        tm.min = dt < tm.min ? dt : tm.min;
+        tm.max = dt > tm.max ? dt : tm.max;
+        if (r->realtime && t1 - tm.last_print >= 250000000ull) {
+            realtime_line(&tm, info->samples, info->failed, t1);
+            tm.last_print = tm.window_start = t1;
+            tm.window_n = 0;
+        }
+        next += interval;
+        if (t1 >= next + interval) {
+            uint64_t skip = (t1 - next) / interval;
+            info->missed += skip;
+            next += skip * interval;
+        }
+    }
+out:
+    if (r->realtime)
+        fputc('\n', stderr);
+    info->duration_ns = rec_now_ns() - start;
+    return why;
+}

@@ -1,0 +1,280 @@
+/*
+ * record_opts: the options of `pystrobe run` and `pystrobe attach`, and their
+ * usage text.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cli/cli.h"
+#include "cli/record.h"
+#include "output/pstats.h"
+
+const char *const rec_mode_names[] = {"wall", "cpu", "gil", "exception"};
+
+/* "10000", "10k", "10khz", "1mhz", "250hz", "1.5khz" -> Hz; <= 0 if invalid. */
+static double parse_rate(const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !(v > 0) || !isfinite(v))
+        return -1;
+    double mult = 1;
+    if (strncasecmp(end, "k", 1) == 0) {
+        mult = 1e3;
+        end++;
+    } else if (strncasecmp(end, "m", 1) == 0) {
+        mult = 1e6;
+        end++;
+    }
+    if (strcasecmp(end, "hz") == 0)
+        end += 2;
+    if (*end != '\0')
+        return -1;
+    v *= mult;
+    /* Beyond 10 MHz the interval is below 100 ns: not a rate anyone can sample. */
+    return v <= 1e7 ? v : -1;
+}
+
+static const char RUN_USAGE[] =
+    "usage: pystrobe run [options] script.py [args...]\n"
+    "       pystrobe run [options] -m module [args...]\n"
+    "       pystrobe run [options] -- COMMAND [args...]\n"
+    "       pystrobe attach [options] PID\n"
+    "\n"
+    "Sampling:\n"
+    "  -r, --sampling-rate RATE  samples per second: 10000, 10khz, 10k (default 1khz)\n"
+    "  -d, --duration SECONDS    stop after this long (default: until the target exits)\n"
+    "  -a, --all-threads         sample every thread (the default)\n"
+    "      --main-thread-only    only each interpreter's main thread\n"
+    "      --mode MODE           wall: every thread (default); cpu: threads the kernel\n"
+    "                            shows running; gil: the thread holding the GIL;\n"
+    "                            exception: threads raising or handling an exception\n"
+    "      --native              <native> frames where C code sits between Python frames\n"
+    "      --no-gc               no <GC> frames (shown by default where the target\n"
+    "                            publishes the collecting frame: CPython 3.15)\n"
+    "      --realtime-stats      a live line: achieved rate, time per sample\n"
+    "      --stats               read and cache counters at the end\n"
+    "      --python PATH         (run) the interpreter for script.py / -m (default python3)\n"
+    "      --read-only           never write into the target. By default pystrobe keeps\n"
+    "                            a frame cache on CPython 3.15+, which writes one field\n"
+    "                            per thread (PyThreadState.last_profiled_frame)\n"
+    "      --read-every-thread   read each thread at each sample. By default a thread\n"
+    "                            that has not held the GIL since the last sample keeps\n"
+    "                            the stack it had then, without a read\n"
+    "Output:\n"
+    "      --pstats              a table on stdout, or with -o a file pstats.Stats loads\n"
+    "                            (the default)\n"
+    "      --collapsed           folded stacks (default file collapsed_PID.txt)\n"
+    "      --flamegraph          a self-contained HTML flame graph (flamegraph_PID.html)\n"
+    "  -o, --output FILE         where to write\n"
+    "      --sort KEY            pstats table: nsamples, tottime, cumtime, sample-pct,\n"
+    "                            cumul-pct, nsamples-cumul, name (default nsamples)\n"
+    "  -l, --limit N             pstats table rows (default 15)\n"
+    "      --no-tid              collapsed: no tid:N root frame; threads merged\n";
+
+enum {
+    OPT_MAIN_ONLY = 256,
+    OPT_MODE,
+    OPT_NATIVE,
+    OPT_NO_GC,
+    OPT_REALTIME,
+    OPT_STATS,
+    OPT_PYTHON,
+    OPT_PSTATS,
+    OPT_COLLAPSED,
+    OPT_FLAMEGRAPH,
+    OPT_SORT,
+    OPT_NO_TID,
+    OPT_READ_ONLY,
+    OPT_EVERY_THREAD,
+};
+
+static const struct option LONG_OPTS[] = {
+    {"sampling-rate", required_argument, NULL, 'r'},
+    {"duration", required_argument, NULL, 'd'},
+    {"all-threads", no_argument, NULL, 'a'},
+    {"main-thread-only", no_argument, NULL, OPT_MAIN_ONLY},
+    {"mode", required_argument, NULL, OPT_MODE},
+    {"native", no_argument, NULL, OPT_NATIVE},
+    {"no-gc", no_argument, NULL, OPT_NO_GC},
+    {"realtime-stats", no_argument, NULL, OPT_REALTIME},
+    {"stats", no_argument, NULL, OPT_STATS},
+    {"python", required_argument, NULL, OPT_PYTHON},
+    {"pstats", no_argument, NULL, OPT_PSTATS},
+    {"collapsed", no_argument, NULL, OPT_COLLAPSED},
+    {"flamegraph", no_argument, NULL, OPT_FLAMEGRAPH},
+    {"output", required_argument, NULL, 'o'},
+    {"sort", required_argument, NULL, OPT_SORT},
+    {"limit", required_argument, NULL, 'l'},
+    {"no-tid", no_argument, NULL, OPT_NO_TID},
+    {"read-only", no_argument, NULL, OPT_READ_ONLY},
+    {"read-every-thread", no_argument, NULL, OPT_EVERY_THREAD},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("pystrobe: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\n(pystrobe run --help for the options)\n", stderr);
+    return CLI_USAGE;
+}
+
+/* Parse options; returns -1 on success, else an exit status. */
+int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
+{
+    int c;
+    memset(r, 0, sizeof *r);
+    r->attach = attach;
+    r->rate_hz = 1000;
+    r->gc = 1;
+    r->tid = 1;
+    r->sort = OUT_SORT_NSAMPLES;
+    r->limit = 15;
+    r->python = "python3";
+    optind = 1;
+    /* '+': stop at the first non-option (the script and its arguments). */
+    while ((c = getopt_long(argc, argv, "+r:d:ao:l:hm:", LONG_OPTS, NULL)) != -1) {
+        switch (c) {
+        case 'r':
+            r->rate_hz = parse_rate(optarg);
+            if (r->rate_hz <= 0)
+                return usage_error("bad sampling rate '%s' (e.g. 10000, 10khz, 10k)", optarg);
+            break;
+        case 'd': {
+            char *end;
+            double d = strtod(optarg, &end);
+            if (end == optarg || *end || !(d > 0) || d > 1e7)
+                return usage_error("bad duration '%s' (seconds)", optarg);
+            r->duration_ns = (uint64_t)(d * 1e9);
+            break;
+        }
+        case 'a':
+            break;
+        case OPT_MAIN_ONLY:
+            r->main_only = 1;
+            break;
+        case OPT_MODE: {
+            int found = -1;
+            for (int i = 0; i < 4; i++)
+                if (strcmp(optarg, rec_mode_names[i]) == 0)
+                    found = i;
+            if (found < 0)
+                return usage_error("bad mode '%s' (wall, cpu, gil, exception)", optarg);
+            r->mode = (enum mode)found;
+            break;
+        }
+        case OPT_NATIVE:
+            r->native = 1;
+            break;
+        case OPT_NO_GC:
+            r->gc = 0;
+            break;
+        case OPT_REALTIME:
+            r->realtime = 1;
+            break;
+        case OPT_STATS:
+            r->stats = 1;
+            break;
+        case OPT_PYTHON:
+            r->python = optarg;
+            break;
+        case OPT_PSTATS:
+            r->format = FMT_PSTATS;
+            break;
+        case OPT_COLLAPSED:
+            r->format = FMT_COLLAPSED;
+            break;
+        case OPT_FLAMEGRAPH:
+            r->format = FMT_FLAMEGRAPH;
+            break;
+        case 'o':
+            r->output = optarg;
+            break;
+        case OPT_NO_TID:
+            r->tid = 0;
+            break;
+        case OPT_READ_ONLY:
+            r->read_only = 1;
+            break;
+        case OPT_EVERY_THREAD:
+            r->every_thread = 1;
+            break;
+        case OPT_SORT:
+            r->sort = out_pstats_sort_parse(optarg);
+            if (r->sort < 0)
+                return usage_error("bad sort key '%s'", optarg);
+            break;
+        case 'l': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (end == optarg || *end || v <= 0)
+                return usage_error("bad limit '%s'", optarg);
+            r->limit = (size_t)v;
+            break;
+        }
+        case 'm': {
+            /* run -m MODULE args: python -m MODULE args */
+            static char *mv[4096];
+            int n = 0;
+            if (r->attach)
+                return usage_error("%s", "-m is for run");
+            mv[n++] = (char *)r->python;
+            mv[n++] = "-m";
+            mv[n++] = optarg;
+            for (int i = optind; i < argc && n < 4095; i++)
+                mv[n++] = argv[i];
+            mv[n] = NULL;
+            r->argv = mv;
+            goto done;
+        }
+        case 'h':
+            fputs(RUN_USAGE, stdout);
+            return CLI_OK;
+        default:
+            return usage_error("%s", "bad option");
+        }
+    }
+done:
+    r->interval_ns = (uint64_t)(1e9 / r->rate_hz + 0.5);
+    if (r->interval_ns == 0)
+        r->interval_ns = 1;
+    if (r->attach) {
+        if (optind != argc - 1)
+            return usage_error("%s", "attach needs exactly one process id");
+        *pid = cli_parse_pid(argv[optind]);
+        if (*pid < 0)
+            return usage_error("not a process id: '%s'", argv[optind]);
+        return -1;
+    }
+    if (r->argv) { /* -m */
+        r->argv[0] = (char *)r->python;
+        return -1;
+    }
+    if (optind >= argc)
+        return usage_error("%s", "run needs a script, -m module, or -- COMMAND");
+    if (optind > 0 && strcmp(argv[optind - 1], "--") == 0) {
+        r->argv = argv + optind; /* a command */
+        return -1;
+    }
+    static char *sv[4096];
+    int n = 0;
+    sv[n++] = (char *)r->python;
+    for (int i = optind; i < argc && n < 4095; i++)
+        sv[n++] = argv[i];
+    sv[n] = NULL;
+    r->argv = sv;
+    return -1;
+}

@@ -27,7 +27,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 TOOL_SRC := $(wildcard tests/tools/*.c)
 TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(B)/tests/%)
 
-.PHONY: all deps sidroot test test-unit test-integration test-one demo clean fuzz format module bench bench-austin
+.PHONY: all deps sidroot test test-unit test-integration test-one demo clean fuzz format module bench bench-austin soak
 
 all: $(B)/pystrobe $(B)/libpystrobe.so $(UNIT_BIN) $(TOOL_BIN)
 
@@ -160,3 +160,11 @@ format:
 
 clean:
 	rm -rf build build-asan build-fuzz
+
+# --- soak ---------------------------------------------------------------------
+
+# An hour at 10 kHz against tests/soak/workload.py (threads, random recursion,
+# exceptions, GC); not part of `make test`. SOAK_ARGS="--minutes 5" for less.
+SOAK_ARGS ?=
+soak: sidroot all
+	$(PYTHON) tests/soak/soak.py --build $(B) --out $(B)/soak $(SOAK_ARGS)

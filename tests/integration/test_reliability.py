@@ -80,8 +80,13 @@ class Looper:
         self.pid_host = self.host_dir / "pid"
         self.proc = None
 
-    def run_args(self, *flags):
+    def run_args(self, *flags, shell=False):
+        """`pystrobe run` arguments; shell: run by a shell script that is
+        not Python itself (sh -c, which waits for it)."""
         script = [f"{self.target_dir}/looper.py", f"{self.target_dir}/pid", ",".join(flags)]
+        if shell:
+            cmd = " ".join([*self.target.argv, *script]) + "; exit $?"
+            return ["--", "/bin/sh", "-c", cmd]
         if self.target.chroot is None:
             return ["--python", self.target.argv[0], *script]
         return ["--", *self.target.argv, *script]
@@ -227,10 +232,10 @@ def test_output_directory_removed_meanwhile(strobes, sleeper312, tmp_path):
     d.mkdir()
     spare = tmp_path / "spare"
     spare.mkdir()
-    s = strobes(["attach", "-d", "3", "-o", d / "p.pstats", sleeper312.pid],
-                env={"TMPDIR": str(spare)})
+    s = strobes(["attach", "-o", d / "p.pstats", sleeper312.pid], env={"TMPDIR": str(spare)})
     time.sleep(0.5)
     shutil.rmtree(d)
+    s.interrupt()
     s.wait(timeout=WAIT)
     assert s.proc.returncode == EXIT_FALLBACK, s.describe()
     m = FALLBACK.search(s.stderr)
@@ -258,9 +263,13 @@ def test_sighup_ends_run_and_writes(strobes, looper, tmp_path):
 
 @pytest.mark.parametrize("looper", [T312], indirect=True)
 def test_second_ctrl_c_kills_command(strobes, looper, tmp_path):
-    """A command that ignores SIGINT, and two Ctrl-C to pystrobe: the second
-    aborts (130) while pystrobe waits for the command, and kills it."""
-    s = strobes(["run", "-o", tmp_path / "c.pstats", *looper.run_args("ignore-int")])
+    """A shell running a Python that ignores SIGINT, and two Ctrl-C to
+    pystrobe: the second aborts (130) while pystrobe waits for the command,
+    and kills the Python process too (the kernel's PR_SET_PDEATHSIG reaches
+    only the shell). The Python survives SIGTERM too, so that the wait lasts
+    4 s."""
+    s = strobes(["run", "-o", tmp_path / "c.pstats",
+                 *looper.run_args("ignore-int", "count-term", shell=True)])
     pid = looper.pid(s)
     time.sleep(0.3)
     s.interrupt()

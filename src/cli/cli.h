@@ -15,11 +15,19 @@ enum cli_exit {
     CLI_VERSION = 6,
     CLI_EXITED = 7,
     CLI_ERROR = 8,
+    CLI_NOSAMPLES = 9, /* run/attach: no stack sampled, nothing written */
+    CLI_FALLBACK = 10, /* run/attach: the profile went to a fallback file, not the output */
 };
 
 /* Print "pystrobe: <msg>" (plus a hint for permission errors) to stderr and
  * return the exit status for the library error code. */
 int cli_report(int code, const char *msg);
+
+struct option;
+/* After getopt_long (with opterr = 0 and ':' leading the short options)
+ * returned '?' or ':' (c): print "pystrobe: unknown option '--x'" (or that
+ * the option is ambiguous, needs a value or takes none) to stderr. */
+void cli_bad_option(int c, char **argv, const struct option *longopts);
 
 /* Parse a process id; -1 if s is not one. */
 int cli_parse_pid(const char *s);

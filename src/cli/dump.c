@@ -205,6 +205,9 @@ int cli_dump(int argc, char **argv)
                 fprintf(stderr, "pystrobe: not a process id: '%s'\n%s", argv[i], DUMP_USAGE);
                 return CLI_USAGE;
             }
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            fprintf(stderr, "pystrobe: unknown option '%s'\n%s", argv[i], DUMP_USAGE);
+            return CLI_USAGE;
         } else {
             fprintf(stderr, "pystrobe: unexpected argument '%s'\n%s", argv[i], DUMP_USAGE);
             return CLI_USAGE;

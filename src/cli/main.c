@@ -2,6 +2,7 @@
  * main: dispatch `pystrobe COMMAND ...`, and the error-to-exit-status map.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,41 @@ int cli_report(int code, const char *msg)
     default:
         return CLI_ERROR;
     }
+}
+
+void cli_bad_option(int c, char **argv, const struct option *longopts)
+{
+    /* getopt_long has stepped past a long option it rejects, and past a
+     * short one unless it sat inside a group ("-Za"): the short one is
+     * named by optopt, a long one only by its text. A rejected long option
+     * leaves optopt 0, or its value if the fault is its argument. */
+    const char *arg = optind > 0 ? argv[optind - 1] : "";
+    int is_long = strncmp(arg, "--", 2) == 0 &&
+                  (c == ':' || optopt == 0 || optopt >= 256 || strchr(arg, '='));
+    if (!is_long) {
+        if (c == ':')
+            fprintf(stderr, "pystrobe: option '-%c' needs a value\n", optopt);
+        else if (optopt > ' ' && optopt < 127)
+            fprintf(stderr, "pystrobe: unknown option '-%c'\n", optopt);
+        else
+            fprintf(stderr, "pystrobe: unknown option\n");
+        return;
+    }
+    size_t len = strcspn(arg, "=");
+    if (c == ':') {
+        fprintf(stderr, "pystrobe: option '%.*s' needs a value\n", (int)len, arg);
+        return;
+    }
+    if (optopt != 0) {
+        fprintf(stderr, "pystrobe: option '%.*s' takes no value\n", (int)len, arg);
+        return;
+    }
+    int matches = 0;
+    for (const struct option *o = longopts; o && o->name; o++)
+        if (len > 2 && strncmp(o->name, arg + 2, len - 2) == 0)
+            matches++;
+    fprintf(stderr, "pystrobe: %s option '%.*s'\n", matches > 1 ? "ambiguous" : "unknown", (int)len,
+            arg);
 }
 
 int cli_parse_pid(const char *s)

@@ -5,6 +5,7 @@
  * command's outline; record.h lists where each part lives.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -15,6 +16,12 @@
 #include "cli/cli.h"
 #include "cli/record.h"
 
+/* The temporary output file an abort must remove, if it has a name. */
+static const char *named_tmp(const struct rec_out *o)
+{
+    return o->tmp[0] && !o->anonymous ? o->tmp : NULL;
+}
+
 int cli_record(int argc, char **argv, int attach)
 {
     struct rec r;
@@ -22,6 +29,8 @@ int cli_record(int argc, char **argv, int attach)
     pid_t child = -1;
     pys_session *s = NULL;
     pys_profile *prof = NULL;
+    struct rec_out out;
+    uint64_t unmatched = 0;
     char err[512];
 
     int rc = rec_parse_args(&r, argc, argv, attach, &pid);
@@ -34,20 +43,30 @@ int cli_record(int argc, char **argv, int attach)
                               .reuse_idle = !r.every_thread};
     prctl(PR_SET_TIMERSLACK, 1UL);
     rec_signals_install();
+    /* Before anything starts: a profile that cannot be written is not taken. */
+    rc = rec_out_prepare(&out, &r, attach ? pid : -1);
+    if (rc != -1)
+        return rc;
+    rec_abort_cleanup(-1, -1, named_tmp(&out));
 
     if (attach) {
         rc = pys_session_attach(&s, pid, &opt, err, sizeof err);
-        if (rc < 0)
+        if (rc < 0) {
+            rec_out_discard(&out);
             return cli_report(rc, err);
+        }
     } else {
         int exited, child_status = 0;
-        child = rec_child_start(r.argv);
+        child = rec_child_start(r.argv, r.detach);
         if (child < 0) {
+            rec_out_discard(&out);
             fprintf(stderr, "pystrobe: fork failed: %s\n", strerror(errno));
             return CLI_ERROR;
         }
+        rec_abort_cleanup(r.detach ? -1 : child, -1, named_tmp(&out));
         rc = rec_child_attach(child, &opt, &s, &child_status, &exited);
         if (rc < 0) {
+            rec_out_discard(&out);
             if (exited) {
                 fprintf(stderr, "pystrobe: %s exited before Python started (status %d)\n",
                         r.argv[0], child_status);
@@ -57,11 +76,15 @@ int cli_record(int argc, char **argv, int attach)
             return rc == PYS_E_PERM ? CLI_PERM : rc == PYS_E_VERSION ? CLI_VERSION : CLI_OK;
         }
         pid = pys_session_pid(s);
+        rec_abort_cleanup(r.detach ? -1 : child, r.detach ? -1 : pid, named_tmp(&out));
     }
 
     prof = pys_profile_new();
     if (!prof) {
+        rec_out_discard(&out);
         pys_session_free(s);
+        if (child > 0 && !r.detach)
+            rec_child_stop(child, pid, 0);
         fprintf(stderr, "pystrobe: out of memory\n");
         return CLI_ERROR;
     }
@@ -71,11 +94,11 @@ int cli_record(int argc, char **argv, int attach)
     info->interval_ns = r.interval_ns;
     info->mode = rec_mode_names[r.mode];
 
-    enum end why = rec_sample_loop(&r, s, prof);
+    enum end why = rec_sample_loop(&r, s, prof, &unmatched);
     rec_print_summary(info, r.rate_hz);
     if (r.stats)
         rec_print_stats(s, info);
-    status = rec_write_output(&r, prof, pid);
+    status = rec_write_output(&r, &out, prof, pid, unmatched);
 
     if (child > 0) {
         int st;
@@ -83,8 +106,10 @@ int cli_record(int argc, char **argv, int attach)
             /* The target ended on its own: pass its status on. */
             if (waitpid(child, &st, 0) == child && status == CLI_OK)
                 status = rec_exit_status_of(st);
+        } else if (r.detach) {
+            fprintf(stderr, "pystrobe: process %d left running (--detach)\n", (int)child);
         } else {
-            rec_child_stop(child, pid, why == END_SIGNAL);
+            rec_child_stop(child, pid, why == END_SIGNAL && rec_stop == SIGINT);
         }
     }
     pys_profile_free(prof);

@@ -38,12 +38,14 @@ struct rec {
     size_t limit;
     const char *python;
     char **argv; /* run: what to execute */
+    int detach;  /* run: leave the command running when sampling ends early */
 };
 
 /* Why sampling ended. */
 enum end { END_SIGNAL, END_DURATION, END_EXITED };
 
-/* Set by the first SIGINT/SIGTERM (rec_signals_install); the loops poll it. */
+/* The signal that ended sampling: set by the first SIGINT, SIGTERM or SIGHUP
+ * (rec_signals_install); 0 until then. The loops poll it. */
 extern volatile sig_atomic_t rec_stop;
 
 /* record_opts.c: parse options into r (and *pid for attach); returns -1 on
@@ -53,23 +55,54 @@ int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid);
 /* record_loop.c */
 uint64_t rec_now_ns(void);
 void rec_signals_install(void);
-/* Sample s into prof until a signal, the duration or the target's exit. */
-enum end rec_sample_loop(const struct rec *r, pys_session *s, pys_profile *prof);
+/* What a second signal (an abort) cleans up before pystrobe exits 130:
+ * child and python (-1: none) are killed with SIGKILL, tmp_path (NULL: none)
+ * is unlinked. tmp_path must stay valid until replaced. */
+void rec_abort_cleanup(pid_t child, pid_t python, const char *tmp_path);
+/* Sample s into prof until a signal, the duration or the target's exit.
+ * *unmatched counts the samples in which some thread had a Python stack but
+ * none passed the --mode and --main-thread-only filters. */
+enum end rec_sample_loop(const struct rec *r, pys_session *s, pys_profile *prof,
+                         uint64_t *unmatched);
 
 /* record_child.c */
-pid_t rec_child_start(char **argv);
+/* Start argv; unless detach, the child gets SIGKILL if pystrobe dies first. */
+pid_t rec_child_start(char **argv, int detach);
 int rec_exit_status_of(int status);
-/* End the child (and python, its Python descendant, if another process). */
-void rec_child_stop(pid_t child, pid_t python, int gently);
+/* End the child (and python, its Python descendant, if another process) and
+ * reap it: after_ctrl_c, it is first given 2 s to end on its own (it had the
+ * terminal's Ctrl-C too); then SIGTERM, and SIGKILL 2 s later. */
+void rec_child_stop(pid_t child, pid_t python, int after_ctrl_c);
 /* Attach to the child or its first Python descendant; 0 or a PYS_E code.
  * *exited says the child ended first, with *child_status. */
 int rec_child_attach(pid_t child, const struct pys_options *opt, pys_session **out,
                      int *child_status, int *exited);
 
 /* record_out.c */
+/* The output file, made ready before sampling starts so that a path that
+ * cannot be written fails at once rather than after the whole run. */
+struct rec_out {
+    const char *path; /* where the profile goes; NULL: the default name (pid unknown yet) */
+    char name[64];    /* the default name, once known */
+    int to_stdout;    /* the pstats table on stdout: no file */
+    int in_place;     /* path exists and is not a regular file: written in place */
+    int fd;           /* the temporary file in the destination directory, or -1 */
+    int anonymous;    /* it has no name yet (O_TMPFILE); tmp is the one it will get */
+    char tmp[4096];   /* its name, or "" */
+};
+/* Check that the output can be written: create its temporary file in the
+ * destination directory (pid: the target's, or -1 for run's default name,
+ * which then lives in the current directory). Returns -1, or the exit status
+ * to end with after saying why. */
+int rec_out_prepare(struct rec_out *o, const struct rec *r, int pid);
+/* Remove the temporary file (the profile is not going to be written). */
+void rec_out_discard(struct rec_out *o);
 void rec_print_summary(const struct pys_profile_info *info, double rate_hz);
 void rec_print_stats(const pys_session *s, const struct pys_profile_info *info);
-/* Write the profile where r says; returns an exit status. */
-int rec_write_output(const struct rec *r, const pys_profile *p, int pid);
+/* Write the profile to o, or if that fails to a fallback file named on
+ * stderr; nothing if the profile has no stacks (unmatched as from
+ * rec_sample_loop says why). Returns an exit status. */
+int rec_write_output(const struct rec *r, struct rec_out *o, const pys_profile *p, int pid,
+                     uint64_t unmatched);
 
 #endif

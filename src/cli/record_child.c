@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,11 +15,18 @@
 #include "cli/cli.h"
 #include "cli/record.h"
 
-pid_t rec_child_start(char **argv)
+pid_t rec_child_start(char **argv, int detach)
 {
+    pid_t parent = getpid();
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
+        /* The last resort that keeps the child from outliving pystrobe
+         * when pystrobe itself is killed (SIGKILL, a crash): rec_child_stop
+         * and the abort handler cover every other end. The kernel keeps the
+         * setting across exec, except into a set-user-ID program. */
+        if (!detach && (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent))
+            _exit(127);
         execvp(argv[0], argv);
         fprintf(stderr, "pystrobe: cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
@@ -35,30 +43,56 @@ int rec_exit_status_of(int status)
     return CLI_ERROR;
 }
 
-/* End the child: it may already be on its way out (it got the terminal's
- * Ctrl-C too); otherwise SIGTERM, and SIGKILL if that is not enough. */
-void rec_child_stop(pid_t child, pid_t python, int gently)
+/* The child, and its Python descendant if that is another process (which
+ * is not ours to reap: it is gone once kill() no longer finds it). */
+struct stopping {
+    pid_t child, python;
+    int reaped;
+};
+
+static int ended(struct stopping *st)
 {
     int status;
-    for (int step = 0; step < 3; step++) {
-        uint64_t until = rec_now_ns() + 2000000000ull;
-        if (step == 1 || (step == 0 && !gently)) {
-            if (python > 0 && python != child)
-                kill(python, SIGTERM);
-            kill(child, SIGTERM);
-        } else if (step == 2) {
-            if (python > 0 && python != child)
-                kill(python, SIGKILL);
-            kill(child, SIGKILL);
-        }
-        while (rec_now_ns() < until) {
-            if (waitpid(child, &status, WNOHANG) == child)
-                return;
-            struct timespec ts = {0, 10000000};
-            nanosleep(&ts, NULL);
-        }
-    }
-    waitpid(child, &status, 0);
+    if (!st->reaped && waitpid(st->child, &status, WNOHANG) == st->child)
+        st->reaped = 1;
+    return st->reaped && (st->python <= 0 || st->python == st->child || kill(st->python, 0) != 0);
+}
+
+/* Wait up to 2 s for both to end; 1 if they did. */
+static int ended_within_2s(struct stopping *st)
+{
+    uint64_t until = rec_now_ns() + 2000000000ull;
+    do {
+        if (ended(st))
+            return 1;
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    } while (rec_now_ns() < until);
+    return 0;
+}
+
+static void signal_both(const struct stopping *st, int sig)
+{
+    if (st->python > 0 && st->python != st->child)
+        kill(st->python, sig);
+    if (!st->reaped)
+        kill(st->child, sig);
+}
+
+/* The sequence docs/cli.md gives: [2 s to end after Ctrl-C], SIGTERM,
+ * SIGKILL 2 s later, and then wait for the child to go. */
+void rec_child_stop(pid_t child, pid_t python, int after_ctrl_c)
+{
+    struct stopping st = {child, python, 0};
+    int status;
+    if (after_ctrl_c && ended_within_2s(&st))
+        return;
+    signal_both(&st, SIGTERM);
+    if (ended_within_2s(&st))
+        return;
+    signal_both(&st, SIGKILL);
+    if (!st.reaped)
+        waitpid(child, &status, 0);
 }
 
 /*

@@ -6,8 +6,9 @@
  * twice the measured wake-up latency and than 50 us. A deadline passed by more than a whole
  * interval is counted as missed and skipped, never made up with a burst.
  *
- * Signals: the first SIGINT/SIGTERM ends sampling (the profile is written);
- * a second aborts at once.
+ * Signals: the first SIGINT, SIGTERM or SIGHUP ends sampling (the profile is
+ * written); a second aborts at once, after killing `run`'s command and
+ * removing the temporary output file (rec_abort_cleanup).
  */
 #include <errno.h>
 #include <signal.h>
@@ -20,16 +21,40 @@
 
 volatile sig_atomic_t rec_stop;
 
+/* What an abort cleans up; written with the signals blocked. */
+static volatile pid_t abort_child = -1, abort_python = -1;
+static const char *volatile abort_tmp;
+
 static void on_signal(int sig)
 {
-    (void)sig;
     if (rec_stop) {
         static const char msg[] = "\npystrobe: interrupted again: aborting\n";
         ssize_t w = write(2, msg, sizeof msg - 1);
         (void)w;
+        if (abort_python > 0 && abort_python != abort_child)
+            kill(abort_python, SIGKILL);
+        if (abort_child > 0)
+            kill(abort_child, SIGKILL);
+        if (abort_tmp)
+            unlink(abort_tmp);
         _exit(130);
     }
-    rec_stop = 1;
+    rec_stop = sig;
+}
+
+static const int STOP_SIGNALS[] = {SIGINT, SIGTERM, SIGHUP};
+
+void rec_abort_cleanup(pid_t child, pid_t python, const char *tmp_path)
+{
+    sigset_t set, old;
+    sigemptyset(&set);
+    for (size_t i = 0; i < sizeof STOP_SIGNALS / sizeof STOP_SIGNALS[0]; i++)
+        sigaddset(&set, STOP_SIGNALS[i]);
+    sigprocmask(SIG_BLOCK, &set, &old);
+    abort_child = child;
+    abort_python = python;
+    abort_tmp = tmp_path;
+    sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
 void rec_signals_install(void)
@@ -38,8 +63,10 @@ void rec_signals_install(void)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    for (size_t i = 0; i < sizeof STOP_SIGNALS / sizeof STOP_SIGNALS[0]; i++)
+        sigaddset(&sa.sa_mask, STOP_SIGNALS[i]);
+    for (size_t i = 0; i < sizeof STOP_SIGNALS / sizeof STOP_SIGNALS[0]; i++)
+        sigaction(STOP_SIGNALS[i], &sa, NULL);
 }
 
 uint64_t rec_now_ns(void)
@@ -114,7 +141,8 @@ static void realtime_line(const struct timing *tm, uint64_t samples, uint64_t fa
 }
 
 /* Sample until the end; fill the profile and its info. */
-enum end rec_sample_loop(const struct rec *r, pys_session *s, pys_profile *prof)
+enum end rec_sample_loop(const struct rec *r, pys_session *s, pys_profile *prof,
+                         uint64_t *unmatched)
 {
     struct pys_profile_info *info = pys_profile_info(prof);
     uint64_t interval = r->interval_ns;
@@ -126,6 +154,7 @@ enum end rec_sample_loop(const struct rec *r, pys_session *s, pys_profile *prof)
     struct timing tm = {0, 0, UINT64_MAX, 0, start, 0, start};
     enum end why = END_SIGNAL;
 
+    *unmatched = 0;
     for (;;) {
         if (rec_stop) {
             why = END_SIGNAL;
@@ -156,7 +185,7 @@ enum end rec_sample_loop(const struct rec *r, pys_session *s, pys_profile *prof)
         if (rc < 0) {
             info->failed++;
         } else {
-            int failed = 0;
+            int failed = 0, stacks = 0, kept = 0;
             for (size_t i = 0; i < snap->ninterps; i++) {
                 const struct pys_interp *in = &snap->interps[i];
                 for (size_t k = 0; k < in->nthreads; k++) {
@@ -165,8 +194,12 @@ enum end rec_sample_loop(const struct rec *r, pys_session *s, pys_profile *prof)
                         failed = 1;
                         continue;
                     }
-                    if (t->nframes == 0 || !thread_matches(r, t))
+                    if (t->nframes == 0)
                         continue;
+                    stacks++;
+                    if (!thread_matches(r, t))
+                        continue;
+                    kept++;
                     if (pys_profile_add(prof, t->native_id, t->frames, t->nframes, 1) < 0) {
                         fprintf(stderr, "pystrobe: out of memory: stopping\n");
                         why = END_SIGNAL;
@@ -175,6 +208,7 @@ enum end rec_sample_loop(const struct rec *r, pys_session *s, pys_profile *prof)
                 }
             }
             info->failed += (uint64_t)failed;
+            *unmatched += stacks > 0 && kept == 0;
         }
         uint64_t dt = t1 - t0;
         tm.n++;

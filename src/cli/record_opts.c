@@ -62,6 +62,8 @@ static const char RUN_USAGE[] =
     "      --realtime-stats      a live line: achieved rate, time per sample\n"
     "      --stats               read and cache counters at the end\n"
     "      --python PATH         (run) the interpreter for script.py / -m (default python3)\n"
+    "      --detach              (run) when sampling ends before the command does (-d,\n"
+    "                            a signal), leave the command running\n"
     "      --read-only           never write into the target. By default pystrobe keeps\n"
     "                            a frame cache on CPython 3.15+, which writes one field\n"
     "                            per thread (PyThreadState.last_profiled_frame)\n"
@@ -94,6 +96,7 @@ enum {
     OPT_NO_TID,
     OPT_READ_ONLY,
     OPT_EVERY_THREAD,
+    OPT_DETACH,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -116,6 +119,7 @@ static const struct option LONG_OPTS[] = {
     {"no-tid", no_argument, NULL, OPT_NO_TID},
     {"read-only", no_argument, NULL, OPT_READ_ONLY},
     {"read-every-thread", no_argument, NULL, OPT_EVERY_THREAD},
+    {"detach", no_argument, NULL, OPT_DETACH},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -145,8 +149,10 @@ int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
     r->limit = 15;
     r->python = "python3";
     optind = 1;
-    /* '+': stop at the first non-option (the script and its arguments). */
-    while ((c = getopt_long(argc, argv, "+r:d:ao:l:hm:", LONG_OPTS, NULL)) != -1) {
+    opterr = 0; /* errors are said below, in pystrobe's words */
+    /* '+': stop at the first non-option (the script and its arguments);
+     * ':': a missing value is told apart from an unknown option. */
+    while ((c = getopt_long(argc, argv, "+:r:d:ao:l:hm:", LONG_OPTS, NULL)) != -1) {
         switch (c) {
         case 'r':
             r->rate_hz = parse_rate(optarg);
@@ -158,7 +164,11 @@ int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
             double d = strtod(optarg, &end);
             if (end == optarg || *end || !(d > 0) || d > 1e7)
                 return usage_error("bad duration '%s' (seconds)", optarg);
-            r->duration_ns = (uint64_t)(d * 1e9);
+            /* Rounded up: a duration shorter than a nanosecond is one, not
+             * 0 (which means no limit). */
+            r->duration_ns = (uint64_t)ceil(d * 1e9);
+            if (r->duration_ns == 0)
+                r->duration_ns = 1;
             break;
         }
         case 'a':
@@ -212,6 +222,9 @@ int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
         case OPT_EVERY_THREAD:
             r->every_thread = 1;
             break;
+        case OPT_DETACH:
+            r->detach = 1;
+            break;
         case OPT_SORT:
             r->sort = out_pstats_sort_parse(optarg);
             if (r->sort < 0)
@@ -244,7 +257,9 @@ int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
             fputs(RUN_USAGE, stdout);
             return CLI_OK;
         default:
-            return usage_error("%s", "bad option");
+            cli_bad_option(c, argv, LONG_OPTS);
+            fputs("(pystrobe run --help for the options)\n", stderr);
+            return CLI_USAGE;
         }
     }
 done:
@@ -252,6 +267,8 @@ done:
     if (r->interval_ns == 0)
         r->interval_ns = 1;
     if (r->attach) {
+        if (r->detach)
+            return usage_error("%s", "--detach is for run");
         if (optind != argc - 1)
             return usage_error("%s", "attach needs exactly one process id");
         *pid = cli_parse_pid(argv[optind]);

@@ -3,6 +3,7 @@
  * and the profile in the chosen format.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@
 #include "output/collapsed.h"
 #include "output/flamegraph.h"
 #include "output/pstats.h"
+
+static const char *const FORMAT_NAMES[] = {"pstats", "collapsed stacks", "flame graph"};
 
 /* Write the profile in the chosen format to f. */
 static int write_format(FILE *f, const struct rec *r, const pys_profile *p, const char *title)
@@ -28,80 +31,245 @@ static int write_format(FILE *f, const struct rec *r, const pys_profile *p, cons
     }
 }
 
-static int write_failed(const char *path, int rc, int err)
+/*
+ * Write the profile to f, flush it (and fsync if sync) and close f. Returns
+ * 0 or a PYS_E code, with *err the errno of the first failure (0 if none is
+ * known). The writers stop at the first fault of the stream and leave its
+ * errno, which is taken before anything else can change it.
+ */
+static int write_stream(FILE *f, const struct rec *r, const pys_profile *p, const char *title,
+                        int sync, int *err)
+{
+    errno = 0;
+    int rc = write_format(f, r, p, title);
+    int e = rc < 0 ? errno : 0;
+    errno = 0;
+    if (fflush(f) != 0 || ferror(f) || (sync && fsync(fileno(f)) != 0)) {
+        rc = rc < 0 ? rc : PYS_E_IO;
+        e = e ? e : errno;
+    }
+    errno = 0;
+    if (fclose(f) != 0 && rc == 0) {
+        rc = PYS_E_IO;
+        e = errno;
+    }
+    *err = e;
+    return rc;
+}
+
+static void write_failed(const char *path, int rc, int err)
 {
     fprintf(stderr, "pystrobe: writing %s failed: %s\n", path,
             rc == PYS_E_NOMEM ? "out of memory"
             : err             ? strerror(err)
                               : "I/O error");
-    return CLI_ERROR;
+}
+
+/* The mode a new file gets: 0666 less the umask. */
+static mode_t new_file_mode(void)
+{
+    mode_t mask = umask(0);
+    umask(mask);
+    return 0666 & ~mask;
+}
+
+/* The default file name of the format ("collapsed.txt" without a pid). */
+static void default_name(char *buf, size_t size, enum format fmt, int pid)
+{
+    const char *base = fmt == FMT_COLLAPSED ? "collapsed" : "flamegraph";
+    const char *ext = fmt == FMT_COLLAPSED ? "txt" : "html";
+    if (pid > 0)
+        snprintf(buf, size, "%s_%d.%s", base, pid, ext);
+    else
+        snprintf(buf, size, "%s.%s", base, ext);
+}
+
+int rec_out_prepare(struct rec_out *o, const struct rec *r, int pid)
+{
+    struct stat sb;
+    char name[64];
+
+    memset(o, 0, sizeof *o);
+    o->fd = -1;
+    if (r->format == FMT_PSTATS && !r->output) {
+        o->to_stdout = 1;
+        return -1;
+    }
+    o->path = r->output;
+    if (!o->path && pid > 0) {
+        default_name(o->name, sizeof o->name, r->format, pid);
+        o->path = o->name;
+    }
+    const char *shown = o->path;
+    if (!shown) { /* run: named after the Python process, found later */
+        default_name(name, sizeof name, r->format, -1);
+        shown = name;
+    }
+    if (o->path && stat(o->path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        /* /dev/stdout, a pipe, /dev/null: written in place at the end. */
+        int err = S_ISDIR(sb.st_mode) ? EISDIR : access(o->path, W_OK) != 0 ? errno : 0;
+        if (err) {
+            fprintf(stderr, "pystrobe: cannot write to %s: %s\n", o->path, strerror(err));
+            return CLI_ERROR;
+        }
+        o->in_place = 1;
+        return -1;
+    }
+    int n = snprintf(o->tmp, sizeof o->tmp, "%s.tmp.XXXXXX", shown);
+    if (n < 0 || (size_t)n >= sizeof o->tmp) {
+        o->tmp[0] = '\0';
+        fprintf(stderr, "pystrobe: output path too long: %s\n", shown);
+        return CLI_ERROR;
+    }
+    /* Preferably a file without a name until the end (O_TMPFILE), so that
+     * nothing is left behind if pystrobe is killed; else a named one. */
+    char *slash = strrchr(o->tmp, '/');
+    if (slash) {
+        char keep = slash[1];
+        slash[1] = '\0';
+        o->fd = open(o->tmp, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+        slash[1] = keep;
+    } else {
+        o->fd = open(".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+    }
+    if (o->fd >= 0) {
+        o->anonymous = 1;
+        return -1;
+    }
+    if (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)
+        o->fd = mkstemp(o->tmp);
+    if (o->fd < 0) {
+        int err = errno;
+        o->tmp[0] = '\0';
+        fprintf(stderr, "pystrobe: cannot write to %s: %s\n", shown, strerror(err));
+        return CLI_ERROR;
+    }
+    return -1;
+}
+
+void rec_out_discard(struct rec_out *o)
+{
+    if (o->fd >= 0)
+        close(o->fd);
+    o->fd = -1;
+    if (o->tmp[0] && !o->anonymous)
+        unlink(o->tmp);
+    o->tmp[0] = '\0';
+}
+
+/* Give the anonymous file a temporary name in its directory (o->tmp, with
+ * its XXXXXX replaced). 0, or -1 with errno set. */
+static int name_anonymous(struct rec_out *o)
+{
+    char proc[64];
+    size_t len = strlen(o->tmp);
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", o->fd);
+    for (unsigned k = 0; k < 100; k++) {
+        snprintf(o->tmp + len - 6, 7, "%06u", (unsigned)((unsigned)getpid() * 131u + k) % 1000000u);
+        if (linkat(AT_FDCWD, proc, AT_FDCWD, o->tmp, AT_SYMLINK_FOLLOW) == 0) {
+            o->anonymous = 0;
+            return 0;
+        }
+        if (errno != EEXIST)
+            return -1;
+    }
+    return -1;
 }
 
 /*
- * Write the profile to path. A regular file (or a new one) is written under
- * a temporary name and renamed, so a full disk or a crash never leaves half a
- * file under the final name; anything else (/dev/stdout, a pipe, /dev/null)
- * is written in place.
+ * Write the profile through the temporary file made by rec_out_prepare and
+ * rename it over o->path, so a full disk or a crash never leaves half a file
+ * under the final name. A file it replaces keeps its mode; a new one gets
+ * 0666 less the umask. 0 or a PYS_E code (*err as write_stream).
  */
-static int write_file(const char *path, const struct rec *r, const pys_profile *p,
-                      const char *title)
+static int write_renamed(struct rec_out *o, const struct rec *r, const pys_profile *p,
+                         const char *title, int *err)
 {
     struct stat sb;
-    char tmp[4096];
+    mode_t mode =
+        stat(o->path, &sb) == 0 && S_ISREG(sb.st_mode) ? sb.st_mode & 07777 : new_file_mode();
     FILE *f = NULL;
-    int rc, err;
+    int rc;
 
-    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
-        f = fopen(path, "wb");
-        if (!f)
-            return write_failed(path, PYS_E_IO, errno);
-        rc = write_format(f, r, p, title);
-        errno = 0;
-        if (fflush(f) != 0 || ferror(f))
-            rc = rc < 0 ? rc : PYS_E_IO;
-        err = errno;
-        if (fclose(f) != 0 && rc == 0) {
-            rc = PYS_E_IO;
-            err = errno;
+    /* f gets a copy of the descriptor: an anonymous file is named through
+     * o->fd once written. */
+    int fd = fchmod(o->fd, mode) == 0 ? dup(o->fd) : -1;
+    if (fd < 0 || !(f = fdopen(fd, "wb"))) {
+        *err = errno;
+        if (fd >= 0)
+            close(fd);
+        rec_out_discard(o);
+        return PYS_E_IO;
+    }
+    rc = write_stream(f, r, p, title, 1, err);
+    if (rc == 0 && o->anonymous && name_anonymous(o) != 0) {
+        rc = PYS_E_IO;
+        *err = errno;
+    }
+    close(o->fd);
+    o->fd = -1;
+    if (rc == 0 && rename(o->tmp, o->path) != 0) {
+        rc = PYS_E_IO;
+        *err = errno;
+    }
+    if (rc < 0 && !o->anonymous)
+        unlink(o->tmp);
+    o->tmp[0] = '\0';
+    return rc;
+}
+
+/*
+ * Where the profile goes when its own path failed: a new file with the
+ * target's pid in its name in $TMPDIR (else /tmp), or else in the current
+ * directory. Returns an exit status.
+ */
+static int write_fallback(const struct rec *r, const pys_profile *p, const char *title, int pid)
+{
+    static const char *const ext[] = {".pstats", ".txt", ".html"};
+    const char *tmpdir = getenv("TMPDIR");
+    const char *dirs[] = {tmpdir && *tmpdir ? tmpdir : "/tmp", "."};
+    char path[4096];
+    int err;
+
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        int n =
+            snprintf(path, sizeof path, "%s/pystrobe_%d_XXXXXX%s", dirs[i], pid, ext[r->format]);
+        if (n < 0 || (size_t)n >= sizeof path)
+            continue;
+        int fd = mkstemps(path, (int)strlen(ext[r->format]));
+        if (fd < 0)
+            continue;
+        FILE *f = fchmod(fd, new_file_mode()) == 0 ? fdopen(fd, "wb") : NULL;
+        if (!f) {
+            close(fd);
+            unlink(path);
+            continue;
         }
-        return rc < 0 ? write_failed(path, rc, err) : CLI_OK;
+        if (write_stream(f, r, p, title, 1, &err) == 0) {
+            fprintf(stderr, "pystrobe: wrote %s to %s instead\n", FORMAT_NAMES[r->format], path);
+            return CLI_FALLBACK;
+        }
+        unlink(path);
     }
-    int n = snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
-    if (n < 0 || (size_t)n >= sizeof tmp) {
-        fprintf(stderr, "pystrobe: output path too long: %s\n", path);
-        return CLI_ERROR;
+    fprintf(stderr, "pystrobe: no fallback file could be written either: the profile is lost\n");
+    return CLI_ERROR;
+}
+
+/* Why the profile is empty, for the user. */
+static void say_empty(const struct rec *r, const struct pys_profile_info *info, uint64_t unmatched)
+{
+    if (unmatched > 0) {
+        char filter[64];
+        snprintf(filter, sizeof filter, "--mode %s%s", rec_mode_names[r->mode],
+                 r->main_only ? " --main-thread-only" : "");
+        fprintf(stderr, "pystrobe: no thread matched %s in %llu samples: nothing written\n", filter,
+                (unsigned long long)unmatched);
+    } else if (info->samples == 0) {
+        fprintf(stderr, "pystrobe: no sample was taken: nothing written\n");
+    } else {
+        fprintf(stderr, "pystrobe: no Python stack in %llu samples: nothing written\n",
+                (unsigned long long)info->samples);
     }
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        fprintf(stderr, "pystrobe: cannot create %s: %s\n", tmp, strerror(errno));
-        return CLI_ERROR;
-    }
-    fchmod(fd, 0644);
-    f = fdopen(fd, "wb");
-    if (!f) {
-        err = errno;
-        close(fd);
-        unlink(tmp);
-        return write_failed(path, PYS_E_IO, err);
-    }
-    rc = write_format(f, r, p, title);
-    errno = 0;
-    if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0)
-        rc = rc < 0 ? rc : PYS_E_IO;
-    err = errno;
-    if (fclose(f) != 0 && rc == 0) {
-        rc = PYS_E_IO;
-        err = errno;
-    }
-    if (rc == 0 && rename(tmp, path) != 0) {
-        rc = PYS_E_IO;
-        err = errno;
-    }
-    if (rc < 0) {
-        unlink(tmp);
-        return write_failed(path, rc, err);
-    }
-    return CLI_OK;
 }
 
 void rec_print_summary(const struct pys_profile_info *info, double rate_hz)
@@ -162,28 +330,46 @@ void rec_print_stats(const pys_session *s, const struct pys_profile_info *info)
     }
 }
 
-int rec_write_output(const struct rec *r, const pys_profile *p, int pid)
+int rec_write_output(const struct rec *r, struct rec_out *o, const pys_profile *p, int pid,
+                     uint64_t unmatched)
 {
-    char name[256], title[512];
-    const char *path = r->output;
-    snprintf(title, sizeof title, "pystrobe: pid %d, %s mode", pid, rec_mode_names[r->mode]);
-    if (r->format == FMT_PSTATS && !path) {
-        int rc = out_pstats_write_table(stdout, p, r->sort, r->limit);
+    char title[512];
+    int rc, err = 0;
+
+    if (pys_profile_nodes(p) == 0 || pys_profile_node(p, 0)->total == 0) {
+        /* No file: an empty pstats file is one pstats.Stats cannot load. */
+        rec_out_discard(o);
+        say_empty(r, pys_profile_info_get(p), unmatched);
+        return CLI_NOSAMPLES;
+    }
+    if (o->to_stdout) {
+        rc = out_pstats_write_table(stdout, p, r->sort, r->limit);
         if (fflush(stdout) != 0 || rc < 0) {
             fprintf(stderr, "pystrobe: writing the table failed: %s\n", strerror(errno));
             return CLI_ERROR;
         }
         return CLI_OK;
     }
-    if (!path) {
-        snprintf(name, sizeof name,
-                 r->format == FMT_COLLAPSED ? "collapsed_%d.txt" : "flamegraph_%d.html", pid);
-        path = name;
+    snprintf(title, sizeof title, "pystrobe: pid %d, %s mode", pid, rec_mode_names[r->mode]);
+    if (!o->path) {
+        default_name(o->name, sizeof o->name, r->format, pid);
+        o->path = o->name;
     }
-    int rc = write_file(path, r, p, title);
-    if (rc == CLI_OK) {
-        static const char *const what[] = {"pstats", "collapsed stacks", "flame graph"};
-        fprintf(stderr, "Wrote %s to %s\n", what[r->format], path);
+    if (o->in_place) {
+        FILE *f = fopen(o->path, "wb");
+        if (f) {
+            rc = write_stream(f, r, p, title, 0, &err);
+        } else {
+            rc = PYS_E_IO;
+            err = errno;
+        }
+    } else {
+        rc = write_renamed(o, r, p, title, &err);
     }
-    return rc;
+    if (rc == 0) {
+        fprintf(stderr, "Wrote %s to %s\n", FORMAT_NAMES[r->format], o->path);
+        return CLI_OK;
+    }
+    write_failed(o->path, rc, err);
+    return write_fallback(r, p, title, pid);
 }

@@ -278,7 +278,8 @@ int out_pstats_write_marshal(FILE *f, const pys_profile *p)
     if (rc < 0)
         goto done;
     double interval = (double)pys_profile_info_get(p)->interval_ns / 1e9;
-    qsort(t.edges, t.nedges, sizeof *t.edges, cmp_edge);
+    if (t.nedges) /* edges is NULL without callers, and qsort's base may not be */
+        qsort(t.edges, t.nedges, sizeof *t.edges, cmp_edge);
     size_t e = 0;
     fputc('{', f);
     for (size_t i = 0; i < t.n; i++) {
@@ -377,7 +378,8 @@ int out_pstats_write_table(FILE *f, const pys_profile *p, int sort, size_t limit
     for (size_t i = 0; i < t.n; i++)
         total += t.v[i].direct;
     g_sort = sort;
-    qsort(t.v, t.n, sizeof *t.v, cmp_fn);
+    if (t.n)
+        qsort(t.v, t.n, sizeof *t.v, cmp_fn);
     if (t.n == 0) {
         fprintf(f, "No samples were collected%s.\n",
                 info->mode && strcmp(info->mode, "wall") != 0 ? " (no thread matched the mode)"

@@ -70,7 +70,7 @@ PYS_EXTERN const char *pys_strerror(int code);
 #define PYS_FRAME_PYTHON 0
 #define PYS_FRAME_NATIVE 1 /* "<native>": C code between Python frames */
 #define PYS_FRAME_GC 2     /* "<GC>": a garbage collection started here */
-/* "<folded: memory limit>", only in profiles: the samples of stacks a profile
+/* "<folded at memory limit>", only in profiles: the samples of stacks a profile
  * past its memory bound had no room for, under the deepest caller it had
  * (pys_profile_set_max_memory). */
 #define PYS_FRAME_FOLDED 3

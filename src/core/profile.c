@@ -85,9 +85,10 @@ struct pys_profile {
     int stale; /* samples or nodes were added since totals and links were made */
 };
 
+/* No ':' or ';' in its name: the collapsed format's readers split on them. */
 static const struct pys_frame FOLD_FRAME = {
     .filename = "~",
-    .qualname = "<folded: memory limit>",
+    .qualname = "<folded at memory limit>",
     .firstlineno = -1,
     .lineno = -1,
     .end_lineno = -1,
@@ -181,7 +182,8 @@ static size_t grown_cap(const pys_profile *p, size_t cap, size_t elem, enum room
 /* Make room for one more id in a power-of-two hash table of uint32 ids that
  * holds n - 1 (ids 1..n-1, rehashed with hash_at when it doubles). It is
  * kept at most half full; when the bound has no room for twice the slots,
- * three quarters, and for ROOM_ALWAYS all but one slot before it doubles
+ * five eighths full for ordinary entries, three quarters with fold markers
+ * (their reserve), and for ROOM_ALWAYS all but one slot before it doubles
  * anyway. 0: room for one more, 1: full, or PYS_E_NOMEM. */
 static int index_room(pys_profile *p, uint32_t **index, size_t *cap, size_t n, enum room room,
                       uint64_t (*hash_at)(const pys_profile *, size_t))
@@ -191,7 +193,8 @@ static int index_room(pys_profile *p, uint32_t **index, size_t *cap, size_t n, e
     size_t ncap = *cap ? *cap * 2 : 1024;
     if (!fits(p, (uint64_t)(ncap - *cap) * sizeof **index,
               room == ROOM_ALWAYS ? ROOM_MARKER : room)) {
-        if ((n + 1) * 4 <= *cap * 3 || (room == ROOM_ALWAYS && n + 1 < *cap))
+        size_t eighths = room == ROOM_ORDINARY ? 5 : room == ROOM_MARKER ? 6 : 8;
+        if ((n + 1) * 8 <= *cap * eighths && n + 1 < *cap)
             return 0;
         if (room != ROOM_ALWAYS)
             return 1;

@@ -321,7 +321,7 @@ static void check_folded_totals(const pys_profile *p, const struct recount *rc)
         const struct pys_frame *fr = pys_profile_frame(p, nd->frame);
         if (!fr || fr->kind != PYS_FRAME_FOLDED)
             continue;
-        assert_string_equal(fr->qualname, "<folded: memory limit>");
+        assert_string_equal(fr->qualname, "<folded at memory limit>");
         assert_string_equal(fr->filename, "~");
         assert_int_equal(nd->first_child, 0);
         assert_true(nd->self > 0);

@@ -30,8 +30,10 @@
 
 #include <pystrobe/pystrobe.h>
 
-/* Node ids are 32-bit; stop well before. */
+/* Node ids are 32-bit; stop well before. Threads' nodes and markers, which
+ * are always made, may pass PROFILE_MAX_NODES up to PROFILE_MAX_IDS. */
 #define PROFILE_MAX_NODES (1u << 30)
+#define PROFILE_MAX_IDS (1u << 31)
 #define PROFILE_MAX_FRAMES (1u << 30)
 
 static_assert(sizeof(struct pys_profile_node) <= 32, "a profile node is at most 32 bytes");
@@ -275,7 +277,7 @@ static int child(pys_profile *p, uint32_t parent, uint32_t frame, enum room room
     }
     /* Capacity made for another kind (a thread's marker past the bound)
      * is not this kind's to use. */
-    if (p->n >= PROFILE_MAX_NODES || !fits(p, 0, room))
+    if (p->n >= (room == ROOM_ALWAYS ? PROFILE_MAX_IDS : PROFILE_MAX_NODES) || !fits(p, 0, room))
         return 1;
     if (p->n == p->cap) {
         size_t cap = grown_cap(p, p->cap, sizeof *p->nodes, room);
@@ -406,9 +408,10 @@ static int make_thread_node(pys_profile *p, struct last_stack *ls)
         p->cap_threads = cap;
     }
     /* Thread nodes are told apart by their entry, not their (empty) frame:
-     * each is a child of the root made here once, so none is looked up. */
+     * each is a child of the root made here once, and never looked up (the
+     * node index holds them only once it was rebuilt, and harmlessly). */
     uint32_t id = (uint32_t)p->n;
-    if (p->n >= PROFILE_MAX_NODES)
+    if (p->n >= PROFILE_MAX_IDS)
         return PYS_E_NOMEM;
     if (p->n == p->cap) {
         size_t cap = grown_cap(p, p->cap, sizeof *p->nodes, ROOM_ALWAYS);

@@ -93,3 +93,11 @@ def test_pstats_counts_every_sample(pystrobe, chains, tmp_path):
     # Each sample is direct in exactly one function: its leaf's.
     assert sum(direct.values()) == counted, err
     assert direct.get(("~", 0, MARKER)) == folded, err
+
+
+@pytest.mark.parametrize("size", ["12X", "-1M", "M", "1e30"])
+def test_bad_size_is_a_usage_error(pystrobe, size):
+    r = run_pystrobe(pystrobe, "attach", "--max-memory", size, "1")
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 2, err
+    assert f"bad memory size '{size}'" in err, err

@@ -70,6 +70,10 @@ PYS_EXTERN const char *pys_strerror(int code);
 #define PYS_FRAME_PYTHON 0
 #define PYS_FRAME_NATIVE 1 /* "<native>": C code between Python frames */
 #define PYS_FRAME_GC 2     /* "<GC>": a garbage collection started here */
+/* "<folded at memory limit>", only in profiles: the samples of stacks a profile
+ * past its memory bound had no room for, under the deepest caller it had
+ * (pys_profile_set_max_memory). */
+#define PYS_FRAME_FOLDED 3
 
 struct pys_frame {
     const char *filename; /* co_filename */
@@ -196,21 +200,26 @@ PYS_EXTERN int pys_child_pids(int pid, int recursive, int *out, size_t max);
 /*
  * A profile aggregates stacks by distinct stack: a trie whose first level is
  * the threads, then frames from the outermost call inward. Memory grows with
- * the number of distinct stacks, not with the number of samples. A frame is
- * identified by its strings' addresses (interned by the session) and its
- * numbers, so the session that produced the frames must outlive the profile.
+ * the number of distinct stacks, not with the number of samples, up to a
+ * bound (pys_profile_set_max_memory). A frame is identified by its strings'
+ * addresses (interned by the session) and its filename, qualname, lineno,
+ * firstlineno and kind, so the session that produced the frames must outlive
+ * the profile. Each distinct frame is stored once, in the profile's frame
+ * table, and nodes name it by id.
  */
 typedef struct pys_profile pys_profile;
 
+/* pys_profile_node.frame of the root and of thread nodes. */
+#define PYS_PROFILE_NO_FRAME 0u
+
 struct pys_profile_node {
     uint32_t parent;       /* node id; 0 for thread nodes (children of the root) */
-    uint32_t first_child;  /* 0 = none */
+    uint32_t frame;        /* frame id (pys_profile_frame); PYS_PROFILE_NO_FRAME
+                            * for the root and thread nodes */
+    uint32_t first_child;  /* 0 = none; siblings follow in increasing id order */
     uint32_t next_sibling; /* 0 = none */
     uint64_t self;         /* samples ending at this node */
     uint64_t total;        /* samples passing through it (self included) */
-    uint64_t thread;       /* native thread id the node belongs to */
-    int is_thread;         /* a thread node: frame is unused */
-    struct pys_frame frame;
 };
 
 /* Facts about how the profile was taken, for the outputs' headers. */
@@ -223,18 +232,46 @@ struct pys_profile_info {
     uint64_t failed;        /* snapshots in which a thread could not be read */
     uint64_t missed;        /* deadlines passed without a snapshot */
     const char *mode;       /* "wall", "cpu", "gil", "exception" */
+    uint64_t folded;        /* set by the profile: samples folded past its memory bound */
 };
 
+/* The default memory bound of a profile: 512 MiB (docs/cli.md). */
+#define PYS_PROFILE_MAX_MEMORY_DEFAULT ((uint64_t)512 << 20)
+
+/* A new profile, bounded to PYS_PROFILE_MAX_MEMORY_DEFAULT; NULL if out of
+ * memory. */
 PYS_EXTERN pys_profile *pys_profile_new(void);
 PYS_EXTERN void pys_profile_free(pys_profile *p);
+/* Bound the memory the profile holds (its nodes, frame table and lookup
+ * tables, and each thread's last stack) to max_bytes; 0: no bound. Past the
+ * bound every sample is still counted: a stack that would need a new node is
+ * counted under a PYS_FRAME_FOLDED child of the deepest node its path already
+ * has (or, once even those have no room, of the nearest caller with one), and
+ * its weight is added to pys_profile_info.folded. Only what each thread needs
+ * to be counted at all (its node, its fold marker, its last stack) may go
+ * past the bound. */
+PYS_EXTERN void pys_profile_set_max_memory(pys_profile *p, uint64_t max_bytes);
+/* Bytes the profile holds now, as counted against the bound. */
+PYS_EXTERN uint64_t pys_profile_memory(const pys_profile *p);
 /* Add one thread's stack (frames innermost first, as in pys_thread) with the
  * given weight. 0, or PYS_E_NOMEM (the profile is unchanged). */
 PYS_EXTERN int pys_profile_add(pys_profile *p, uint64_t thread, const struct pys_frame *frames,
                                size_t n, uint64_t weight);
 /* Node 0 is the root; ids run from 0 to pys_profile_nodes() - 1, and a
- * node's parent always has a smaller id. */
+ * node's parent always has a smaller id. The pointer is valid until the next
+ * pys_profile_add. */
 PYS_EXTERN size_t pys_profile_nodes(const pys_profile *p);
 PYS_EXTERN const struct pys_profile_node *pys_profile_node(const pys_profile *p, uint32_t id);
+/* Is node id a thread node (a child of the root)? */
+PYS_EXTERN int pys_profile_is_thread(const pys_profile *p, uint32_t id);
+/* The native thread id of the thread node id is or lies under (0 for the
+ * root); costs the node's depth. */
+PYS_EXTERN uint64_t pys_profile_thread(const pys_profile *p, uint32_t id);
+/* The frame with this id (pys_profile_node.frame), NULL for
+ * PYS_PROFILE_NO_FRAME or an unknown id. Its fields outside the identity
+ * above (columns, lasti, opcode) are those of its first sample. Valid until
+ * the next pys_profile_add. */
+PYS_EXTERN const struct pys_frame *pys_profile_frame(const pys_profile *p, uint32_t frame);
 PYS_EXTERN struct pys_profile_info *pys_profile_info(pys_profile *p);
 PYS_EXTERN const struct pys_profile_info *pys_profile_info_get(const pys_profile *p);
 

@@ -88,6 +88,7 @@ int cli_record(int argc, char **argv, int attach)
         fprintf(stderr, "pystrobe: out of memory\n");
         return CLI_ERROR;
     }
+    pys_profile_set_max_memory(prof, r.max_memory);
     struct pys_profile_info *info = pys_profile_info(prof);
     info->pid = pid;
     info->python_version = pys_session_python_version(s);
@@ -96,6 +97,7 @@ int cli_record(int argc, char **argv, int attach)
 
     enum end why = rec_sample_loop(&r, s, prof, &unmatched);
     rec_print_summary(info, r.rate_hz);
+    rec_print_folded(prof, r.max_memory);
     if (r.stats)
         rec_print_stats(s, info);
     status = rec_write_output(&r, &out, prof, pid, unmatched);

@@ -37,8 +37,9 @@ struct rec {
     int sort;
     size_t limit;
     const char *python;
-    char **argv; /* run: what to execute */
-    int detach;  /* run: leave the command running when sampling ends early */
+    uint64_t max_memory; /* the profile's bound in bytes; 0 = none */
+    char **argv;         /* run: what to execute */
+    int detach;          /* run: leave the command running when sampling ends early */
 };
 
 /* Why sampling ended. */
@@ -98,6 +99,8 @@ int rec_out_prepare(struct rec_out *o, const struct rec *r, int pid);
 /* Remove the temporary file (the profile is not going to be written). */
 void rec_out_discard(struct rec_out *o);
 void rec_print_summary(const struct pys_profile_info *info, double rate_hz);
+/* The summary's line on folded samples, if the profile reached its bound. */
+void rec_print_folded(const pys_profile *p, uint64_t max_memory);
 void rec_print_stats(const pys_session *s, const struct pys_profile_info *info);
 /* Write the profile to o, or if that fails to a fallback file named on
  * stderr; nothing if the profile has no stacks (unmatched as from

@@ -2,6 +2,7 @@
  * record_opts: the options of `pystrobe run` and `pystrobe attach`, and their
  * usage text.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -42,6 +43,31 @@ static double parse_rate(const char *s)
     return v <= 1e7 ? v : -1;
 }
 
+/* "64M", "1G", "1.5GiB", "512k", "100000" (bytes) -> bytes, 1024-based;
+ * 0 for "0"; negative if invalid. */
+static int64_t parse_size(const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !(v >= 0) || !isfinite(v))
+        return -1;
+    static const char units[] = "kmgt";
+    const char *u = *end ? strchr(units, tolower((unsigned char)*end)) : NULL;
+    if (u) {
+        for (const char *x = units; x <= u; x++)
+            v *= 1024;
+        end++;
+        if (*end == 'i' || *end == 'I')
+            end++;
+    }
+    if (*end == 'b' || *end == 'B')
+        end++;
+    if (*end != '\0' || v >= 9e18)
+        return -1;
+    return (int64_t)v;
+}
+
 static const char RUN_USAGE[] =
     "usage: pystrobe run [options] script.py [args...]\n"
     "       pystrobe run [options] -m module [args...]\n"
@@ -70,6 +96,9 @@ static const char RUN_USAGE[] =
     "      --read-every-thread   read each thread at each sample. By default a thread\n"
     "                            that has not held the GIL since the last sample keeps\n"
     "                            the stack it had then, without a read\n"
+    "      --max-memory SIZE     bound the profile's memory: 64M, 1G (default 512M; 0: none).\n"
+    "                            Past it samples are still counted, new stacks folded\n"
+    "                            into their deepest known caller\n"
     "Output:\n"
     "      --pstats              a table on stdout, or with -o a file pstats.Stats loads\n"
     "                            (the default)\n"
@@ -97,6 +126,7 @@ enum {
     OPT_READ_ONLY,
     OPT_EVERY_THREAD,
     OPT_DETACH,
+    OPT_MAX_MEMORY,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -120,6 +150,7 @@ static const struct option LONG_OPTS[] = {
     {"read-only", no_argument, NULL, OPT_READ_ONLY},
     {"read-every-thread", no_argument, NULL, OPT_EVERY_THREAD},
     {"detach", no_argument, NULL, OPT_DETACH},
+    {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -148,6 +179,7 @@ int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
     r->sort = OUT_SORT_NSAMPLES;
     r->limit = 15;
     r->python = "python3";
+    r->max_memory = PYS_PROFILE_MAX_MEMORY_DEFAULT;
     optind = 1;
     opterr = 0; /* errors are said below, in pystrobe's words */
     /* '+': stop at the first non-option (the script and its arguments);
@@ -225,6 +257,13 @@ int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
         case OPT_DETACH:
             r->detach = 1;
             break;
+        case OPT_MAX_MEMORY: {
+            int64_t v = parse_size(optarg);
+            if (v < 0)
+                return usage_error("bad memory size '%s' (e.g. 64M, 1G)", optarg);
+            r->max_memory = (uint64_t)v;
+            break;
+        }
         case OPT_SORT:
             r->sort = out_pstats_sort_parse(optarg);
             if (r->sort < 0)

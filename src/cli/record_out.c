@@ -286,6 +286,30 @@ void rec_print_summary(const struct pys_profile_info *info, double rate_hz)
             expected ? 100.0 * (double)info->missed / (double)expected : 0.0);
 }
 
+void rec_print_folded(const pys_profile *p, uint64_t max_memory)
+{
+    uint64_t folded = pys_profile_info_get(p)->folded;
+    uint64_t all = pys_profile_node(p, 0)->total; /* thread stacks counted */
+    if (!folded)
+        return;
+    /* The bound as --max-memory takes it: 64M, 1G, 1536K, or bytes. */
+    char size[32];
+    uint64_t v = max_memory;
+    int u = -1;
+    while (u < 3 && v >= 1024 && v % 1024 == 0) {
+        v /= 1024;
+        u++;
+    }
+    char unit[2] = {u < 0 ? '\0' : "KMGT"[u], '\0'};
+    snprintf(size, sizeof size, "%llu%s", (unsigned long long)v, unit);
+    fprintf(stderr,
+            "Folded samples: %llu of %llu (%.2f%%): the profile reached --max-memory %s; "
+            "stacks first seen past it are counted under their deepest known caller, as "
+            "<folded at memory limit>\n",
+            (unsigned long long)folded, (unsigned long long)all,
+            all ? 100.0 * (double)folded / (double)all : 0.0, size);
+}
+
 void rec_print_stats(const pys_session *s, const struct pys_profile_info *info)
 {
     struct pys_stats st;

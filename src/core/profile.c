@@ -1,36 +1,67 @@
 /*
  * profile: stacks aggregated into a trie. The root's children are threads;
- * below them, frames from the outermost call inward. A child is found by a
- * hash on (parent id, frame), so adding a stack of depth d costs d lookups and
- * allocates only for stacks never seen before.
+ * below them, frames from the outermost call inward.
  *
- * Frames are compared by their strings' addresses: the session interns every
- * name, so equal names have equal addresses.
+ * Frames are stored once, in a frame table keyed by their identity (the
+ * strings' addresses, lineno, firstlineno, kind: the session interns every
+ * name, so equal names have equal addresses), and a node names its frame by
+ * id: a node is its parent, its frame id, its two child links and its two
+ * counts, 32 bytes. A child is found by a hash on (parent id, frame id), so
+ * adding a stack of depth d costs d lookups and allocates only for stacks
+ * never seen before.
  *
  * Each thread's last stack and its path of nodes are remembered: the next
  * stack of that thread reuses the nodes of the outer frames it shares with
  * it (found by comparing frames, no hashing) and looks up only the frames
- * that changed. A sample adds to its leaf's self count only; the totals are
- * summed when a node is next looked at (a parent's id is below its
- * children's: one pass from the last id down).
+ * that changed. A sample adds to its leaf's self count only; the totals and
+ * the child links are computed when a node is next looked at (a parent's id
+ * is below its children's: one pass from the last id down, which also lists
+ * each node's children in increasing id order, the order they were made in).
+ *
+ * Memory is bounded (pys_profile_set_max_memory). Everything the profile
+ * holds is counted in `bytes`; a table grows only while the total stays in
+ * the bound, the last sixteenth of which is kept for fold markers. A stack
+ * that would need a node or frame past that is counted under a marker child
+ * of the deepest node its path has (see fold()).
  */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <pystrobe/pystrobe.h>
 
-/* Node ids are 32-bit; stop well before. */
+/* Node ids are 32-bit; stop well before. Threads' nodes and markers, which
+ * are always made, may pass PROFILE_MAX_NODES up to PROFILE_MAX_IDS. */
 #define PROFILE_MAX_NODES (1u << 30)
+#define PROFILE_MAX_IDS (1u << 31)
+#define PROFILE_MAX_FRAMES (1u << 30)
 
-/* A thread's last stack: its frames outermost first, and the nodes they
- * went to (path[0] the thread's node, path[i + 1] that of frames[i]). */
+static_assert(sizeof(struct pys_profile_node) <= 32, "a profile node is at most 32 bytes");
+
+/* What an allocation may use of the bound: ordinary nodes and frames stop at
+ * the reserve, fold markers may use it, and what each thread needs to be
+ * counted at all (its node, its marker, its last stack) is never refused. */
+enum room { ROOM_ORDINARY, ROOM_MARKER, ROOM_ALWAYS };
+
+/* Ask of a table that cannot double within the bound: enough for this many
+ * more entries at least, or nothing. */
+#define GROW_MIN 64
+
+/* A thread's last stack: its frames outermost first (frame ids), and the
+ * nodes they went to (path[0] the thread's node, path[i + 1] that of
+ * fids[i]). */
 struct last_stack {
     uint64_t thread;
     int used;
     uint32_t thread_node; /* 0 until made */
-    struct pys_frame *frames;
+    uint32_t *fids;
     uint32_t *path;
     size_t n, cap;
+};
+
+struct thread_entry {
+    uint32_t node;
+    uint64_t thread;
 };
 
 struct pys_profile {
@@ -38,11 +69,36 @@ struct pys_profile {
     size_t n, cap;
     uint32_t *index; /* open addressing: node ids (0 = empty), cap_index slots */
     size_t cap_index;
-    uint32_t *last_child; /* per node: last child, to append siblings in O(1) */
+
+    struct pys_frame *frames; /* frame table; frames[0] is PYS_PROFILE_NO_FRAME */
+    size_t n_frames, cap_frames;
+    uint32_t *frame_index; /* open addressing: frame ids (0 = empty) */
+    size_t cap_frame_index;
+    uint32_t fold_frame; /* the PYS_FRAME_FOLDED marker's id */
+
+    struct thread_entry *threads; /* in node order */
+    size_t n_threads, cap_threads;
     struct last_stack *last; /* open addressing by thread, cap_last slots */
     size_t n_last, cap_last;
+
+    uint64_t bytes;     /* all of the above's allocations */
+    uint64_t max_bytes; /* 0 = no bound */
     struct pys_profile_info info;
-    int totals_stale; /* samples were added since the totals were summed */
+    int stale; /* samples or nodes were added since totals and links were made */
+};
+
+/* No ':' or ';' in its name: the collapsed format's readers split on them. */
+static const struct pys_frame FOLD_FRAME = {
+    .filename = "~",
+    .qualname = "<folded at memory limit>",
+    .firstlineno = -1,
+    .lineno = -1,
+    .end_lineno = -1,
+    .col = -1,
+    .end_col = -1,
+    .lasti = -1,
+    .kind = PYS_FRAME_FOLDED,
+    .opcode = -1,
 };
 
 static uint64_t mix(uint64_t h, uint64_t v)
@@ -51,68 +107,229 @@ static uint64_t mix(uint64_t h, uint64_t v)
     return h;
 }
 
-static uint64_t key_hash(uint32_t parent, int is_thread, uint64_t thread,
-                         const struct pys_frame *f)
+static uint64_t finish(uint64_t h)
 {
-    uint64_t h = mix(0, parent);
-    if (is_thread)
-        return mix(mix(h, 1), thread);
-    h = mix(h, (uintptr_t)f->filename);
-    h = mix(h, (uintptr_t)f->qualname);
-    h = mix(h, (uint64_t)(uint32_t)f->lineno << 32 | (uint32_t)f->firstlineno);
-    h = mix(h, (uint64_t)f->kind);
     h ^= h >> 31;
     h *= 0xbf58476d1ce4e5b9ull;
     h ^= h >> 29;
     return h;
 }
 
-static int same(const struct pys_profile_node *nd, uint32_t parent, int is_thread,
-                uint64_t thread, const struct pys_frame *f)
+static uint64_t node_hash(uint32_t parent, uint32_t frame)
 {
-    if (nd->parent != parent || nd->is_thread != is_thread)
-        return 0;
-    if (is_thread)
-        return nd->thread == thread;
-    return nd->frame.filename == f->filename && nd->frame.qualname == f->qualname &&
-           nd->frame.lineno == f->lineno && nd->frame.firstlineno == f->firstlineno &&
-           nd->frame.kind == f->kind;
+    return finish(mix(mix(0, parent), frame));
 }
 
-static int grow_index(pys_profile *p)
+static uint64_t frame_hash(const struct pys_frame *f)
 {
-    size_t cap = p->cap_index ? p->cap_index * 2 : 1024;
-    uint32_t *idx = calloc(cap, sizeof *idx);
+    uint64_t h = mix(0, (uintptr_t)f->filename);
+    h = mix(h, (uintptr_t)f->qualname);
+    h = mix(h, (uint64_t)(uint32_t)f->lineno << 32 | (uint32_t)f->firstlineno);
+    h = mix(h, (uint64_t)f->kind);
+    return finish(h);
+}
+
+static int same_frame(const struct pys_frame *a, const struct pys_frame *b)
+{
+    return a->filename == b->filename && a->qualname == b->qualname && a->lineno == b->lineno &&
+           a->firstlineno == b->firstlineno && a->kind == b->kind;
+}
+
+/* The bytes the profile may hold for an allocation of this kind (ROOM_ALWAYS
+ * goes past it only by what its callers ask). */
+static uint64_t limit_of(const pys_profile *p, enum room room)
+{
+    return room == ROOM_ORDINARY ? p->max_bytes - p->max_bytes / 16 : p->max_bytes;
+}
+
+/* May the profile hold `more` bytes more, for an allocation of this kind? */
+static int fits(const pys_profile *p, uint64_t more, enum room room)
+{
+    if (!p->max_bytes || room == ROOM_ALWAYS)
+        return 1;
+    uint64_t limit = limit_of(p, room);
+    return p->bytes <= limit && more <= limit - p->bytes;
+}
+
+/* Resize *v from cap to want elements of size elem, counted in p->bytes. */
+static int resize(pys_profile *p, void **v, size_t cap, size_t want, size_t elem)
+{
+    void *nv = realloc(*v, want * elem);
+    if (!nv)
+        return PYS_E_NOMEM;
+    *v = nv;
+    p->bytes += (uint64_t)want * elem;
+    p->bytes -= (uint64_t)cap * elem;
+    return 0;
+}
+
+/* The capacity an array of cap elements (elem bytes each) that must hold one
+ * more may grow to: double, or as much as the bound leaves if that is
+ * GROW_MIN more at least, or for ROOM_ALWAYS GROW_MIN more past it. 0: no
+ * room. */
+static size_t grown_cap(const pys_profile *p, size_t cap, size_t elem, enum room room)
+{
+    size_t want = cap ? cap * 2 : 256;
+    if (!p->max_bytes)
+        return want;
+    uint64_t limit = limit_of(p, room);
+    uint64_t more = p->bytes < limit ? (limit - p->bytes) / elem : 0;
+    if (more >= want - cap)
+        return want;
+    if (more >= GROW_MIN)
+        return cap + (size_t)more;
+    return room == ROOM_ALWAYS ? cap + GROW_MIN : 0;
+}
+
+/* Make room for one more id in a power-of-two hash table of uint32 ids that
+ * holds n - 1 (ids 1..n-1, rehashed with hash_at when it doubles). It is
+ * kept at most half full; when the bound has no room for twice the slots,
+ * five eighths full for ordinary entries, three quarters with fold markers
+ * (their reserve), and for ROOM_ALWAYS all but one slot before it doubles
+ * anyway. 0: room for one more, 1: full, or PYS_E_NOMEM. */
+static int index_room(pys_profile *p, uint32_t **index, size_t *cap, size_t n, enum room room,
+                      uint64_t (*hash_at)(const pys_profile *, size_t))
+{
+    if ((n + 1) * 2 <= *cap)
+        return 0;
+    size_t ncap = *cap ? *cap * 2 : 1024;
+    if (!fits(p, (uint64_t)(ncap - *cap) * sizeof **index,
+              room == ROOM_ALWAYS ? ROOM_MARKER : room)) {
+        size_t eighths = room == ROOM_ORDINARY ? 5 : room == ROOM_MARKER ? 6 : 8;
+        if ((n + 1) * 8 <= *cap * eighths && n + 1 < *cap)
+            return 0;
+        if (room != ROOM_ALWAYS)
+            return 1;
+    }
+    uint32_t *idx = calloc(ncap, sizeof *idx);
     if (!idx)
         return PYS_E_NOMEM;
-    for (size_t id = 1; id < p->n; id++) {
-        const struct pys_profile_node *nd = &p->nodes[id];
-        size_t j = key_hash(nd->parent, nd->is_thread, nd->thread, &nd->frame) & (cap - 1);
+    for (size_t id = 1; id < n; id++) {
+        size_t j = hash_at(p, id) & (ncap - 1);
         while (idx[j])
-            j = (j + 1) & (cap - 1);
+            j = (j + 1) & (ncap - 1);
         idx[j] = (uint32_t)id;
     }
-    free(p->index);
-    p->index = idx;
-    p->cap_index = cap;
+    free(*index);
+    p->bytes += (uint64_t)(ncap - *cap) * sizeof *idx;
+    *index = idx;
+    *cap = ncap;
+    return 0;
+}
+
+static uint64_t node_hash_at(const pys_profile *p, size_t id)
+{
+    return node_hash(p->nodes[id].parent, p->nodes[id].frame);
+}
+
+static uint64_t frame_hash_at(const pys_profile *p, size_t id)
+{
+    return frame_hash(&p->frames[id]);
+}
+
+/* The id of frame f in the table, added if new (as room allows). 0 and the
+ * id, 1 if there is no room, or PYS_E_NOMEM. */
+static int frame_id(pys_profile *p, const struct pys_frame *f, enum room room, uint32_t *out)
+{
+    uint64_t h = frame_hash(f);
+    size_t j = h & (p->cap_frame_index - 1);
+    for (; p->frame_index[j]; j = (j + 1) & (p->cap_frame_index - 1))
+        if (same_frame(&p->frames[p->frame_index[j]], f)) {
+            *out = p->frame_index[j];
+            return 0;
+        }
+    if (p->n_frames >= PROFILE_MAX_FRAMES || !fits(p, 0, room))
+        return 1;
+    if (p->n_frames == p->cap_frames) {
+        size_t cap = grown_cap(p, p->cap_frames, sizeof *p->frames, room);
+        if (!cap)
+            return 1;
+        int rc = resize(p, (void **)&p->frames, p->cap_frames, cap, sizeof *p->frames);
+        if (rc < 0)
+            return rc;
+        p->cap_frames = cap;
+    }
+    int rc = index_room(p, &p->frame_index, &p->cap_frame_index, p->n_frames, room, frame_hash_at);
+    if (rc)
+        return rc;
+    for (j = h & (p->cap_frame_index - 1); p->frame_index[j];
+         j = (j + 1) & (p->cap_frame_index - 1))
+        ;
+    uint32_t id = (uint32_t)p->n_frames++;
+    p->frames[id] = *f;
+    p->frame_index[j] = id;
+    *out = id;
+    return 0;
+}
+
+/* The child of parent with this frame id: 0 and its id (made if new and
+ * room allows), 1 if it is not there and cannot be made, or PYS_E_NOMEM. */
+static int child(pys_profile *p, uint32_t parent, uint32_t frame, enum room room, uint32_t *out)
+{
+    uint64_t h = node_hash(parent, frame);
+    size_t j = h & (p->cap_index - 1);
+    for (; p->index[j]; j = (j + 1) & (p->cap_index - 1)) {
+        const struct pys_profile_node *nd = &p->nodes[p->index[j]];
+        if (nd->parent == parent && nd->frame == frame) {
+            *out = p->index[j];
+            return 0;
+        }
+    }
+    /* Capacity made for another kind (a thread's marker past the bound)
+     * is not this kind's to use. */
+    if (p->n >= (room == ROOM_ALWAYS ? PROFILE_MAX_IDS : PROFILE_MAX_NODES) || !fits(p, 0, room))
+        return 1;
+    if (p->n == p->cap) {
+        size_t cap = grown_cap(p, p->cap, sizeof *p->nodes, room);
+        if (!cap)
+            return 1;
+        int rc = resize(p, (void **)&p->nodes, p->cap, cap, sizeof *p->nodes);
+        if (rc < 0)
+            return rc;
+        p->cap = cap;
+    }
+    int rc = index_room(p, &p->index, &p->cap_index, p->n, room, node_hash_at);
+    if (rc)
+        return rc;
+    for (j = h & (p->cap_index - 1); p->index[j]; j = (j + 1) & (p->cap_index - 1))
+        ;
+    uint32_t id = (uint32_t)p->n++;
+    p->nodes[id] = (struct pys_profile_node){.parent = parent, .frame = frame};
+    p->index[j] = id;
+    p->stale = 1;
+    *out = id;
     return 0;
 }
 
 pys_profile *pys_profile_new(void)
 {
     pys_profile *p = calloc(1, sizeof *p);
+    uint32_t id;
     if (!p)
         return NULL;
+    p->bytes = sizeof *p;
+    /* Node 0 (the root) and frame 0 (no frame) are entries of the tables. */
     p->cap = 256;
     p->nodes = calloc(p->cap, sizeof *p->nodes);
-    p->last_child = calloc(p->cap, sizeof *p->last_child);
-    if (!p->nodes || !p->last_child || grow_index(p) < 0) {
-        pys_profile_free(p);
-        return NULL;
-    }
-    p->n = 1; /* the root */
+    p->cap_frames = 64;
+    p->frames = calloc(p->cap_frames, sizeof *p->frames);
+    if (!p->nodes || !p->frames)
+        goto fail;
+    p->bytes += p->cap * sizeof *p->nodes + p->cap_frames * sizeof *p->frames;
+    p->n = 1;
+    p->n_frames = 1;
+    if (index_room(p, &p->index, &p->cap_index, p->n, ROOM_ALWAYS, node_hash_at) < 0 ||
+        index_room(p, &p->frame_index, &p->cap_frame_index, p->n_frames, ROOM_ALWAYS,
+                   frame_hash_at) < 0 ||
+        frame_id(p, &FOLD_FRAME, ROOM_ALWAYS, &id) != 0)
+        goto fail;
+    p->fold_frame = id;
+    p->max_bytes = PYS_PROFILE_MAX_MEMORY_DEFAULT;
     p->info.mode = "wall";
     return p;
+fail:
+    pys_profile_free(p);
+    return NULL;
 }
 
 void pys_profile_free(pys_profile *p)
@@ -121,55 +338,25 @@ void pys_profile_free(pys_profile *p)
         return;
     free(p->nodes);
     free(p->index);
-    free(p->last_child);
+    free(p->frames);
+    free(p->frame_index);
+    free(p->threads);
     for (size_t i = 0; i < p->cap_last; i++) {
-        free(p->last[i].frames);
+        free(p->last[i].fids);
         free(p->last[i].path);
     }
     free(p->last);
     free(p);
 }
 
-/* The child of parent with this key, created if new; 0 if out of memory. */
-static uint32_t child(pys_profile *p, uint32_t parent, int is_thread, uint64_t thread,
-                      const struct pys_frame *f)
+void pys_profile_set_max_memory(pys_profile *p, uint64_t max_bytes)
 {
-    size_t j = key_hash(parent, is_thread, thread, f) & (p->cap_index - 1);
-    for (; p->index[j]; j = (j + 1) & (p->cap_index - 1))
-        if (same(&p->nodes[p->index[j]], parent, is_thread, thread, f))
-            return p->index[j];
-    if (p->n >= PROFILE_MAX_NODES)
-        return 0;
-    if (p->n == p->cap) {
-        size_t cap = p->cap * 2;
-        struct pys_profile_node *nodes = realloc(p->nodes, cap * sizeof *nodes);
-        if (!nodes)
-            return 0;
-        p->nodes = nodes;
-        uint32_t *lc = realloc(p->last_child, cap * sizeof *lc);
-        if (!lc)
-            return 0;
-        p->last_child = lc;
-        p->cap = cap;
-    }
-    uint32_t id = (uint32_t)p->n++;
-    struct pys_profile_node *nd = &p->nodes[id];
-    memset(nd, 0, sizeof *nd);
-    nd->parent = parent;
-    nd->is_thread = is_thread;
-    nd->thread = is_thread ? thread : p->nodes[parent].thread;
-    if (!is_thread)
-        nd->frame = *f;
-    p->last_child[id] = 0;
-    if (p->last_child[parent])
-        p->nodes[p->last_child[parent]].next_sibling = id;
-    else
-        p->nodes[parent].first_child = id;
-    p->last_child[parent] = id;
-    p->index[j] = id;
-    if ((p->n + 1) * 2 > p->cap_index && grow_index(p) < 0)
-        return 0;
-    return id;
+    p->max_bytes = max_bytes;
+}
+
+uint64_t pys_profile_memory(const pys_profile *p)
+{
+    return p->bytes;
 }
 
 static size_t last_slot(uint64_t thread, size_t cap)
@@ -194,6 +381,7 @@ static struct last_stack *last_stack_of(pys_profile *p, uint64_t thread)
             v[j] = p->last[i];
         }
         free(p->last);
+        p->bytes += (cap - p->cap_last) * sizeof *v;
         p->last = v;
         p->cap_last = cap;
     }
@@ -207,10 +395,59 @@ static struct last_stack *last_stack_of(pys_profile *p, uint64_t thread)
     return &p->last[j];
 }
 
-static int same_frame(const struct pys_frame *a, const struct pys_frame *b)
+/* The node of thread ls: made, with the thread's entry, on first use. */
+static int make_thread_node(pys_profile *p, struct last_stack *ls)
 {
-    return a->filename == b->filename && a->qualname == b->qualname && a->lineno == b->lineno &&
-           a->firstlineno == b->firstlineno && a->kind == b->kind;
+    if (ls->thread_node)
+        return 0;
+    if (p->n_threads == p->cap_threads) {
+        size_t cap = p->cap_threads ? p->cap_threads * 2 : 16;
+        int rc = resize(p, (void **)&p->threads, p->cap_threads, cap, sizeof *p->threads);
+        if (rc < 0)
+            return rc;
+        p->cap_threads = cap;
+    }
+    /* Thread nodes are told apart by their entry, not their (empty) frame:
+     * each is a child of the root made here once, and never looked up (the
+     * node index holds them only once it was rebuilt, and harmlessly). */
+    uint32_t id = (uint32_t)p->n;
+    if (p->n >= PROFILE_MAX_IDS)
+        return PYS_E_NOMEM;
+    if (p->n == p->cap) {
+        size_t cap = grown_cap(p, p->cap, sizeof *p->nodes, ROOM_ALWAYS);
+        int rc = resize(p, (void **)&p->nodes, p->cap, cap, sizeof *p->nodes);
+        if (rc < 0)
+            return rc;
+        p->cap = cap;
+    }
+    p->n++;
+    p->nodes[id] = (struct pys_profile_node){.parent = 0, .frame = PYS_PROFILE_NO_FRAME};
+    p->threads[p->n_threads++] = (struct thread_entry){id, ls->thread};
+    p->stale = 1;
+    ls->thread_node = id;
+    return 0;
+}
+
+/*
+ * Count weight for a stack whose path ends at node `at` for want of room:
+ * under the fold marker child of `at`, made if the bound allows, else under
+ * that of its nearest caller that has one, else under the thread node's
+ * (always made), so that every total above stays right.
+ */
+static int fold(pys_profile *p, uint32_t at, uint32_t thread_node, uint64_t weight)
+{
+    uint32_t id;
+    int rc = child(p, at, p->fold_frame, at == thread_node ? ROOM_ALWAYS : ROOM_MARKER, &id);
+    for (uint32_t x = at; rc == 1 && x != thread_node;) {
+        x = p->nodes[x].parent;
+        rc = child(p, x, p->fold_frame, x == thread_node ? ROOM_ALWAYS : ROOM_MARKER, &id);
+    }
+    if (rc)
+        return rc < 0 ? rc : PYS_E_NOMEM;
+    p->nodes[id].self += weight;
+    p->info.folded += weight;
+    p->stale = 1;
+    return 0;
 }
 
 int pys_profile_add(pys_profile *p, uint64_t thread, const struct pys_frame *frames, size_t n,
@@ -220,46 +457,59 @@ int pys_profile_add(pys_profile *p, uint64_t thread, const struct pys_frame *fra
     if (!ls)
         return PYS_E_NOMEM;
     if (n + 1 > ls->cap) {
-        struct pys_frame *f = realloc(ls->frames, (n + 1) * sizeof *f);
-        if (f)
-            ls->frames = f;
-        uint32_t *path = realloc(ls->path, (n + 1) * sizeof *path);
-        if (path)
-            ls->path = path;
-        if (!f || !path)
+        if (resize(p, (void **)&ls->fids, ls->cap, n + 1, sizeof *ls->fids) < 0)
             return PYS_E_NOMEM;
+        if (resize(p, (void **)&ls->path, ls->cap, n + 1, sizeof *ls->path) < 0) {
+            /* fids grew: keep the counts matching the capacity kept */
+            p->bytes -= (uint64_t)(n + 1 - ls->cap) * sizeof *ls->fids;
+            return PYS_E_NOMEM;
+        }
         ls->cap = n + 1;
     }
-    if (!ls->thread_node && !(ls->thread_node = child(p, 0, 1, thread, NULL)))
-        return PYS_E_NOMEM;
+    int rc = make_thread_node(p, ls);
+    if (rc < 0)
+        return rc;
     ls->path[0] = ls->thread_node;
     /* The outer frames shared with the thread's last stack keep their nodes. */
     size_t same = 0;
-    while (same < n && same < ls->n && same_frame(&ls->frames[same], &frames[n - 1 - same]))
+    while (same < n && same < ls->n &&
+           same_frame(&p->frames[ls->fids[same]], &frames[n - 1 - same]))
         same++;
     uint32_t id = ls->path[same];
     for (size_t i = same; i < n; i++) { /* outermost first */
-        id = child(p, id, 0, 0, &frames[n - 1 - i]);
-        if (!id) {
+        uint32_t fid, next;
+        rc = frame_id(p, &frames[n - 1 - i], ROOM_ORDINARY, &fid);
+        if (rc == 0)
+            rc = child(p, id, fid, ROOM_ORDINARY, &next);
+        if (rc) {
             ls->n = i;
-            return PYS_E_NOMEM;
+            return rc < 0 ? rc : fold(p, id, ls->thread_node, weight);
         }
-        ls->frames[i] = frames[n - 1 - i];
+        id = next;
+        ls->fids[i] = fid;
         ls->path[i + 1] = id;
     }
     ls->n = n;
     p->nodes[id].self += weight;
-    p->totals_stale = 1;
+    p->stale = 1;
     return 0;
 }
 
+/* Totals from the self counts, and each node's children linked in id order. */
 static void sum_totals(pys_profile *p)
 {
-    for (size_t id = 0; id < p->n; id++)
-        p->nodes[id].total = p->nodes[id].self;
-    for (size_t id = p->n; id-- > 1;)
-        p->nodes[p->nodes[id].parent].total += p->nodes[id].total;
-    p->totals_stale = 0;
+    for (size_t id = 0; id < p->n; id++) {
+        struct pys_profile_node *nd = &p->nodes[id];
+        nd->total = nd->self;
+        nd->first_child = nd->next_sibling = 0;
+    }
+    for (size_t id = p->n; id-- > 1;) {
+        struct pys_profile_node *nd = &p->nodes[id], *par = &p->nodes[nd->parent];
+        par->total += nd->total;
+        nd->next_sibling = par->first_child;
+        par->first_child = (uint32_t)id;
+    }
+    p->stale = 0;
 }
 
 size_t pys_profile_nodes(const pys_profile *p)
@@ -271,12 +521,41 @@ const struct pys_profile_node *pys_profile_node(const pys_profile *p, uint32_t i
 {
     if (id >= p->n)
         return NULL;
-    /* The totals are a cache of the self counts: summing them changes no
-     * count the caller can see (the profile is only ever allocated by
-     * pys_profile_new, never const itself). */
-    if (p->totals_stale)
+    /* Totals and links are a cache of the parents and self counts: making
+     * them changes nothing the caller can see (the profile is only ever
+     * allocated by pys_profile_new, never const itself). */
+    if (p->stale)
         sum_totals((pys_profile *)p);
     return &p->nodes[id];
+}
+
+int pys_profile_is_thread(const pys_profile *p, uint32_t id)
+{
+    return id != 0 && id < p->n && p->nodes[id].parent == 0;
+}
+
+uint64_t pys_profile_thread(const pys_profile *p, uint32_t id)
+{
+    if (id == 0 || id >= p->n)
+        return 0;
+    while (p->nodes[id].parent != 0) /* parents have smaller ids: ends */
+        id = p->nodes[id].parent;
+    size_t lo = 0, hi = p->n_threads; /* threads[] is in node order */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->threads[mid].node < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < p->n_threads && p->threads[lo].node == id ? p->threads[lo].thread : 0;
+}
+
+const struct pys_frame *pys_profile_frame(const pys_profile *p, uint32_t frame)
+{
+    if (frame == PYS_PROFILE_NO_FRAME || frame >= p->n_frames)
+        return NULL;
+    return &p->frames[frame];
 }
 
 struct pys_profile_info *pys_profile_info(pys_profile *p)

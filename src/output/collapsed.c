@@ -57,15 +57,16 @@ static int write_lines(FILE *f, const pys_profile *p, int tid)
             path[depth++] = x;
         int first = 1;
         while (depth-- > 0) {
-            const struct pys_profile_node *pn = pys_profile_node(p, path[depth]);
-            if (pn->is_thread) {
+            const struct pys_frame *fr =
+                pys_profile_frame(p, pys_profile_node(p, path[depth])->frame);
+            if (!fr) { /* a thread node */
                 if (!tid)
                     continue;
-                fprintf(f, "tid:%llu", (unsigned long long)pn->thread);
+                fprintf(f, "tid:%llu", (unsigned long long)pys_profile_thread(p, path[depth]));
             } else {
                 if (!first)
                     fputc(';', f);
-                put_frame(f, &pn->frame);
+                put_frame(f, fr);
             }
             first = 0;
         }
@@ -86,14 +87,17 @@ int out_collapsed_write(FILE *f, const pys_profile *p, int tid)
     int rc = PYS_E_NOMEM;
     if (!m || !frames)
         goto done;
+    /* m has at most p's nodes: p's bound already held them. */
+    pys_profile_set_max_memory(m, 0);
     for (uint32_t id = 1; id < nn; id++) {
         const struct pys_profile_node *nd = pys_profile_node(p, id);
-        if (nd->self == 0 || nd->is_thread)
+        if (nd->self == 0 || pys_profile_is_thread(p, id))
             continue;
         size_t n = 0;
-        for (uint32_t x = id; !pys_profile_node(p, x)->is_thread; x = pys_profile_node(p, x)->parent)
-            frames[n++] = pys_profile_node(p, x)->frame; /* innermost first */
-        if ((rc = pys_profile_add(m, 0, frames, n, nd->self)) < 0)
+        for (uint32_t x = id; !pys_profile_is_thread(p, x); x = pys_profile_node(p, x)->parent)
+            frames[n++] =
+                *pys_profile_frame(p, pys_profile_node(p, x)->frame); /* innermost first */
+        if ((rc = pys_profile_add(m, 0, frames, n, pys_profile_node(p, id)->self)) < 0)
             goto done;
     }
     rc = write_lines(f, m, 0);

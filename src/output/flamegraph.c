@@ -106,15 +106,10 @@ static int64_t clamp_u64(uint64_t v)
     return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
 }
 
-static int is_frame(const struct pys_profile_node *nd, uint32_t id)
-{
-    return id != 0 && !nd->is_thread;
-}
-
 static int64_t node_field(const pys_profile *p, const int32_t *ix, uint32_t id, enum field fd)
 {
     const struct pys_profile_node *nd = pys_profile_node(p, id);
-    int frame = is_frame(nd, id);
+    const struct pys_frame *frame = pys_profile_frame(p, nd->frame); /* NULL: root, thread */
     switch (fd) {
     case F_PARENT:
         return id == 0 ? -1 : (int64_t)nd->parent;
@@ -123,11 +118,11 @@ static int64_t node_field(const pys_profile *p, const int32_t *ix, uint32_t id, 
     case F_FILE:
         return frame ? ix[2 * (size_t)id + 1] : -1;
     case F_LINE:
-        return frame && nd->frame.lineno >= 0 ? nd->frame.lineno : -1;
+        return frame && frame->lineno >= 0 ? frame->lineno : -1;
     case F_FIRST:
-        return frame && nd->frame.firstlineno >= 0 ? nd->frame.firstlineno : -1;
+        return frame && frame->firstlineno >= 0 ? frame->firstlineno : -1;
     case F_KIND:
-        return frame ? nd->frame.kind : -1;
+        return frame ? frame->kind : -1;
     case F_SELF:
         return clamp_u64(nd->self);
     case F_TOTAL:
@@ -165,16 +160,16 @@ static void write_threads(struct out_json *j, const pys_profile *p, size_t n)
 {
     out_json_begin_array(j);
     for (uint32_t id = 1; id < n; id++) {
-        const struct pys_profile_node *nd = pys_profile_node(p, id);
-        if (!nd->is_thread)
+        if (!pys_profile_is_thread(p, id))
             continue;
+        uint64_t thread = pys_profile_thread(p, id);
         out_json_begin_array(j);
         out_json_int(j, id);
-        if (nd->thread <= JS_MAX_SAFE_INT) {
-            out_json_int(j, (int64_t)nd->thread);
+        if (thread <= JS_MAX_SAFE_INT) {
+            out_json_int(j, (int64_t)thread);
         } else {
             char buf[24];
-            snprintf(buf, sizeof buf, "%" PRIu64, nd->thread);
+            snprintf(buf, sizeof buf, "%" PRIu64, thread);
             out_json_string(j, buf);
         }
         out_json_end_array(j);
@@ -232,11 +227,11 @@ int out_flamegraph_write(FILE *f, const pys_profile *p, const char *title)
     if (!ix)
         goto out;
     for (uint32_t id = 1; id < n; id++) {
-        const struct pys_profile_node *nd = pys_profile_node(p, id);
-        if (!is_frame(nd, id))
+        const struct pys_frame *fr = pys_profile_frame(p, pys_profile_node(p, id)->frame);
+        if (!fr) /* a thread node */
             continue;
-        ix[2 * (size_t)id] = strtab_add(&st, nd->frame.qualname);
-        ix[2 * (size_t)id + 1] = strtab_add(&st, nd->frame.filename);
+        ix[2 * (size_t)id] = strtab_add(&st, fr->qualname);
+        ix[2 * (size_t)id + 1] = strtab_add(&st, fr->filename);
         if (ix[2 * (size_t)id] < 0 || ix[2 * (size_t)id + 1] < 0)
             goto out;
     }

@@ -173,9 +173,10 @@ static int fntab_build(struct fntab *t, const pys_profile *p)
     uint32_t cur = pys_profile_node(p, 0)->first_child;
     while (cur) {
         const struct pys_profile_node *nd = pys_profile_node(p, cur);
+        const struct pys_frame *fr = pys_profile_frame(p, nd->frame);
         /* enter */
-        if (!nd->is_thread) {
-            long f = fn_get(t, &nd->frame);
+        if (fr) {
+            long f = fn_get(t, fr);
             if (f < 0)
                 return (int)f;
             t->node_fn[cur] = (uint32_t)f;
@@ -183,8 +184,7 @@ static int fntab_build(struct fntab *t, const pys_profile *p)
             if (fn->onpath++ == 0)
                 fn->cumulative += nd->total;
             fn->direct += nd->self;
-            const struct pys_profile_node *par = pys_profile_node(p, nd->parent);
-            if (!par->is_thread && nd->parent != 0 &&
+            if (pys_profile_node(p, nd->parent)->frame != PYS_PROFILE_NO_FRAME &&
                 edge_add(t, (uint32_t)f, t->node_fn[nd->parent], nd->total) < 0)
                 return PYS_E_NOMEM;
         }
@@ -195,7 +195,7 @@ static int fntab_build(struct fntab *t, const pys_profile *p)
         /* leave nodes until one has a next sibling */
         while (cur) {
             nd = pys_profile_node(p, cur);
-            if (!nd->is_thread)
+            if (nd->frame != PYS_PROFILE_NO_FRAME)
                 t->v[t->node_fn[cur]].onpath--;
             if (nd->next_sibling) {
                 cur = nd->next_sibling;
@@ -310,9 +310,9 @@ done:
 /* --- table ---------------------------------------------------------------- */
 
 static const char *const SORT_NAMES[] = {
-    [OUT_SORT_NSAMPLES] = "nsamples",     [OUT_SORT_TOTTIME] = "tottime",
-    [OUT_SORT_CUMTIME] = "cumtime",       [OUT_SORT_SAMPLE_PCT] = "sample-pct",
-    [OUT_SORT_CUMUL_PCT] = "cumul-pct",   [OUT_SORT_NSAMPLES_CUMUL] = "nsamples-cumul",
+    [OUT_SORT_NSAMPLES] = "nsamples",   [OUT_SORT_TOTTIME] = "tottime",
+    [OUT_SORT_CUMTIME] = "cumtime",     [OUT_SORT_SAMPLE_PCT] = "sample-pct",
+    [OUT_SORT_CUMUL_PCT] = "cumul-pct", [OUT_SORT_NSAMPLES_CUMUL] = "nsamples-cumul",
     [OUT_SORT_NAME] = "name",
 };
 
@@ -383,13 +383,13 @@ int out_pstats_write_table(FILE *f, const pys_profile *p, int sort, size_t limit
     if (t.n == 0) {
         fprintf(f, "No samples were collected%s.\n",
                 info->mode && strcmp(info->mode, "wall") != 0 ? " (no thread matched the mode)"
-                                                             : "");
+                                                              : "");
         goto out;
     }
-    fprintf(f, "Profile: %llu stack samples, %s mode, sorted by %s\n\n",
-            (unsigned long long)total, info->mode ? info->mode : "wall", SORT_NAMES[sort]);
-    fprintf(f, "%21s  %7s  %11s  %7s  %11s  %s\n", "nsamples", "sample%", "tottime (s)",
-            "cumul%", "cumtime (s)", "filename:lineno(function)");
+    fprintf(f, "Profile: %llu stack samples, %s mode, sorted by %s\n\n", (unsigned long long)total,
+            info->mode ? info->mode : "wall", SORT_NAMES[sort]);
+    fprintf(f, "%21s  %7s  %11s  %7s  %11s  %s\n", "nsamples", "sample%", "tottime (s)", "cumul%",
+            "cumtime (s)", "filename:lineno(function)");
     for (size_t i = 0; i < t.n && i < limit; i++) {
         const struct fn *fn = &t.v[i];
         char ns[48];

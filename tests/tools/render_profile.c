@@ -12,8 +12,9 @@
  *
  * A frame is split at its last two colons, so a file name may hold colons and
  * a function name may not; names may hold spaces (COUNT follows the last
- * space). A line of "-" means unknown. File "~" with function "<native>" or
- * "<GC>" is a marker frame. "tid:N COUNT" alone is a thread with no frames.
+ * space). A line of "-" means unknown. File "~" with function "<native>",
+ * "<GC>" or "<folded at memory limit>" is a marker frame. "tid:N COUNT"
+ * alone is a thread with no frames.
  *
  * Lines starting with '#' set the profile's info: "# pid N", "# python 0xHEX",
  * "# mode NAME", "# samples N" (default: the sum of the counts),
@@ -182,6 +183,8 @@ static void push_frame(struct input *in, char *tok)
         f->kind = PYS_FRAME_NATIVE;
     else if (strcmp(tok, "~") == 0 && strcmp(c1 + 1, "<GC>") == 0)
         f->kind = PYS_FRAME_GC;
+    else if (strcmp(tok, "~") == 0 && strcmp(c1 + 1, "<folded at memory limit>") == 0)
+        f->kind = PYS_FRAME_FOLDED;
 }
 
 static void stack_line(struct input *in, pys_profile *p, char *line)

@@ -1,7 +1,9 @@
 /*
  * Unit tests of the profile trie (core/profile.c): the counts it keeps must
  * be those of a plain recount of the stacks added, whatever the order in
- * which threads and stacks arrive (the trie reuses each thread's last path).
+ * which threads and stacks arrive (the trie reuses each thread's last path);
+ * frames are stored once; past its memory bound the profile folds new
+ * stacks into their callers and every total stays right.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +16,9 @@
 #include <cmocka.h>
 
 #include <pystrobe/pystrobe.h>
+
+/* What a node costs is what bounds a profile of many distinct stacks. */
+_Static_assert(sizeof(struct pys_profile_node) <= 32, "a profile node is at most 32 bytes");
 
 #define NAMES 6
 #define MAX_DEPTH 12
@@ -81,12 +86,12 @@ static int node_is(const pys_profile *p, uint32_t id, const struct stack *s, siz
 {
     for (size_t i = 0; i < d; i++) {
         const struct pys_profile_node *nd = pys_profile_node(p, id);
-        if (nd->is_thread || !same_frame(&nd->frame, &s->f[i + (s->n - d)]))
+        const struct pys_frame *fr = pys_profile_frame(p, nd->frame);
+        if (pys_profile_is_thread(p, id) || !fr || !same_frame(fr, &s->f[i + (s->n - d)]))
             return 0;
         id = nd->parent;
     }
-    const struct pys_profile_node *nd = pys_profile_node(p, id);
-    return nd->is_thread && nd->thread == s->thread;
+    return pys_profile_is_thread(p, id) && pys_profile_thread(p, id) == s->thread;
 }
 
 /* Is the frame path of stack a (d frames deep) a prefix of stack b's? */
@@ -113,8 +118,8 @@ static void test_counts_match_a_recount(void **state)
         stacks[k].thread = 100 + (uint64_t)t;
         random_stack(&stacks[k], last[t]);
         last[t] = &stacks[k];
-        assert_int_equal(
-            pys_profile_add(p, stacks[k].thread, stacks[k].f, stacks[k].n, 1 + k % 2), 0);
+        assert_int_equal(pys_profile_add(p, stacks[k].thread, stacks[k].f, stacks[k].n, 1 + k % 2),
+                         0);
     }
 
     /* Every node's counts are the recount of the stacks through it. */
@@ -128,7 +133,7 @@ static void test_counts_match_a_recount(void **state)
         /* Find the node's stack path: any added stack that ends here or
          * passes through; recount self and total over all of them. */
         size_t d = 0;
-        for (uint32_t up = id; !pys_profile_node(p, up)->is_thread; up = pys_profile_node(p, up)->parent)
+        for (uint32_t up = id; !pys_profile_is_thread(p, up); up = pys_profile_node(p, up)->parent)
             d++;
         const struct stack *witness = NULL;
         for (size_t k = 0; k < STACKS && !witness; k++)
@@ -174,19 +179,21 @@ static void test_repeats_and_interleaving(void **state)
     /* Thread 7: main 102, work 101, leaf 101 (self), run 1 (self). */
     for (uint32_t id = 1; id < pys_profile_nodes(p); id++) {
         const struct pys_profile_node *nd = pys_profile_node(p, id);
-        if (nd->is_thread || nd->thread != 7)
+        if (pys_profile_is_thread(p, id) || pys_profile_thread(p, id) != 7)
             continue;
-        if (nd->frame.qualname == funcs[0])
+        const char *name = pys_profile_frame(p, nd->frame)->qualname;
+        if (name == funcs[0])
             assert_int_equal(nd->total, 102);
-        if (nd->frame.qualname == funcs[3])
+        if (name == funcs[3])
             assert_int_equal(nd->self, 101);
-        if (nd->frame.qualname == funcs[1])
+        if (name == funcs[1])
             assert_int_equal(nd->self, 1);
     }
     /* An empty stack counts on the thread's node. */
     assert_int_equal(pys_profile_add(p, 9, NULL, 0, 4), 0);
     const struct pys_profile_node *last = pys_profile_node(p, (uint32_t)pys_profile_nodes(p) - 1);
-    assert_true(last->is_thread);
+    assert_true(pys_profile_is_thread(p, (uint32_t)pys_profile_nodes(p) - 1));
+    assert_int_equal(pys_profile_thread(p, (uint32_t)pys_profile_nodes(p) - 1), 9);
     assert_int_equal(last->self, 4);
     assert_int_equal(last->total, 4);
     /* Totals looked at, then more samples: they are summed again. */
@@ -197,11 +204,262 @@ static void test_repeats_and_interleaving(void **state)
     pys_profile_free(p);
 }
 
+/* Equal frames share one id wherever they are in the trie; frames that
+ * differ in a field of their identity do not; fields outside it (columns)
+ * do not make a new frame. */
+static void test_frames_are_interned_once(void **state)
+{
+    (void)state;
+    pys_profile *p = pys_profile_new();
+    assert_non_null(p);
+    struct pys_frame a[3] = {frame(3, 1), frame(2, 1), frame(0, 1)};
+    struct pys_frame b[3] = {frame(2, 1), frame(3, 1), frame(0, 1)}; /* same frames, other order */
+    struct pys_frame c[2] = {frame(3, 2), frame(0, 1)};              /* leaf at another line */
+    b[0].col = 4; /* not part of a frame's identity */
+    b[0].lasti = 12;
+    assert_int_equal(pys_profile_add(p, 1, a, 3, 1), 0);
+    assert_int_equal(pys_profile_add(p, 2, a, 3, 1), 0);
+    assert_int_equal(pys_profile_add(p, 1, b, 3, 1), 0);
+    assert_int_equal(pys_profile_add(p, 1, c, 2, 1), 0);
+
+    uint32_t id_of[NAMES][4] = {{0}}; /* frame id by name and line */
+    size_t frame_nodes = 0;
+    for (uint32_t id = 1; id < pys_profile_nodes(p); id++) {
+        const struct pys_profile_node *nd = pys_profile_node(p, id);
+        const struct pys_frame *fr = pys_profile_frame(p, nd->frame);
+        if (pys_profile_is_thread(p, id)) {
+            assert_int_equal(nd->frame, PYS_PROFILE_NO_FRAME);
+            assert_null(fr);
+            continue;
+        }
+        assert_non_null(fr);
+        frame_nodes++;
+        int name = fr->firstlineno - 1;
+        assert_ptr_equal(fr->qualname, funcs[name]);
+        assert_ptr_equal(fr->filename, files[name]);
+        if (!id_of[name][fr->lineno])
+            id_of[name][fr->lineno] = nd->frame;
+        assert_int_equal(nd->frame, id_of[name][fr->lineno]);
+    }
+    /* Nodes: a under two threads (6), b's two new ones, c's one new leaf. */
+    assert_int_equal(frame_nodes, 3 + 3 + 2 + 1);
+    /* Four distinct frames: main:1, work:1, leaf:1 and leaf:2. */
+    size_t distinct = 0;
+    for (int i = 0; i < NAMES; i++)
+        for (int l = 0; l < 4; l++)
+            if (id_of[i][l]) {
+                distinct++;
+                for (int j = 0; j < NAMES; j++)
+                    for (int m = 0; m < 4; m++)
+                        if ((j != i || m != l) && id_of[j][m])
+                            assert_int_not_equal(id_of[i][l], id_of[j][m]);
+            }
+    assert_int_equal(distinct, 4);
+    /* The frame's other fields are those of its first sample. */
+    assert_int_equal(pys_profile_frame(p, id_of[2][1])->col, -1);
+    assert_null(pys_profile_frame(p, PYS_PROFILE_NO_FRAME));
+    assert_null(pys_profile_frame(p, 0xffffff));
+    pys_profile_free(p);
+}
+
+/* Per node, the trie of many distinct stacks costs its node and a share of
+ * the lookup table, not a frame. */
+static void test_memory_per_node(void **state)
+{
+    (void)state;
+    pys_profile *p = pys_profile_new();
+    assert_non_null(p);
+    struct stack s, prev = {0};
+    for (int k = 0; k < 100000; k++) {
+        s.thread = 1;
+        random_stack(&s, &prev);
+        assert_int_equal(pys_profile_add(p, s.thread, s.f, s.n, 1), 0);
+        prev = s;
+    }
+    size_t nodes = pys_profile_nodes(p);
+    assert_true(nodes > 50000);
+    /* 32 bytes a node and 4 a hash slot; the tables at most double past
+     * what they hold: 2 * (32 + 2 * 2 * 4) = 96. */
+    uint64_t per_node = pys_profile_memory(p) / nodes;
+    print_message("%zu nodes, %llu bytes a node\n", nodes, (unsigned long long)per_node);
+    assert_true(per_node <= 96);
+    assert_int_equal(pys_profile_info_get(p)->folded, 0);
+    pys_profile_free(p);
+}
+
+/* A stack's frames under thread t, as the recount sees them. */
+struct recount {
+    uint64_t all, by_thread[4];
+};
+
+static uint32_t thread_node_of(const pys_profile *p, uint64_t thread)
+{
+    for (uint32_t id = 1; id < pys_profile_nodes(p); id++)
+        if (pys_profile_is_thread(p, id) && pys_profile_thread(p, id) == thread)
+            return id;
+    return 0;
+}
+
+/* Every total of p against the recount; the fold markers are leaves that
+ * hold exactly the folded samples. */
+static void check_folded_totals(const pys_profile *p, const struct recount *rc)
+{
+    assert_int_equal(pys_profile_node(p, 0)->total, rc->all);
+    for (uint64_t t = 0; t < 4; t++) {
+        uint32_t tn = thread_node_of(p, 100 + t);
+        assert_int_not_equal(tn, 0);
+        assert_int_equal(pys_profile_node(p, tn)->total, rc->by_thread[t]);
+    }
+    uint64_t in_markers = 0;
+    size_t markers = 0;
+    for (uint32_t id = 1; id < pys_profile_nodes(p); id++) {
+        const struct pys_profile_node *nd = pys_profile_node(p, id);
+        uint64_t children = 0;
+        for (uint32_t c = nd->first_child; c; c = pys_profile_node(p, c)->next_sibling)
+            children += pys_profile_node(p, c)->total;
+        assert_int_equal(nd->total, nd->self + children);
+        const struct pys_frame *fr = pys_profile_frame(p, nd->frame);
+        if (!fr || fr->kind != PYS_FRAME_FOLDED)
+            continue;
+        assert_string_equal(fr->qualname, "<folded at memory limit>");
+        assert_string_equal(fr->filename, "~");
+        assert_int_equal(nd->first_child, 0);
+        assert_true(nd->self > 0);
+        in_markers += nd->self;
+        markers++;
+    }
+    assert_true(markers > 0);
+    assert_int_equal(in_markers, pys_profile_info_get(p)->folded);
+}
+
+/* Past a tiny bound: stacks already in the trie are still counted where
+ * they are, new ones under a marker below their deepest known caller, the
+ * totals are the recount's, and the memory stays in the bound. */
+static void test_folds_past_a_tiny_bound(void **state)
+{
+    (void)state;
+    const uint64_t bound = 64 << 10;
+    pys_profile *p = pys_profile_new();
+    assert_non_null(p);
+    pys_profile_set_max_memory(p, bound);
+    struct recount rc = {0};
+    struct pys_frame known[3] = {frame(3, 1), frame(2, 1), frame(0, 1)};
+    assert_int_equal(pys_profile_add(p, 100, known, 3, 1), 0);
+    rc.all++;
+    rc.by_thread[0]++;
+
+    struct stack s, prev[4] = {{0}};
+    for (int k = 0; k < 30000; k++) {
+        int t = (int)(next_rand() % 4);
+        s.thread = 100 + (uint64_t)t;
+        random_stack(&s, &prev[t]);
+        uint64_t w = 1 + (uint64_t)(k % 3);
+        assert_int_equal(pys_profile_add(p, s.thread, s.f, s.n, w), 0);
+        rc.all += w;
+        rc.by_thread[t] += w;
+        prev[t] = s;
+    }
+    uint64_t folded = pys_profile_info_get(p)->folded;
+    assert_true(folded > 0);
+    /* What each thread's last stack may take past the bound. */
+    assert_true(pys_profile_memory(p) <= bound + 4 * 2 * (MAX_DEPTH + 1) * sizeof(uint32_t) + 4096);
+    size_t nodes = pys_profile_nodes(p);
+
+    /* The known stack again: counted at its leaf, not folded. */
+    uint32_t leaf = 0;
+    for (uint32_t id = 1; id < nodes && !leaf; id++) {
+        uint32_t up = id;
+        int k = 0;
+        for (; k < 3 && !pys_profile_is_thread(p, up); k++, up = pys_profile_node(p, up)->parent)
+            if (!same_frame(pys_profile_frame(p, pys_profile_node(p, up)->frame), &known[k]))
+                break;
+        if (k == 3 && pys_profile_is_thread(p, up) && pys_profile_thread(p, up) == 100)
+            leaf = id;
+    }
+    assert_int_not_equal(leaf, 0);
+    uint64_t before = pys_profile_node(p, leaf)->self;
+    assert_int_equal(pys_profile_add(p, 100, known, 3, 5), 0);
+    rc.all += 5;
+    rc.by_thread[0] += 5;
+    assert_int_equal(pys_profile_node(p, leaf)->self, before + 5);
+    assert_int_equal(pys_profile_info_get(p)->folded, folded);
+
+    /* A callee never seen below it: under the known leaf's marker (made
+     * now if the reserve has room, else under the nearest caller's). */
+    struct pys_frame deeper[4] = {frame(5, 3), frame(3, 1), frame(2, 1), frame(0, 1)};
+    deeper[0].qualname = "never seen";
+    assert_int_equal(pys_profile_add(p, 100, deeper, 4, 3), 0);
+    rc.all += 3;
+    rc.by_thread[0] += 3;
+    assert_int_equal(pys_profile_info_get(p)->folded, folded + 3);
+    uint32_t under = leaf;
+    for (;;) {
+        uint32_t c = pys_profile_node(p, under)->first_child;
+        while (c && pys_profile_frame(p, pys_profile_node(p, c)->frame)->kind != PYS_FRAME_FOLDED)
+            c = pys_profile_node(p, c)->next_sibling;
+        if (c) {
+            assert_true(pys_profile_node(p, c)->self >= 3);
+            break;
+        }
+        assert_false(pys_profile_is_thread(p, under)); /* a thread's marker is always made */
+        under = pys_profile_node(p, under)->parent;
+    }
+    check_folded_totals(p, &rc);
+    pys_profile_free(p);
+}
+
+/* With no room for anything, every stack is counted under its thread's
+ * marker. */
+static void test_folds_into_the_thread_with_no_room(void **state)
+{
+    (void)state;
+    pys_profile *p = pys_profile_new();
+    assert_non_null(p);
+    pys_profile_set_max_memory(p, 1);
+    struct recount rc = {0};
+    struct stack s, prev = {0};
+    for (int k = 0; k < 1000; k++) {
+        int t = k % 4;
+        s.thread = 100 + (uint64_t)t;
+        random_stack(&s, &prev);
+        assert_int_equal(pys_profile_add(p, s.thread, s.f, s.n, 2), 0);
+        rc.all += 2;
+        rc.by_thread[t] += 2;
+        prev = s;
+    }
+    /* The root, four threads, and one marker under each. */
+    assert_int_equal(pys_profile_nodes(p), 1 + 4 + 4);
+    /* Empty stacks are counted on the thread node itself. */
+    uint64_t empty = 0;
+    for (uint32_t id = 1; id < pys_profile_nodes(p); id++)
+        if (pys_profile_is_thread(p, id))
+            empty += pys_profile_node(p, id)->self;
+    assert_int_equal(pys_profile_info_get(p)->folded + empty, rc.all);
+    check_folded_totals(p, &rc);
+
+    /* Unbounded, the same profile folds nothing. */
+    pys_profile *q = pys_profile_new();
+    assert_non_null(q);
+    pys_profile_set_max_memory(q, 0);
+    for (int k = 0; k < 1000; k++) {
+        random_stack(&s, &prev);
+        assert_int_equal(pys_profile_add(q, 1, s.f, s.n, 1), 0);
+        prev = s;
+    }
+    assert_int_equal(pys_profile_info_get(q)->folded, 0);
+    pys_profile_free(q);
+    pys_profile_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counts_match_a_recount),
         cmocka_unit_test(test_repeats_and_interleaving),
+        cmocka_unit_test(test_frames_are_interned_once),
+        cmocka_unit_test(test_memory_per_node),
+        cmocka_unit_test(test_folds_past_a_tiny_bound),
+        cmocka_unit_test(test_folds_into_the_thread_with_no_room),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -826,8 +826,16 @@ static void test_mem_recheck_after_batch(void **state)
     mem_init_process(&m, getpid());
     while (*t.word == 0) /* counting */
         sched_yield();
+    /* Seeing the counter move inside one batch needs the two threads on
+     * CPUs at the same moment; on a loaded machine that can take seconds. */
+    struct timespec t0, tn;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    tn = t0;
     int later = 0, rounds = 0, copies = 0;
-    for (; rounds < 100000 && later < 50; rounds++) {
+    for (; later < 50 && (rounds < 100000 || (later == 0 && tn.tv_sec - t0.tv_sec < 30));
+         rounds++) {
+        if ((rounds & 1023) == 0)
+            clock_gettime(CLOCK_MONOTONIC, &tn);
         uint64_t v = 0, again;
         uint64_t reads = m.stats.reads;
         mem_prefetch_begin(&m);

@@ -251,6 +251,7 @@ struct prof_idle {
 struct pys_session {
     int pid;
     struct pys_options opt;
+    struct mem_proc proc; /* the live process's memory source */
     struct mem mem;
     struct mem mem_idle; /* the other reader: see struct prof_idle */
     int mem_idle_in_use; /* mem and mem_idle are swapped */

@@ -63,8 +63,9 @@ int pys_session_attach(pys_session **out, int pid, const struct pys_options *opt
     s->pid = pid;
     if (opt)
         s->opt = *opt;
-    mem_init_process(&s->mem, pid);
-    mem_init_process(&s->mem_idle, pid);
+    mem_proc_init(&s->proc, pid);
+    mem_init(&s->mem, &s->proc.base);
+    mem_init(&s->mem_idle, &s->proc.base);
     /* Its snapshots read the threads holding the GIL, which change from one
      * to the next: what they read before is not worth reading again. */
     s->mem_idle.keep_snapshots = 0;

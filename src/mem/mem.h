@@ -1,8 +1,11 @@
 /*
- * mem: the one way the cpython layer reads the target. A struct mem is either
- * a live process (reads go to process_vm_readv) or an image made of memory
- * regions (unit tests and fuzzers feed the walker crafted memory this way).
- * Every read is counted; the counters cost an add per read.
+ * mem: the one way the cpython layer reads the target. A struct mem reads
+ * through a memory source (struct mem_source: a live process, an image made
+ * of memory regions, or a source wrapping another, such as the recorder's),
+ * and adds what no source knows of: the batched prefetch of what the last
+ * snapshot read, second copies, coalescing, counters. Nothing above the
+ * source tells one kind of memory from another. Every read is counted; the
+ * counters cost an add per read.
  */
 #ifndef PYSTROBE_MEM_H
 #define PYSTROBE_MEM_H
@@ -18,12 +21,74 @@
 #define MEM_RECHECK_MAX 256
 #define MEM_RECHECK_SPAN 4096
 
+/* One piece of a batched read. */
+struct mem_seg {
+    uint64_t addr;
+    void *buf;
+    size_t len;
+};
+
+/*
+ * Where memory comes from. Every function returns as the platform layer's
+ * (platform.h) do, whatever the memory is:
+ *  read: copy len bytes at addr; 0, or PYS_E_BADADDR (unmapped, or only
+ *    partly mapped), PYS_E_EXITED (the process is gone), PYS_E_PERM.
+ *  readv: read segments in order, in one go (one process_vm_readv): the
+ *    number read whole (a segment after one that failed is not read, and a
+ *    segment's buffer may be partly written), or a negative code when not
+ *    even the first was (PYS_E_BADADDR when it is unmapped). Zero-length
+ *    segments count as read when every one before them was. At most
+ *    MEM_BATCH_MAX + 1 + 2 * MEM_RECHECK_MAX segments per call.
+ *  write: write len bytes at addr; errors as read (PYS_E_PERM where the
+ *    memory may not be written).
+ *  clock_ns: a monotonic clock in nanoseconds, for telling how long a batch
+ *    took (a live process: the system's; an image: its own, so that tests
+ *    on images are deterministic).
+ * A source is not owned by the struct mem reading it: it must outlive it.
+ */
+struct mem_source;
+struct mem_source_ops {
+    int (*read)(struct mem_source *src, uint64_t addr, void *buf, size_t len);
+    int (*readv)(struct mem_source *src, const struct mem_seg *segs, size_t n);
+    int (*write)(struct mem_source *src, uint64_t addr, const void *buf, size_t len);
+    uint64_t (*clock_ns)(struct mem_source *src);
+};
+struct mem_source {
+    const struct mem_source_ops *ops;
+};
+
+/* process_vm_readv takes at most IOV_MAX (1024) iovecs per call. */
+#define MEM_BATCH_MAX 1024
+
+/* A live process (source_proc.c): process_vm_readv and process_vm_writev. */
+struct mem_proc {
+    struct mem_source base;
+    int pid;
+};
+void mem_proc_init(struct mem_proc *p, int pid);
+
 struct mem_region {
     uint64_t addr;
     const uint8_t *data;
     size_t len;
     uint8_t *writable; /* the same bytes, if writes may change them; else NULL */
 };
+
+/* An image (source_image.c): memory made of regions, which must not
+ * overlap. A read may span regions that meet end to start; anything outside
+ * them reads as unmapped memory does. Writes go into a region's `writable`
+ * bytes (PYS_E_PERM where it has none). Its clock stands still: a batch on
+ * an image is never taken as paused. */
+struct mem_image {
+    struct mem_source base;
+    const struct mem_region *regions;
+    size_t nregions;
+};
+void mem_image_init(struct mem_image *im, const struct mem_region *regions, size_t n);
+/* The image's regions holding [addr, addr + len), copied into buf: 0, or
+ * PYS_E_BADADDR. For sources built on images. */
+int mem_image_copy(const struct mem_region *regions, size_t n, uint64_t addr, void *buf,
+                   size_t len);
 
 struct mem_stats {
     uint64_t reads;       /* calls that reached the target (a batch is one) */
@@ -42,9 +107,12 @@ struct mem_span {
 };
 
 struct mem {
-    int pid;                          /* > 0: read this process */
-    const struct mem_region *regions; /* pid == 0: read these */
-    size_t nregions;
+    struct mem_source *src; /* NULL: nothing to read (every read fails) */
+    /* The source mem_init_process and mem_init_image make. */
+    union {
+        struct mem_proc proc;
+        struct mem_image image;
+    } own;
     struct mem_stats stats;
     /* Prefetch (mem_prefetch_begin): what the previous snapshot read, read
      * again in one batch; `log` records this snapshot's reads for the next. */
@@ -92,13 +160,9 @@ struct mem {
     size_t caphullbuf;
 };
 
-/* One piece of a batched read. */
-struct mem_seg {
-    uint64_t addr;
-    void *buf;
-    size_t len;
-};
-
+/* Read through src (not owned). mem_init_process and mem_init_image make
+ * their source themselves, inside the struct mem. */
+void mem_init(struct mem *m, struct mem_source *src);
 void mem_init_process(struct mem *m, int pid);
 void mem_init_image(struct mem *m, const struct mem_region *regions, size_t n);
 void mem_release(struct mem *m);

@@ -616,7 +616,7 @@ static void test_code_rechecked(void **state)
     struct prof_codecache cc;
     struct prof_intern in;
     const struct prof_code *pc;
-    uint64_t addr = A_CODE;
+    uint64_t addr = A_CODE, word;
     build(im);
     memset(&cc, 0, sizeof cc);
     memset(&in, 0, sizeof in);
@@ -624,12 +624,18 @@ static void test_code_rechecked(void **state)
     /* No second copies asked for: to check by reading. */
     size_t missing;
     mem_prefetch_begin(&im->mem);
+    /* A snapshot's batch (and its second copies) replays what the last one
+     * read: each reads the code object. */
+    assert_int_equal(mem_read_u64(&im->mem, A_CODE, &word), 0);
     assert_int_equal(prof_codecache_rechecked(&cc, &im->mem, &im->o, &addr, 1, &missing), 0);
     assert_int_equal(missing, 1);
     prof_codecache_hint(&cc, &im->mem, &im->o, &addr, 1);
     mem_prefetch_end(&im->mem);
     /* Unchanged. */
     mem_prefetch_begin(&im->mem);
+    /* A snapshot's batch (and its second copies) replays what the last one
+     * read: each reads the code object. */
+    assert_int_equal(mem_read_u64(&im->mem, A_CODE, &word), 0);
     assert_int_equal(prof_codecache_rechecked(&cc, &im->mem, &im->o, &addr, 1, &missing), 0);
     assert_int_equal(missing, 0);
     prof_codecache_hint(&cc, &im->mem, &im->o, &addr, 1);
@@ -637,6 +643,9 @@ static void test_code_rechecked(void **state)
     /* Another object's names: its qualname is longer. */
     put64(im, A_QUALNAME + im->o.unicode_object.length, 8);
     mem_prefetch_begin(&im->mem);
+    /* A snapshot's batch (and its second copies) replays what the last one
+     * read: each reads the code object. */
+    assert_int_equal(mem_read_u64(&im->mem, A_CODE, &word), 0);
     assert_int_equal(prof_codecache_rechecked(&cc, &im->mem, &im->o, &addr, 1, &missing), 1);
     assert_int_equal(missing, 0);
     mem_prefetch_end(&im->mem);

@@ -54,6 +54,11 @@ void mem_init(struct mem *m, struct mem_source *src)
     m->keep_snapshots = KEEP_SNAPSHOTS;
 }
 
+uint64_t mem_clock_ns(struct mem *m)
+{
+    return m->src ? m->src->ops->clock_ns(m->src) : 0;
+}
+
 void mem_init_process(struct mem *m, int pid)
 {
     mem_init(m, NULL);

@@ -90,6 +90,20 @@ void mem_image_init(struct mem_image *im, const struct mem_region *regions, size
 int mem_image_copy(const struct mem_region *regions, size_t n, uint64_t addr, void *buf,
                    size_t len);
 
+/* A recorder (source_record.c): reads through `inner` and notes the page
+ * of every byte read (successfully); refuses every write (PYS_E_PERM). */
+struct mem_record {
+    struct mem_source base;
+    struct mem_source *inner;
+    uint64_t *pages; /* page addresses, in the order met, repeated */
+    size_t npages, cap;
+    int failed; /* out of memory: pages is incomplete */
+};
+void mem_record_init(struct mem_record *r, struct mem_source *inner);
+/* Sort and deduplicate r->pages; how many distinct pages were read. */
+size_t mem_record_pages(struct mem_record *r);
+void mem_record_release(struct mem_record *r);
+
 struct mem_stats {
     uint64_t reads;       /* calls that reached the target (a batch is one) */
     uint64_t pieces;      /* the pieces (iovecs) of those calls */
@@ -159,6 +173,9 @@ struct mem {
     uint8_t *hullbuf;
     size_t caphullbuf;
 };
+
+/* The clock of m's source (mem_source_ops.clock_ns). */
+uint64_t mem_clock_ns(struct mem *m);
 
 /* Read through src (not owned). mem_init_process and mem_init_image make
  * their source themselves, inside the struct mem. */

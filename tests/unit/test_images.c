@@ -1,0 +1,404 @@
+/*
+ * Deterministic tests of the sampling core on recorded images of real
+ * targets (tests/images, made by `make images`: tests/images/aba.py under
+ * CPython 3.8 to 3.15, stopped twice, once in each of its two call chains,
+ * whose frames occupy the same addresses).
+ *
+ * 1. Replayed, each image gives exactly the stack the program was at
+ *    (file, function, line), snapshot after snapshot.
+ * 2. The torn walk: a source that serves the reads of one snapshot from
+ *    image A up to read n and from image B after (and A, B, A again), as a
+ *    target moving on while it is read. For every n, the snapshot must give
+ *    A's stack, B's stack, or a failed thread: never a mix. A read is one
+ *    piece of a system call (one segment of a batch).
+ *
+ * The images are looked for in $PYSTROBE_IMAGES, else tests/images (make
+ * runs the tests from the top of the tree).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <pystrobe/pystrobe.h>
+
+#include "core/core.h"
+#include "core/image.h"
+
+#define FILE_NAME "/tmp/pystrobe-images/aba.py"
+
+struct want {
+    const char *qualname;
+    int32_t lineno;
+};
+
+/* aba.py's two stacks, innermost first (its line numbers). */
+static const struct want STACK[2][6] = {
+    {{"spin", 13}, {"a2", 17}, {"a1", 21}, {"chain_a", 25}, {"main", 43}, {"<module>", 47}},
+    {{"spin", 13}, {"b2", 29}, {"b1", 33}, {"chain_b", 37}, {"main", 44}, {"<module>", 47}},
+};
+
+static const char *const VERSIONS[] = {"3.8",  "3.9",  "3.10", "3.11",
+                                       "3.12", "3.13", "3.14", "3.15"};
+#define NVERSIONS (sizeof VERSIONS / sizeof *VERSIONS)
+
+static void image_path(char *buf, size_t len, const char *version, int chain)
+{
+    const char *dir = getenv("PYSTROBE_IMAGES");
+    snprintf(buf, len, "%s/aba-%s-%c.img", dir && *dir ? dir : "tests/images", version,
+             chain ? 'b' : 'a');
+}
+
+/* The known mix (see test_switch): the frames of stack c but main's line,
+ * which is that of the other stack. */
+static int known_mix(const struct pys_thread *t)
+{
+    if (t->nframes != 6)
+        return 0;
+    for (int c = 0; c < 2; c++) {
+        size_t f = 0;
+        for (; f < 6; f++) {
+            const struct pys_frame *fr = &t->frames[f];
+            int32_t line = f == 4 ? STACK[1 - c][f].lineno : STACK[c][f].lineno;
+            if (strcmp(fr->filename, FILE_NAME) != 0 ||
+                strcmp(fr->qualname, STACK[c][f].qualname) != 0 || fr->lineno != line)
+                break;
+        }
+        if (f == 6)
+            return 1;
+    }
+    return 0;
+}
+
+/* 0 or 1: which stack the thread shows exactly; -1: neither. */
+static int which_stack(const struct pys_thread *t)
+{
+    for (int c = 0; c < 2; c++) {
+        size_t f = 0;
+        for (; f < 6 && f < t->nframes; f++) {
+            const struct pys_frame *fr = &t->frames[f];
+            if (strcmp(fr->filename, FILE_NAME) != 0 ||
+                strcmp(fr->qualname, STACK[c][f].qualname) != 0 || fr->lineno != STACK[c][f].lineno)
+                break;
+        }
+        if (f == 6 && t->nframes == 6)
+            return c;
+    }
+    return -1;
+}
+
+static void print_thread(const struct pys_thread *t)
+{
+    print_message("    thread error %d (%s), %zu frames:\n", t->error,
+                  t->error_text ? t->error_text : "", t->nframes);
+    for (size_t f = 0; f < t->nframes; f++)
+        print_message("      %s %s:%d\n", t->frames[f].qualname, t->frames[f].filename,
+                      t->frames[f].lineno);
+}
+
+/* Every image, replayed, gives its stack, at every snapshot. */
+static void test_replay(void **state)
+{
+    (void)state;
+    for (size_t v = 0; v < NVERSIONS; v++)
+        for (int chain = 0; chain < 2; chain++)
+            for (int fc = 0; fc < 2; fc++) {
+                char path[512], err[512];
+                image_path(path, sizeof path, VERSIONS[v], chain);
+                struct pys_options opt = {0};
+                opt.frame_cache = fc;
+                pys_session *s = NULL;
+                int rc = pys_session_attach_image(&s, path, &opt, err, sizeof err);
+                if (rc != 0)
+                    print_message("%s: %s\n", path, err);
+                assert_int_equal(rc, 0);
+                assert_int_equal(pys_session_pid(s), 0);
+                assert_int_equal(pys_session_python_version(s) >> 16,
+                                 (uint32_t)(3 << 8 | atoi(VERSIONS[v] + 2)));
+                for (int k = 0; k < 4; k++) {
+                    const struct pys_snapshot *snap = NULL;
+                    assert_int_equal(pys_session_snapshot(s, &snap), 0);
+                    assert_int_equal(snap->ninterps, 1);
+                    assert_int_equal(snap->interps[0].nthreads, 1);
+                    const struct pys_thread *t = &snap->interps[0].threads[0];
+                    if (which_stack(t) != chain) {
+                        print_message("%s, snapshot %d:\n", path, k);
+                        print_thread(t);
+                    }
+                    assert_int_equal(t->error, 0);
+                    assert_int_equal(which_stack(t), chain);
+                }
+                pys_session_free(s);
+            }
+}
+
+/* Image loading: a file that is not an image, or a cut one, is refused. */
+static void test_bad_image(void **state)
+{
+    (void)state;
+    char path[512], err[256];
+    image_path(path, sizeof path, "3.12", 0);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static uint8_t data[1 << 20];
+    size_t len = fread(data, 1, sizeof data, f);
+    fclose(f);
+    struct prof_image *im = NULL;
+    assert_int_equal(prof_image_load(data, len, &im, err, sizeof err), 0);
+    prof_image_free(im);
+    for (size_t cut = 0; cut < len; cut += 97)
+        assert_int_equal(prof_image_load(data, cut, &im, err, sizeof err), PYS_E_CORRUPT);
+    data[8] = 2; /* an unknown format version */
+    assert_int_equal(prof_image_load(data, len, &im, err, sizeof err), PYS_E_CORRUPT);
+    pys_session *s = NULL;
+    assert_int_equal(pys_session_attach_image(&s, "/nonexistent.img", NULL, err, sizeof err),
+                     PYS_E_IO);
+    assert_null(s);
+}
+
+/* --- the switching source -------------------------------------------------- */
+
+struct switcher {
+    struct mem_source base;
+    struct mem_image im[2];
+    int first;         /* the image served before the switch */
+    int armed;         /* counting reads (else `first` is served) */
+    uint64_t count;    /* reads served since armed */
+    uint64_t at1, at2; /* reads [at1, at2) are served from the other image */
+};
+
+/* PYSTROBE_IMAGES_TRACE=1: print every read of the armed snapshot of the
+ * runs that show a mix. */
+static int trace;
+
+static int sw_pick(struct switcher *w, int advance, uint64_t addr, size_t len)
+{
+    if (!w->armed)
+        return w->first;
+    uint64_t c = advance ? w->count++ : w->count;
+    int which = c >= w->at1 && c < w->at2 ? 1 - w->first : w->first;
+    if (trace && advance)
+        print_message("      read %llu: %zu bytes at 0x%llx from %c\n", (unsigned long long)c, len,
+                      (unsigned long long)addr, "AB"[which]);
+    return which;
+}
+
+static int sw_read(struct mem_source *src, uint64_t addr, void *buf, size_t len)
+{
+    struct switcher *w = (struct switcher *)src;
+    struct mem_source *im = &w->im[sw_pick(w, 1, addr, len)].base;
+    return im->ops->read(im, addr, buf, len);
+}
+
+static int sw_readv(struct mem_source *src, const struct mem_seg *segs, size_t n)
+{
+    struct switcher *w = (struct switcher *)src;
+    size_t k = 0;
+    for (; k < n; k++) {
+        struct mem_source *im = &w->im[sw_pick(w, 1, segs[k].addr, segs[k].len)].base;
+        if (im->ops->read(im, segs[k].addr, segs[k].buf, segs[k].len) < 0)
+            break;
+    }
+    return k == 0 && n > 0 ? PYS_E_BADADDR : (int)k;
+}
+
+/* A write changes the image being served (the moment the target is at). */
+static int sw_write(struct mem_source *src, uint64_t addr, const void *buf, size_t len)
+{
+    struct switcher *w = (struct switcher *)src;
+    struct mem_source *im = &w->im[sw_pick(w, 0, addr, len)].base;
+    return im->ops->write(im, addr, buf, len);
+}
+
+static uint64_t sw_clock(struct mem_source *src)
+{
+    (void)src;
+    return 0;
+}
+
+static const struct mem_source_ops SW_OPS = {sw_read, sw_readv, sw_write, sw_clock};
+
+struct pair {
+    struct prof_image *im[2];
+    uint8_t *orig[2];
+};
+
+struct tally {
+    uint64_t got[2];  /* A's stack, B's */
+    uint64_t retried; /* of those, after a walk was rejected and read again */
+    uint64_t failed;  /* the thread failed */
+    uint64_t mixed;   /* neither: a mix */
+    uint64_t known;   /* of the mixes, the known one (known_mix) */
+};
+
+/*
+ * One run: a fresh session attached on image `first`, `warm` snapshots of
+ * it alone, then one snapshot whose reads [at1, at2) come from the other
+ * image. Returns 0 or 1 (the stack of A or B), 2 (the thread failed), -1 (a
+ * mix), -2 (the known mix); *reads, the reads that snapshot made.
+ */
+static int run_once(struct pair *p, const struct pys_options *opt, int first, int warm,
+                    uint64_t at1, uint64_t at2, uint64_t *reads, int verbose)
+{
+    struct switcher w;
+    for (int i = 0; i < 2; i++) {
+        memcpy(p->im[i]->bytes, p->orig[i], p->im[i]->npages * MEM_PAGE_SIZE);
+        mem_image_init(&w.im[i], p->im[i]->regions, p->im[i]->nregions);
+    }
+    w.base.ops = &SW_OPS;
+    w.first = first;
+    w.armed = 0;
+    w.count = 0;
+    pys_session *s = NULL;
+    char err[512];
+    int rc = prof_session_open(&s, 0, &w.base, &p->im[first]->facts, opt, err, sizeof err);
+    if (rc != 0)
+        print_message("attach: %s\n", err);
+    assert_int_equal(rc, 0);
+    const struct pys_snapshot *snap = NULL;
+    for (int k = 0; k < warm; k++) {
+        assert_int_equal(pys_session_snapshot(s, &snap), 0);
+        assert_int_equal(which_stack(&snap->interps[0].threads[0]), first);
+    }
+    trace = verbose && getenv("PYSTROBE_IMAGES_TRACE") != NULL;
+    w.armed = 1;
+    w.at1 = at1;
+    w.at2 = at2;
+    rc = pys_session_snapshot(s, &snap);
+    int res = 2;
+    if (rc == 0 && snap->ninterps == 1 && snap->interps[0].nthreads == 1) {
+        const struct pys_thread *t = &snap->interps[0].threads[0];
+        if (t->error == 0) {
+            res = which_stack(t);
+            if (res < 0 && known_mix(t))
+                res = -2;
+            if (res < 0 && verbose)
+                print_thread(t);
+        }
+    }
+    *reads = w.count;
+    trace = 0;
+    pys_session_free(s);
+    return res;
+}
+
+static void tally_add(struct tally *t, int res, uint64_t reads, uint64_t total)
+{
+    if (res < 0)
+        t->mixed++;
+    if (res == -2)
+        t->known++;
+    if (res == 2)
+        t->failed++;
+    if (res == 0 || res == 1) {
+        t->got[res]++;
+        t->retried += reads > total;
+    }
+}
+
+static void tally_print(const char *what, const struct tally *t)
+{
+    print_message("  %s: %llu A + %llu B (%llu read more than undisturbed: a walk rejected, read "
+                  "again), %llu failed, "
+                  "%llu mixed (%llu known)\n",
+                  what, (unsigned long long)t->got[0], (unsigned long long)t->got[1],
+                  (unsigned long long)t->retried, (unsigned long long)t->failed,
+                  (unsigned long long)t->mixed, (unsigned long long)t->known);
+}
+
+/* Versions with the known mix (test_switch). */
+static int known_bug(const char *version)
+{
+    return strcmp(version, "3.8") == 0 || strcmp(version, "3.9") == 0 ||
+           strcmp(version, "3.10") == 0;
+}
+
+static void test_switch(void **state)
+{
+    (void)state;
+    uint64_t mixes = 0;
+    for (size_t v = 0; v < NVERSIONS; v++) {
+        struct pair p;
+        for (int c = 0; c < 2; c++) {
+            char path[512], err[512];
+            image_path(path, sizeof path, VERSIONS[v], c);
+            assert_int_equal(prof_image_load_file(path, &p.im[c], err, sizeof err), 0);
+            size_t n = p.im[c]->npages * MEM_PAGE_SIZE;
+            p.orig[c] = malloc(n ? n : 1);
+            assert_non_null(p.orig[c]);
+            memcpy(p.orig[c], p.im[c]->bytes, n);
+        }
+        for (int fc = 0; fc < 2; fc++) {
+            struct pys_options opt = {0};
+            opt.frame_cache = fc;
+            struct tally once, twice;
+            memset(&once, 0, sizeof once);
+            memset(&twice, 0, sizeof twice);
+            for (int first = 0; first < 2; first++)
+                for (int warm = 0; warm <= 3; warm++) {
+                    uint64_t total = 0, reads;
+                    assert_int_equal(
+                        run_once(&p, &opt, first, warm, UINT64_MAX, UINT64_MAX, &total, 0), first);
+                    /* One switch, at every read (and none: at total). */
+                    for (uint64_t n = 0; n <= total; n++) {
+                        int res = run_once(&p, &opt, first, warm, n, UINT64_MAX, &reads, 0);
+                        tally_add(&once, res, reads, total);
+                        if (res == -1) {
+                            print_message("MIX: %s frame_cache=%d %c->%c warm=%d at read %llu "
+                                          "of %llu\n",
+                                          VERSIONS[v], fc, "AB"[first], "AB"[1 - first], warm,
+                                          (unsigned long long)n, (unsigned long long)total);
+                            run_once(&p, &opt, first, warm, n, UINT64_MAX, &reads, 1);
+                        }
+                    }
+                    /* And back: the other image for reads [n1, n2). */
+                    if (warm != 1)
+                        continue;
+                    for (uint64_t n1 = 0; n1 < total; n1++)
+                        for (uint64_t n2 = n1 + 1; n2 <= total; n2++) {
+                            int res = run_once(&p, &opt, first, warm, n1, n2, &reads, 0);
+                            tally_add(&twice, res, reads, total);
+                            if (res == -1 || (res == -2 && !known_bug(VERSIONS[v]))) {
+                                print_message("MIX: %s frame_cache=%d %c->%c->%c warm=%d reads "
+                                              "[%llu, %llu) of %llu\n",
+                                              VERSIONS[v], fc, "AB"[first], "AB"[1 - first],
+                                              "AB"[first], warm, (unsigned long long)n1,
+                                              (unsigned long long)n2, (unsigned long long)total);
+                                run_once(&p, &opt, first, warm, n1, n2, &reads, 1);
+                            }
+                        }
+                }
+            print_message("%s, frame_cache=%d:\n", VERSIONS[v], fc);
+            tally_print("one switch", &once);
+            tally_print("A-B-A     ", &twice);
+            mixes += once.mixed + twice.mixed - (known_bug(VERSIONS[v]) ? twice.known : 0);
+            /* Expected failure: the known mix must still be seen where it is
+             * known (if it is gone, drop it from known_bug). */
+            if (known_bug(VERSIONS[v]) && twice.known == 0) {
+                print_message("%s: the known mix is no longer seen: update known_bug\n",
+                              VERSIONS[v]);
+                mixes++;
+            }
+        }
+        for (int c = 0; c < 2; c++) {
+            prof_image_free(p.im[c]);
+            free(p.orig[c]);
+        }
+    }
+    assert_int_equal(mixes, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_replay),
+        cmocka_unit_test(test_bad_image),
+        cmocka_unit_test(test_switch),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -170,6 +170,8 @@ struct switcher {
     int armed;         /* counting reads (else `first` is served) */
     uint64_t count;    /* reads served since armed */
     uint64_t at1, at2; /* reads [at1, at2) are served from the other image */
+    size_t unit;       /* 0: a read is a piece of a system call; else each
+                        * `unit`-aligned block a piece covers is one */
 };
 
 /* PYSTROBE_IMAGES_TRACE=1: print every read of the armed snapshot of the
@@ -191,19 +193,30 @@ static int sw_pick(struct switcher *w, int advance, uint64_t addr, size_t len)
 static int sw_read(struct mem_source *src, uint64_t addr, void *buf, size_t len)
 {
     struct switcher *w = (struct switcher *)src;
-    struct mem_source *im = &w->im[sw_pick(w, 1, addr, len)].base;
-    return im->ops->read(im, addr, buf, len);
+    if (w->unit == 0 || len == 0) {
+        struct mem_source *im = &w->im[sw_pick(w, 1, addr, len)].base;
+        return im->ops->read(im, addr, buf, len);
+    }
+    /* Block by block, upwards, as the kernel copies while the target runs. */
+    for (size_t done = 0; done < len;) {
+        uint64_t a = addr + done;
+        size_t k = w->unit - (size_t)(a % w->unit);
+        if (k > len - done)
+            k = len - done;
+        struct mem_source *im = &w->im[sw_pick(w, 1, a, k)].base;
+        int rc = im->ops->read(im, a, (uint8_t *)buf + done, k);
+        if (rc < 0)
+            return rc;
+        done += k;
+    }
+    return 0;
 }
 
 static int sw_readv(struct mem_source *src, const struct mem_seg *segs, size_t n)
 {
-    struct switcher *w = (struct switcher *)src;
     size_t k = 0;
-    for (; k < n; k++) {
-        struct mem_source *im = &w->im[sw_pick(w, 1, segs[k].addr, segs[k].len)].base;
-        if (im->ops->read(im, segs[k].addr, segs[k].buf, segs[k].len) < 0)
-            break;
-    }
+    while (k < n && sw_read(src, segs[k].addr, segs[k].buf, segs[k].len) == 0)
+        k++;
     return k == 0 && n > 0 ? PYS_E_BADADDR : (int)k;
 }
 
@@ -228,22 +241,29 @@ struct pair {
     uint8_t *orig[2];
 };
 
+/* One way of disturbing a snapshot. */
+struct run {
+    struct pys_options opt;
+    size_t unit;
+    int first, warm;
+};
+
 struct tally {
-    uint64_t got[2];  /* A's stack, B's */
-    uint64_t retried; /* of those, after a walk was rejected and read again */
-    uint64_t failed;  /* the thread failed */
-    uint64_t mixed;   /* neither: a mix */
-    uint64_t known;   /* of the mixes, the known one (known_mix) */
+    uint64_t got[2]; /* A's stack, B's */
+    uint64_t reread; /* of those, read with more reads than undisturbed (rejected walks) */
+    uint64_t failed; /* the thread failed */
+    uint64_t mixed;  /* neither: a mix */
+    uint64_t known;  /* of the mixes, the known one (known_mix) */
 };
 
 /*
- * One run: a fresh session attached on image `first`, `warm` snapshots of
- * it alone, then one snapshot whose reads [at1, at2) come from the other
+ * One run: a fresh session attached on image r->first, r->warm snapshots
+ * of it alone, then one snapshot whose reads [at1, at2) come from the other
  * image. Returns 0 or 1 (the stack of A or B), 2 (the thread failed), -1 (a
  * mix), -2 (the known mix); *reads, the reads that snapshot made.
  */
-static int run_once(struct pair *p, const struct pys_options *opt, int first, int warm,
-                    uint64_t at1, uint64_t at2, uint64_t *reads, int verbose)
+static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t at2,
+                    uint64_t *reads, int verbose)
 {
     struct switcher w;
     for (int i = 0; i < 2; i++) {
@@ -251,19 +271,20 @@ static int run_once(struct pair *p, const struct pys_options *opt, int first, in
         mem_image_init(&w.im[i], p->im[i]->regions, p->im[i]->nregions);
     }
     w.base.ops = &SW_OPS;
-    w.first = first;
+    w.first = r->first;
     w.armed = 0;
     w.count = 0;
+    w.unit = r->unit;
     pys_session *s = NULL;
     char err[512];
-    int rc = prof_session_open(&s, 0, &w.base, &p->im[first]->facts, opt, err, sizeof err);
+    int rc = prof_session_open(&s, 0, &w.base, &p->im[r->first]->facts, &r->opt, err, sizeof err);
     if (rc != 0)
         print_message("attach: %s\n", err);
     assert_int_equal(rc, 0);
     const struct pys_snapshot *snap = NULL;
-    for (int k = 0; k < warm; k++) {
+    for (int k = 0; k < r->warm; k++) {
         assert_int_equal(pys_session_snapshot(s, &snap), 0);
-        assert_int_equal(which_stack(&snap->interps[0].threads[0]), first);
+        assert_int_equal(which_stack(&snap->interps[0].threads[0]), r->first);
     }
     trace = verbose && getenv("PYSTROBE_IMAGES_TRACE") != NULL;
     w.armed = 1;
@@ -297,31 +318,77 @@ static void tally_add(struct tally *t, int res, uint64_t reads, uint64_t total)
         t->failed++;
     if (res == 0 || res == 1) {
         t->got[res]++;
-        t->retried += reads > total;
+        t->reread += reads > total;
     }
 }
 
 static void tally_print(const char *what, const struct tally *t)
 {
-    print_message("  %s: %llu A + %llu B (%llu read more than undisturbed: a walk rejected, read "
-                  "again), %llu failed, "
-                  "%llu mixed (%llu known)\n",
+    print_message("  %s: %llu A + %llu B (%llu after a rejected walk), %llu failed, %llu mixed "
+                  "(%llu known)\n",
                   what, (unsigned long long)t->got[0], (unsigned long long)t->got[1],
-                  (unsigned long long)t->retried, (unsigned long long)t->failed,
+                  (unsigned long long)t->reread, (unsigned long long)t->failed,
                   (unsigned long long)t->mixed, (unsigned long long)t->known);
 }
 
-/* Versions with the known mix (test_switch). */
-static int known_bug(const char *version)
+/*
+ * The known mix, an expected failure (docs/design.md, "Tests on recorded
+ * images"): a walk's checks compare each frame's code object and caller
+ * again, never a caller's position (f_lasti, instr_ptr), which stays put
+ * while its callee runs. A copy of main's frame made while main called
+ * chain_a, and of the frames above it after main had moved on to call
+ * chain_b (whose frames take the same addresses), passes every check: the
+ * stack is chain_b's with main on the line that calls chain_a. It shows on
+ * 3.8-3.10 when a batch reads main's frame object between two reads of
+ * chain_a's (A, B, A again), on 3.11-3.15 when a copy of the data stack
+ * switches from A to B past main's frame (reads of 64 bytes): there, and
+ * only there, it is counted, not failed. But it must still be seen: when
+ * the checks are fixed, the test says so, and known_mix goes.
+ */
+static int known_bug(const char *version, int twice, size_t unit)
 {
-    return strcmp(version, "3.8") == 0 || strcmp(version, "3.9") == 0 ||
-           strcmp(version, "3.10") == 0;
+    int old =
+        strcmp(version, "3.8") == 0 || strcmp(version, "3.9") == 0 || strcmp(version, "3.10") == 0;
+    return old ? twice && unit == 0 : unit != 0;
+}
+
+static void report_mix(const char *version, const struct run *r, int twice, uint64_t n1,
+                       uint64_t n2, uint64_t total, struct pair *p)
+{
+    uint64_t reads;
+    print_message("MIX: %s frame_cache=%d unit=%zu %c->%c%s warm=%d reads [%llu, %llu) of "
+                  "%llu\n",
+                  version, r->opt.frame_cache, r->unit, "AB"[r->first], "AB"[1 - r->first],
+                  twice ? (r->first ? "->B" : "->A") : "", r->warm, (unsigned long long)n1,
+                  (unsigned long long)n2, (unsigned long long)total);
+    run_once(p, r, n1, n2, &reads, 1);
+}
+
+/* Every switch point (and, with twice, every switch and back) of run r:
+ * the mixes not known, counted. */
+static uint64_t sweep(struct pair *p, const char *version, const struct run *r, int twice,
+                      struct tally *t)
+{
+    uint64_t total = 0, reads, bad = 0;
+    assert_int_equal(run_once(p, r, UINT64_MAX, UINT64_MAX, &total, 0), r->first);
+    for (uint64_t n1 = 0; n1 <= total; n1++)
+        for (uint64_t n2 = twice ? n1 + 1 : UINT64_MAX; n2 <= (twice ? total : UINT64_MAX); n2++) {
+            int res = run_once(p, r, n1, n2, &reads, 0);
+            tally_add(t, res, reads, total);
+            if (res == -1 || (res == -2 && !known_bug(version, twice, r->unit))) {
+                report_mix(version, r, twice, n1, n2, total, p);
+                bad++;
+            }
+            if (n2 == UINT64_MAX)
+                break;
+        }
+    return bad;
 }
 
 static void test_switch(void **state)
 {
     (void)state;
-    uint64_t mixes = 0;
+    uint64_t mixes = 0, known = 0;
     for (size_t v = 0; v < NVERSIONS; v++) {
         struct pair p;
         for (int c = 0; c < 2; c++) {
@@ -333,57 +400,34 @@ static void test_switch(void **state)
             assert_non_null(p.orig[c]);
             memcpy(p.orig[c], p.im[c]->bytes, n);
         }
-        for (int fc = 0; fc < 2; fc++) {
-            struct pys_options opt = {0};
-            opt.frame_cache = fc;
-            struct tally once, twice;
+        /* The frame cache exists from 3.15 on. */
+        int fcs = strcmp(VERSIONS[v], "3.15") == 0 ? 2 : 1;
+        for (int fc = 0; fc < fcs; fc++) {
+            struct tally once, twice, fine;
             memset(&once, 0, sizeof once);
             memset(&twice, 0, sizeof twice);
-            for (int first = 0; first < 2; first++)
-                for (int warm = 0; warm <= 3; warm++) {
-                    uint64_t total = 0, reads;
-                    assert_int_equal(
-                        run_once(&p, &opt, first, warm, UINT64_MAX, UINT64_MAX, &total, 0), first);
-                    /* One switch, at every read (and none: at total). */
-                    for (uint64_t n = 0; n <= total; n++) {
-                        int res = run_once(&p, &opt, first, warm, n, UINT64_MAX, &reads, 0);
-                        tally_add(&once, res, reads, total);
-                        if (res == -1) {
-                            print_message("MIX: %s frame_cache=%d %c->%c warm=%d at read %llu "
-                                          "of %llu\n",
-                                          VERSIONS[v], fc, "AB"[first], "AB"[1 - first], warm,
-                                          (unsigned long long)n, (unsigned long long)total);
-                            run_once(&p, &opt, first, warm, n, UINT64_MAX, &reads, 1);
-                        }
-                    }
-                    /* And back: the other image for reads [n1, n2). */
-                    if (warm != 1)
-                        continue;
-                    for (uint64_t n1 = 0; n1 < total; n1++)
-                        for (uint64_t n2 = n1 + 1; n2 <= total; n2++) {
-                            int res = run_once(&p, &opt, first, warm, n1, n2, &reads, 0);
-                            tally_add(&twice, res, reads, total);
-                            if (res == -1 || (res == -2 && !known_bug(VERSIONS[v]))) {
-                                print_message("MIX: %s frame_cache=%d %c->%c->%c warm=%d reads "
-                                              "[%llu, %llu) of %llu\n",
-                                              VERSIONS[v], fc, "AB"[first], "AB"[1 - first],
-                                              "AB"[first], warm, (unsigned long long)n1,
-                                              (unsigned long long)n2, (unsigned long long)total);
-                                run_once(&p, &opt, first, warm, n1, n2, &reads, 1);
-                            }
-                        }
+            memset(&fine, 0, sizeof fine);
+            struct run r;
+            memset(&r, 0, sizeof r);
+            r.opt.frame_cache = fc;
+            for (r.first = 0; r.first < 2; r.first++)
+                for (r.warm = 0; r.warm <= 3; r.warm++) {
+                    /* A read is a piece: one switch; and back, after one
+                     * snapshot (a batch to read) */
+                    r.unit = 0;
+                    mixes += sweep(&p, VERSIONS[v], &r, 0, &once);
+                    if (r.warm == 1)
+                        mixes += sweep(&p, VERSIONS[v], &r, 1, &twice);
+                    /* A read is 64 bytes of a piece: one switch. */
+                    r.unit = 64;
+                    if (r.warm <= 1)
+                        mixes += sweep(&p, VERSIONS[v], &r, 0, &fine);
                 }
             print_message("%s, frame_cache=%d:\n", VERSIONS[v], fc);
-            tally_print("one switch", &once);
-            tally_print("A-B-A     ", &twice);
-            mixes += once.mixed + twice.mixed - (known_bug(VERSIONS[v]) ? twice.known : 0);
-            /* Expected failure: the known mix must still be seen where it is
-             * known (if it is gone, drop it from known_bug). */
-            if (known_bug(VERSIONS[v]) && twice.known == 0) {
-                print_message("%s: the known mix is no longer seen: update known_bug\n",
-                              VERSIONS[v]);
-                mixes++;
-            }
+            tally_print("one switch ", &once);
+            tally_print("A-B-A      ", &twice);
+            tally_print("by 64 bytes", &fine);
+            known += once.known + twice.known + fine.known;
         }
         for (int c = 0; c < 2; c++) {
             prof_image_free(p.im[c]);
@@ -391,6 +435,10 @@ static void test_switch(void **state)
         }
     }
     assert_int_equal(mixes, 0);
+    /* An expected failure must still fail (see known_mix). */
+    if (known == 0)
+        print_message("the known mix is no longer seen: drop known_mix\n");
+    assert_true(known > 0);
 }
 
 int main(void)

@@ -168,6 +168,9 @@ int prof_image_load(const uint8_t *data, size_t len, struct prof_image **out, ch
         return bad(err, errlen, "bad body length");
     if (!(flags & FLAG_ZLIB) && stored != body_len)
         return bad(err, errlen, "bad body length");
+    /* zlib packs at most about 1032 bytes into one. */
+    if ((flags & FLAG_ZLIB) && body_len / 1032 > stored)
+        return bad(err, errlen, "bad body length");
     im = calloc(1, sizeof *im);
     if (!im)
         return PYS_E_NOMEM;

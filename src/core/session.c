@@ -63,23 +63,17 @@ int pys_session_attach_image(pys_session **out, const char *path, const struct p
             snprintf(errtext, errlen, "image %s: %s", path, err);
         return rc;
     }
-    /* The session holds the image; its source lives in the session. */
+    /* The session holds the image and its source (moved into it below). */
     struct pys_session *s = NULL;
-    struct mem_image *src = malloc(sizeof *src);
-    if (!src) {
-        prof_image_free(im);
-        return PYS_E_NOMEM;
-    }
-    mem_image_init(src, im->regions, im->nregions);
-    rc = prof_session_open(&s, 0, &src->base, &im->facts, opt, errtext, errlen);
+    struct mem_image src;
+    mem_image_init(&src, im->regions, im->nregions);
+    rc = prof_session_open(&s, 0, &src.base, &im->facts, opt, errtext, errlen);
     if (rc < 0) {
-        free(src);
         prof_image_free(im);
         return rc;
     }
     s->image = im;
-    s->image_src = *src;
-    free(src);
+    s->image_src = src;
     s->mem.src = s->mem_idle.src = &s->image_src.base;
     *out = s;
     return 0;
@@ -125,7 +119,8 @@ int prof_session_open(pys_session **out, int pid, struct mem_source *src,
     s->marker_file = prof_intern_str(&s->strings, "~", 1);
     s->marker_native = prof_intern_str(&s->strings, "<native>", 8);
     s->marker_gc = prof_intern_str(&s->strings, "<GC>", 4);
-    if (!s->tsbuf || !s->raw || !s->res_scratch || !s->kind_scratch || !s->marker_file || !s->marker_native || !s->marker_gc)
+    if (!s->tsbuf || !s->raw || !s->res_scratch || !s->kind_scratch || !s->marker_file ||
+        !s->marker_native || !s->marker_gc)
         goto fail;
     if (s->opt.opcodes) {
         s->op_segs = malloc(CPY_MAX_FRAMES * sizeof *s->op_segs);

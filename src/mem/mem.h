@@ -105,12 +105,12 @@ size_t mem_record_pages(struct mem_record *r);
 void mem_record_release(struct mem_record *r);
 
 struct mem_stats {
-    uint64_t reads;       /* calls that reached the target (a batch is one) */
-    uint64_t pieces;      /* the pieces (iovecs) of those calls */
-    uint64_t prefetched;  /* reads served from the snapshot's prefetch */
-    uint64_t bytes;       /* bytes asked for */
-    uint64_t failures;    /* reads that failed */
-    uint64_t writes;      /* writes into the target */
+    uint64_t reads;      /* calls that reached the target (a batch is one) */
+    uint64_t pieces;     /* the pieces (iovecs) of those calls */
+    uint64_t prefetched; /* reads served from the snapshot's prefetch */
+    uint64_t bytes;      /* bytes asked for */
+    uint64_t failures;   /* reads that failed */
+    uint64_t writes;     /* writes into the target */
 };
 
 /* One span read (or to read) from the target. */
@@ -143,7 +143,7 @@ struct mem {
     size_t log_mark;               /* mem_log_mark: the log's length then */
     struct mem_span *keep, *keep2; /* spans of recent plans (keep2: scratch) */
     size_t nkeep, capkeep, capkeep2;
-    uint64_t snapshots; /* mem_prefetch_begin calls */
+    uint64_t snapshots;   /* mem_prefetch_begin calls */
     uint64_t keep_expiry; /* the snapshot at which a span of `keep` not in the log leaves it */
     uint64_t plan_snap, planlog_last; /* the plan made at, its log last read at (snapshots) */
     uint64_t keep_snapshots; /* how many snapshots a span stays in `keep` (mem_init_process: 16) */
@@ -153,7 +153,7 @@ struct mem {
     /* mem_prefetch_late: one more word the prefetch reads after all else. */
     uint64_t late_addr, late_val;
     uint64_t unbatched; /* mem_read/mem_readv calls the prefetch did not serve */
-    int late_ok; /* late_val was read by the last prefetch */
+    int late_ok;        /* late_val was read by the last prefetch */
     /* mem_recheck_hint: spans the next batch reads a second time, after
      * the others (rc_cur: hinted in this snapshot, rc_prev: in the last one);
      * rc: those the last batch read again (off into rcbuf). */
@@ -178,7 +178,8 @@ struct mem {
 uint64_t mem_clock_ns(struct mem *m);
 
 /* Read through src (not owned). mem_init_process and mem_init_image make
- * their source themselves, inside the struct mem. */
+ * their source themselves, inside the struct mem, which must then not be
+ * copied (a session, whose two struct mems swap, uses mem_init). */
 void mem_init(struct mem *m, struct mem_source *src);
 void mem_init_process(struct mem *m, int pid);
 void mem_init_image(struct mem *m, const struct mem_region *regions, size_t n);
@@ -272,8 +273,7 @@ int mem_read_u64(struct mem *m, uint64_t addr, uint64_t *out);
  */
 #define MEM_TWICE_AFTER_MAX 4
 int mem_read_twice(struct mem *m, uint64_t addr, void *buf, void *second, size_t len,
-                   const struct mem_seg *after, size_t nafter, uint64_t note_addr,
-                   size_t note_len);
+                   const struct mem_seg *after, size_t nafter, uint64_t note_addr, size_t note_len);
 
 /*
  * mem_read, and unless the prefetch holds [addr, addr + len), the same
@@ -283,8 +283,8 @@ int mem_read_twice(struct mem *m, uint64_t addr, void *buf, void *second, size_t
  * from the prefetch), or mem_read's errors.
  */
 #define MEM_THEN_MAX 16
-int mem_read_then(struct mem *m, uint64_t addr, void *buf, size_t len,
-                  const struct mem_seg *more, size_t nmore);
+int mem_read_then(struct mem *m, uint64_t addr, void *buf, size_t len, const struct mem_seg *more,
+                  size_t nmore);
 
 /* Write len bytes at addr (an image only where its region is writable). */
 int mem_write(struct mem *m, uint64_t addr, const void *buf, size_t len);

@@ -14,7 +14,7 @@ WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wfor
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fvisibility=hidden -fPIC -Iinclude -Isrc -I$(B)/gen \
               $(WARN) $(CFLAGS) $(SAN)
-LDLIBS  := -lelf
+LDLIBS  := -lelf -lz
 LDFLAGS ?=
 
 LIB_SRC := $(wildcard src/platform/*.c src/binfmt/*.c src/mem/*.c src/cpython/*.c \
@@ -27,7 +27,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 TOOL_SRC := $(wildcard tests/tools/*.c)
 TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(B)/tests/%)
 
-.PHONY: all deps sidroot test test-unit test-integration test-one demo clean fuzz format module bench bench-austin soak
+.PHONY: all deps sidroot test test-unit test-integration test-one demo clean fuzz format module bench bench-austin soak images
 
 all: $(B)/pystrobe $(B)/libpystrobe.so $(UNIT_BIN) $(TOOL_BIN)
 
@@ -128,6 +128,15 @@ fuzz: $(B)/gen/flamegraph_html.h
 	    2>build-fuzz/$$n.log || { tail -40 build-fuzz/$$n.log; exit 1; }; \
 	  tail -1 build-fuzz/$$n.log; \
 	done
+
+# --- recorded images ----------------------------------------------------------
+
+# Re-record tests/images (tests/images/aba.py under every version, stopped
+# in each of its two chains) for tests/unit/test_images.c; IMAGES_VERSIONS
+# picks versions (default all, 3.8 to 3.15). Needs root and the sid root.
+IMAGES_VERSIONS ?=
+images: sidroot all
+	tools/record_images.sh $(B) $(IMAGES_VERSIONS)
 
 # --- benchmark ----------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Install the Debian packages pystrobe needs to build and test, if missing.
 set -eu
-PKGS="make gcc clang libclang-rt-dev libelf-dev libcmocka-dev pkg-config python3 python3-pytest
+PKGS="make gcc clang libclang-rt-dev libelf-dev zlib1g-dev libcmocka-dev pkg-config python3 python3-pytest
       python3-dev python3-setuptools python3-wheel
       debootstrap util-linux procps chromium"
 missing=""

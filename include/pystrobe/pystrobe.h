@@ -151,6 +151,17 @@ PYS_EXTERN int pys_session_attach(pys_session **out, int pid, const struct pys_o
                                   char *errtext, size_t errlen);
 PYS_EXTERN void pys_session_free(pys_session *s);
 
+/* A session on a recorded image of a process (a file written by
+ * tests/tools/record_image; its format is in src/core/image.h) instead of a
+ * live one: snapshots read the image's pages, reads outside them fail as
+ * reads of unmapped memory do, and writes (the 3.15 frame cache's anchor)
+ * change the session's own copy. For tests: every snapshot of an image is
+ * the same. Its pid is 0. PYS_E_IO if the file cannot be read,
+ * PYS_E_CORRUPT if it is not a valid image, else as pys_session_attach. */
+PYS_EXTERN int pys_session_attach_image(pys_session **out, const char *path,
+                                        const struct pys_options *opt, char *errtext,
+                                        size_t errlen);
+
 /* Detail of the last error of this session ("" when none). */
 PYS_EXTERN const char *pys_session_last_error(const pys_session *s);
 

@@ -10,6 +10,7 @@
 
 #include <pystrobe/pystrobe.h>
 
+#include "core/image.h"
 #include "cpython/cpython.h"
 #include "mem/mem.h"
 
@@ -251,6 +252,10 @@ struct prof_idle {
 struct pys_session {
     int pid;
     struct pys_options opt;
+    struct mem_proc proc; /* the live process's memory source */
+    /* pys_session_attach_image: the image (owned) and its source. */
+    struct prof_image *image;
+    struct mem_image image_src;
     struct mem mem;
     struct mem mem_idle; /* the other reader: see struct prof_idle */
     int mem_idle_in_use; /* mem and mem_idle are swapped */
@@ -351,6 +356,22 @@ int prof_idle_links_ok(struct pys_session *s, size_t i, const struct cpy_thread 
 int prof_idle_copy_thread(struct pys_session *s, size_t i, size_t ti);
 /* After a snapshot (ok: it succeeded): remember what the next may take over. */
 void prof_idle_end(struct pys_session *s, int ok);
+
+/*
+ * Open a session reading through src (not owned; it must outlive the
+ * session; NULL: the live process pid). Without facts, attach finds the
+ * runtime in process pid's maps and files (reads go through src: the
+ * recorder's); with facts (a recorded image's), attach takes them as they
+ * are (pid 0: no process). Otherwise as pys_session_attach.
+ */
+int prof_session_open(pys_session **out, int pid, struct mem_source *src,
+                      const struct prof_image_facts *facts, const struct pys_options *opt,
+                      char *errtext, size_t errlen);
+/* Attach from an image's facts: offsets from the table in its memory (or
+ * pystrobe's own for 3.8-3.12), an initialised runtime. image.c. */
+int prof_attach_facts(struct pys_session *s, const struct prof_image_facts *f);
+/* What an attached session found, for recording an image. */
+void prof_session_facts(const struct pys_session *s, struct prof_image_facts *out);
 
 /* Find and validate the runtime of s->pid; fills off, sym, runtime,
  * image_path. Detail of a failure in s->err. */

@@ -47,12 +47,48 @@ static void clear_anchors(struct pys_session *s)
 int pys_session_attach(pys_session **out, int pid, const struct pys_options *opt, char *errtext,
                        size_t errlen)
 {
+    return prof_session_open(out, pid, NULL, NULL, opt, errtext, errlen);
+}
+
+int pys_session_attach_image(pys_session **out, const char *path, const struct pys_options *opt,
+                             char *errtext, size_t errlen)
+{
+    struct prof_image *im = NULL;
+    char err[256];
+    if (!out || !path)
+        return PYS_E_INVAL;
+    int rc = prof_image_load_file(path, &im, err, sizeof err);
+    if (rc < 0) {
+        if (errtext && errlen)
+            snprintf(errtext, errlen, "image %s: %s", path, err);
+        return rc;
+    }
+    /* The session holds the image and its source (moved into it below). */
+    struct pys_session *s = NULL;
+    struct mem_image src;
+    mem_image_init(&src, im->regions, im->nregions);
+    rc = prof_session_open(&s, 0, &src.base, &im->facts, opt, errtext, errlen);
+    if (rc < 0) {
+        prof_image_free(im);
+        return rc;
+    }
+    s->image = im;
+    s->image_src = src;
+    s->mem.src = s->mem_idle.src = &s->image_src.base;
+    *out = s;
+    return 0;
+}
+
+int prof_session_open(pys_session **out, int pid, struct mem_source *src,
+                      const struct prof_image_facts *facts, const struct pys_options *opt,
+                      char *errtext, size_t errlen)
+{
     struct pys_session *s = NULL;
     int rc;
 
     if (errtext && errlen)
         errtext[0] = '\0';
-    if (!out || pid <= 0) {
+    if (!out || (pid <= 0 && !facts)) {
         if (errtext && errlen)
             snprintf(errtext, errlen, "no such process: %d", pid);
         return pid <= 0 ? PYS_E_NOPROC : PYS_E_INVAL;
@@ -63,12 +99,16 @@ int pys_session_attach(pys_session **out, int pid, const struct pys_options *opt
     s->pid = pid;
     if (opt)
         s->opt = *opt;
-    mem_init_process(&s->mem, pid);
-    mem_init_process(&s->mem_idle, pid);
+    if (!src) {
+        mem_proc_init(&s->proc, pid);
+        src = &s->proc.base;
+    }
+    mem_init(&s->mem, src);
+    mem_init(&s->mem_idle, src);
     /* Its snapshots read the threads holding the GIL, which change from one
      * to the next: what they read before is not worth reading again. */
     s->mem_idle.keep_snapshots = 0;
-    rc = prof_attach_runtime(s);
+    rc = facts ? prof_attach_facts(s, facts) : prof_attach_runtime(s);
     if (rc < 0)
         goto fail;
     rc = PYS_E_NOMEM;
@@ -79,7 +119,8 @@ int pys_session_attach(pys_session **out, int pid, const struct pys_options *opt
     s->marker_file = prof_intern_str(&s->strings, "~", 1);
     s->marker_native = prof_intern_str(&s->strings, "<native>", 8);
     s->marker_gc = prof_intern_str(&s->strings, "<GC>", 4);
-    if (!s->tsbuf || !s->raw || !s->res_scratch || !s->kind_scratch || !s->marker_file || !s->marker_native || !s->marker_gc)
+    if (!s->tsbuf || !s->raw || !s->res_scratch || !s->kind_scratch || !s->marker_file ||
+        !s->marker_native || !s->marker_gc)
         goto fail;
     if (s->opt.opcodes) {
         s->op_segs = malloc(CPY_MAX_FRAMES * sizeof *s->op_segs);
@@ -145,6 +186,7 @@ void pys_session_free(pys_session *s)
     free(s->prev.thread_stack);
     free(s->prev.frames);
     free(s->image_path);
+    prof_image_free(s->image);
     free(s);
 }
 

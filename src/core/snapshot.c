@@ -679,7 +679,7 @@ static int in_runtime(const struct pys_session *s, uint64_t addr)
  */
 static int first_interp(struct pys_session *s, uint64_t *iaddr)
 {
-    uint64_t now = plat_clock_ns(), lone = s->lone_interp;
+    uint64_t now = mem_clock_ns(&s->mem), lone = s->lone_interp;
     if (lone != 0 && now - s->lone_read_ns < LONE_INTERP_NS) {
         *iaddr = lone;
         return 0;

@@ -1,6 +1,8 @@
 /*
- * mem: reads from a live process through the platform layer, or from an
- * image of regions, behind one interface, with counters.
+ * mem: reads from a memory source (mem.h: a live process, an image, ...)
+ * behind one interface: the batched prefetch and its plan, second copies,
+ * coalescing of close reads, counters. Nothing here depends on the kind of
+ * source.
  */
 #include "mem/mem.h"
 
@@ -10,8 +12,6 @@
 
 #include "platform/platform.h"
 
-/* process_vm_readv takes at most IOV_MAX (1024) iovecs per call. */
-#define MEM_BATCH_MAX 1024
 /* Bounds on a prefetch: spans recorded and bytes re-read per snapshot. A
  * sample of a few hundred threads stays well inside. */
 #define PREFETCH_MAX_SPANS 8192
@@ -47,11 +47,23 @@ _Static_assert(COALESCE_GAP < 4096, "a gap between a hull's segments holds no wh
 
 #include <stdlib.h>
 
-void mem_init_process(struct mem *m, int pid)
+void mem_init(struct mem *m, struct mem_source *src)
 {
     memset(m, 0, sizeof *m);
-    m->pid = pid;
+    m->src = src;
     m->keep_snapshots = KEEP_SNAPSHOTS;
+}
+
+uint64_t mem_clock_ns(struct mem *m)
+{
+    return m->src ? m->src->ops->clock_ns(m->src) : 0;
+}
+
+void mem_init_process(struct mem *m, int pid)
+{
+    mem_init(m, NULL);
+    mem_proc_init(&m->own.proc, pid);
+    m->src = &m->own.proc.base;
 }
 
 void mem_release(struct mem *m)
@@ -84,22 +96,9 @@ void mem_release(struct mem *m)
 
 void mem_init_image(struct mem *m, const struct mem_region *regions, size_t n)
 {
-    memset(m, 0, sizeof *m);
-    m->regions = regions;
-    m->nregions = n;
-    m->keep_snapshots = KEEP_SNAPSHOTS;
-}
-
-static int image_read(const struct mem *m, uint64_t addr, void *buf, size_t len)
-{
-    for (size_t i = 0; i < m->nregions; i++) {
-        const struct mem_region *r = &m->regions[i];
-        if (addr >= r->addr && addr - r->addr <= r->len && len <= r->len - (addr - r->addr)) {
-            memcpy(buf, r->data + (addr - r->addr), len);
-            return 0;
-        }
-    }
-    return PYS_E_BADADDR;
+    mem_init(m, NULL);
+    mem_image_init(&m->own.image, regions, n);
+    m->src = &m->own.image.base;
 }
 
 /* Record a read for the next snapshot's prefetch. */
@@ -171,7 +170,7 @@ static int read_now(struct mem *m, uint64_t addr, void *buf, size_t len)
     m->stats.reads++;
     m->stats.pieces++;
     m->stats.bytes += len;
-    rc = m->pid > 0 ? plat_mem_read(m->pid, addr, buf, len) : image_read(m, addr, buf, len);
+    rc = m->src ? m->src->ops->read(m->src, addr, buf, len) : PYS_E_BADADDR;
     if (rc < 0)
         m->stats.failures++;
     return rc;
@@ -454,7 +453,7 @@ static void plan_read(struct mem *m, const struct mem_span *plan, size_t idx, si
  */
 static void read_plan(struct mem *m, const struct mem_span *plan, size_t n)
 {
-    struct plat_seg seg[MEM_BATCH_MAX + 1 + 2 * MEM_RECHECK_MAX];
+    struct mem_seg seg[MEM_BATCH_MAX + 1 + 2 * MEM_RECHECK_MAX];
     size_t last = n; /* the plan span holding the late word, read last */
     for (size_t i = 0; m->late_addr != 0 && i < n; i++) {
         if (plan[i].len >= 8 && m->late_addr >= plan[i].addr &&
@@ -463,7 +462,7 @@ static void read_plan(struct mem *m, const struct mem_span *plan, size_t n)
             break;
         }
     }
-    uint64_t start = plat_clock_ns();
+    uint64_t start = m->src->ops->clock_ns(m->src);
     /* The spans in issue order (issue_index) but the last one: `plain`. */
     size_t plain = last < n ? n - 1 : n, i = 0, off = 0;
     int rc_left = m->nrc > 0, tail_left = last < n || m->late_addr != 0, rc_read = 0;
@@ -471,7 +470,7 @@ static void read_plan(struct mem *m, const struct mem_span *plan, size_t n)
         size_t k = 0, o = off;
         for (; k < MEM_BATCH_MAX && i + k < plain; k++) {
             const struct mem_span *sp = &plan[issue_index(i + k, last, n)];
-            seg[k] = (struct plat_seg){sp->addr, m->pfbuf + o, sp->len};
+            seg[k] = (struct mem_seg){sp->addr, m->pfbuf + o, sp->len};
             o += sp->len;
         }
         /* After the spans' last call: the second copies, then the tail. */
@@ -479,16 +478,16 @@ static void read_plan(struct mem *m, const struct mem_span *plan, size_t n)
         size_t r = final && rc_left ? m->nrc : 0, total = k + r;
         for (size_t j = 0; j < r; j++) {
             const struct mem_span *sp = &m->rc[m->nrc - 1 - j];
-            seg[k + j] = (struct plat_seg){sp->addr, m->rcbuf + sp->off, sp->len};
+            seg[k + j] = (struct mem_seg){sp->addr, m->rcbuf + sp->off, sp->len};
         }
         int tail = final && tail_left;
         if (tail)
             seg[total++] = last < n
-                               ? (struct plat_seg){plan[last].addr, m->pfbuf + o, plan[last].len}
-                               : (struct plat_seg){m->late_addr, &m->late_val, 8};
+                               ? (struct mem_seg){plan[last].addr, m->pfbuf + o, plan[last].len}
+                               : (struct mem_seg){m->late_addr, &m->late_val, 8};
         m->stats.reads++;
         m->stats.pieces += total;
-        int rc = plat_mem_readv(m->pid, seg, total);
+        int rc = m->src->ops->readv(m->src, seg, total);
         size_t got = rc < 0 ? 0 : (size_t)rc;
         for (size_t j = 0; j < k && j < got; j++) {
             size_t idx = issue_index(i + j, last, n);
@@ -542,7 +541,7 @@ static void read_plan(struct mem *m, const struct mem_span *plan, size_t n)
      * walks that needed them are read again. Paused at all (a microsecond
      * past its usual time), its walks check their top frames too
      * (prof_top_settled). */
-    uint64_t took = plat_clock_ns() - start;
+    uint64_t took = m->src->ops->clock_ns(m->src) - start;
     int slow = m->batch_ns > 0 && took > 2 * m->batch_ns + BATCH_SLOW_NS;
     m->paused = m->batch_ns > 0 && took > m->batch_ns + BATCH_PAUSE_NS;
     uint64_t sample = took < 4 * m->batch_ns || m->batch_ns == 0 ? took : 4 * m->batch_ns;
@@ -562,7 +561,7 @@ void mem_prefetch_begin(struct mem *m)
     prefetch(m, 0);
     m->nlog = 0;
     m->log_mark = 0;
-    m->logging = m->pid > 0;
+    m->logging = m->src != NULL;
 }
 
 void mem_log_mark(struct mem *m)
@@ -573,7 +572,7 @@ void mem_log_mark(struct mem *m)
 void mem_prefetch_hint(struct mem *m, uint64_t addr, size_t len)
 {
     int logging = m->logging;
-    m->logging = m->pid > 0;
+    m->logging = m->src != NULL;
     log_span(m, addr, len);
     m->logging = logging;
 }
@@ -585,7 +584,7 @@ void mem_prefetch_retry(struct mem *m)
 
 void mem_recheck_hint(struct mem *m, uint64_t addr, size_t len)
 {
-    if ((m->pid <= 0 && m->nregions == 0) || addr == 0 || len == 0 || len > MEM_RECHECK_SPAN)
+    if (!m->src || addr == 0 || len == 0 || len > MEM_RECHECK_SPAN)
         return;
     /* Next to the span hinted last (a walk's frames, one after another):
      * one span the longer. */
@@ -690,7 +689,7 @@ static void prefetch(struct mem *m, int retry)
     m->late_ok = 0;
     m->nrc = 0;
     m->paused = 0;
-    if (m->pid > 0 && m->nlog > 0 && plan_recheck(m, retry) == 0 && make_plan(m) == 0) {
+    if (m->src && m->nlog > 0 && plan_recheck(m, retry) == 0 && make_plan(m) == 0) {
         size_t n = m->nplan, bytes = 0;
         for (size_t i = 0; i < n; i++)
             bytes += m->plan[i].len;
@@ -709,13 +708,6 @@ static void prefetch(struct mem *m, int retry)
         } else if (ok) {
             read_plan(m, m->plan, n);
         }
-    } else if (m->pid <= 0 && plan_recheck(m, retry) == 0) {
-        /* An image (unit tests): the second copies are its bytes now. */
-        for (size_t i = 0; i < m->nrc; i++) {
-            if (image_read(m, m->rc[i].addr, m->rcbuf + m->rc[i].off, m->rc[i].len) < 0)
-                m->nrc = 0;
-        }
-        return;
     }
     if (m->npf == 0)
         m->nrc = 0; /* nothing read: no second copies either */
@@ -741,18 +733,7 @@ int mem_write(struct mem *m, uint64_t addr, const void *buf, size_t len)
     if (addr == 0 || addr + len < addr)
         return PYS_E_BADADDR;
     m->stats.writes++;
-    if (m->pid > 0)
-        return plat_mem_write(m->pid, addr, buf, len);
-    for (size_t i = 0; i < m->nregions; i++) {
-        const struct mem_region *r = &m->regions[i];
-        if (addr >= r->addr && addr - r->addr <= r->len && len <= r->len - (addr - r->addr)) {
-            if (!r->writable)
-                return PYS_E_PERM;
-            memcpy(r->writable + (addr - r->addr), buf, len);
-            return 0;
-        }
-    }
-    return PYS_E_BADADDR;
+    return m->src ? m->src->ops->write(m->src, addr, buf, len) : PYS_E_BADADDR;
 }
 
 int mem_write_u64(struct mem *m, uint64_t addr, uint64_t v)
@@ -762,30 +743,20 @@ int mem_write_u64(struct mem *m, uint64_t addr, uint64_t v)
 
 static int readv_now(struct mem *m, const struct mem_seg *segs, size_t n)
 {
-    if (m->pid <= 0) {
-        for (size_t i = 0; i < n; i++) {
-            int rc = mem_read_fresh(m, segs[i].addr, segs[i].buf, segs[i].len);
-            if (rc < 0)
-                return rc;
-        }
-        return 0;
-    }
+    if (!m->src)
+        return n > 0 ? PYS_E_BADADDR : 0;
     size_t done = 0;
     while (done < n) {
-        struct plat_seg ps[MEM_BATCH_MAX];
+        const struct mem_seg *ps = segs + done;
         size_t k = 0;
         for (; k < MEM_BATCH_MAX && done + k < n; k++) {
-            const struct mem_seg *s = &segs[done + k];
-            if (s->addr == 0)
+            if (ps[k].addr == 0)
                 return PYS_E_BADADDR;
-            ps[k].addr = s->addr;
-            ps[k].buf = s->buf;
-            ps[k].len = s->len;
-            m->stats.bytes += s->len;
+            m->stats.bytes += ps[k].len;
         }
         m->stats.reads++;
         m->stats.pieces += k;
-        int got = plat_mem_readv(m->pid, ps, k);
+        int got = m->src->ops->readv(m->src, ps, k);
         if (got < 0) {
             m->stats.failures++;
             return got;
@@ -809,31 +780,15 @@ int mem_readv_some(struct mem *m, const struct mem_seg *segs, size_t n)
     size_t k = 0;
     if (n > MEM_BATCH_MAX)
         n = MEM_BATCH_MAX;
-    if (m->pid <= 0) {
-        /* An image: one read as the kernel would make it. */
-        m->stats.reads++;
-        while (k < n && segs[k].addr != 0 &&
-               image_read(m, segs[k].addr, segs[k].buf, segs[k].len) == 0) {
-            m->stats.pieces++;
-            m->stats.bytes += segs[k].len;
-            k++;
-        }
-        if (k == 0)
-            m->stats.failures++;
-        return (int)k;
-    }
-    struct plat_seg ps[MEM_BATCH_MAX];
-    for (; k < n && segs[k].addr != 0; k++) {
-        ps[k].addr = segs[k].addr;
-        ps[k].buf = segs[k].buf;
-        ps[k].len = segs[k].len;
+    if (!m->src)
+        return 0;
+    for (; k < n && segs[k].addr != 0; k++)
         m->stats.bytes += segs[k].len;
-    }
     if (k == 0)
         return 0;
     m->stats.reads++;
     m->stats.pieces += k;
-    int got = plat_mem_readv(m->pid, ps, k);
+    int got = m->src->ops->readv(m->src, segs, k);
     if (got == PYS_E_BADADDR)
         got = 0;
     if (got <= 0)
@@ -865,7 +820,7 @@ static int grow_hulls(struct mem *m, size_t n, size_t bytes)
  */
 int mem_readv_fresh(struct mem *m, const struct mem_seg *segs, size_t n)
 {
-    if (m->pid <= 0 || n < 2)
+    if (n < 2)
         return readv_now(m, segs, n);
     size_t nh = 0, bytes = 0;
     /* First pass: the hulls' extents, to size the scratch. */

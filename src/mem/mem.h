@@ -1,8 +1,11 @@
 /*
- * mem: the one way the cpython layer reads the target. A struct mem is either
- * a live process (reads go to process_vm_readv) or an image made of memory
- * regions (unit tests and fuzzers feed the walker crafted memory this way).
- * Every read is counted; the counters cost an add per read.
+ * mem: the one way the cpython layer reads the target. A struct mem reads
+ * through a memory source (struct mem_source: a live process, an image made
+ * of memory regions, or a source wrapping another, such as the recorder's),
+ * and adds what no source knows of: the batched prefetch of what the last
+ * snapshot read, second copies, coalescing, counters. Nothing above the
+ * source tells one kind of memory from another. Every read is counted; the
+ * counters cost an add per read.
  */
 #ifndef PYSTROBE_MEM_H
 #define PYSTROBE_MEM_H
@@ -18,6 +21,52 @@
 #define MEM_RECHECK_MAX 256
 #define MEM_RECHECK_SPAN 4096
 
+/* One piece of a batched read. */
+struct mem_seg {
+    uint64_t addr;
+    void *buf;
+    size_t len;
+};
+
+/*
+ * Where memory comes from. Every function returns as the platform layer's
+ * (platform.h) do, whatever the memory is:
+ *  read: copy len bytes at addr; 0, or PYS_E_BADADDR (unmapped, or only
+ *    partly mapped), PYS_E_EXITED (the process is gone), PYS_E_PERM.
+ *  readv: read segments in order, in one go (one process_vm_readv): the
+ *    number read whole (a segment after one that failed is not read, and a
+ *    segment's buffer may be partly written), or a negative code when not
+ *    even the first was (PYS_E_BADADDR when it is unmapped). Zero-length
+ *    segments count as read when every one before them was. At most
+ *    MEM_BATCH_MAX + 1 + 2 * MEM_RECHECK_MAX segments per call.
+ *  write: write len bytes at addr; errors as read (PYS_E_PERM where the
+ *    memory may not be written).
+ *  clock_ns: a monotonic clock in nanoseconds, for telling how long a batch
+ *    took (a live process: the system's; an image: its own, so that tests
+ *    on images are deterministic).
+ * A source is not owned by the struct mem reading it: it must outlive it.
+ */
+struct mem_source;
+struct mem_source_ops {
+    int (*read)(struct mem_source *src, uint64_t addr, void *buf, size_t len);
+    int (*readv)(struct mem_source *src, const struct mem_seg *segs, size_t n);
+    int (*write)(struct mem_source *src, uint64_t addr, const void *buf, size_t len);
+    uint64_t (*clock_ns)(struct mem_source *src);
+};
+struct mem_source {
+    const struct mem_source_ops *ops;
+};
+
+/* process_vm_readv takes at most IOV_MAX (1024) iovecs per call. */
+#define MEM_BATCH_MAX 1024
+
+/* A live process (source_proc.c): process_vm_readv and process_vm_writev. */
+struct mem_proc {
+    struct mem_source base;
+    int pid;
+};
+void mem_proc_init(struct mem_proc *p, int pid);
+
 struct mem_region {
     uint64_t addr;
     const uint8_t *data;
@@ -25,13 +74,43 @@ struct mem_region {
     uint8_t *writable; /* the same bytes, if writes may change them; else NULL */
 };
 
+/* An image (source_image.c): memory made of regions, which must not
+ * overlap. A read may span regions that meet end to start; anything outside
+ * them reads as unmapped memory does. Writes go into a region's `writable`
+ * bytes (PYS_E_PERM where it has none). Its clock stands still: a batch on
+ * an image is never taken as paused. */
+struct mem_image {
+    struct mem_source base;
+    const struct mem_region *regions;
+    size_t nregions;
+};
+void mem_image_init(struct mem_image *im, const struct mem_region *regions, size_t n);
+/* The image's regions holding [addr, addr + len), copied into buf: 0, or
+ * PYS_E_BADADDR. For sources built on images. */
+int mem_image_copy(const struct mem_region *regions, size_t n, uint64_t addr, void *buf,
+                   size_t len);
+
+/* A recorder (source_record.c): reads through `inner` and notes the page
+ * of every byte read (successfully); refuses every write (PYS_E_PERM). */
+struct mem_record {
+    struct mem_source base;
+    struct mem_source *inner;
+    uint64_t *pages; /* page addresses, in the order met, repeated */
+    size_t npages, cap;
+    int failed; /* out of memory: pages is incomplete */
+};
+void mem_record_init(struct mem_record *r, struct mem_source *inner);
+/* Sort and deduplicate r->pages; how many distinct pages were read. */
+size_t mem_record_pages(struct mem_record *r);
+void mem_record_release(struct mem_record *r);
+
 struct mem_stats {
-    uint64_t reads;       /* calls that reached the target (a batch is one) */
-    uint64_t pieces;      /* the pieces (iovecs) of those calls */
-    uint64_t prefetched;  /* reads served from the snapshot's prefetch */
-    uint64_t bytes;       /* bytes asked for */
-    uint64_t failures;    /* reads that failed */
-    uint64_t writes;      /* writes into the target */
+    uint64_t reads;      /* calls that reached the target (a batch is one) */
+    uint64_t pieces;     /* the pieces (iovecs) of those calls */
+    uint64_t prefetched; /* reads served from the snapshot's prefetch */
+    uint64_t bytes;      /* bytes asked for */
+    uint64_t failures;   /* reads that failed */
+    uint64_t writes;     /* writes into the target */
 };
 
 /* One span read (or to read) from the target. */
@@ -42,9 +121,12 @@ struct mem_span {
 };
 
 struct mem {
-    int pid;                          /* > 0: read this process */
-    const struct mem_region *regions; /* pid == 0: read these */
-    size_t nregions;
+    struct mem_source *src; /* NULL: nothing to read (every read fails) */
+    /* The source mem_init_process and mem_init_image make. */
+    union {
+        struct mem_proc proc;
+        struct mem_image image;
+    } own;
     struct mem_stats stats;
     /* Prefetch (mem_prefetch_begin): what the previous snapshot read, read
      * again in one batch; `log` records this snapshot's reads for the next. */
@@ -61,7 +143,7 @@ struct mem {
     size_t log_mark;               /* mem_log_mark: the log's length then */
     struct mem_span *keep, *keep2; /* spans of recent plans (keep2: scratch) */
     size_t nkeep, capkeep, capkeep2;
-    uint64_t snapshots; /* mem_prefetch_begin calls */
+    uint64_t snapshots;   /* mem_prefetch_begin calls */
     uint64_t keep_expiry; /* the snapshot at which a span of `keep` not in the log leaves it */
     uint64_t plan_snap, planlog_last; /* the plan made at, its log last read at (snapshots) */
     uint64_t keep_snapshots; /* how many snapshots a span stays in `keep` (mem_init_process: 16) */
@@ -71,7 +153,7 @@ struct mem {
     /* mem_prefetch_late: one more word the prefetch reads after all else. */
     uint64_t late_addr, late_val;
     uint64_t unbatched; /* mem_read/mem_readv calls the prefetch did not serve */
-    int late_ok; /* late_val was read by the last prefetch */
+    int late_ok;        /* late_val was read by the last prefetch */
     /* mem_recheck_hint: spans the next batch reads a second time, after
      * the others (rc_cur: hinted in this snapshot, rc_prev: in the last one);
      * rc: those the last batch read again (off into rcbuf). */
@@ -92,13 +174,13 @@ struct mem {
     size_t caphullbuf;
 };
 
-/* One piece of a batched read. */
-struct mem_seg {
-    uint64_t addr;
-    void *buf;
-    size_t len;
-};
+/* The clock of m's source (mem_source_ops.clock_ns). */
+uint64_t mem_clock_ns(struct mem *m);
 
+/* Read through src (not owned). mem_init_process and mem_init_image make
+ * their source themselves, inside the struct mem, which must then not be
+ * copied (a session, whose two struct mems swap, uses mem_init). */
+void mem_init(struct mem *m, struct mem_source *src);
 void mem_init_process(struct mem *m, int pid);
 void mem_init_image(struct mem *m, const struct mem_region *regions, size_t n);
 void mem_release(struct mem *m);
@@ -191,8 +273,7 @@ int mem_read_u64(struct mem *m, uint64_t addr, uint64_t *out);
  */
 #define MEM_TWICE_AFTER_MAX 4
 int mem_read_twice(struct mem *m, uint64_t addr, void *buf, void *second, size_t len,
-                   const struct mem_seg *after, size_t nafter, uint64_t note_addr,
-                   size_t note_len);
+                   const struct mem_seg *after, size_t nafter, uint64_t note_addr, size_t note_len);
 
 /*
  * mem_read, and unless the prefetch holds [addr, addr + len), the same
@@ -202,8 +283,8 @@ int mem_read_twice(struct mem *m, uint64_t addr, void *buf, void *second, size_t
  * from the prefetch), or mem_read's errors.
  */
 #define MEM_THEN_MAX 16
-int mem_read_then(struct mem *m, uint64_t addr, void *buf, size_t len,
-                  const struct mem_seg *more, size_t nmore);
+int mem_read_then(struct mem *m, uint64_t addr, void *buf, size_t len, const struct mem_seg *more,
+                  size_t nmore);
 
 /* Write len bytes at addr (an image only where its region is writable). */
 int mem_write(struct mem *m, uint64_t addr, const void *buf, size_t len);

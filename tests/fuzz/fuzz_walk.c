@@ -64,5 +64,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     cpy_stack_release(&st);
+    mem_release(&m);
     return 0;
 }

@@ -194,6 +194,7 @@ static void test_walk_ok(void **state)
     assert_int_equal(loc.lineno, 1);
     assert_int_equal(cpy_frame_incomplete(&im->o, &c, &f[2]), 0);
     cpy_code_release(&c);
+    mem_release(&im->mem);
     free(im);
 }
 
@@ -208,6 +209,7 @@ static void test_walk_cycle(void **state)
     /* A frame that is its own caller. */
     put64(im, A_FRAME(1) + im->o.interpreter_frame.previous, A_FRAME(1));
     assert_int_equal(walk(im, f, 16), PYS_E_TOODEEP);
+    mem_release(&im->mem);
     free(im);
 }
 
@@ -218,6 +220,7 @@ static void test_walk_too_many(void **state)
     struct cpy_raw_frame f[3];
     build(im);
     assert_int_equal(walk(im, f, 3), PYS_E_TOODEEP);
+    mem_release(&im->mem);
     free(im);
 }
 
@@ -231,6 +234,7 @@ static void test_walk_unmapped(void **state)
     assert_int_equal(walk(im, f, 16), PYS_E_BADADDR);
     put64(im, A_FRAME(1) + im->o.interpreter_frame.previous, A_FRAME(2) + 3);
     assert_int_equal(walk(im, f, 16), PYS_E_CORRUPT); /* misaligned frame */
+    mem_release(&im->mem);
     free(im);
 }
 
@@ -243,6 +247,7 @@ static void test_walk_base_frame(void **state)
     /* The chain ends early (a torn read): not at the base frame. */
     put64(im, A_FRAME(1) + im->o.interpreter_frame.previous, 0);
     assert_int_equal(walk(im, f, 16), PYS_E_CORRUPT);
+    mem_release(&im->mem);
     free(im);
 }
 
@@ -257,6 +262,7 @@ static void test_walk_marks_shims(void **state)
     assert_int_equal(f[0].shim, 0);
     assert_int_equal(f[1].shim, 1);
     assert_int_equal(f[2].shim, 0);
+    mem_release(&im->mem);
     free(im);
 }
 
@@ -293,6 +299,7 @@ static void test_walk_in_chunk(void **state)
     put64(im, older + 8, CHUNK_SIZE);
     put64(im, older + 16, 1ull << 40);
     assert_int_equal(walk(im, f, 16), PYS_E_CORRUPT);
+    mem_release(&im->mem);
     free(im);
 }
 
@@ -323,6 +330,7 @@ static void test_walk_copied_after(void **state)
     /* A top frame that runs past the copy's end was read on its own. */
     assert_false(cpy_stack_copied_after(&st, f[0].addr, f[1].addr, fs + 8));
     cpy_stack_release(&st);
+    mem_release(&im->mem);
     free(im);
 }
 
@@ -364,6 +372,7 @@ static void test_walk_to_older_chunk(void **state)
     /* A whole walk copies every chunk: the oldest one's claim is refused. */
     assert_int_equal(cpy_stack_walk(&im->mem, &im->o, &t, &st, f, 16), PYS_E_CORRUPT);
     cpy_stack_release(&st);
+    mem_release(&im->mem);
     free(im);
 }
 
@@ -418,6 +427,7 @@ static void test_walk_reads_ahead(void **state)
     assert_int_equal(f[2].addr, moved + 24);
     assert_int_equal(f[3].addr, A_FRAME(1));
     cpy_stack_release(&st);
+    mem_release(&im->mem);
     free(im);
 }
 
@@ -490,6 +500,7 @@ static void test_walk_guesses_older(void **state)
     walk_reads(im, &st, a, d, c);
     cpy_stack_release(&st);
     cpy_stack_release(&fresh);
+    mem_release(&im->mem);
     free(im);
 }
 
@@ -546,6 +557,7 @@ static void test_walk_to_second_copy(void **state)
     assert_int_equal(cpy_stack_walk_to(&im->mem, &im->o, &t, &st, stop, f, 16, &prev), 3);
     assert_int_equal(cpy_stack_second_matches(&im->o, &st, f, 0, 3, A_FRAME(1)), -1);
     cpy_stack_release(&st);
+    mem_release(&im->mem);
     free(im);
 }
 
@@ -570,6 +582,7 @@ static void test_walk_window(void **state)
         assert_int_equal(f[i].addr, HEAP + 0x3800 - i * 0x100);
     uint64_t tstate_reads = 1;
     assert_int_equal(im->mem.stats.reads - before - tstate_reads, 2);
+    mem_release(&im->mem);
     free(im);
 }
 
@@ -602,6 +615,7 @@ static void test_code_checks(void **state)
     fr.owner = 1; /* generator frames never are */
     assert_int_equal(cpy_frame_incomplete(&im->o, &c, &fr), 0);
     cpy_code_release(&c);
+    mem_release(&im->mem);
     free(im);
 }
 
@@ -616,7 +630,7 @@ static void test_code_rechecked(void **state)
     struct prof_codecache cc;
     struct prof_intern in;
     const struct prof_code *pc;
-    uint64_t addr = A_CODE;
+    uint64_t addr = A_CODE, word;
     build(im);
     memset(&cc, 0, sizeof cc);
     memset(&in, 0, sizeof in);
@@ -624,12 +638,18 @@ static void test_code_rechecked(void **state)
     /* No second copies asked for: to check by reading. */
     size_t missing;
     mem_prefetch_begin(&im->mem);
+    /* A snapshot's batch (and its second copies) replays what the last one
+     * read: each reads the code object. */
+    assert_int_equal(mem_read_u64(&im->mem, A_CODE, &word), 0);
     assert_int_equal(prof_codecache_rechecked(&cc, &im->mem, &im->o, &addr, 1, &missing), 0);
     assert_int_equal(missing, 1);
     prof_codecache_hint(&cc, &im->mem, &im->o, &addr, 1);
     mem_prefetch_end(&im->mem);
     /* Unchanged. */
     mem_prefetch_begin(&im->mem);
+    /* A snapshot's batch (and its second copies) replays what the last one
+     * read: each reads the code object. */
+    assert_int_equal(mem_read_u64(&im->mem, A_CODE, &word), 0);
     assert_int_equal(prof_codecache_rechecked(&cc, &im->mem, &im->o, &addr, 1, &missing), 0);
     assert_int_equal(missing, 0);
     prof_codecache_hint(&cc, &im->mem, &im->o, &addr, 1);
@@ -637,6 +657,9 @@ static void test_code_rechecked(void **state)
     /* Another object's names: its qualname is longer. */
     put64(im, A_QUALNAME + im->o.unicode_object.length, 8);
     mem_prefetch_begin(&im->mem);
+    /* A snapshot's batch (and its second copies) replays what the last one
+     * read: each reads the code object. */
+    assert_int_equal(mem_read_u64(&im->mem, A_CODE, &word), 0);
     assert_int_equal(prof_codecache_rechecked(&cc, &im->mem, &im->o, &addr, 1, &missing), 1);
     assert_int_equal(missing, 0);
     mem_prefetch_end(&im->mem);
@@ -671,6 +694,7 @@ static void test_unicode(void **state)
     put_str(im, A_UNAME, u, 9, 2);
     put64(im, A_UNAME + im->o.unicode_object.length, 1u << 20);
     assert_int_equal(cpy_unicode_read(&im->mem, &im->o, A_UNAME, 1u << 20, &s), PYS_E_BADADDR);
+    mem_release(&im->mem);
     free(im);
 }
 
@@ -697,22 +721,29 @@ static void test_exception_status(void **state)
     put64(im, outer + o->err_stackitem.exc_value, 0);
     put64(im, outer + o->err_stackitem.previous_item, item);
     assert_int_equal(cpy_thread_read(&im->mem, o, &im->sym, A_TSTATE, ts, &t), PYS_E_TOODEEP);
+    mem_release(&im->mem);
     free(im);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_walk_ok),          cmocka_unit_test(test_walk_cycle),
-        cmocka_unit_test(test_walk_too_many),    cmocka_unit_test(test_walk_unmapped),
-        cmocka_unit_test(test_walk_base_frame),  cmocka_unit_test(test_walk_marks_shims),
-        cmocka_unit_test(test_walk_in_chunk),    cmocka_unit_test(test_walk_window),
+        cmocka_unit_test(test_walk_ok),
+        cmocka_unit_test(test_walk_cycle),
+        cmocka_unit_test(test_walk_too_many),
+        cmocka_unit_test(test_walk_unmapped),
+        cmocka_unit_test(test_walk_base_frame),
+        cmocka_unit_test(test_walk_marks_shims),
+        cmocka_unit_test(test_walk_in_chunk),
+        cmocka_unit_test(test_walk_window),
         cmocka_unit_test(test_walk_to_older_chunk),
-        cmocka_unit_test(test_walk_reads_ahead), cmocka_unit_test(test_walk_guesses_older),
+        cmocka_unit_test(test_walk_reads_ahead),
+        cmocka_unit_test(test_walk_guesses_older),
         cmocka_unit_test(test_walk_copied_after),
         cmocka_unit_test(test_walk_to_second_copy),
         cmocka_unit_test(test_code_checks),
-        cmocka_unit_test(test_code_rechecked),      cmocka_unit_test(test_unicode),
+        cmocka_unit_test(test_code_rechecked),
+        cmocka_unit_test(test_unicode),
         cmocka_unit_test(test_exception_status),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

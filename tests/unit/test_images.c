@@ -1,0 +1,452 @@
+/*
+ * Deterministic tests of the sampling core on recorded images of real
+ * targets (tests/images, made by `make images`: tests/images/aba.py under
+ * CPython 3.8 to 3.15, stopped twice, once in each of its two call chains,
+ * whose frames occupy the same addresses).
+ *
+ * 1. Replayed, each image gives exactly the stack the program was at
+ *    (file, function, line), snapshot after snapshot.
+ * 2. The torn walk: a source that serves the reads of one snapshot from
+ *    image A up to read n and from image B after (and A, B, A again), as a
+ *    target moving on while it is read. For every n, the snapshot must give
+ *    A's stack, B's stack, or a failed thread: never a mix. A read is one
+ *    piece of a system call (one segment of a batch).
+ *
+ * The images are looked for in $PYSTROBE_IMAGES, else tests/images (make
+ * runs the tests from the top of the tree).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <pystrobe/pystrobe.h>
+
+#include "core/core.h"
+#include "core/image.h"
+
+#define FILE_NAME "/tmp/pystrobe-images/aba.py"
+
+struct want {
+    const char *qualname;
+    int32_t lineno;
+};
+
+/* aba.py's two stacks, innermost first (its line numbers). */
+static const struct want STACK[2][6] = {
+    {{"spin", 13}, {"a2", 17}, {"a1", 21}, {"chain_a", 25}, {"main", 43}, {"<module>", 47}},
+    {{"spin", 13}, {"b2", 29}, {"b1", 33}, {"chain_b", 37}, {"main", 44}, {"<module>", 47}},
+};
+
+static const char *const VERSIONS[] = {"3.8",  "3.9",  "3.10", "3.11",
+                                       "3.12", "3.13", "3.14", "3.15"};
+#define NVERSIONS (sizeof VERSIONS / sizeof *VERSIONS)
+
+static void image_path(char *buf, size_t len, const char *version, int chain)
+{
+    const char *dir = getenv("PYSTROBE_IMAGES");
+    snprintf(buf, len, "%s/aba-%s-%c.img", dir && *dir ? dir : "tests/images", version,
+             chain ? 'b' : 'a');
+}
+
+/* The known mix (see test_switch): the frames of stack c but main's line,
+ * which is that of the other stack. */
+static int known_mix(const struct pys_thread *t)
+{
+    if (t->nframes != 6)
+        return 0;
+    for (int c = 0; c < 2; c++) {
+        size_t f = 0;
+        for (; f < 6; f++) {
+            const struct pys_frame *fr = &t->frames[f];
+            int32_t line = f == 4 ? STACK[1 - c][f].lineno : STACK[c][f].lineno;
+            if (strcmp(fr->filename, FILE_NAME) != 0 ||
+                strcmp(fr->qualname, STACK[c][f].qualname) != 0 || fr->lineno != line)
+                break;
+        }
+        if (f == 6)
+            return 1;
+    }
+    return 0;
+}
+
+/* 0 or 1: which stack the thread shows exactly; -1: neither. */
+static int which_stack(const struct pys_thread *t)
+{
+    for (int c = 0; c < 2; c++) {
+        size_t f = 0;
+        for (; f < 6 && f < t->nframes; f++) {
+            const struct pys_frame *fr = &t->frames[f];
+            if (strcmp(fr->filename, FILE_NAME) != 0 ||
+                strcmp(fr->qualname, STACK[c][f].qualname) != 0 || fr->lineno != STACK[c][f].lineno)
+                break;
+        }
+        if (f == 6 && t->nframes == 6)
+            return c;
+    }
+    return -1;
+}
+
+static void print_thread(const struct pys_thread *t)
+{
+    print_message("    thread error %d (%s), %zu frames:\n", t->error,
+                  t->error_text ? t->error_text : "", t->nframes);
+    for (size_t f = 0; f < t->nframes; f++)
+        print_message("      %s %s:%d\n", t->frames[f].qualname, t->frames[f].filename,
+                      t->frames[f].lineno);
+}
+
+/* Every image, replayed, gives its stack, at every snapshot. */
+static void test_replay(void **state)
+{
+    (void)state;
+    for (size_t v = 0; v < NVERSIONS; v++)
+        for (int chain = 0; chain < 2; chain++)
+            for (int fc = 0; fc < 2; fc++) {
+                char path[512], err[512];
+                image_path(path, sizeof path, VERSIONS[v], chain);
+                struct pys_options opt = {0};
+                opt.frame_cache = fc;
+                pys_session *s = NULL;
+                int rc = pys_session_attach_image(&s, path, &opt, err, sizeof err);
+                if (rc != 0)
+                    print_message("%s: %s\n", path, err);
+                assert_int_equal(rc, 0);
+                assert_int_equal(pys_session_pid(s), 0);
+                assert_int_equal(pys_session_python_version(s) >> 16,
+                                 (uint32_t)(3 << 8 | atoi(VERSIONS[v] + 2)));
+                for (int k = 0; k < 4; k++) {
+                    const struct pys_snapshot *snap = NULL;
+                    assert_int_equal(pys_session_snapshot(s, &snap), 0);
+                    assert_int_equal(snap->ninterps, 1);
+                    assert_int_equal(snap->interps[0].nthreads, 1);
+                    const struct pys_thread *t = &snap->interps[0].threads[0];
+                    if (which_stack(t) != chain) {
+                        print_message("%s, snapshot %d:\n", path, k);
+                        print_thread(t);
+                    }
+                    assert_int_equal(t->error, 0);
+                    assert_int_equal(which_stack(t), chain);
+                }
+                pys_session_free(s);
+            }
+}
+
+/* Image loading: a file that is not an image, or a cut one, is refused. */
+static void test_bad_image(void **state)
+{
+    (void)state;
+    char path[512], err[256];
+    image_path(path, sizeof path, "3.12", 0);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static uint8_t data[1 << 20];
+    size_t len = fread(data, 1, sizeof data, f);
+    fclose(f);
+    struct prof_image *im = NULL;
+    assert_int_equal(prof_image_load(data, len, &im, err, sizeof err), 0);
+    prof_image_free(im);
+    for (size_t cut = 0; cut < len; cut += 97)
+        assert_int_equal(prof_image_load(data, cut, &im, err, sizeof err), PYS_E_CORRUPT);
+    data[8] = 2; /* an unknown format version */
+    assert_int_equal(prof_image_load(data, len, &im, err, sizeof err), PYS_E_CORRUPT);
+    pys_session *s = NULL;
+    assert_int_equal(pys_session_attach_image(&s, "/nonexistent.img", NULL, err, sizeof err),
+                     PYS_E_IO);
+    assert_null(s);
+}
+
+/* --- the switching source -------------------------------------------------- */
+
+struct switcher {
+    struct mem_source base;
+    struct mem_image im[2];
+    int first;         /* the image served before the switch */
+    int armed;         /* counting reads (else `first` is served) */
+    uint64_t count;    /* reads served since armed */
+    uint64_t at1, at2; /* reads [at1, at2) are served from the other image */
+    size_t unit;       /* 0: a read is a piece of a system call; else each
+                        * `unit`-aligned block a piece covers is one */
+};
+
+/* PYSTROBE_IMAGES_TRACE=1: print every read of the armed snapshot of the
+ * runs that show a mix. */
+static int trace;
+
+static int sw_pick(struct switcher *w, int advance, uint64_t addr, size_t len)
+{
+    if (!w->armed)
+        return w->first;
+    uint64_t c = advance ? w->count++ : w->count;
+    int which = c >= w->at1 && c < w->at2 ? 1 - w->first : w->first;
+    if (trace && advance)
+        print_message("      read %llu: %zu bytes at 0x%llx from %c\n", (unsigned long long)c, len,
+                      (unsigned long long)addr, "AB"[which]);
+    return which;
+}
+
+static int sw_read(struct mem_source *src, uint64_t addr, void *buf, size_t len)
+{
+    struct switcher *w = (struct switcher *)src;
+    if (w->unit == 0 || len == 0) {
+        struct mem_source *im = &w->im[sw_pick(w, 1, addr, len)].base;
+        return im->ops->read(im, addr, buf, len);
+    }
+    /* Block by block, upwards, as the kernel copies while the target runs. */
+    for (size_t done = 0; done < len;) {
+        uint64_t a = addr + done;
+        size_t k = w->unit - (size_t)(a % w->unit);
+        if (k > len - done)
+            k = len - done;
+        struct mem_source *im = &w->im[sw_pick(w, 1, a, k)].base;
+        int rc = im->ops->read(im, a, (uint8_t *)buf + done, k);
+        if (rc < 0)
+            return rc;
+        done += k;
+    }
+    return 0;
+}
+
+static int sw_readv(struct mem_source *src, const struct mem_seg *segs, size_t n)
+{
+    size_t k = 0;
+    while (k < n && sw_read(src, segs[k].addr, segs[k].buf, segs[k].len) == 0)
+        k++;
+    return k == 0 && n > 0 ? PYS_E_BADADDR : (int)k;
+}
+
+/* A write changes the image being served (the moment the target is at). */
+static int sw_write(struct mem_source *src, uint64_t addr, const void *buf, size_t len)
+{
+    struct switcher *w = (struct switcher *)src;
+    struct mem_source *im = &w->im[sw_pick(w, 0, addr, len)].base;
+    return im->ops->write(im, addr, buf, len);
+}
+
+static uint64_t sw_clock(struct mem_source *src)
+{
+    (void)src;
+    return 0;
+}
+
+static const struct mem_source_ops SW_OPS = {sw_read, sw_readv, sw_write, sw_clock};
+
+struct pair {
+    struct prof_image *im[2];
+    uint8_t *orig[2];
+};
+
+/* One way of disturbing a snapshot. */
+struct run {
+    struct pys_options opt;
+    size_t unit;
+    int first, warm;
+};
+
+struct tally {
+    uint64_t got[2]; /* A's stack, B's */
+    uint64_t reread; /* of those, read with more reads than undisturbed (rejected walks) */
+    uint64_t failed; /* the thread failed */
+    uint64_t mixed;  /* neither: a mix */
+    uint64_t known;  /* of the mixes, the known one (known_mix) */
+};
+
+/*
+ * One run: a fresh session attached on image r->first, r->warm snapshots
+ * of it alone, then one snapshot whose reads [at1, at2) come from the other
+ * image. Returns 0 or 1 (the stack of A or B), 2 (the thread failed), -1 (a
+ * mix), -2 (the known mix); *reads, the reads that snapshot made.
+ */
+static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t at2,
+                    uint64_t *reads, int verbose)
+{
+    struct switcher w;
+    for (int i = 0; i < 2; i++) {
+        memcpy(p->im[i]->bytes, p->orig[i], p->im[i]->npages * MEM_PAGE_SIZE);
+        mem_image_init(&w.im[i], p->im[i]->regions, p->im[i]->nregions);
+    }
+    w.base.ops = &SW_OPS;
+    w.first = r->first;
+    w.armed = 0;
+    w.count = 0;
+    w.unit = r->unit;
+    pys_session *s = NULL;
+    char err[512];
+    int rc = prof_session_open(&s, 0, &w.base, &p->im[r->first]->facts, &r->opt, err, sizeof err);
+    if (rc != 0)
+        print_message("attach: %s\n", err);
+    assert_int_equal(rc, 0);
+    const struct pys_snapshot *snap = NULL;
+    for (int k = 0; k < r->warm; k++) {
+        assert_int_equal(pys_session_snapshot(s, &snap), 0);
+        assert_int_equal(which_stack(&snap->interps[0].threads[0]), r->first);
+    }
+    trace = verbose && getenv("PYSTROBE_IMAGES_TRACE") != NULL;
+    w.armed = 1;
+    w.at1 = at1;
+    w.at2 = at2;
+    rc = pys_session_snapshot(s, &snap);
+    int res = 2;
+    if (rc == 0 && snap->ninterps == 1 && snap->interps[0].nthreads == 1) {
+        const struct pys_thread *t = &snap->interps[0].threads[0];
+        if (t->error == 0) {
+            res = which_stack(t);
+            if (res < 0 && known_mix(t))
+                res = -2;
+            if (res < 0 && verbose)
+                print_thread(t);
+        }
+    }
+    *reads = w.count;
+    trace = 0;
+    pys_session_free(s);
+    return res;
+}
+
+static void tally_add(struct tally *t, int res, uint64_t reads, uint64_t total)
+{
+    if (res < 0)
+        t->mixed++;
+    if (res == -2)
+        t->known++;
+    if (res == 2)
+        t->failed++;
+    if (res == 0 || res == 1) {
+        t->got[res]++;
+        t->reread += reads > total;
+    }
+}
+
+static void tally_print(const char *what, const struct tally *t)
+{
+    print_message("  %s: %llu A + %llu B (%llu after a rejected walk), %llu failed, %llu mixed "
+                  "(%llu known)\n",
+                  what, (unsigned long long)t->got[0], (unsigned long long)t->got[1],
+                  (unsigned long long)t->reread, (unsigned long long)t->failed,
+                  (unsigned long long)t->mixed, (unsigned long long)t->known);
+}
+
+/*
+ * The known mix, an expected failure (docs/design.md, "Tests on recorded
+ * images"): a walk's checks compare each frame's code object and caller
+ * again, never a caller's position (f_lasti, instr_ptr), which stays put
+ * while its callee runs. A copy of main's frame made while main called
+ * chain_a, and of the frames above it after main had moved on to call
+ * chain_b (whose frames take the same addresses), passes every check: the
+ * stack is chain_b's with main on the line that calls chain_a. It shows on
+ * 3.8-3.10 when a batch reads main's frame object between two reads of
+ * chain_a's (A, B, A again), on 3.11-3.15 when a copy of the data stack
+ * switches from A to B past main's frame (reads of 64 bytes): there, and
+ * only there, it is counted, not failed. But it must still be seen: when
+ * the checks are fixed, the test says so, and known_mix goes.
+ */
+static int known_bug(const char *version, int twice, size_t unit)
+{
+    int old =
+        strcmp(version, "3.8") == 0 || strcmp(version, "3.9") == 0 || strcmp(version, "3.10") == 0;
+    return old ? twice && unit == 0 : unit != 0;
+}
+
+static void report_mix(const char *version, const struct run *r, int twice, uint64_t n1,
+                       uint64_t n2, uint64_t total, struct pair *p)
+{
+    uint64_t reads;
+    print_message("MIX: %s frame_cache=%d unit=%zu %c->%c%s warm=%d reads [%llu, %llu) of "
+                  "%llu\n",
+                  version, r->opt.frame_cache, r->unit, "AB"[r->first], "AB"[1 - r->first],
+                  twice ? (r->first ? "->B" : "->A") : "", r->warm, (unsigned long long)n1,
+                  (unsigned long long)n2, (unsigned long long)total);
+    run_once(p, r, n1, n2, &reads, 1);
+}
+
+/* Every switch point (and, with twice, every switch and back) of run r:
+ * the mixes not known, counted. */
+static uint64_t sweep(struct pair *p, const char *version, const struct run *r, int twice,
+                      struct tally *t)
+{
+    uint64_t total = 0, reads, bad = 0;
+    assert_int_equal(run_once(p, r, UINT64_MAX, UINT64_MAX, &total, 0), r->first);
+    for (uint64_t n1 = 0; n1 <= total; n1++)
+        for (uint64_t n2 = twice ? n1 + 1 : UINT64_MAX; n2 <= (twice ? total : UINT64_MAX); n2++) {
+            int res = run_once(p, r, n1, n2, &reads, 0);
+            tally_add(t, res, reads, total);
+            if (res == -1 || (res == -2 && !known_bug(version, twice, r->unit))) {
+                report_mix(version, r, twice, n1, n2, total, p);
+                bad++;
+            }
+            if (n2 == UINT64_MAX)
+                break;
+        }
+    return bad;
+}
+
+static void test_switch(void **state)
+{
+    (void)state;
+    uint64_t mixes = 0, known = 0;
+    for (size_t v = 0; v < NVERSIONS; v++) {
+        struct pair p;
+        for (int c = 0; c < 2; c++) {
+            char path[512], err[512];
+            image_path(path, sizeof path, VERSIONS[v], c);
+            assert_int_equal(prof_image_load_file(path, &p.im[c], err, sizeof err), 0);
+            size_t n = p.im[c]->npages * MEM_PAGE_SIZE;
+            p.orig[c] = malloc(n ? n : 1);
+            assert_non_null(p.orig[c]);
+            memcpy(p.orig[c], p.im[c]->bytes, n);
+        }
+        /* The frame cache exists from 3.15 on. */
+        int fcs = strcmp(VERSIONS[v], "3.15") == 0 ? 2 : 1;
+        for (int fc = 0; fc < fcs; fc++) {
+            struct tally once, twice, fine;
+            memset(&once, 0, sizeof once);
+            memset(&twice, 0, sizeof twice);
+            memset(&fine, 0, sizeof fine);
+            struct run r;
+            memset(&r, 0, sizeof r);
+            r.opt.frame_cache = fc;
+            for (r.first = 0; r.first < 2; r.first++)
+                for (r.warm = 0; r.warm <= 3; r.warm++) {
+                    /* A read is a piece: one switch; and back, after one
+                     * snapshot (a batch to read) */
+                    r.unit = 0;
+                    mixes += sweep(&p, VERSIONS[v], &r, 0, &once);
+                    if (r.warm == 1)
+                        mixes += sweep(&p, VERSIONS[v], &r, 1, &twice);
+                    /* A read is 64 bytes of a piece: one switch. */
+                    r.unit = 64;
+                    if (r.warm <= 1)
+                        mixes += sweep(&p, VERSIONS[v], &r, 0, &fine);
+                }
+            print_message("%s, frame_cache=%d:\n", VERSIONS[v], fc);
+            tally_print("one switch ", &once);
+            tally_print("A-B-A      ", &twice);
+            tally_print("by 64 bytes", &fine);
+            known += once.known + twice.known + fine.known;
+        }
+        for (int c = 0; c < 2; c++) {
+            prof_image_free(p.im[c]);
+            free(p.orig[c]);
+        }
+    }
+    assert_int_equal(mixes, 0);
+    /* An expected failure must still fail (see known_mix). */
+    if (known == 0)
+        print_message("the known mix is no longer seen: drop known_mix\n");
+    assert_true(known > 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_replay),
+        cmocka_unit_test(test_bad_image),
+        cmocka_unit_test(test_switch),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,39 @@
+#!/bin/sh
+# Re-record the images of tests/images (make images): for each version,
+# run tests/images/aba.py and record two moments of it, one in each chain
+# (aba-3.X-a.img at spin <- a2, aba-3.X-b.img at spin <- b2), each holding
+# the pages both moments read (tests/tools/record_image.c). Needs root,
+# the pyenv builds and the sid root (scripts/sidroot.sh ensure).
+#   tools/record_images.sh BUILD_DIR [VERSION...]   (e.g. 3.12 3.15)
+set -eu
+B=${1:?usage: record_images.sh BUILD_DIR [VERSION...]}
+shift
+ROOT=${PYSTROBE_IMAGES_SIDROOT:-.cache/sid-root}
+OUT=tests/images
+[ $# -gt 0 ] || set -- 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15
+for v in "$@"; do
+    case $v in
+    3.8) run="$(pyenv prefix 3.8.18)/bin/python3 -B $OUT/aba.py" ;;
+    3.9) run="$(pyenv prefix 3.9.18)/bin/python3 -B $OUT/aba.py" ;;
+    3.10) run="$(pyenv prefix 3.10.13)/bin/python3 -B $OUT/aba.py" ;;
+    3.11) run="$(pyenv prefix 3.11.7)/bin/python3 -B $OUT/aba.py" ;;
+    3.12) run="$(pyenv prefix 3.12.1)/bin/python3 -B $OUT/aba.py" ;;
+    3.13) run="$(pyenv prefix 3.13.0)/bin/python3 -B $OUT/aba.py" ;;
+    3.14|3.15)
+        mkdir -p "$ROOT/tmp/pystrobe-images"
+        cp $OUT/aba.py "$ROOT/tmp/pystrobe-images/aba.py"
+        run="chroot $ROOT /usr/bin/python$v -B /tmp/pystrobe-images/aba.py" ;;
+    *) echo "record_images: unknown version $v" >&2; exit 2 ;;
+    esac
+    # The same path in every image: the file name is part of the stacks.
+    case $run in chroot*) ;; *) run=$(echo "$run" | sed "s#$OUT/aba.py#/tmp/pystrobe-images/aba.py#")
+        mkdir -p /tmp/pystrobe-images; cp $OUT/aba.py /tmp/pystrobe-images/aba.py ;; esac
+    $run 60 & pid=$!
+    sleep 1
+    rc=0
+    "$B/tests/record_image" $pid -:spin,a2 -:spin,b2 \
+        "$OUT/aba-$v-a.img:spin,a2" "$OUT/aba-$v-b.img:spin,b2" || rc=$?
+    kill $pid 2>/dev/null || true
+    wait $pid 2>/dev/null || true
+    [ $rc -eq 0 ] || { echo "record_images: $v failed" >&2; exit 1; }
+done

@@ -190,6 +190,23 @@ long bin_image_section_read(const struct bin_image *img, const char *name, void 
     return (long)n;
 }
 
+/* 0 if the string table in section ndx certainly lacks name; 1 if it may
+ * hold it (also when the table cannot be read as raw bytes: the symbol walk
+ * then decides, entry by entry). */
+static int strtab_may_hold(const struct bin_image *img, size_t ndx, const char *name)
+{
+    Elf_Scn *scn = elf_getscn(img->elf, ndx);
+    Elf_Data *d;
+
+    if (scn == NULL)
+        return 1;
+    /* With ELF_C_READ_MMAP this points into the mapped file: no copy. */
+    d = elf_rawdata(scn, NULL);
+    if (d == NULL || d->d_buf == NULL)
+        return 1;
+    return memmem(d->d_buf, d->d_size, name, strlen(name) + 1) != NULL;
+}
+
 /* Value of the first defined symbol called name in the symbol table of
  * type (SHT_DYNSYM or SHT_SYMTAB). 0, PYS_E_NOTFOUND or PYS_E_ELF. */
 static int find_symbol(const struct bin_image *img, Elf64_Word type, const char *name,
@@ -203,6 +220,12 @@ static int find_symbol(const struct bin_image *img, Elf64_Word type, const char 
         size_t entsize, nsyms;
 
         if (gelf_getshdr(scn, &sh) == NULL || sh.sh_type != type)
+            continue;
+        /* A process maps hundreds of libraries and attach asks each for a
+         * name or two, mostly absent: skip a table whose strings do not hold
+         * the name (with its terminating NUL; names may share a tail) before
+         * reading its symbols one by one. */
+        if (!strtab_may_hold(img, sh.sh_link, name))
             continue;
         /* elf_getdata converts to the host's layout; gelf_getsym checks
          * each index against the data's size. */

@@ -352,6 +352,30 @@ int prof_idle_copy_thread(struct pys_session *s, size_t i, size_t ti);
 /* After a snapshot (ok: it succeeded): remember what the next may take over. */
 void prof_idle_end(struct pys_session *s, int ok);
 
+/* --- what an image file says about CPython (image.c) ------------------- */
+
+struct bin_image;
+
+/* Addresses are the file's (link-time); add the load bias. */
+struct prof_image {
+    int has_section; /* .PyRuntime (3.13+): the runtime, debug offsets first */
+    uint64_t section_addr, section_size;
+    int has_runtime_sym; /* _PyRuntime defined (3.7+) */
+    uint64_t runtime_sym;
+    int has_version_sym; /* Py_Version defined (3.11+): PY_VERSION_HEX */
+    uint64_t version_sym;
+};
+
+/* Does img hold a CPython runtime: the .PyRuntime section, or a defined
+ * _PyRuntime or Py_Initialize? 0 with *out filled, PYS_E_NOTPYTHON if
+ * none (*out untouched), PYS_E_INVAL for NULL arguments. */
+int prof_image_probe(const struct bin_image *img, struct prof_image *out);
+/* PY_VERSION_HEX of the PY_VERSION string in img's .rodata, 0 if none or
+ * ambiguous (see prof_version_scan). */
+uint32_t prof_image_rodata_version(const struct bin_image *img);
+/* The same search in n bytes of any content. */
+uint32_t prof_version_scan(const char *buf, size_t n);
+
 /* Find and validate the runtime of s->pid; fills off, sym, runtime,
  * image_path. Detail of a failure in s->err. */
 int prof_attach_runtime(struct pys_session *s);

@@ -150,6 +150,7 @@ int bin_image_section(const struct bin_image *img, const char *name, struct bin_
     out->addr = sh.sh_addr;
     out->size = sh.sh_size;
     out->offset = sh.sh_offset;
+    out->in_file = sh.sh_type != SHT_NOBITS;
     return 0;
 }
 

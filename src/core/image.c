@@ -173,8 +173,8 @@ uint32_t prof_image_rodata_version(const struct bin_image *img)
     char *buf;
     long n;
 
-    if (img == NULL || bin_image_section(img, ".rodata", &sec) < 0 || sec.size == 0 ||
-        sec.size > RODATA_MAX)
+    if (img == NULL || bin_image_section(img, ".rodata", &sec) < 0 || !sec.in_file ||
+        sec.size == 0 || sec.size > RODATA_MAX)
         return 0;
     buf = malloc((size_t)sec.size);
     if (buf == NULL)

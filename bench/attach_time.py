@@ -1,18 +1,24 @@
 """Time attach (pys_session_attach + pys_session_free) on a target that maps
-many shared libraries, and on one that maps few.
+many shared libraries, and on one that maps few; then on the many-library
+target renamed (python3.12 copied as myapp, libpython3.12 as libmyrt), where
+no file name says python and attach has to look into every file.
 
     /usr/bin/python3 bench/attach_time.py [--build DIR ...] [--libs N] [--runs R]
 
 The target is pyenv's 3.12 loading N libraries from /usr/lib/x86_64-linux-gnu
 with ctypes (sanitizer runtimes and a few with side effects left out), then
 spinning. Each build's libpystrobe.so attaches R times, interleaved with the
-other builds; the median per build is printed, and each build's ratio to the
-first build.
+other builds; the median wall and CPU time (of this process: attach
+waits for nothing, so on a busy machine CPU time is the steadier figure) per
+build is printed, with each build's ratio to the first build that attached.
 """
 import argparse
 import ctypes
+import os
 import statistics
+import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,10 +46,23 @@ while True:
 """
 
 
-def pyenv_python():
+def pyenv_prefix():
     out = subprocess.run(["pyenv", "prefix", "3.12.1"], capture_output=True, text=True,
                          check=True).stdout.strip()
-    return Path(out) / "bin" / "python3.12"
+    return Path(out)
+
+
+def renamed_python(d):
+    """python3.12 as d/bin/myapp with its libpython as d/lib/libmyrt.so.1.0:
+    (argv prefix, environment)."""
+    prefix = pyenv_prefix()
+    (d / "bin").mkdir()
+    (d / "lib").mkdir()
+    shutil.copy2(prefix / "bin" / "python3.12", d / "bin" / "myapp")
+    shutil.copy2(prefix / "lib" / "libpython3.12.so.1.0", d / "lib" / "libmyrt.so.1.0")
+    (d / "lib" / "libpython3.12.so.1.0").symlink_to("libmyrt.so.1.0")
+    return [str(d / "bin" / "myapp")], {"LD_LIBRARY_PATH": str(d / "lib"),
+                                         "PYTHONHOME": str(prefix)}
 
 
 def main():
@@ -60,31 +79,44 @@ def main():
                                            ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
         lib.pys_session_free.argtypes = [ctypes.c_void_p]
         libs.append(lib)
-    for nlibs in (0, a.libs):
-        p = subprocess.Popen([str(pyenv_python()), "-c", TARGET, str(nlibs)],
-                             stdout=subprocess.PIPE, text=True)
+    tmp = Path(tempfile.mkdtemp(prefix="pystrobe-attach-time-"))
+    named = ([str(pyenv_prefix() / "bin" / "python3.12")], {})
+    renamed = renamed_python(tmp)
+    for (argv, env), nlibs, what in ((named, 0, "python3.12"), (named, a.libs, "python3.12"),
+                                     (renamed, a.libs, "renamed")):
+        p = subprocess.Popen(argv + ["-c", TARGET, str(nlibs)], stdout=subprocess.PIPE,
+                             text=True, env=dict(os.environ, **env))
         try:
             loaded, files = p.stdout.readline().split()
             times = [[] for _ in builds]
+            failed = [None for _ in builds]
+            cpu = [[] for _ in builds]
             err = ctypes.create_string_buffer(512)
             for _ in range(a.runs):
                 for i, lib in enumerate(libs):
                     s = ctypes.c_void_p()
-                    t0 = time.perf_counter()
+                    c0, t0 = time.process_time(), time.perf_counter()
                     rc = lib.pys_session_attach(ctypes.byref(s), p.pid, None, err, 512)
-                    t1 = time.perf_counter()
+                    t1, c1 = time.perf_counter(), time.process_time()
                     lib.pys_session_free(s)
                     if rc != 0:
-                        raise SystemExit(f"{builds[i]}: attach failed: {err.value.decode()}")
+                        failed[i] = err.value.decode()
                     times[i].append(t1 - t0)
-            base = statistics.median(times[0])
-            print(f"target: {loaded} libraries loaded, {files} files mapped")
-            for b, t in zip(builds, times):
-                m = statistics.median(t)
-                print(f"  {b}: median {m * 1e3:.3f} ms over {a.runs} ({m / base:.2f}x)")
+                    cpu[i].append(c1 - c0)
+            print(f"target {what}: {loaded} libraries loaded, {files} files mapped")
+            base = None
+            for b, t, c, f in zip(builds, times, cpu, failed):
+                if f:
+                    print(f"  {b}: attach failed: {f}")
+                    continue
+                m, mc = statistics.median(t), statistics.median(c)
+                base = base or (m, mc)
+                print(f"  {b}: median over {a.runs}: {m * 1e3:.3f} ms wall "
+                      f"({m / base[0]:.2f}x), {mc * 1e3:.3f} ms CPU ({mc / base[1]:.2f}x)")
         finally:
             p.kill()
             p.wait()
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

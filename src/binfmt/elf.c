@@ -22,6 +22,7 @@ struct bin_image {
     Elf *elf;
     size_t shstrndx;     /* section holding the section names */
     int is_exec;         /* ET_EXEC */
+    int native_order;    /* the file's byte order is the host's */
     uint64_t base_vaddr; /* align_down(p_vaddr, p_align) of the first PT_LOAD */
 };
 
@@ -93,6 +94,11 @@ int bin_image_open(int fd, struct bin_image **out)
     }
     img->elf = elf;
     img->is_exec = eh.e_type == ET_EXEC;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    img->native_order = eh.e_ident[EI_DATA] == ELFDATA2LSB;
+#else
+    img->native_order = eh.e_ident[EI_DATA] == ELFDATA2MSB;
+#endif
     elf = NULL;
     *out = img;
     img = NULL;
@@ -208,6 +214,52 @@ static int strtab_may_hold(const struct bin_image *img, size_t ndx, const char *
     return memmem(d->d_buf, d->d_size, name, strlen(name) + 1) != NULL;
 }
 
+/* 0 if the GNU hash table (DT_GNU_HASH, which the dynamic loader looks
+ * names up in) of the dynamic symbol table in section symndx certainly
+ * lacks name: its Bloom filter or its bucket says so. Every defined
+ * exported symbol is hashed there. 1 otherwise, also when there is no such
+ * table or it is malformed (every field is bounded by the section's size
+ * first) or not in the host's byte order. */
+static int gnu_hash_may_hold(const struct bin_image *img, size_t symndx, const char *name)
+{
+    Elf_Scn *scn = NULL;
+
+    if (!img->native_order)
+        return 1;
+    while ((scn = elf_nextscn(img->elf, scn)) != NULL) {
+        GElf_Shdr sh;
+        Elf_Data *d;
+        const unsigned char *p;
+        uint32_t hdr[4], h = 5381, bucket;
+        uint64_t word, mask;
+        size_t room;
+
+        if (gelf_getshdr(scn, &sh) == NULL || sh.sh_type != SHT_GNU_HASH || sh.sh_link != symndx)
+            continue;
+        d = elf_rawdata(scn, NULL);
+        if (d == NULL || d->d_buf == NULL || d->d_size < sizeof hdr)
+            return 1;
+        p = d->d_buf;
+        /* nbuckets, symoffset, bloom words (64-bit in ELF64), bloom shift;
+         * memcpy: the section need not be aligned in a hostile file. */
+        memcpy(hdr, p, sizeof hdr);
+        room = d->d_size - sizeof hdr;
+        if (hdr[0] == 0 || hdr[2] == 0 || room / 8 < hdr[2] ||
+            (room - (size_t)hdr[2] * 8) / 4 < hdr[0])
+            return 1;
+        for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+            h = h * 33 + *c;
+        memcpy(&word, p + sizeof hdr + 8 * (size_t)((h / 64) % hdr[2]), sizeof word);
+        mask = (1ull << (h % 64)) | (1ull << ((h >> (hdr[3] % 32)) % 64));
+        if ((word & mask) != mask)
+            return 0;
+        memcpy(&bucket, p + sizeof hdr + 8 * (size_t)hdr[2] + 4 * (size_t)(h % hdr[0]),
+               sizeof bucket);
+        return bucket != 0;
+    }
+    return 1;
+}
+
 /* Value of the first defined symbol called name in the symbol table of
  * type (SHT_DYNSYM or SHT_SYMTAB). 0, PYS_E_NOTFOUND or PYS_E_ELF. */
 static int find_symbol(const struct bin_image *img, Elf64_Word type, const char *name,
@@ -226,7 +278,8 @@ static int find_symbol(const struct bin_image *img, Elf64_Word type, const char 
          * name or two, mostly absent: skip a table whose strings do not hold
          * the name (with its terminating NUL; names may share a tail) before
          * reading its symbols one by one. */
-        if (!strtab_may_hold(img, sh.sh_link, name))
+        if ((type == SHT_DYNSYM && !gnu_hash_may_hold(img, elf_ndxscn(scn), name)) ||
+            !strtab_may_hold(img, sh.sh_link, name))
             continue;
         /* elf_getdata converts to the host's layout; gelf_getsym checks
          * each index against the data's size. */

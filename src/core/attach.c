@@ -138,6 +138,11 @@ static int try_image(struct pys_session *s, const struct plat_map *map, struct v
         rc = fd == PYS_E_NOPROC ? PYS_E_EXITED : fd == PYS_E_PERM ? fd : PYS_E_NOTPYTHON;
         goto out;
     }
+    uint64_t size;
+    if (plat_file_size(fd, &size) == 0 && size < PROF_IMAGE_MIN_BYTES) {
+        rc = PYS_E_NOTPYTHON;
+        goto out;
+    }
     if ((rc = bin_image_open(fd, &img)) < 0 || (rc = prof_image_probe(img, &pi)) < 0) {
         rc = rc == PYS_E_NOMEM ? rc : PYS_E_NOTPYTHON;
         goto out;

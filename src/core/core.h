@@ -356,6 +356,12 @@ void prof_idle_end(struct pys_session *s, int ok);
 
 struct bin_image;
 
+/* Smallest file worth probing: every CPython image holds the interpreter's
+ * code, several MiB in any build (a stripped libpython2.7 is over 1.5 MiB),
+ * while most libraries a process maps are smaller; skipping them by size
+ * spares attach most of its file reads. */
+#define PROF_IMAGE_MIN_BYTES (512u << 10)
+
 /* Addresses are the file's (link-time); add the load bias. */
 struct prof_image {
     int has_section; /* .PyRuntime (3.13+): the runtime, debug offsets first */

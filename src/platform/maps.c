@@ -411,3 +411,13 @@ int plat_map_open(pid_t pid, const struct plat_map *m)
         rc = PYS_E_PERM;
     return rc;
 }
+
+int plat_file_size(int fd, uint64_t *size)
+{
+    struct stat st;
+
+    if (size == NULL || fstat(fd, &st) != 0 || st.st_size < 0)
+        return PYS_E_INVAL;
+    *size = (uint64_t)st.st_size;
+    return 0;
+}

@@ -243,7 +243,7 @@ int prof_attach_runtime(struct pys_session *s)
      * may map. Work: one probe per distinct file, cheapest tests first. */
     size_t *cand = malloc((maps.n ? maps.n : 1) * sizeof *cand);
     size_t ncand = 0;
-    int perm = 0;
+    char perm[256] = ""; /* the first file that could not be opened for want of rights */
     if (!cand) {
         plat_maps_release(&maps);
         return prof_fail(s, PYS_E_NOMEM, "out of memory");
@@ -269,8 +269,9 @@ int prof_attach_runtime(struct pys_session *s)
                 continue;
             rc = try_image(s, m, &v);
             if (rc == PYS_E_PERM) {
-                /* Reported only if no other file holds the runtime. */
-                perm = 1;
+                /* Reported only if no file holds anything like CPython. */
+                if (!perm[0])
+                    snprintf(perm, sizeof perm, "%s", m->path);
                 continue;
             }
             if (rc == 0 || rc == PYS_E_EXITED || rc == PYS_E_NOMEM)
@@ -282,13 +283,17 @@ int prof_attach_runtime(struct pys_session *s)
     free(cand);
     if (rc == PYS_E_PERM)
         rc = PYS_E_NOTPYTHON;
-    if (rc == PYS_E_NOTPYTHON && perm && v.code != PYS_E_VERSION)
+    /* A CPython file that failed (not initialised yet, say) makes the
+     * process Python; only with none may the unreadable file be the one. */
+    if (rc == PYS_E_NOTPYTHON && perm[0] && v.code == 0)
         rc = PYS_E_PERM;
     plat_maps_release(&maps);
     if (rc == 0)
         return 0;
     if (rc == PYS_E_EXITED)
         return prof_fail(s, rc, "process %d exited", s->pid);
+    if (rc == PYS_E_PERM && perm[0])
+        return prof_fail(s, rc, "permission denied reading process %d (%s)", s->pid, perm);
     if (rc == PYS_E_PERM)
         return prof_fail(s, rc, "permission denied reading process %d", s->pid);
     if (rc == PYS_E_NOMEM)

@@ -214,31 +214,39 @@ static int strtab_may_hold(const struct bin_image *img, size_t ndx, const char *
     return memmem(d->d_buf, d->d_size, name, strlen(name) + 1) != NULL;
 }
 
-/* 0 if the GNU hash table (DT_GNU_HASH, which the dynamic loader looks
- * names up in) of the dynamic symbol table in section symndx certainly
- * lacks name: its Bloom filter or its bucket says so. Every defined
- * exported symbol is hashed there. 1 otherwise, also when there is no such
- * table or it is malformed (every field is bounded by the section's size
- * first) or not in the host's byte order. */
-static int gnu_hash_may_hold(const struct bin_image *img, size_t symndx, const char *name)
+/* What the GNU hash table says of a name (gnu_hash_lookup). */
+#define HASH_UNUSABLE (-1) /* no table, or one that cannot be trusted: walk */
+#define HASH_ABSENT (-2)   /* certainly not a defined exported symbol */
+
+/*
+ * Look name up in the GNU hash table (DT_GNU_HASH, which the dynamic loader
+ * uses) of the dynamic symbol table in section symndx: its Bloom filter,
+ * bucket and chain. Every defined exported symbol is hashed there. Returns
+ * the index of the symbol whose hash matches (the caller checks its name;
+ * a match may be a collision, and then it walks), HASH_ABSENT, or
+ * HASH_UNUSABLE: no such table, not in the host's byte order, or any field
+ * or chain running outside the section (every read is bounded by its size;
+ * the chain walk by the number of entries it can hold).
+ */
+static long gnu_hash_lookup(const struct bin_image *img, size_t symndx, const char *name)
 {
     Elf_Scn *scn = NULL;
 
     if (!img->native_order)
-        return 1;
+        return HASH_UNUSABLE;
     while ((scn = elf_nextscn(img->elf, scn)) != NULL) {
         GElf_Shdr sh;
         Elf_Data *d;
-        const unsigned char *p;
+        const unsigned char *p, *chain;
         uint32_t hdr[4], h = 5381, bucket;
         uint64_t word, mask;
-        size_t room;
+        size_t room, nchain;
 
         if (gelf_getshdr(scn, &sh) == NULL || sh.sh_type != SHT_GNU_HASH || sh.sh_link != symndx)
             continue;
         d = elf_rawdata(scn, NULL);
         if (d == NULL || d->d_buf == NULL || d->d_size < sizeof hdr)
-            return 1;
+            return HASH_UNUSABLE;
         p = d->d_buf;
         /* nbuckets, symoffset, bloom words (64-bit in ELF64), bloom shift;
          * memcpy: the section need not be aligned in a hostile file. */
@@ -246,18 +254,35 @@ static int gnu_hash_may_hold(const struct bin_image *img, size_t symndx, const c
         room = d->d_size - sizeof hdr;
         if (hdr[0] == 0 || hdr[2] == 0 || room / 8 < hdr[2] ||
             (room - (size_t)hdr[2] * 8) / 4 < hdr[0])
-            return 1;
+            return HASH_UNUSABLE;
         for (const unsigned char *c = (const unsigned char *)name; *c; c++)
             h = h * 33 + *c;
         memcpy(&word, p + sizeof hdr + 8 * (size_t)((h / 64) % hdr[2]), sizeof word);
         mask = (1ull << (h % 64)) | (1ull << ((h >> (hdr[3] % 32)) % 64));
         if ((word & mask) != mask)
-            return 0;
+            return HASH_ABSENT;
         memcpy(&bucket, p + sizeof hdr + 8 * (size_t)hdr[2] + 4 * (size_t)(h % hdr[0]),
                sizeof bucket);
-        return bucket != 0;
+        if (bucket == 0)
+            return HASH_ABSENT;
+        /* The chain: one word per hashed symbol from symoffset on, the low
+         * bit marking the last of a bucket's run. */
+        chain = p + sizeof hdr + 8 * (size_t)hdr[2] + 4 * (size_t)hdr[0];
+        nchain = (room - (size_t)hdr[2] * 8 - 4 * (size_t)hdr[0]) / 4;
+        if (bucket < hdr[1])
+            return HASH_UNUSABLE;
+        for (size_t i = bucket - hdr[1]; i < nchain; i++) {
+            uint32_t ch;
+
+            memcpy(&ch, chain + 4 * i, sizeof ch);
+            if ((ch | 1) == (h | 1))
+                return (long)(i + hdr[1]);
+            if (ch & 1)
+                return HASH_ABSENT;
+        }
+        return HASH_UNUSABLE;
     }
-    return 1;
+    return HASH_UNUSABLE;
 }
 
 /* Value of the first defined symbol called name in the symbol table of
@@ -272,14 +297,19 @@ static int find_symbol(const struct bin_image *img, Elf64_Word type, const char 
         Elf_Data *d;
         size_t entsize, nsyms;
 
+        long hashed = HASH_UNUSABLE;
+
         if (gelf_getshdr(scn, &sh) == NULL || sh.sh_type != type)
             continue;
         /* A process maps hundreds of libraries and attach asks each for a
-         * name or two, mostly absent: skip a table whose strings do not hold
-         * the name (with its terminating NUL; names may share a tail) before
-         * reading its symbols one by one. */
-        if ((type == SHT_DYNSYM && !gnu_hash_may_hold(img, elf_ndxscn(scn), name)) ||
-            !strtab_may_hold(img, sh.sh_link, name))
+         * few names, mostly absent: the GNU hash answers at once; without
+         * one, skip a table whose strings do not hold the name (with its
+         * terminating NUL; names may share a tail) before reading its
+         * symbols one by one. */
+        if (type == SHT_DYNSYM)
+            hashed = gnu_hash_lookup(img, elf_ndxscn(scn), name);
+        if (hashed == HASH_ABSENT ||
+            (hashed == HASH_UNUSABLE && !strtab_may_hold(img, sh.sh_link, name)))
             continue;
         /* elf_getdata converts to the host's layout; gelf_getsym checks
          * each index against the data's size. */
@@ -291,6 +321,18 @@ static int find_symbol(const struct bin_image *img, Elf64_Word type, const char 
         /* gelf_getsym takes an int index. */
         if (nsyms > INT_MAX)
             return PYS_E_ELF;
+        if (hashed >= 0 && (size_t)hashed < nsyms) {
+            GElf_Sym sym;
+            const char *s;
+
+            /* The hash's answer, if its name is right; else walk. */
+            if (gelf_getsym(d, (int)hashed, &sym) != NULL && sym.st_shndx != SHN_UNDEF &&
+                sym.st_name != 0 && (s = elf_strptr(img->elf, sh.sh_link, sym.st_name)) != NULL &&
+                strcmp(s, name) == 0) {
+                *value = sym.st_value;
+                return 0;
+            }
+        }
         for (size_t i = 0; i < nsyms; i++) {
             GElf_Sym sym;
             const char *s;

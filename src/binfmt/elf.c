@@ -22,6 +22,7 @@ struct bin_image {
     Elf *elf;
     size_t shstrndx;     /* section holding the section names */
     int is_exec;         /* ET_EXEC */
+    int native_order;    /* the file's byte order is the host's */
     uint64_t base_vaddr; /* align_down(p_vaddr, p_align) of the first PT_LOAD */
 };
 
@@ -93,6 +94,11 @@ int bin_image_open(int fd, struct bin_image **out)
     }
     img->elf = elf;
     img->is_exec = eh.e_type == ET_EXEC;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    img->native_order = eh.e_ident[EI_DATA] == ELFDATA2LSB;
+#else
+    img->native_order = eh.e_ident[EI_DATA] == ELFDATA2MSB;
+#endif
     elf = NULL;
     *out = img;
     img = NULL;
@@ -150,6 +156,7 @@ int bin_image_section(const struct bin_image *img, const char *name, struct bin_
     out->addr = sh.sh_addr;
     out->size = sh.sh_size;
     out->offset = sh.sh_offset;
+    out->in_file = sh.sh_type != SHT_NOBITS;
     return 0;
 }
 
@@ -190,6 +197,94 @@ long bin_image_section_read(const struct bin_image *img, const char *name, void 
     return (long)n;
 }
 
+/* 0 if the string table in section ndx certainly lacks name; 1 if it may
+ * hold it (also when the table cannot be read as raw bytes: the symbol walk
+ * then decides, entry by entry). */
+static int strtab_may_hold(const struct bin_image *img, size_t ndx, const char *name)
+{
+    Elf_Scn *scn = elf_getscn(img->elf, ndx);
+    Elf_Data *d;
+
+    if (scn == NULL)
+        return 1;
+    /* With ELF_C_READ_MMAP this points into the mapped file: no copy. */
+    d = elf_rawdata(scn, NULL);
+    if (d == NULL || d->d_buf == NULL)
+        return 1;
+    return memmem(d->d_buf, d->d_size, name, strlen(name) + 1) != NULL;
+}
+
+/* What the GNU hash table says of a name (gnu_hash_lookup). */
+#define HASH_UNUSABLE (-1) /* no table, or one that cannot be trusted: walk */
+#define HASH_ABSENT (-2)   /* certainly not a defined exported symbol */
+
+/*
+ * Look name up in the GNU hash table (DT_GNU_HASH, which the dynamic loader
+ * uses) of the dynamic symbol table in section symndx: its Bloom filter,
+ * bucket and chain. Every defined exported symbol is hashed there. Returns
+ * the index of the symbol whose hash matches (the caller checks its name;
+ * a match may be a collision, and then it walks), HASH_ABSENT, or
+ * HASH_UNUSABLE: no such table, not in the host's byte order, or any field
+ * or chain running outside the section (every read is bounded by its size;
+ * the chain walk by the number of entries it can hold).
+ */
+static long gnu_hash_lookup(const struct bin_image *img, size_t symndx, const char *name)
+{
+    Elf_Scn *scn = NULL;
+
+    if (!img->native_order)
+        return HASH_UNUSABLE;
+    while ((scn = elf_nextscn(img->elf, scn)) != NULL) {
+        GElf_Shdr sh;
+        Elf_Data *d;
+        const unsigned char *p, *chain;
+        uint32_t hdr[4], h = 5381, bucket;
+        uint64_t word, mask;
+        size_t room, nchain;
+
+        if (gelf_getshdr(scn, &sh) == NULL || sh.sh_type != SHT_GNU_HASH || sh.sh_link != symndx)
+            continue;
+        d = elf_rawdata(scn, NULL);
+        if (d == NULL || d->d_buf == NULL || d->d_size < sizeof hdr)
+            return HASH_UNUSABLE;
+        p = d->d_buf;
+        /* nbuckets, symoffset, bloom words (64-bit in ELF64), bloom shift;
+         * memcpy: the section need not be aligned in a hostile file. */
+        memcpy(hdr, p, sizeof hdr);
+        room = d->d_size - sizeof hdr;
+        if (hdr[0] == 0 || hdr[2] == 0 || room / 8 < hdr[2] ||
+            (room - (size_t)hdr[2] * 8) / 4 < hdr[0])
+            return HASH_UNUSABLE;
+        for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+            h = h * 33 + *c;
+        memcpy(&word, p + sizeof hdr + 8 * (size_t)((h / 64) % hdr[2]), sizeof word);
+        mask = (1ull << (h % 64)) | (1ull << ((h >> (hdr[3] % 32)) % 64));
+        if ((word & mask) != mask)
+            return HASH_ABSENT;
+        memcpy(&bucket, p + sizeof hdr + 8 * (size_t)hdr[2] + 4 * (size_t)(h % hdr[0]),
+               sizeof bucket);
+        if (bucket == 0)
+            return HASH_ABSENT;
+        /* The chain: one word per hashed symbol from symoffset on, the low
+         * bit marking the last of a bucket's run. */
+        chain = p + sizeof hdr + 8 * (size_t)hdr[2] + 4 * (size_t)hdr[0];
+        nchain = (room - (size_t)hdr[2] * 8 - 4 * (size_t)hdr[0]) / 4;
+        if (bucket < hdr[1])
+            return HASH_UNUSABLE;
+        for (size_t i = bucket - hdr[1]; i < nchain; i++) {
+            uint32_t ch;
+
+            memcpy(&ch, chain + 4 * i, sizeof ch);
+            if ((ch | 1) == (h | 1))
+                return (long)(i + hdr[1]);
+            if (ch & 1)
+                return HASH_ABSENT;
+        }
+        return HASH_UNUSABLE;
+    }
+    return HASH_UNUSABLE;
+}
+
 /* Value of the first defined symbol called name in the symbol table of
  * type (SHT_DYNSYM or SHT_SYMTAB). 0, PYS_E_NOTFOUND or PYS_E_ELF. */
 static int find_symbol(const struct bin_image *img, Elf64_Word type, const char *name,
@@ -202,7 +297,19 @@ static int find_symbol(const struct bin_image *img, Elf64_Word type, const char 
         Elf_Data *d;
         size_t entsize, nsyms;
 
+        long hashed = HASH_UNUSABLE;
+
         if (gelf_getshdr(scn, &sh) == NULL || sh.sh_type != type)
+            continue;
+        /* A process maps hundreds of libraries and attach asks each for a
+         * few names, mostly absent: the GNU hash answers at once; without
+         * one, skip a table whose strings do not hold the name (with its
+         * terminating NUL; names may share a tail) before reading its
+         * symbols one by one. */
+        if (type == SHT_DYNSYM)
+            hashed = gnu_hash_lookup(img, elf_ndxscn(scn), name);
+        if (hashed == HASH_ABSENT ||
+            (hashed == HASH_UNUSABLE && !strtab_may_hold(img, sh.sh_link, name)))
             continue;
         /* elf_getdata converts to the host's layout; gelf_getsym checks
          * each index against the data's size. */
@@ -214,6 +321,18 @@ static int find_symbol(const struct bin_image *img, Elf64_Word type, const char 
         /* gelf_getsym takes an int index. */
         if (nsyms > INT_MAX)
             return PYS_E_ELF;
+        if (hashed >= 0 && (size_t)hashed < nsyms) {
+            GElf_Sym sym;
+            const char *s;
+
+            /* The hash's answer, if its name is right; else walk. */
+            if (gelf_getsym(d, (int)hashed, &sym) != NULL && sym.st_shndx != SHN_UNDEF &&
+                sym.st_name != 0 && (s = elf_strptr(img->elf, sh.sh_link, sym.st_name)) != NULL &&
+                strcmp(s, name) == 0) {
+                *value = sym.st_value;
+                return 0;
+            }
+        }
         for (size_t i = 0; i < nsyms; i++) {
             GElf_Sym sym;
             const char *s;

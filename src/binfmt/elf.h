@@ -15,6 +15,7 @@ struct bin_section {
     uint64_t addr;   /* sh_addr */
     uint64_t size;   /* sh_size */
     uint64_t offset; /* sh_offset in the file */
+    int in_file;     /* 0 for SHT_NOBITS (.bss): no bytes in the file */
 };
 
 /* Read the ELF image open on fd (the fd stays the caller's and must stay

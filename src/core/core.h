@@ -373,6 +373,36 @@ int prof_attach_facts(struct pys_session *s, const struct prof_image_facts *f);
 /* What an attached session found, for recording an image. */
 void prof_session_facts(const struct pys_session *s, struct prof_image_facts *out);
 
+/* --- what an image file says about CPython (probe.c) ------------------- */
+
+struct bin_image;
+
+/* Smallest file worth probing: every CPython image holds the interpreter's
+ * code, several MiB in any build (a stripped libpython2.7 is over 1.5 MiB),
+ * while most libraries a process maps are smaller; skipping them by size
+ * spares attach most of its file reads. */
+#define PROF_PROBE_MIN_BYTES (512u << 10)
+
+/* Addresses are the file's (link-time); add the load bias. */
+struct prof_probe {
+    int has_section; /* .PyRuntime (3.13+): the runtime, debug offsets first */
+    uint64_t section_addr, section_size;
+    int has_runtime_sym; /* _PyRuntime defined (3.7+) */
+    uint64_t runtime_sym;
+    int has_version_sym; /* Py_Version defined (3.11+): PY_VERSION_HEX */
+    uint64_t version_sym;
+};
+
+/* Does img hold a CPython runtime: the .PyRuntime section, or a defined
+ * _PyRuntime or Py_Initialize? 0 with *out filled, PYS_E_NOTPYTHON if
+ * none (*out untouched), PYS_E_INVAL for NULL arguments. */
+int prof_probe_file(const struct bin_image *img, struct prof_probe *out);
+/* PY_VERSION_HEX of the PY_VERSION string in img's .rodata, 0 if none or
+ * ambiguous (see prof_version_scan). */
+uint32_t prof_probe_rodata_version(const struct bin_image *img);
+/* The same search in n bytes of any content. */
+uint32_t prof_version_scan(const char *buf, size_t n);
+
 /* Find and validate the runtime of s->pid; fills off, sym, runtime,
  * image_path. Detail of a failure in s->err. */
 int prof_attach_runtime(struct pys_session *s);

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* A process with vm.max_map_count (default 65530) mappings, each naming a path
@@ -361,13 +362,29 @@ static int ends_with(const char *s, const char *suffix)
  * tried for a path the kernel marks " (deleted)", because whatever now lives
  * at that path is not what the process mapped.
  */
-/* Open the file at path (a snprintf'd name): an fd, or the error mapped. */
+/* Open the regular file at path (a snprintf'd name): an fd, or the error
+ * mapped. A process may map a device (a GPU's, a frame buffer); opening
+ * one can have effects, so anything not a regular file is PYS_E_NOTFOUND
+ * without being opened (stat follows the map_files link as open would). */
 static int open_proc_path(pid_t pid, const char *path, int n, size_t cap)
 {
+    struct stat st;
+
     if (n < 0 || (size_t)n >= cap)
         return PYS_E_NOMEM;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    return fd >= 0 ? fd : plat_proc_errno(pid, errno);
+    if (stat(path, &st) != 0)
+        return plat_proc_errno(pid, errno);
+    if (!S_ISREG(st.st_mode))
+        return PYS_E_NOTFOUND;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return plat_proc_errno(pid, errno);
+    /* The path may have changed between the two calls. */
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return PYS_E_NOTFOUND;
+    }
+    return fd;
 }
 
 int plat_map_open(pid_t pid, const struct plat_map *m)
@@ -386,11 +403,21 @@ int plat_map_open(pid_t pid, const struct plat_map *m)
         ends_with(m->path, " (deleted)"))
         return rc;
     map_files_rc = rc;
-    rc = open_proc_path(pid, path, snprintf(path, sizeof path, "/proc/%d/root%s", (int)pid, m->path),
-                        sizeof path);
+    rc = open_proc_path(
+        pid, path, snprintf(path, sizeof path, "/proc/%d/root%s", (int)pid, m->path), sizeof path);
     /* "Permission denied" on map_files tells the user what would help
      * (privileges) better than "not found" on the path does. */
     if (rc == PYS_E_NOTFOUND && map_files_rc == PYS_E_PERM)
         rc = PYS_E_PERM;
     return rc;
+}
+
+int plat_file_size(int fd, uint64_t *size)
+{
+    struct stat st;
+
+    if (size == NULL || fstat(fd, &st) != 0 || st.st_size < 0)
+        return PYS_E_INVAL;
+    *size = (uint64_t)st.st_size;
+    return 0;
 }

@@ -46,9 +46,13 @@ void plat_maps_release(struct plat_maps *m);
 /* Open the file behind a mapping for reading, as the target sees it:
  * /proc/PID/map_files/START-END first (needs CAP_SYS_ADMIN; works across
  * chroots and for deleted files), then /proc/PID/root/PATH for an absolute
- * path not marked " (deleted)". Returns an O_RDONLY|O_CLOEXEC fd (>= 0, the
- * caller closes it), or PYS_E_NOTFOUND, PYS_E_PERM, PYS_E_NOPROC, ... */
+ * path not marked " (deleted)". Regular files only: a device or other
+ * special file is PYS_E_NOTFOUND and is not opened. Returns an
+ * O_RDONLY|O_CLOEXEC fd (>= 0, the caller closes it), or PYS_E_NOTFOUND,
+ * PYS_E_PERM, PYS_E_NOPROC, ... */
 int plat_map_open(pid_t pid, const struct plat_map *m);
+/* Size in bytes of the file open on fd (fstat); PYS_E_INVAL if unknown. */
+int plat_file_size(int fd, uint64_t *size);
 
 /* Does the process exist, and is it a zombie? 0 = alive, PYS_E_NOPROC =
  * no such process (also for the id of a thread that is not a thread group

@@ -100,7 +100,7 @@ static void check_runtime(struct bin_image *img, struct bin_section *rt)
 
 static void check_misses(struct bin_image *img)
 {
-    struct bin_section sec = {1, 2, 3};
+    struct bin_section sec = {1, 2, 3, 0};
     uint64_t sym = 42;
     char buf[4] = "abc";
 

@@ -3,7 +3,7 @@
  * of every file a target maps (core/image.c). The input is handed over as a
  * file (a memfd), as attach hands over /proc/PID/map_files/..., and goes
  * through the same calls: bin_image_open, the load address, section lookup
- * and reads, symbol lookup, prof_image_probe and the PY_VERSION search in
+ * and reads, symbol lookup, prof_probe_file and the PY_VERSION search in
  * .rodata. Besides memory errors (AddressSanitizer) and undefined behaviour
  * (UBSan) it checks the contracts: out-parameters untouched on failure, a
  * section read never longer than asked or than the section, a version found
@@ -100,7 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static int fd = -1;
     static char *buf;
     struct bin_image *img = (struct bin_image *)&fd; /* sentinel */
-    struct prof_image pi;
+    struct prof_probe pi;
     int rc;
 
     if (fd < 0) {
@@ -125,7 +125,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sections(img, buf);
     symbols(img);
     memset(&pi, 0x5a, sizeof pi);
-    rc = prof_image_probe(img, &pi);
+    rc = prof_probe_file(img, &pi);
     if (rc == 0) {
         check(pi.has_section == 0 || pi.has_section == 1);
         check(pi.has_runtime_sym == 0 || pi.has_runtime_sym == 1);
@@ -137,7 +137,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (size_t i = 0; i < sizeof pi; i++)
             check(b[i] == 0x5a);
     }
-    check_version(prof_image_rodata_version(img));
+    check_version(prof_probe_rodata_version(img));
     bin_image_free(img);
     return 0;
 }

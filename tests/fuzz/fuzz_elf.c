@@ -1,6 +1,6 @@
 /*
  * libFuzzer target for the ELF reader (binfmt/elf.c) and what attach asks
- * of every file a target maps (core/image.c). The input is handed over as a
+ * of every file a target maps (core/probe.c). The input is handed over as a
  * file (a memfd), as attach hands over /proc/PID/map_files/..., and goes
  * through the same calls: bin_image_open, the load address, section lookup
  * and reads, symbol lookup, prof_probe_file and the PY_VERSION search in

@@ -1,5 +1,5 @@
 /*
- * Unit tests of core/image.c: the PY_VERSION search (release, pre-release
+ * Unit tests of core/probe.c: the PY_VERSION search (release, pre-release
  * and "+" forms; strings that only look like one; other libraries' version
  * strings in the same image) and the CPython probe on the small ELF files
  * the ELF fuzzer starts from (tests/fuzz/seeds/fuzz_elf/, read from the

@@ -68,6 +68,7 @@ int pys_session_attach(pys_session **out, int pid, const struct pys_options *opt
     /* Its snapshots read the threads holding the GIL, which change from one
      * to the next: what they read before is not worth reading again. */
     s->mem_idle.keep_snapshots = 0;
+    prof_process_open(s);
     rc = prof_attach_runtime(s);
     if (rc < 0)
         goto fail;
@@ -114,6 +115,7 @@ void pys_session_free(pys_session *s)
 {
     if (!s)
         return;
+    prof_process_close(s);
     prof_codecache_release(&s->codes);
     prof_fcache_release(&s->fcache);
     mem_release(&s->mem);

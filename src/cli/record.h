@@ -40,8 +40,19 @@ struct rec {
     char **argv; /* run: what to execute */
 };
 
-/* Why sampling ended. */
-enum end { END_SIGNAL, END_DURATION, END_EXITED };
+/* Why sampling ended. END_NOT_PYTHON: the process exec'd a program that
+ * did not become Python (or one pystrobe cannot read). */
+enum end { END_SIGNAL, END_DURATION, END_EXITED, END_NOT_PYTHON };
+
+/* The sessions a profile was sampled through, the current one last: a
+ * process that exec'd Python again has one per program, and the profile's
+ * names belong to them all (free them after the profile is written). */
+#define REC_MAX_PROGRAMS 64
+struct rec_sessions {
+    pys_session *v[REC_MAX_PROGRAMS];
+    size_t n;
+    const struct pys_options *opt; /* to attach to a new program */
+};
 
 /* Set by the first SIGINT/SIGTERM (rec_signals_install); the loops poll it. */
 extern volatile sig_atomic_t rec_stop;
@@ -53,8 +64,10 @@ int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid);
 /* record_loop.c */
 uint64_t rec_now_ns(void);
 void rec_signals_install(void);
-/* Sample s into prof until a signal, the duration or the target's exit. */
-enum end rec_sample_loop(const struct rec *r, pys_session *s, pys_profile *prof);
+/* Sample the last of ss into prof until a signal, the duration, the
+ * target's exit or an exec of a program that is not Python; an exec of
+ * Python is followed (a new session added to ss). */
+enum end rec_sample_loop(const struct rec *r, struct rec_sessions *ss, pys_profile *prof);
 
 /* record_child.c */
 pid_t rec_child_start(char **argv);

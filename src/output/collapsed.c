@@ -62,6 +62,9 @@ static int write_lines(FILE *f, const pys_profile *p, int tid)
                 if (!tid)
                     continue;
                 fprintf(f, "tid:%llu", (unsigned long long)pn->thread);
+                uint64_t ns = pys_profile_thread_ns(p, pn->thread);
+                if (ns != 0 && ns != pn->thread)
+                    fprintf(f, " (ns %llu)", (unsigned long long)ns);
             } else {
                 if (!first)
                     fputc(';', f);

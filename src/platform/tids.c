@@ -126,6 +126,13 @@ static int by_host(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* qsort, which must not be given the NULL of an empty array. */
+static void sort_pairs(struct plat_tid_pair *v, size_t n, int (*cmp)(const void *, const void *))
+{
+    if (n > 1)
+        qsort(v, n, sizeof *v, cmp);
+}
+
 /* Read the task list again: tasks already known keep their pair, new ones
  * have their status read, gone ones are dropped. */
 static int refresh(struct plat_tids *t)
@@ -136,12 +143,12 @@ static int refresh(struct plat_tids *t)
     int rc = 0;
 
     /* The known pairs by host id, to find those of tasks still there. */
-    qsort(t->v, t->n, sizeof *t->v, by_host);
+    sort_pairs(t->v, t->n, by_host);
     snprintf(path, sizeof path, "/proc/%d/task", (int)t->pid);
     DIR *d = opendir(path);
     if (!d) {
         rc = plat_proc_errno(t->pid, errno);
-        qsort(t->v, t->n, sizeof *t->v, by_ns);
+        sort_pairs(t->v, t->n, by_ns);
         return rc;
     }
     struct dirent *e;
@@ -178,10 +185,10 @@ static int refresh(struct plat_tids *t)
     closedir(d);
     if (rc < 0) {
         free(nv);
-        qsort(t->v, t->n, sizeof *t->v, by_ns);
+        sort_pairs(t->v, t->n, by_ns);
         return rc;
     }
-    qsort(nv, n, sizeof *nv, by_ns);
+    sort_pairs(nv, n, by_ns);
     free(t->v);
     t->v = nv;
     t->n = n;

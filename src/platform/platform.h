@@ -81,18 +81,22 @@ int plat_task_state(pid_t pid, pid_t tid);
  * interpreter knows its threads by their ids in its own namespace; /proc
  * (and so plat_task_state) by those of the namespace of the /proc mounted
  * here, the host's. A process in that same namespace needs no mapping and
- * costs nothing; otherwise the pairs are cached, and read again (at most
- * once a millisecond, only new tasks' files) when an id is not found.
+ * costs nothing; otherwise the pairs are cached, and read again when an id
+ * is not found (only new tasks' files; an id still missing, at most once a
+ * millisecond).
  */
 struct plat_tid_pair {
     pid_t ns, host;
 };
+#define PLAT_TIDS_MISSED 4
 struct plat_tids {
     pid_t pid;
     int translate;           /* the process's namespace is not /proc's */
     struct plat_tid_pair *v; /* sorted by ns */
     size_t n;
-    uint64_t refreshed_ns; /* plat_clock_ns() of the last read of the task list */
+    uint64_t refreshed_ns;          /* plat_clock_ns() of the last read of the task list */
+    pid_t missed[PLAT_TIDS_MISSED]; /* ids it did not find, since refreshed_ns */
+    size_t nmissed;
 };
 /* Find out whether pid's threads need mapping. 0, or PYS_E_NOPROC, ... */
 int plat_tids_init(struct plat_tids *t, pid_t pid);

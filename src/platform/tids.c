@@ -21,9 +21,10 @@
 #include <string.h>
 #include <unistd.h>
 
-/* A lookup that misses reads the task list again at most this often, so
- * that a thread state whose thread is gone costs at most one directory read
- * a millisecond however fast the sampling. */
+/* A lookup of an id that was missing from the last read of the task list
+ * reads it again only this much later, so that a thread state whose thread
+ * is gone costs at most one directory read a millisecond however fast the
+ * sampling (PLAT_TIDS_MISSED + 1 with that many such thread states). */
 #define TIDS_REFRESH_NS 1000000u
 /* Pid namespaces nest at most 32 deep (the kernel's MAX_PID_NS_LEVEL). */
 #define NSPID_MAX_FIELDS 33
@@ -205,15 +206,27 @@ int plat_tids_host(struct plat_tids *t, pid_t tid, pid_t *host)
     }
     const struct plat_tid_pair *p = find_ns(t, tid);
     if (!p) {
+        /* A thread just started is looked for at once; one that was
+         * missing from the last read of the list, a millisecond later. */
         uint64_t now = plat_clock_ns();
-        if (t->refreshed_ns != 0 && now - t->refreshed_ns < TIDS_REFRESH_NS)
-            return PYS_E_NOTFOUND;
+        int recent = t->refreshed_ns != 0 && now - t->refreshed_ns < TIDS_REFRESH_NS;
+        if (!recent) {
+            t->nmissed = 0;
+        } else {
+            if (t->nmissed == PLAT_TIDS_MISSED)
+                return PYS_E_NOTFOUND;
+            for (size_t i = 0; i < t->nmissed; i++)
+                if (t->missed[i] == tid)
+                    return PYS_E_NOTFOUND;
+        }
         t->refreshed_ns = now;
         int rc = refresh(t);
         if (rc < 0)
             return rc;
-        if (!(p = find_ns(t, tid)))
+        if (!(p = find_ns(t, tid))) {
+            t->missed[t->nmissed++] = tid;
             return PYS_E_NOTFOUND;
+        }
     }
     *host = p->host;
     return 0;

@@ -694,10 +694,10 @@ int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
     uint64_t iaddr;
     int rc, tries = 0;
 
-    /* The last snapshot's results stay readable: threads may be taken over. */
-    prof_idle_keep_results(s);
     if (s->exec_seen)
         return PYS_E_EXEC;
+    /* The last snapshot's results stay readable: threads may be taken over. */
+    prof_idle_keep_results(s);
 again:
     s->ninterps = s->res.nthreads = s->res.nframes = 0;
     s->nsnap_codes = 0;

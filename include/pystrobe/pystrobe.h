@@ -41,7 +41,8 @@ extern "C" {
     X(INVAL, -10, "invalid argument")                                                              \
     X(IO, -11, "input/output error")                                                               \
     X(ELF, -12, "unreadable executable image")                                                     \
-    X(TOODEEP, -13, "stack too deep or cyclic")
+    X(TOODEEP, -13, "stack too deep or cyclic")                                                    \
+    X(EXEC, -14, "the process replaced its program (exec)")
 
 enum pys_errno {
     PYS_OK = 0,
@@ -89,7 +90,12 @@ struct pys_frame {
 };
 
 struct pys_thread {
-    uint64_t native_id;  /* kernel thread id */
+    uint64_t native_id;  /* kernel thread id, as the target sees it (in its PID namespace) */
+    /* The same thread's id as pystrobe sees it (its /proc's PID namespace):
+     * equal to native_id unless the target runs in another PID namespace (a
+     * container); 0 when it could not be found (native_id 0, or a thread
+     * gone or not yet in /proc). */
+    uint64_t host_id;
     uint64_t thread_id;  /* threading.get_ident() (pthread_t) */
     uint64_t tstate;     /* address of the PyThreadState in the target */
     uint32_t status;     /* PYS_THREAD_* bits */
@@ -199,7 +205,11 @@ PYS_EXTERN void pys_session_stats(const pys_session *s, struct pys_stats *out);
 
 /* Read every interpreter and thread. A thread whose stack cannot be read gets
  * its error in pys_thread.error and the others are still reported; the call
- * itself fails only when nothing can be read (process gone: PYS_E_EXITED). */
+ * itself fails only when nothing can be read (process gone: PYS_E_EXITED).
+ * PYS_E_EXEC: the process has replaced its program since the attach (an
+ * exec; looked for after a failed read and at least every 100 ms), and so
+ * does every later call; the last error names the new executable. A new
+ * session on the same pid attaches to the new program if it is Python. */
 PYS_EXTERN int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out);
 
 /* Descendants of pid (children only unless recursive), breadth first, at
@@ -268,6 +278,12 @@ PYS_EXTERN uint64_t pys_profile_memory(const pys_profile *p);
  * given weight. 0, or PYS_E_NOMEM (the profile is unchanged). */
 PYS_EXTERN int pys_profile_add(pys_profile *p, uint64_t thread, const struct pys_frame *frames,
                                size_t n, uint64_t weight);
+/* Thread `thread` (an id given to pys_profile_add: the host's, pystrobe's
+ * view) is `ns_id` in the target's own PID namespace, where they differ: the
+ * outputs show both. 0, or PYS_E_NOMEM. */
+PYS_EXTERN int pys_profile_set_thread_ns(pys_profile *p, uint64_t thread, uint64_t ns_id);
+/* That id, or 0 when none was set. */
+PYS_EXTERN uint64_t pys_profile_thread_ns(const pys_profile *p, uint64_t thread);
 /* Node 0 is the root; ids run from 0 to pys_profile_nodes() - 1, and a
  * node's parent always has a smaller id. The pointer is valid until the next
  * pys_profile_add. */

@@ -55,7 +55,12 @@ static void print_text(FILE *f, const pys_session *s, const struct pys_snapshot 
                 {PYS_THREAD_ON_CPU, "on CPU"},
                 {PYS_THREAD_HAS_EXCEPTION, "handling exception"},
             };
-            fprintf(f, "  Thread %llu", (unsigned long long)t->native_id);
+            /* The host's id first, as the host's tools (ps, top) show it;
+             * the target's own where it runs in another PID namespace. */
+            fprintf(f, "  Thread %llu",
+                    (unsigned long long)(t->host_id ? t->host_id : t->native_id));
+            if (t->host_id && t->host_id != t->native_id)
+                fprintf(f, " (ns %llu)", (unsigned long long)t->native_id);
             const char *sepr = " (";
             for (size_t b = 0; b < sizeof flags / sizeof flags[0]; b++) {
                 if (t->status & flags[b].bit) {
@@ -119,6 +124,11 @@ static void print_json(FILE *f, const pys_session *s, const struct pys_snapshot 
             out_json_begin_object(&j);
             out_json_key(&j, "native_thread_id");
             out_json_int(&j, (int64_t)t->native_id);
+            out_json_key(&j, "host_thread_id");
+            if (t->host_id)
+                out_json_int(&j, (int64_t)t->host_id);
+            else
+                out_json_null(&j);
             out_json_key(&j, "thread_id");
             out_json_int(&j, (int64_t)t->thread_id);
             out_json_key(&j, "status");

@@ -95,7 +95,9 @@ int cli_record(int argc, char **argv, int attach)
     info->interval_ns = r.interval_ns;
     info->mode = rec_mode_names[r.mode];
 
-    enum end why = rec_sample_loop(&r, s, prof, &unmatched);
+    struct rec_sessions ss = {.v = {s}, .n = 1, .opt = &opt};
+    enum end why = rec_sample_loop(&r, &ss, prof, &unmatched);
+    s = ss.v[ss.n - 1];
     rec_print_summary(info, r.rate_hz);
     rec_print_folded(prof, r.max_memory);
     if (r.stats)
@@ -104,9 +106,15 @@ int cli_record(int argc, char **argv, int attach)
 
     if (child > 0) {
         int st;
-        if (why == END_EXITED) {
-            /* The target ended on its own: pass its status on. */
-            if (waitpid(child, &st, 0) == child && status == CLI_OK)
+        if (why == END_EXITED || why == END_NOT_PYTHON) {
+            /* The target ended on its own, or runs on as another program
+             * (the profile is written): pass its status on when it ends. */
+            if (why == END_NOT_PYTHON)
+                fprintf(stderr, "pystrobe: waiting for process %d to end\n", (int)child);
+            pid_t w;
+            while ((w = waitpid(child, &st, 0)) < 0 && errno == EINTR)
+                ;
+            if (w == child && status == CLI_OK)
                 status = rec_exit_status_of(st);
         } else if (r.detach) {
             fprintf(stderr, "pystrobe: process %d left running (--detach)\n", (int)child);
@@ -115,6 +123,7 @@ int cli_record(int argc, char **argv, int attach)
         }
     }
     pys_profile_free(prof);
-    pys_session_free(s);
+    for (size_t i = 0; i < ss.n; i++)
+        pys_session_free(ss.v[i]);
     return status;
 }

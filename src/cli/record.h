@@ -42,8 +42,19 @@ struct rec {
     int detach;          /* run: leave the command running when sampling ends early */
 };
 
-/* Why sampling ended. */
-enum end { END_SIGNAL, END_DURATION, END_EXITED };
+/* Why sampling ended. END_NOT_PYTHON: the process exec'd a program that
+ * did not become Python (or one pystrobe cannot read). */
+enum end { END_SIGNAL, END_DURATION, END_EXITED, END_NOT_PYTHON };
+
+/* The sessions a profile was sampled through, the current one last: a
+ * process that exec'd Python again has one per program, and the profile's
+ * names belong to them all (free them after the profile is written). */
+#define REC_MAX_PROGRAMS 64
+struct rec_sessions {
+    pys_session *v[REC_MAX_PROGRAMS];
+    size_t n;
+    const struct pys_options *opt; /* to attach to a new program */
+};
 
 /* The signal that ended sampling: set by the first SIGINT, SIGTERM or SIGHUP
  * (rec_signals_install); 0 until then. The loops poll it. */
@@ -60,10 +71,12 @@ void rec_signals_install(void);
  * child and python (-1: none) are killed with SIGKILL, tmp_path (NULL: none)
  * is unlinked. tmp_path must stay valid until replaced. */
 void rec_abort_cleanup(pid_t child, pid_t python, const char *tmp_path);
-/* Sample s into prof until a signal, the duration or the target's exit.
- * *unmatched counts the samples in which some thread had a Python stack but
- * none passed the --mode and --main-thread-only filters. */
-enum end rec_sample_loop(const struct rec *r, pys_session *s, pys_profile *prof,
+/* Sample the last of ss into prof until a signal, the duration, the
+ * target's exit or an exec of a program that is not Python; an exec of
+ * Python is followed (a new session added to ss). *unmatched counts the
+ * samples in which some thread had a Python stack but none passed the
+ * --mode and --main-thread-only filters. */
+enum end rec_sample_loop(const struct rec *r, struct rec_sessions *ss, pys_profile *prof,
                          uint64_t *unmatched);
 
 /* record_child.c */

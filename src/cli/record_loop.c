@@ -9,6 +9,11 @@
  * Signals: the first SIGINT, SIGTERM or SIGHUP ends sampling (the profile is
  * written); a second aborts at once, after killing `run`'s command and
  * removing the temporary output file (rec_abort_cleanup).
+ *
+ * Exec: when the library says the process replaced its program, a new
+ * session is attached to the same pid as soon as the new program is Python,
+ * and sampling goes on into the same profile; a program that is not Python
+ * within FOLLOW_NS ends sampling.
  */
 #include <errno.h>
 #include <signal.h>
@@ -107,6 +112,56 @@ static uint64_t wake_latency_ns(void)
     return v[4];
 }
 
+/* --- exec ------------------------------------------------------------------ */
+
+/* How long a program exec'd by the target is given to become Python: it maps
+ * its interpreter at once and initialises the runtime in its first
+ * milliseconds; a shell that execs Python takes a little more. */
+#define FOLLOW_NS 2000000000ull
+
+/* The target exec'd (detail: the session's error). Attach to the new
+ * program if it is Python, adding its session to ss; else say why not. */
+static enum end follow_exec(struct rec_sessions *ss, uint64_t until)
+{
+    pys_session *old = ss->v[ss->n - 1];
+    int pid = pys_session_pid(old);
+    char what[512], err[512];
+    snprintf(what, sizeof what, "%s", pys_session_last_error(old));
+    if (ss->n == REC_MAX_PROGRAMS) {
+        fprintf(stderr, "pystrobe: %s: followed %d programs already: stopping\n", what,
+                REC_MAX_PROGRAMS - 1);
+        return END_NOT_PYTHON;
+    }
+    uint64_t start = rec_now_ns();
+    int rc;
+    for (;;) {
+        pys_session *s = NULL;
+        rc = pys_session_attach(&s, pid, ss->opt, err, sizeof err);
+        if (rc == 0) {
+            ss->v[ss->n++] = s;
+            fprintf(stderr, "pystrobe: %s: following it (Python %s)\n", what,
+                    pys_session_python_version_text(s));
+            return END_SIGNAL; /* unused: sampling goes on */
+        }
+        if (rc == PYS_E_NOPROC || rc == PYS_E_EXITED)
+            return END_EXITED;
+        uint64_t now = rec_now_ns();
+        if (rc != PYS_E_NOTPYTHON || rec_stop || now - start >= FOLLOW_NS || now >= until)
+            break;
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    if (rec_stop)
+        return END_SIGNAL;
+    if (rc == PYS_E_NOTPYTHON && rec_now_ns() >= until)
+        return END_DURATION;
+    if (rc == PYS_E_NOTPYTHON)
+        fprintf(stderr, "pystrobe: %s: not Python: stopping\n", what);
+    else
+        fprintf(stderr, "pystrobe: %s: %s: stopping\n", what, err);
+    return END_NOT_PYTHON;
+}
+
 /* --- sampling -------------------------------------------------------------- */
 
 static int thread_matches(const struct rec *r, const struct pys_thread *t)
@@ -140,10 +195,22 @@ static void realtime_line(const struct timing *tm, uint64_t samples, uint64_t fa
             (double)tm->max / 1e3, (unsigned long long)samples, (unsigned long long)failed);
 }
 
+/* Add thread t's stack, under its id in pystrobe's /proc (the target's
+ * own, marked, when it runs in another PID namespace). */
+static int add_thread(pys_profile *prof, const struct pys_thread *t)
+{
+    uint64_t id = t->host_id ? t->host_id : t->native_id;
+    if (id != t->native_id && pys_profile_thread_ns(prof, id) != t->native_id &&
+        pys_profile_set_thread_ns(prof, id, t->native_id) < 0)
+        return PYS_E_NOMEM;
+    return pys_profile_add(prof, id, t->frames, t->nframes, 1);
+}
+
 /* Sample until the end; fill the profile and its info. */
-enum end rec_sample_loop(const struct rec *r, pys_session *s, pys_profile *prof,
+enum end rec_sample_loop(const struct rec *r, struct rec_sessions *ss, pys_profile *prof,
                          uint64_t *unmatched)
 {
+    pys_session *s = ss->v[ss->n - 1];
     struct pys_profile_info *info = pys_profile_info(prof);
     uint64_t interval = r->interval_ns;
     /* Spin only where sleeping cannot keep up: intervals shorter than twice
@@ -153,6 +220,7 @@ enum end rec_sample_loop(const struct rec *r, pys_session *s, pys_profile *prof,
     uint64_t start = rec_now_ns(), next = start;
     struct timing tm = {0, 0, UINT64_MAX, 0, start, 0, start};
     enum end why = END_SIGNAL;
+    uint64_t waited = 0; /* for a program exec'd to become Python */
 
     *unmatched = 0;
     for (;;) {
@@ -181,6 +249,18 @@ enum end rec_sample_loop(const struct rec *r, pys_session *s, pys_profile *prof,
             why = END_EXITED;
             break;
         }
+        if (rc == PYS_E_EXEC) {
+            size_t had = ss->n;
+            why = follow_exec(ss, r->duration_ns ? start + r->duration_ns : UINT64_MAX);
+            uint64_t t2 = rec_now_ns();
+            /* The wait for the new program is neither sampled nor missed. */
+            waited += t2 - t1;
+            next = t2;
+            if (ss->n == had)
+                break;
+            s = ss->v[ss->n - 1];
+            continue;
+        }
         info->samples++;
         if (rc < 0) {
             info->failed++;
@@ -200,7 +280,7 @@ enum end rec_sample_loop(const struct rec *r, pys_session *s, pys_profile *prof,
                     if (!thread_matches(r, t))
                         continue;
                     kept++;
-                    if (pys_profile_add(prof, t->native_id, t->frames, t->nframes, 1) < 0) {
+                    if (add_thread(prof, t) < 0) {
                         fprintf(stderr, "pystrobe: out of memory: stopping\n");
                         why = END_SIGNAL;
                         goto out;
@@ -231,6 +311,6 @@ enum end rec_sample_loop(const struct rec *r, pys_session *s, pys_profile *prof,
 out:
     if (r->realtime)
         fputc('\n', stderr);
-    info->duration_ns = rec_now_ns() - start;
+    info->duration_ns = rec_now_ns() - start - waited;
     return why;
 }

@@ -13,6 +13,7 @@
 #include "core/image.h"
 #include "cpython/cpython.h"
 #include "mem/mem.h"
+#include "platform/platform.h"
 
 /* --- interned strings (intern.c) ---------------------------------------- */
 
@@ -271,6 +272,13 @@ struct pys_session {
     char *image_path;        /* the image holding the runtime */
     char version_text[32];   /* "3.12.1", or "3.9" when the patch level is not known */
     char err[512];           /* last error detail */
+    /* process.c: the target's thread ids in pystrobe's /proc, and the
+     * program attached to (have_program: its handle could be had), when it
+     * was last compared with the one running, and that an exec was seen. */
+    struct plat_tids tids;
+    struct plat_program program;
+    int have_program, exec_seen;
+    uint64_t program_checked_ns;
     uint64_t snapshots, thread_errors; /* counters for pys_session_stats */
 
     struct prof_intern strings;
@@ -402,6 +410,21 @@ int prof_probe_file(const struct bin_image *img, struct prof_probe *out);
 uint32_t prof_probe_rodata_version(const struct bin_image *img);
 /* The same search in n bytes of any content. */
 uint32_t prof_version_scan(const char *buf, size_t n);
+
+/* --- the process (process.c) --------------------------------------------- */
+
+/* At attach, before the runtime is looked for (an exec after this is seen):
+ * the program's handle and the thread id mapping. Never fails: without them
+ * exec is not looked for, or ids are taken as they are. */
+void prof_process_open(struct pys_session *s);
+void prof_process_close(struct pys_session *s);
+/* Fill pt->host_id from pt->native_id and, with opt.cpu_state, the
+ * PYS_THREAD_ON_CPU / PYS_THREAD_UNKNOWN bits from the kernel's state. */
+void prof_thread_os_state(struct pys_session *s, struct pys_thread *pt);
+/* Has the process exec'd since the attach? Looked at after a failed read
+ * (failed; at most once a millisecond) and at least every 100 ms: 0, or
+ * PYS_E_EXEC (from then on always) or PYS_E_EXITED, the detail in s->err. */
+int prof_exec_check(struct pys_session *s, int failed);
 
 /* Find and validate the runtime of s->pid; fills off, sym, runtime,
  * image_path. Detail of a failure in s->err. */

@@ -137,14 +137,8 @@ int prof_idle_copy_thread(struct pys_session *s, size_t i, size_t ti)
     /* It has not held the GIL since the last look (a 3.15 flag read in the
      * middle of a hand-over may have said so). */
     pt->status &= ~PYS_THREAD_HAS_GIL;
-    if (s->opt.cpu_state) {
-        int state = plat_task_state(s->pid, (int)pt->native_id);
-        pt->status &= ~(PYS_THREAD_ON_CPU | PYS_THREAD_UNKNOWN);
-        if (state == 'R')
-            pt->status |= PYS_THREAD_ON_CPU;
-        else if (state < 0)
-            pt->status |= PYS_THREAD_UNKNOWN;
-    }
+    if (s->opt.cpu_state)
+        prof_thread_os_state(s, pt);
     if (from->nframes)
         memcpy(&s->res.frames[s->res.nframes], &s->prev.frames[start],
                from->nframes * sizeof *s->res.frames);

@@ -85,6 +85,10 @@ struct pys_profile {
     uint64_t max_bytes; /* 0 = no bound */
     struct pys_profile_info info;
     int stale; /* samples or nodes were added since totals and links were made */
+    /* pys_profile_set_thread_ns: (thread, ns id) pairs, open addressing by
+     * thread (0 = empty slot), cap_ns slots. */
+    uint64_t (*ns_ids)[2];
+    size_t n_ns, cap_ns;
 };
 
 /* No ':' or ';' in its name: the collapsed format's readers split on them. */
@@ -346,6 +350,7 @@ void pys_profile_free(pys_profile *p)
         free(p->last[i].path);
     }
     free(p->last);
+    free(p->ns_ids);
     free(p);
 }
 
@@ -566,4 +571,56 @@ struct pys_profile_info *pys_profile_info(pys_profile *p)
 const struct pys_profile_info *pys_profile_info_get(const pys_profile *p)
 {
     return &p->info;
+}
+
+/* --- thread ids in the target's PID namespace ---------------------------- */
+
+static size_t ns_slot(uint64_t thread, size_t cap)
+{
+    return (size_t)(mix(0, thread) * 0x9e3779b97f4a7c15ull >> 7) & (cap - 1);
+}
+
+int pys_profile_set_thread_ns(pys_profile *p, uint64_t thread, uint64_t ns_id)
+{
+    if (thread == 0)
+        return PYS_E_INVAL;
+    if (2 * (p->n_ns + 1) > p->cap_ns) {
+        size_t cap = p->cap_ns ? 2 * p->cap_ns : 16;
+        uint64_t(*v)[2] = calloc(cap, sizeof *v);
+        if (!v)
+            return PYS_E_NOMEM;
+        for (size_t i = 0; i < p->cap_ns; i++) {
+            if (p->ns_ids[i][0] == 0)
+                continue;
+            size_t k = ns_slot(p->ns_ids[i][0], cap);
+            while (v[k][0] != 0)
+                k = (k + 1) & (cap - 1);
+            v[k][0] = p->ns_ids[i][0];
+            v[k][1] = p->ns_ids[i][1];
+        }
+        free(p->ns_ids);
+        p->ns_ids = v;
+        p->cap_ns = cap;
+    }
+    size_t k = ns_slot(thread, p->cap_ns);
+    while (p->ns_ids[k][0] != 0 && p->ns_ids[k][0] != thread)
+        k = (k + 1) & (p->cap_ns - 1);
+    if (p->ns_ids[k][0] == 0)
+        p->n_ns++;
+    p->ns_ids[k][0] = thread;
+    p->ns_ids[k][1] = ns_id;
+    return 0;
+}
+
+uint64_t pys_profile_thread_ns(const pys_profile *p, uint64_t thread)
+{
+    if (thread == 0 || p->cap_ns == 0)
+        return 0;
+    size_t k = ns_slot(thread, p->cap_ns);
+    while (p->ns_ids[k][0] != 0) {
+        if (p->ns_ids[k][0] == thread)
+            return p->ns_ids[k][1];
+        k = (k + 1) & (p->cap_ns - 1);
+    }
+    return 0;
 }

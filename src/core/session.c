@@ -108,6 +108,8 @@ int prof_session_open(pys_session **out, int pid, struct mem_source *src,
     /* Its snapshots read the threads holding the GIL, which change from one
      * to the next: what they read before is not worth reading again. */
     s->mem_idle.keep_snapshots = 0;
+    if (!facts)
+        prof_process_open(s);
     rc = facts ? prof_attach_facts(s, facts) : prof_attach_runtime(s);
     if (rc < 0)
         goto fail;
@@ -155,6 +157,7 @@ void pys_session_free(pys_session *s)
 {
     if (!s)
         return;
+    prof_process_close(s);
     prof_codecache_release(&s->codes);
     prof_fcache_release(&s->fcache);
     mem_release(&s->mem);

@@ -444,15 +444,7 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
         pt->status |= PYS_THREAD_GIL_REQUESTED;
     if (t->has_exception)
         pt->status |= PYS_THREAD_HAS_EXCEPTION;
-    if (s->opt.cpu_state) {
-        int state = plat_task_state(s->pid, (int)t->native_id);
-        if (state == 'R')
-            pt->status |= PYS_THREAD_ON_CPU;
-        else if (state < 0)
-            pt->status |= PYS_THREAD_UNKNOWN;
-    } else {
-        pt->status |= PYS_THREAD_UNKNOWN;
-    }
+    prof_thread_os_state(s, pt);
     s->res.thread_frame_start[ti] = s->res.nframes;
 
     struct cpy_thread cur = *t;
@@ -702,6 +694,8 @@ int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
     uint64_t iaddr;
     int rc, tries = 0;
 
+    if (s->exec_seen)
+        return PYS_E_EXEC;
     /* The last snapshot's results stay readable: threads may be taken over. */
     prof_idle_keep_results(s);
 again:
@@ -817,19 +811,29 @@ again:
     for (size_t i = 0; i < s->ninterps; i++)
         s->interps[i].threads =
             s->res.threads ? s->res.threads + (uintptr_t)s->interps[i].threads : NULL;
+    int failed = 0;
     for (size_t i = 0; i < s->res.nthreads; i++) {
         s->res.threads[i].frames =
             s->res.frames ? s->res.frames + s->res.thread_frame_start[i] : NULL;
         s->res.threads[i].error_text = s->res.threads[i].error ? s->res.thread_err[i] : NULL;
+        failed |= s->res.threads[i].error != 0;
     }
+    mem_prefetch_end(&s->mem);
+    /* What was read may be another program's memory: not reported then. */
+    if ((rc = prof_exec_check(s, failed)) < 0)
+        return rc;
     s->snap.ninterps = s->ninterps;
     s->snap.interps = s->interps;
     *out = &s->snap;
-    mem_prefetch_end(&s->mem);
     return 0;
 fail:
     mem_prefetch_end(&s->mem);
     prof_idle_end(s, 0);
+    if (rc != PYS_E_EXITED) {
+        int erc = prof_exec_check(s, 1);
+        if (erc < 0)
+            return erc;
+    }
     if (rc == PYS_E_EXITED)
         return prof_fail(s, rc, "process %d exited", s->pid);
     if (rc != PYS_E_TOODEEP)

@@ -62,7 +62,11 @@ static int write_lines(FILE *f, const pys_profile *p, int tid)
             if (!fr) { /* a thread node */
                 if (!tid)
                     continue;
-                fprintf(f, "tid:%llu", (unsigned long long)pys_profile_thread(p, path[depth]));
+                uint64_t thread_id = pys_profile_thread(p, path[depth]);
+                fprintf(f, "tid:%llu", (unsigned long long)thread_id);
+                uint64_t ns = pys_profile_thread_ns(p, thread_id);
+                if (ns != 0 && ns != thread_id)
+                    fprintf(f, " (ns %llu)", (unsigned long long)ns);
             } else {
                 if (!first)
                     fputc(';', f);

@@ -80,6 +80,58 @@ int plat_proc_errno(pid_t pid, int err);
  * (PYS_E_NOPROC: no such process, PYS_E_NOTFOUND: no such thread). */
 int plat_task_state(pid_t pid, pid_t tid);
 
+/*
+ * Thread ids of a process that may run in another PID namespace. The
+ * interpreter knows its threads by their ids in its own namespace; /proc
+ * (and so plat_task_state) by those of the namespace of the /proc mounted
+ * here, the host's. A process in that same namespace needs no mapping and
+ * costs nothing; otherwise the pairs are cached, and read again when an id
+ * is not found (only new tasks' files; an id still missing, at most once a
+ * millisecond).
+ */
+struct plat_tid_pair {
+    pid_t ns, host;
+};
+#define PLAT_TIDS_MISSED 4
+struct plat_tids {
+    pid_t pid;
+    int translate;           /* the process's namespace is not /proc's */
+    struct plat_tid_pair *v; /* sorted by ns */
+    size_t n;
+    uint64_t refreshed_ns;          /* plat_clock_ns() of the last read of the task list */
+    pid_t missed[PLAT_TIDS_MISSED]; /* ids it did not find, since refreshed_ns */
+    size_t nmissed;
+};
+/* Find out whether pid's threads need mapping. 0, or PYS_E_NOPROC, ... */
+int plat_tids_init(struct plat_tids *t, pid_t pid);
+void plat_tids_release(struct plat_tids *t);
+/* The id in /proc of the thread the process itself calls tid: 0 and *host,
+ * or PYS_E_NOTFOUND (no such thread now, or not yet looked for again). */
+int plat_tids_host(struct plat_tids *t, pid_t tid, pid_t *host);
+/* The thread the cache gave for tid is gone (its id may have been reused
+ * in the namespace): look it up again next time. */
+void plat_tids_forget(struct plat_tids *t, pid_t tid);
+
+/*
+ * Has the process replaced its program (exec) since plat_program_open?
+ * The handle holds /proc/PID/mem, bound to the address space it was opened
+ * on (fd -1 where it may not be opened: then the executable's device and
+ * inode are compared, which miss an exec of the same file).
+ */
+struct plat_program {
+    pid_t pid;
+    int fd;
+    int have_exe;      /* dev and ino are known */
+    uint64_t dev, ino; /* of /proc/PID/exe at open */
+};
+/* 0, or PYS_E_NOPROC, PYS_E_PERM... when neither can be had. */
+int plat_program_open(pid_t pid, struct plat_program *p);
+/* 1: the same program still runs; 0: the process exec'd another or exited
+ * (plat_proc_check tells which); negative code when it cannot tell. addr is
+ * an address mapped in the program (one byte is read from it). */
+int plat_program_same(const struct plat_program *p, uint64_t addr);
+void plat_program_close(struct plat_program *p);
+
 /* Copy len bytes at addr in the target to buf. PYS_E_BADADDR for an
  * unmapped address or a short read, PYS_E_EXITED if the process is gone
  * (or never existed), PYS_E_PERM without ptrace rights. buf may be partly

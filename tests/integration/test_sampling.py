@@ -165,13 +165,17 @@ def assert_wrote(strobe, summary, path):
 
 # --- the output formats --------------------------------------------------------
 
-COLLAPSED_LINE = re.compile(r"^(tid:\d+;)?[^ ].* \d+$")
+COLLAPSED_LINE = re.compile(r"^(tid:\d+( \(ns \d+\))?;)?[^ ].* \d+$")
+# A thread's root frame: its id, and its own where the target runs in
+# another PID namespace.
+TID_FRAME = re.compile(r"^tid:(\d+)(?: \(ns (\d+)\))?$")
 MARKERS = ("<native>", "<GC>")
 
 
 class Stack:
-    def __init__(self, tid, frames, count):
+    def __init__(self, tid, frames, count, ns_tid=None):
         self.tid = tid            # int, or None with --no-tid
+        self.ns_tid = ns_tid      # int where the thread's own id differs, else None
         self.frames = frames      # [(file, qualname, line)], root first; markers (None, m, None)
         self.count = count
 
@@ -193,9 +197,12 @@ def parse_collapsed(text, where):
         assert COLLAPSED_LINE.match(line), f"{where}:{n}: bad collapsed line {line!r}"
         stack, count = line.rsplit(" ", 1)
         parts = stack.split(";")
-        tid = None
+        tid = ns_tid = None
         if parts[0].startswith("tid:"):
-            tid = int(parts[0][4:])
+            m = TID_FRAME.match(parts[0])
+            assert m, f"{where}:{n}: bad thread frame {parts[0]!r}"
+            tid = int(m.group(1))
+            ns_tid = int(m.group(2)) if m.group(2) else None
             parts = parts[1:]
         frames = []
         for p in parts:
@@ -207,7 +214,7 @@ def parse_collapsed(text, where):
                 f"{where}:{n}: frame {p!r} is not FILE:QUALNAME:LINE in {line!r}"
             frames.append((fields[0], fields[1], int(fields[2])))
         assert frames, f"{where}:{n}: a stack without frames: {line!r}"
-        stacks.append(Stack(tid, frames, int(count)))
+        stacks.append(Stack(tid, frames, int(count), ns_tid))
     return stacks
 
 

@@ -60,10 +60,32 @@ static void test_separators_in_names_are_replaced(void **state)
     pys_profile_free(p);
 }
 
+static void test_namespace_thread_ids(void **state)
+{
+    (void)state;
+    pys_profile *p = pys_profile_new();
+    assert_non_null(p);
+    struct pys_frame s[1] = {frame("main.py", "<module>", 3, PYS_FRAME_PYTHON)};
+    assert_int_equal(pys_profile_add(p, 4242, s, 1, 2), 0);
+    assert_int_equal(pys_profile_add(p, 4243, s, 1, 1), 0);
+    assert_int_equal(pys_profile_set_thread_ns(p, 4242, 7), 0);
+    assert_int_equal(pys_profile_thread_ns(p, 4242), 7);
+    assert_int_equal(pys_profile_thread_ns(p, 4243), 0);
+    char *out = write_all(p, 1);
+    assert_string_equal(out, "tid:4242 (ns 7);main.py:<module>:3 2\n"
+                             "tid:4243;main.py:<module>:3 1\n");
+    free(out);
+    out = write_all(p, 0);
+    assert_string_equal(out, "main.py:<module>:3 3\n");
+    free(out);
+    pys_profile_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_separators_in_names_are_replaced),
+        cmocka_unit_test(test_namespace_thread_ids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

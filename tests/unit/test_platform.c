@@ -4,7 +4,8 @@
  * the result), then the live calls against this process and its children:
  * reading maps and opening a mapped file, memory reads that succeed, fail or
  * stop part way, and process and thread states (running, sleeping, zombie,
- * gone).
+ * gone); thread ids of a process in a child PID namespace, and an exec seen
+ * through plat_program.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +18,7 @@
 #include "platform/platform.h"
 #include "mem/mem.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
@@ -1169,6 +1171,124 @@ static void test_thread_id_is_not_a_process(void **state)
     assert_int_equal(rc, PYS_E_NOPROC);
 }
 
+/* --- thread ids across PID namespaces, exec ------------------------------ */
+
+static void test_tids_same_namespace(void **state)
+{
+    struct plat_tids t;
+    pid_t host = 0;
+    (void)state;
+
+    assert_int_equal(plat_tids_init(&t, getpid()), 0);
+    assert_int_equal(t.translate, 0);
+    assert_int_equal(plat_tids_host(&t, 12345, &host), 0);
+    assert_int_equal(host, 12345);
+    plat_tids_release(&t);
+}
+
+/* A process that is pid 1 of a new PID namespace: its id here through *pid,
+ * and the child to kill and reap after it (0 when namespaces are refused). */
+static pid_t start_in_namespace(pid_t *pid)
+{
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        pid_t inner = -1;
+        if (unshare(CLONE_NEWPID) == 0)
+            inner = fork();
+        if (inner == 0) {
+            for (;;)
+                pause();
+        }
+        ssize_t w = write(fds[1], &inner, sizeof inner);
+        (void)w;
+        if (inner > 0)
+            waitpid(inner, NULL, 0);
+        _exit(0);
+    }
+    close(fds[1]);
+    pid_t inner = -1;
+    ssize_t r = read(fds[0], &inner, sizeof inner);
+    close(fds[0]);
+    *pid = r == sizeof inner ? inner : -1;
+    return child;
+}
+
+static void test_tids_child_namespace(void **state)
+{
+    struct plat_tids t;
+    pid_t pid, host1 = 0, host2 = 0;
+    (void)state;
+
+    pid_t child = start_in_namespace(&pid);
+    if (pid <= 0) {
+        waitpid(child, NULL, 0);
+        skip(); /* no right to make a PID namespace here */
+    }
+    int rc = plat_tids_init(&t, pid);
+    int translate = t.translate;
+    int rc1 = plat_tids_host(&t, 1, &host1);
+    int rc2 = plat_tids_host(&t, 2, &host2);
+    plat_tids_release(&t);
+    kill(pid, SIGKILL);
+    waitpid(child, NULL, 0);
+    assert_int_equal(rc, 0);
+    assert_int_equal(translate, 1);
+    assert_int_equal(rc1, 0);
+    assert_int_equal(host1, pid); /* its pid 1 is our pid */
+    assert_int_equal(rc2, PYS_E_NOTFOUND);
+}
+
+static int exe_ends_with(pid_t pid, const char *tail)
+{
+    char buf[256];
+    if (plat_proc_exe(pid, buf, sizeof buf) < 0)
+        return 0;
+    size_t n = strlen(buf), k = strlen(tail);
+    return n >= k && strcmp(buf + n - k, tail) == 0;
+}
+
+static int program_anchor; /* mapped in this program and its fork */
+
+static void test_program_exec(void **state)
+{
+    struct plat_program prog;
+    int fds[2];
+    (void)state;
+
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char c;
+        close(fds[1]);
+        if (read(fds[0], &c, 1) == 1)
+            execl("/bin/sleep", "sleep", "30", (char *)NULL);
+        _exit(1);
+    }
+    close(fds[0]);
+    int rc = plat_program_open(pid, &prog);
+    uint64_t addr = (uint64_t)(uintptr_t)&program_anchor;
+    int before = rc == 0 ? plat_program_same(&prog, addr) : rc;
+    ssize_t w = write(fds[1], "x", 1);
+    (void)w;
+    close(fds[1]);
+    int execd = 0;
+    for (int i = 0; i < WAIT_MS && !(execd = exe_ends_with(pid, "/sleep")); i++)
+        sleep_ms(1);
+    int after = rc == 0 ? plat_program_same(&prog, addr) : rc;
+    if (rc == 0)
+        plat_program_close(&prog);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    assert_int_equal(rc, 0);
+    assert_int_equal(before, 1);
+    assert_true(execd);
+    assert_int_equal(after, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1202,6 +1322,9 @@ int main(void)
         cmocka_unit_test(test_zombie_child),
         cmocka_unit_test(test_leader_exited_process_alive),
         cmocka_unit_test(test_thread_id_is_not_a_process),
+        cmocka_unit_test(test_tids_same_namespace),
+        cmocka_unit_test(test_tids_child_namespace),
+        cmocka_unit_test(test_program_exec),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

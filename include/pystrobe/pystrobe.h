@@ -70,6 +70,9 @@ PYS_EXTERN const char *pys_strerror(int code);
 #define PYS_FRAME_PYTHON 0
 #define PYS_FRAME_NATIVE 1 /* "<native>": C code between Python frames */
 #define PYS_FRAME_GC 2     /* "<GC>": a garbage collection started here */
+/* "<truncated>": the stack goes on below the frames pys_options.max_frames
+ * keeps; always last. */
+#define PYS_FRAME_TRUNCATED 3
 
 struct pys_frame {
     const char *filename; /* co_filename */
@@ -137,7 +140,17 @@ struct pys_options {
      * is the last one read too. Not with opcodes (another thread may
      * rewrite an instruction) and not over several interpreters. */
     int reuse_idle;
+    /* The most frames one thread's stack is given (0: PYS_MAX_FRAMES_DEFAULT;
+     * else PYS_MAX_FRAMES_MIN to PYS_MAX_FRAMES_MAX, or attach fails with
+     * PYS_E_INVAL). A stack of more frame records (Python frames and the
+     * interpreter's entry frames) keeps its innermost max_frames - 1 and
+     * ends with a PYS_FRAME_TRUNCATED marker. Scratch memory grows with it. */
+    size_t max_frames;
 };
+
+#define PYS_MAX_FRAMES_DEFAULT 8192
+#define PYS_MAX_FRAMES_MIN 16
+#define PYS_MAX_FRAMES_MAX 1000000
 
 typedef struct pys_session pys_session;
 
@@ -221,6 +234,8 @@ struct pys_profile_info {
     uint64_t duration_ns;   /* wall time sampled */
     uint64_t samples;       /* snapshots taken */
     uint64_t failed;        /* snapshots in which a thread could not be read */
+    uint64_t truncated;     /* snapshots in which a stack ended with PYS_FRAME_TRUNCATED */
+    uint64_t max_frames;    /* the frames a stack was given (pys_options.max_frames) */
     uint64_t missed;        /* deadlines passed without a snapshot */
     const char *mode;       /* "wall", "cpu", "gil", "exception" */
 };

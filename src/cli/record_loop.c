@@ -156,7 +156,7 @@ enum end rec_sample_loop(const struct rec *r, pys_session *s, pys_profile *prof)
         if (rc < 0) {
             info->failed++;
         } else {
-            int failed = 0;
+            int failed = 0, truncated = 0;
             for (size_t i = 0; i < snap->ninterps; i++) {
                 const struct pys_interp *in = &snap->interps[i];
                 for (size_t k = 0; k < in->nthreads; k++) {
@@ -167,6 +167,7 @@ enum end rec_sample_loop(const struct rec *r, pys_session *s, pys_profile *prof)
                     }
                     if (t->nframes == 0 || !thread_matches(r, t))
                         continue;
+                    truncated |= t->frames[t->nframes - 1].kind == PYS_FRAME_TRUNCATED;
                     if (pys_profile_add(prof, t->native_id, t->frames, t->nframes, 1) < 0) {
                         fprintf(stderr, "pystrobe: out of memory: stopping\n");
                         why = END_SIGNAL;
@@ -175,6 +176,7 @@ enum end rec_sample_loop(const struct rec *r, pys_session *s, pys_profile *prof)
                 }
             }
             info->failed += (uint64_t)failed;
+            info->truncated += (uint64_t)truncated;
         }
         uint64_t dt = t1 - t0;
         tm.n++;

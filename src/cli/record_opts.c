@@ -68,6 +68,8 @@ static const char RUN_USAGE[] =
     "      --read-every-thread   read each thread at each sample. By default a thread\n"
     "                            that has not held the GIL since the last sample keeps\n"
     "                            the stack it had then, without a read\n"
+    "      --max-frames N        frames kept of a stack, 16 to 1000000 (default 8192):\n"
+    "                            a deeper one keeps its innermost N-1 over <truncated>\n"
     "Output:\n"
     "      --pstats              a table on stdout, or with -o a file pstats.Stats loads\n"
     "                            (the default)\n"
@@ -94,6 +96,7 @@ enum {
     OPT_NO_TID,
     OPT_READ_ONLY,
     OPT_EVERY_THREAD,
+    OPT_MAX_FRAMES,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -116,6 +119,7 @@ static const struct option LONG_OPTS[] = {
     {"no-tid", no_argument, NULL, OPT_NO_TID},
     {"read-only", no_argument, NULL, OPT_READ_ONLY},
     {"read-every-thread", no_argument, NULL, OPT_EVERY_THREAD},
+    {"max-frames", required_argument, NULL, OPT_MAX_FRAMES},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -211,6 +215,11 @@ int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
             break;
         case OPT_EVERY_THREAD:
             r->every_thread = 1;
+            break;
+        case OPT_MAX_FRAMES:
+            if (cli_parse_max_frames(optarg, &r->max_frames) < 0)
+                return usage_error("bad --max-frames '%s' (%d to %d)", optarg, PYS_MAX_FRAMES_MIN,
+                                   PYS_MAX_FRAMES_MAX);
             break;
         case OPT_SORT:
             r->sort = out_pstats_sort_parse(optarg);

@@ -118,6 +118,7 @@ struct prof_fcache_entry {
     uint32_t wasted;              /* anchors written in a row that were gone by the next */
     uint32_t skipped;             /* writes skipped meanwhile */
     uint64_t last_stop;           /* the anchor the last walk went down to */
+    int cut;                      /* frames is cut at walk_max: not a chain to reuse */
 };
 
 #define PROF_RES_FRAME 0      /* a Python frame: res holds it */
@@ -270,6 +271,7 @@ struct pys_session {
 
     struct prof_intern strings;
     const char *marker_file, *marker_native, *marker_gc; /* interned "~", "<native>", "<GC>" */
+    const char *marker_truncated;                        /* "<truncated>" */
     struct prof_codecache codes;
     struct prof_fcache fcache;
     int use_fcache;          /* opt.frame_cache and the target has the anchor (3.15+) */
@@ -285,6 +287,9 @@ struct pys_session {
     struct cpy_stack stack;
     uint8_t *tsbuf;
     struct cpy_raw_frame *raw;
+    /* The frame records a walk may read: opt.max_frames (a longer chain
+     * keeps one less, and a <truncated> marker below them). */
+    size_t walk_max;
     /* The walk just made: the cache entry it used (whose frames are then the
      * chain; raw holds only the frames read), and the index from which the
      * chain's frames came from the cache, their resolutions with them

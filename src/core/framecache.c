@@ -97,8 +97,8 @@ static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_th
     const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
     struct prof_fcache *fc = &s->fcache;
     if (!fc->verify) {
-        fc->verify = malloc(CPY_MAX_FRAMES * sizeof *fc->verify);
-        fc->segs = malloc((2 * CPY_MAX_FRAMES + 3) * sizeof *fc->segs);
+        fc->verify = malloc(s->opt.max_frames * sizeof *fc->verify);
+        fc->segs = malloc((2 * s->opt.max_frames + 3) * sizeof *fc->segs);
         if (!fc->verify || !fc->segs)
             return 0;
     }
@@ -444,7 +444,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         e->wasted = anchor == e->anchor && t->last_profiled_frame_seq == e->seq ? 0
                                                                                : e->wasted + 1;
     e->wrote = 0;
-    if (e->n && anchor != 0 && same_anchor_ok && e->since_full < REFRESH) {
+    if (e->n && !e->cut && anchor != 0 && same_anchor_ok && e->since_full < REFRESH) {
         size_t pos = 0;
         while (pos < e->n && e->frames[pos].addr != anchor)
             pos++;
@@ -458,8 +458,8 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         e->last_stop = anchor;
         int gen_asked = ask_second_copy(s, t);
         int k = pos < e->n && anchor_trusted(t, &e->frames[pos])
-                    ? cpy_stack_walk_to(&s->mem, &s->off, t, &s->stack, anchor, s->raw,
-                                        CPY_MAX_FRAMES, &prev)
+                    ? cpy_stack_walk_to(&s->mem, &s->off, t, &s->stack, anchor, s->raw, s->walk_max,
+                                        &prev)
                     : PYS_E_NOTFOUND;
         s->stack.note_from = 0;
         if (gen_asked && s->stack.second_len > 0)
@@ -480,7 +480,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         if (k > 0 && s->raw[k - 1].code == 0 && !returned)
             return PYS_E_CORRUPT;
         int ok = k > 0 && (returned || s->raw[k - 1].code == e->frames[pos].code) &&
-                 prev == below && (size_t)k + (e->n - pos - 1) <= CPY_MAX_FRAMES;
+                 prev == below && (size_t)k + (e->n - pos - 1) <= s->walk_max;
         if (ok && !returned) {
             /* Check that the anchor has not returned since the thread
              * state was read (the interpreter would then have moved it and
@@ -545,7 +545,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
     }
     if (n < 0) {
         fc->misses++;
-        n = cpy_stack_walk(&s->mem, &s->off, t, &s->stack, s->raw, CPY_MAX_FRAMES);
+        n = cpy_stack_walk(&s->mem, &s->off, t, &s->stack, s->raw, s->walk_max);
         /* A chain copied in one read shows one moment; one put together
          * from several reads is checked against a second read. A walk that
          * fails, or is torn: the caller retries, with the cache entry as it
@@ -553,12 +553,15 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         if (n < 0)
             return n;
         /* Checked as a hit's frames are (a second copy, and the anchor),
-         * even a chain copied in one read. */
+         * even a chain copied in one read. A cut chain's last frame still
+         * has the caller it was cut at. */
+        uint64_t cut = s->stack.cut;
         size_t top = prof_top_settled(s, s->raw, (size_t)n);
         size_t check = prof_thread_may_move(s, t, 0) ? (size_t)n - top : 0;
-        int r = prof_chain_rechecked(s, t, s->raw, top, top + check, 0);
+        int r = prof_chain_rechecked(s, t, s->raw, top, top + check, cut);
         hint_above_anchor(s, t, s->raw, top, top + check, (size_t)n);
-        if (r == 0 || (r < 0 && check > 0 && !prof_chain_unchanged(s, s->raw, top, top + check, 0)))
+        if (r == 0 ||
+            (r < 0 && check > 0 && !prof_chain_unchanged(s, s->raw, top, top + check, cut)))
             return PYS_E_CORRUPT;
         fc->frames_read += (uint64_t)n;
         e->since_full = 0;
@@ -570,6 +573,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         }
         memcpy(e->frames, s->raw, (size_t)n * sizeof *s->raw);
         e->n = (size_t)n;
+        e->cut = cut != 0;
     }
     /* The anchor returned: the interpreter has moved it to its caller
      * (bumping the sequence number); ours stays as it was, so that the next
@@ -581,6 +585,10 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
      * stored by prof_fcache_resolved. Anchor it at the current frame. */
     if (s->tail_start == SIZE_MAX)
         e->res_valid = 0;
+    /* A cut chain, its bottom unseen, is walked whole at each sample (a hit
+     * could not tell what lies below the cut): no anchor is worth writing. */
+    if (e->cut)
+        return n;
     /* Anchor at the top frame's caller: a hot leaf that keeps returning and
      * being called again then leaves the anchor (and the cache) in place.
      * Not at a generator's frame nor at an entry frame (next_anchor): the

@@ -28,6 +28,7 @@ void cpy_stack_release(struct cpy_stack *st)
     free(st->buf);
     free(st->frame);
     free(st->second);
+    free(st->seen);
     memset(st, 0, sizeof *st);
 }
 
@@ -528,15 +529,16 @@ int cpy_stack_copied_after(const struct cpy_stack *st, uint64_t top, uint64_t ca
 }
 
 /* Brent's cycle detection: compare each address with a checkpoint that
- * moves to the current address at every power of two steps. */
+ * moves to the current address at every power of two steps. (The walks
+ * are bounded by the frames they may keep.) */
 struct cycle {
     uint64_t checkpoint;
-    size_t power, steps, records;
+    size_t power, steps;
 };
 
 static int cycle_step(struct cycle *c, uint64_t addr)
 {
-    if (++c->records > CPY_MAX_FRAMES || addr == c->checkpoint)
+    if (addr == c->checkpoint)
         return PYS_E_TOODEEP;
     if (++c->steps == c->power) {
         c->checkpoint = addr;
@@ -546,12 +548,49 @@ static int cycle_step(struct cycle *c, uint64_t addr)
     return 0;
 }
 
+static int compare_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/*
+ * A walk that filled out[0..n), as many frames as it may, with a caller
+ * still below them (next): the chain is longer than n. Cut it above its
+ * n-th frame, keeping n - 1 (room for a marker that says so), unless it is
+ * cyclic: Brent's check meets a cycle only some steps after the chain
+ * enters it, which may be past the cut, so a chain is taken as long only if
+ * no address comes twice among the frames read and next.
+ */
+static int cut_walk(struct cpy_stack *st, const struct cpy_raw_frame *out, size_t n, uint64_t next)
+{
+    if (next % 8 != 0)
+        return PYS_E_CORRUPT;
+    if (n == 0) {
+        st->cut = next;
+        return 0;
+    }
+    uint8_t *buf = (uint8_t *)st->seen;
+    if (mem_grow_buffer(&buf, &st->seen_cap, (n + 1) * sizeof *st->seen) < 0)
+        return PYS_E_NOMEM;
+    st->seen = (uint64_t *)buf;
+    for (size_t i = 0; i < n; i++)
+        st->seen[i] = out[i].addr;
+    st->seen[n] = next;
+    qsort(st->seen, n + 1, sizeof *st->seen, compare_u64);
+    for (size_t i = 0; i < n; i++)
+        if (st->seen[i] == st->seen[i + 1])
+            return PYS_E_TOODEEP;
+    st->cut = out[n - 1].addr;
+    return (int)n - 1;
+}
+
 /* 3.8-3.10: every frame is a PyFrameObject on the heap, generators' too. */
 static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
                         struct cpy_stack *st, struct cpy_raw_frame *out, size_t max)
 {
     const struct cpy_frame_offsets *f = &o->interpreter_frame;
-    struct cycle cy = {0, 1, 0, 0};
+    struct cycle cy = {0, 1, 0};
     size_t n = 0;
     int rc;
     if ((rc = grow(&st->frame, &st->frame_cap, (size_t)f->size)) < 0)
@@ -563,6 +602,8 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
     for (uint64_t addr = t->current_frame; addr != 0;) {
         uint64_t code, prev;
         int32_t lasti;
+        if (n == max)
+            return cut_walk(st, out, n, addr);
         if ((rc = cycle_step(&cy, addr)) < 0)
             return rc;
         if (addr % 8 != 0)
@@ -579,8 +620,6 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
         if (CPY_HAS(o, interpreter_frame, executing) &&
             st->frame[f->executing] != o->traits.executing)
             return PYS_E_CORRUPT;
-        if (n == max)
-            return PYS_E_TOODEEP;
         out[n].addr = addr;
         out[n].code = code;
         out[n].instr_ptr = (uint64_t)(int64_t)lasti;
@@ -617,12 +656,13 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
                       struct cpy_stack *st, uint64_t stop, struct cpy_raw_frame *out, size_t max,
                       uint64_t *stop_prev)
 {
-    struct cycle cy = {0, 1, 0, 0};
+    struct cycle cy = {0, 1, 0};
     size_t n = 0;
     int rc;
     if (o->traits.frames == CPY_FRAMES_OBJECT)
         return PYS_E_INVAL;
     st->second_len = 0;
+    st->cut = 0;
     /* With stop outside the current chunk (an entry frame on the C stack
      * below a run of generators), the chunks are copied only once the walk
      * reaches them: a walk that stays among frames read on their own does
@@ -685,11 +725,12 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
 int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
                    struct cpy_stack *st, struct cpy_raw_frame *out, size_t max)
 {
+    st->cut = 0;
     if (o->traits.frames == CPY_FRAMES_OBJECT)
         return walk_objects(m, o, t, st, out, max);
 
     uint64_t addr = t->current_frame, last = 0;
-    struct cycle cy = {0, 1, 0, 0};
+    struct cycle cy = {0, 1, 0};
     size_t n = 0;
     int rc;
 
@@ -697,14 +738,14 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
         return rc;
     while (addr != 0) {
         const uint8_t *fb = NULL;
+        if (n == max)
+            return cut_walk(st, out, n, addr);
         if ((rc = cycle_step(&cy, addr)) < 0)
             return rc;
         if (addr % 8 != 0)
             return PYS_E_CORRUPT;
         if ((rc = frame_bytes(m, o, t, st, addr, &fb)) < 0)
             return rc;
-        if (n == max)
-            return PYS_E_TOODEEP;
         uint64_t prev = parse_frame(o, addr, fb, &out[n++]);
         last = addr;
         addr = prev;

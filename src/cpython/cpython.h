@@ -142,7 +142,7 @@ struct cpy_stack {
      * of the last one kept (where it stopped). */
     uint64_t cut;
     uint64_t *seen; /* scratch: the addresses of a cut walk, sorted */
-    size_t seen_cap;
+    size_t seen_cap; /* entries */
     /* Set by the caller: chunks older than the current one are read for
      * this walk only (the 3.15 frame cache will serve the next samples):
      * not from, nor for, the snapshot's prefetch. */

@@ -570,10 +570,13 @@ static int cut_walk(struct cpy_stack *st, const struct cpy_raw_frame *out, size_
         st->cut = next;
         return 0;
     }
-    uint8_t *buf = (uint8_t *)st->seen;
-    if (mem_grow_buffer(&buf, &st->seen_cap, (n + 1) * sizeof *st->seen) < 0)
-        return PYS_E_NOMEM;
-    st->seen = (uint64_t *)buf;
+    if (n + 1 > st->seen_cap) {
+        uint64_t *seen = realloc(st->seen, (n + 1) * sizeof *seen);
+        if (!seen)
+            return PYS_E_NOMEM;
+        st->seen = seen;
+        st->seen_cap = n + 1;
+    }
     for (size_t i = 0; i < n; i++)
         st->seen[i] = out[i].addr;
     st->seen[n] = next;

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pystrobe/pystrobe.h>
+
 #include "cpython/cpython.h"
 
 #define BASE 0x100000ull

@@ -255,10 +255,12 @@ static void remember_older(struct cpy_stack *st, uint64_t cur, int whole, uint64
  * older one up to its own top (read_older, then the rest if it is longer).
  * All of them, or (stop != 0) down to the chunk that holds stop. Older
  * chunks are read past the prefetch when st->older_once says no later walk
- * is expected to need them.
+ * is expected to need them. A whole copy (stop == 0) ends early, without an
+ * error, once `budget` bytes or CPY_MAX_CHUNKS chunks are copied: a walk
+ * that goes below them reads those frames on their own (frame_bytes).
  */
 static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_stack *st,
-                       uint64_t stop)
+                       uint64_t stop, size_t budget)
 {
     uint64_t addr = t->datastack_chunk;
     size_t used = 0, nahead = 0, ahead_end = 0, nolder = 0;
@@ -273,6 +275,8 @@ static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_sta
         uint64_t size, prev, len = 0;
         int quiet = !current && st->older_once;
         size_t at = used, have = 0;
+        if (stop == 0 && (used >= budget || st->nchunks == CPY_MAX_CHUNKS))
+            break;
         if (st->nchunks == CPY_MAX_CHUNKS)
             return PYS_E_TOODEEP;
         if (current && t->datastack_top > addr + CHUNK_HEADER &&
@@ -697,7 +701,7 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
             return PYS_E_NOTFOUND;
         if (lazy && on_data_stack(t, st, addr)) {
             size_t regions = st->regions, direct = st->direct;
-            if ((rc = copy_chunks(m, t, st, stop)) < 0)
+            if ((rc = copy_chunks(m, t, st, stop, SIZE_MAX)) < 0)
                 return rc;
             st->regions += regions;
             st->direct = direct;
@@ -737,7 +741,15 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
     size_t n = 0;
     int rc;
 
-    if ((rc = copy_chunks(m, t, st, 0)) < 0)
+    /* The chunks that hold the frames the walk may keep, at four times the
+     * smallest frame each (a frame with some 30 local variables and stack
+     * slots; the default limit's stays inside the snapshot's prefetch): a
+     * stack much deeper than that (cut) is not copied whole at each walk,
+     * and never fails for its depth alone. Frames beyond are read a page at
+     * a time. */
+    size_t per = 4 * (size_t)(o->interpreter_frame.size ? o->interpreter_frame.size : 1);
+    size_t budget = max < CPY_MAX_CHUNK_BYTES / 2 / per ? max * per : CPY_MAX_CHUNK_BYTES / 2;
+    if ((rc = copy_chunks(m, t, st, 0, budget)) < 0)
         return rc;
     while (addr != 0) {
         const uint8_t *fb = NULL;

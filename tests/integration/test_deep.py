@@ -44,9 +44,9 @@ CALL_DOWN = line_of("return down(n - 1)")
 CALL_SPIN = line_of("return spin()")
 
 
-def start(spawn, target, wiggle=0):
+def start(spawn, target, wiggle=0, depth=DEPTH):
     script = target.stage(WORKLOAD)
-    p = spawn(target.argv + ["-B", script, str(DEPTH), str(wiggle)], stdout=subprocess.PIPE)
+    p = spawn(target.argv + ["-B", script, str(depth), str(wiggle)], stdout=subprocess.PIPE)
     assert wait_ready(p) == "ready"
     return p
 
@@ -112,6 +112,22 @@ def test_deep_stack_is_cut(pystrobe, spawn, tmp_path, case):
         assert frames[0] == "<truncated>", frames[:3]
         bottom = check_leaf(frames)
         assert bottom == len(frames) - 2
+        assert all(name_line(f) == ("down", CALL_DOWN) for f in frames[1:bottom]), frames[:5]
+
+
+@pytest.mark.parametrize("case", MOVING, ids=case_id)
+def test_very_deep_stack_is_cut(pystrobe, spawn, tmp_path, case):
+    """200,000 calls deep: more data stack than pystrobe reads for one
+    thread (3.11+). The walk copies only the part that holds the frames it
+    may keep, so the stack is cut as a shallower one is."""
+    target, flags = case
+    p = start(spawn, target, depth=200000)
+    err, stacks = record(pystrobe, p.pid, tmp_path, *flags)
+    samples, failed, t = summary(err)
+    assert t and failed * 4 <= samples, err
+    for frames, _ in stacks:
+        assert len(frames) == DEFAULT_MAX and frames[0] == "<truncated>", len(frames)
+        bottom = check_leaf(frames)
         assert all(name_line(f) == ("down", CALL_DOWN) for f in frames[1:bottom]), frames[:5]
 
 

@@ -347,6 +347,46 @@ static void test_walk_in_chunk(void **state)
     free(im);
 }
 
+/* A whole walk copies the data stack only as far as the frames it may keep
+ * need (four smallest frames each): below that, frames are read on their
+ * own, and the walk is the same. */
+static void test_walk_copy_budget(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    struct cpy_raw_frame f[4096];
+    uint8_t ts[4096];
+    struct cpy_thread t;
+    struct cpy_stack st;
+    build(im);
+    size_t fsize = (size_t)im->o.interpreter_frame.size;
+    /* The current chunk's used part is past the budget of a 16-frame walk;
+     * its top frame's caller is in the older chunk, whose caller is the
+     * heap's A_FRAME(1). */
+    uint64_t older = CHUNK + 0x4000, fa = CHUNK + 24 + 16 * 4 * fsize, fb = older + 24;
+    put64(im, CHUNK, older);
+    put64(im, CHUNK + 8, CHUNK_SIZE);
+    put_chunk(im, older, 0);
+    put_frame(im, fa, fb, 5, 0);
+    put_frame(im, fb, A_FRAME(1), 4, 0);
+    put_current(im, CHUNK, fa);
+    for (int k = 0; k < 2; k++) {
+        size_t max = k == 0 ? 16 : 4096;
+        memset(&st, 0, sizeof st);
+        assert_int_equal(cpy_thread_read(&im->mem, &im->o, &im->sym, A_TSTATE, ts, &t), 0);
+        assert_int_equal(cpy_stack_walk(&im->mem, &im->o, &t, &st, f, max), 5);
+        assert_int_equal(f[0].addr, fa);
+        assert_int_equal(f[1].addr, fb);
+        assert_int_equal(f[2].addr, A_FRAME(1));
+        assert_int_equal(f[4].addr, A_BASE);
+        assert_int_equal(st.cut, 0);
+        /* 16 frames: the current chunk alone; 4096: both. */
+        assert_int_equal(st.nchunks, k == 0 ? 1 : 2);
+        cpy_stack_release(&st);
+    }
+    free(im);
+}
+
 /* The top frame counts as copied after its caller only when both come from
  * one chunk copy, the top above: not when the caller was read elsewhere. */
 static void test_walk_copied_after(void **state)
@@ -761,7 +801,7 @@ int main(void)
         cmocka_unit_test(test_walk_in_chunk),    cmocka_unit_test(test_walk_window),
         cmocka_unit_test(test_walk_to_older_chunk),
         cmocka_unit_test(test_walk_reads_ahead), cmocka_unit_test(test_walk_guesses_older),
-        cmocka_unit_test(test_walk_copied_after),
+        cmocka_unit_test(test_walk_copied_after), cmocka_unit_test(test_walk_copy_budget),
         cmocka_unit_test(test_walk_to_second_copy),
         cmocka_unit_test(test_code_checks),
         cmocka_unit_test(test_code_rechecked),      cmocka_unit_test(test_unicode),

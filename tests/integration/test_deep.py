@@ -151,16 +151,18 @@ def test_deep_stack_whole_with_max_frames(pystrobe, spawn, tmp_path, case):
 @pytest.mark.parametrize("case", MOVING, ids=case_id)
 def test_deep_stack_with_moving_top(pystrobe, spawn, tmp_path, case):
     """The top moves all the time: each stack is still its innermost frames
-    over <truncated>, one fewer when the top frame was caught before its
-    first instruction (not shown); with the limit raised, the whole stack
-    (on 3.15 through the frame cache's hits, unless --read-only)."""
+    over <truncated>, with fewer shown when frames at the top were read
+    after they had returned or before their first instruction (left out, as
+    in any stack); with the limit raised, the whole stack (on 3.15 through
+    the frame cache's hits, unless --read-only)."""
     target, flags = case
-    p = start(spawn, target, wiggle=50)
+    wiggle = 50
+    p = start(spawn, target, wiggle=wiggle)
     err, stacks = record(pystrobe, p.pid, tmp_path, *flags)
     samples, failed, t = summary(err)
     assert t and failed * 4 <= samples, err
     for frames, _ in stacks:
-        assert DEFAULT_MAX - 1 <= len(frames) <= DEFAULT_MAX, len(frames)
+        assert DEFAULT_MAX - 1 - wiggle <= len(frames) <= DEFAULT_MAX, len(frames)
         assert frames[0] == "<truncated>"
         bottom = check_leaf(frames)
         assert all(name_line(f) == ("down", CALL_DOWN) for f in frames[1:bottom]), frames[:5]

@@ -118,7 +118,8 @@ struct prof_fcache_entry {
     uint32_t wasted;              /* anchors written in a row that were gone by the next */
     uint32_t skipped;             /* writes skipped meanwhile */
     uint64_t last_stop;           /* the anchor the last walk went down to */
-    int cut;                      /* frames is cut at walk_max: not a chain to reuse */
+    uint64_t cut;                 /* frames is cut (at walk_max - 1): the caller of its
+                                   * last frame; 0 = the whole chain */
 };
 
 #define PROF_RES_FRAME 0      /* a Python frame: res holds it */
@@ -296,6 +297,9 @@ struct pys_session {
      * (SIZE_MAX when none did). */
     struct prof_fcache_entry *walk_entry;
     size_t tail_start;
+    /* ... and where its chain was cut: the caller of its last frame, or 0
+     * for a whole chain. */
+    uint64_t walk_cut;
     /* mem.stats.reads just before the current thread's state was read: if
      * still the same after its walk, the state and the frames all came from
      * the snapshot's one batched read. */

@@ -20,7 +20,12 @@
  * cached one (code object and caller), and every REFRESH samples, which
  * bounds how long a chain could stay wrong if the target moved between
  * pystrobe's read and its write of the anchor. Only chains that reached the
- * base frame are cached. An anchor caught returning (the current frame, read
+ * base frame are cached, and chains cut at max_frames (their bottom unseen;
+ * what lies below the anchor is as unchanged as in a whole chain): a hit on
+ * one keeps it cut as a walk would, the frames above the anchor and as many
+ * of the cached ones as fit; one whose frames no longer fill it (the stack
+ * above the anchor shrank: frames below the cut would show) is a miss. An
+ * anchor caught returning (the current frame, read
  * with its code object cleared) is a hit too: the stack it returned to is
  * the cached chain below it (anchor_returned).
  *
@@ -444,7 +449,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         e->wasted = anchor == e->anchor && t->last_profiled_frame_seq == e->seq ? 0
                                                                                : e->wasted + 1;
     e->wrote = 0;
-    if (e->n && !e->cut && anchor != 0 && same_anchor_ok && e->since_full < REFRESH) {
+    if (e->n && anchor != 0 && same_anchor_ok && e->since_full < REFRESH) {
         size_t pos = 0;
         while (pos < e->n && e->frames[pos].addr != anchor)
             pos++;
@@ -471,7 +476,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
          * reads the thread again; the cache is kept. */
         if (k == PYS_E_EXITED || k == PYS_E_NOMEM || k == PYS_E_CORRUPT || k == PYS_E_BADADDR)
             return k;
-        uint64_t below = pos + 1 < e->n ? e->frames[pos + 1].addr : 0;
+        uint64_t below = pos + 1 < e->n ? e->frames[pos + 1].addr : e->cut;
         returned = k == 1 && anchor_returned(s, e, pos, prev, below);
         /* Read with its code object cleared, the anchor has returned since
          * the thread state was read (that state is out of date), or a frame
@@ -479,8 +484,16 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
          * have moved the anchor to the caller. */
         if (k > 0 && s->raw[k - 1].code == 0 && !returned)
             return PYS_E_CORRUPT;
+        /* The cached frames below the anchor that follow the k read: all
+         * of them, or for a cut chain as many as fill it again (at least
+         * one, and its frames must fill it). */
+        size_t rest = pos < e->n ? e->n - pos - 1 : 0, take = rest;
+        if (e->cut && k > 0)
+            take = (size_t)k + rest >= s->walk_max - 1 && (size_t)k < s->walk_max - 1
+                       ? s->walk_max - 1 - (size_t)k
+                       : 0;
         int ok = k > 0 && (returned || s->raw[k - 1].code == e->frames[pos].code) &&
-                 prev == below && (size_t)k + (e->n - pos - 1) <= s->walk_max;
+                 prev == below && (e->cut ? take > 0 : (size_t)k + rest <= s->walk_max);
         if (ok && !returned) {
             /* Check that the anchor has not returned since the thread
              * state was read (the interpreter would then have moved it and
@@ -515,20 +528,23 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         }
         if (ok) {
             /* The cached tail (and what it resolved to) moves, in place, to
-             * follow the k frames just read; most often it is already there. */
-            size_t rest = e->n - pos - 1;
-            n = k + (int)rest;
+             * follow the k frames just read; most often it is already there.
+             * A cut chain is cut again above the first cached frame left. */
+            if (take < rest)
+                e->cut = e->frames[pos + 1 + take].addr;
+            n = k + (int)take;
             if (reserve_entry(e, (size_t)n) < 0) {
                 e->n = 0;
                 return PYS_E_NOMEM;
             }
             if ((size_t)k != pos + 1) {
-                memmove(e->frames + k, e->frames + pos + 1, rest * sizeof *e->frames);
-                memmove(e->res + k, e->res + pos + 1, rest * sizeof *e->res);
-                memmove(e->res_kind + k, e->res_kind + pos + 1, rest);
+                memmove(e->frames + k, e->frames + pos + 1, take * sizeof *e->frames);
+                memmove(e->res + k, e->res + pos + 1, take * sizeof *e->res);
+                memmove(e->res_kind + k, e->res_kind + pos + 1, take);
             }
             memcpy(e->frames, s->raw, (size_t)k * sizeof *s->raw);
             e->n = (size_t)n;
+            s->walk_cut = e->cut;
             if (e->res_valid)
                 s->tail_start = (size_t)k;
             /* Full hit: our anchor still in place and at most the top frame
@@ -537,7 +553,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
                 fc->hits++;
             else
                 fc->partial_hits++;
-            fc->frames_cached += rest;
+            fc->frames_cached += take;
             fc->frames_read += (uint64_t)k;
             e->since_full++;
             hit = 1;
@@ -573,7 +589,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         }
         memcpy(e->frames, s->raw, (size_t)n * sizeof *s->raw);
         e->n = (size_t)n;
-        e->cut = cut != 0;
+        e->cut = s->walk_cut = cut;
     }
     /* The anchor returned: the interpreter has moved it to its caller
      * (bumping the sequence number); ours stays as it was, so that the next
@@ -585,10 +601,6 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
      * stored by prof_fcache_resolved. Anchor it at the current frame. */
     if (s->tail_start == SIZE_MAX)
         e->res_valid = 0;
-    /* A cut chain, its bottom unseen, is walked whole at each sample (a hit
-     * could not tell what lies below the cut): no anchor is worth writing. */
-    if (e->cut)
-        return n;
     /* Anchor at the top frame's caller: a hot leaf that keeps returning and
      * being called again then leaves the anchor (and the cache) in place.
      * Not at a generator's frame nor at an entry frame (next_anchor): the

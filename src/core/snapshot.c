@@ -81,7 +81,7 @@ static void add_marker(struct pys_session *s, int kind)
  * Shim frames become one <native> marker per run of them (with the native
  * option); a <GC> marker goes directly above the frame that started a running
  * collection, in place of a <native> in the same gap. A chain the walk cut
- * (s->stack.cut) ends with a <truncated> marker. Returns the number of
+ * (s->walk_cut) ends with a <truncated> marker. Returns the number of
  * frames added, or an error (the frames added are dropped).
  */
 /* The contiguous stretch of data stack holding addr, [lo, hi): the thread's
@@ -264,7 +264,7 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
         s->res.frames[s->res.nframes++] = *res;
     }
     read_opcodes(s, nops);
-    if (s->stack.cut) {
+    if (s->walk_cut) {
         /* C code between the frames kept and the next ones, which are not. */
         if (pending_native && s->opt.native && s->res.nframes > start)
             add_marker(s, PYS_FRAME_NATIVE);
@@ -483,6 +483,7 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
         }
         s->walk_entry = NULL;
         s->tail_start = SIZE_MAX;
+        s->walk_cut = 0;
         if (s->use_fcache) {
             rc = prof_fcache_walk(s, &cur);
         } else {
@@ -498,7 +499,7 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
              * and it stays as it is while frames sit on it. A cut chain's
              * last frame is not that bottom: it keeps the caller it was cut
              * at. */
-            uint64_t cut = s->stack.cut;
+            uint64_t cut = s->walk_cut = s->stack.cut;
             size_t end = !cut && n > top + 1 && s->raw[n - 1].shim ? n - 1 : n;
             uint64_t last_prev = cut ? cut : end < n ? s->raw[n - 1].addr : 0;
             put_off = 0;

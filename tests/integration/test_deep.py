@@ -55,8 +55,8 @@ def record(pystrobe, pid, tmp_path, *flags):
     """pystrobe attach for a second: its stderr and the collapsed stacks of
     the deep thread (those with `down` in them), root first, tid left out."""
     out = tmp_path / "collapsed.txt"
-    r = run_pystrobe(pystrobe, "attach", "-r", "200", "-d", "1", "--collapsed", "-o", out,
-                     *flags, pid)
+    r = run_pystrobe(pystrobe, "attach", "-r", "200", "-d", "1", "--stats", "--collapsed",
+                     "-o", out, *flags, pid)
     err = r.stderr.decode(errors="replace")
     assert r.returncode == 0, err
     stacks = []
@@ -106,6 +106,10 @@ def test_deep_stack_is_cut(pystrobe, spawn, tmp_path, case):
     # Every sample has the deep thread, cut; a read of the stack does not
     # race with a leaf that only loops.
     assert failed * 4 <= samples and samples - failed <= int(t.group(1)) <= samples, err
+    if target.version >= (3, 15) and "--read-only" not in flags:
+        # The cut chain is cached: the stack does not move below the top.
+        m = re.search(r"frame cache: +(\d+) full hits, (\d+) partial hits, (\d+) misses", err)
+        assert m and int(m.group(1)) > int(m.group(3)), err
     for frames, _ in stacks:
         # The innermost DEFAULT_MAX - 1 frames, all of the recursion, exactly.
         assert len(frames) == DEFAULT_MAX, (len(frames), frames[:3], frames[-3:])
@@ -208,3 +212,36 @@ def test_max_frames_out_of_range(pystrobe, args):
     r = run_pystrobe(pystrobe, *args, "1")
     assert r.returncode == 2
     assert b"bad --max-frames" in r.stderr and b"(16 to 1000000)" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("case", MOVING, ids=case_id)
+def test_stack_moving_across_the_limit(pystrobe, spawn, tmp_path, case):
+    """A limit the moving top keeps crossing: each stack is either whole or
+    cut (below the recursion, or inside it), and a cut one is filled to the
+    limit again when the top shrinks back (on 3.15 the frame cache must not
+    keep a cut tail that no longer reaches it: frames below the cut would
+    show now). Frames read after they had returned, at the top, are left
+    out as in any stack: a few short stacks, not most."""
+    target, flags = case
+    wiggle, limit = 200, DEPTH + 100
+    p = start(spawn, target, wiggle=wiggle)
+    err, stacks = record(pystrobe, p.pid, tmp_path, "--max-frames", limit, *flags)
+    samples, failed, t = summary(err)
+    assert t and failed * 4 <= samples, err
+    cut = short = whole = 0
+    for frames, count in stacks:
+        bottom = check_leaf(frames)
+        if frames[0] == "<truncated>":
+            assert limit - 1 - wiggle <= len(frames) <= limit, len(frames)
+            # Root first: the rest of threading's frames, if any, then the
+            # recursion.
+            rest = [f for f in frames[1:bottom] if "threading.py" not in f]
+            assert frames[1:bottom][len(frames[1:bottom]) - len(rest):] == rest
+            assert all(name_line(f) == ("down", CALL_DOWN) for f in rest)
+            cut += count
+            # Up to a few records kept are entry frames, not shown.
+            short += count if len(frames) < limit - 4 else 0
+        else:
+            assert sum(name_line(f)[0] == "down" for f in frames) == DEPTH + 1
+            whole += count
+    assert cut > 0 and whole > 0 and short * 4 <= cut, (cut, short, whole)

@@ -140,7 +140,8 @@ struct prof_fcache {
 
 struct pys_session;
 /* Walk thread t into s->raw using and refreshing the cache; returns the
- * number of raw frames or an error, as cpy_stack_walk. */
+ * number of raw frames or an error, as cpy_stack_walk, and sets
+ * s->walk_cut for a chain cut at s->walk_max. */
 int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t);
 /*
  * Did the walk just made see one moment of the target? prof_walk_one_moment:

@@ -25,9 +25,9 @@
  * one keeps it cut as a walk would, the frames above the anchor and as many
  * of the cached ones as fit; one whose frames no longer fill it (the stack
  * above the anchor shrank: frames below the cut would show) is a miss. An
- * anchor caught returning (the current frame, read
- * with its code object cleared) is a hit too: the stack it returned to is
- * the cached chain below it (anchor_returned).
+ * anchor caught returning (the current frame, read with its code object
+ * cleared) is a hit too: the stack it returned to is the cached chain below
+ * it (anchor_returned).
  *
  * The sequence number guards the one case where the anchor's address alone
  * could mislead: the anchor we wrote, still in place, must come with the

@@ -75,6 +75,9 @@ PYS_EXTERN const char *pys_strerror(int code);
  * past its memory bound had no room for, under the deepest caller it had
  * (pys_profile_set_max_memory). */
 #define PYS_FRAME_FOLDED 3
+/* "<truncated>": the stack goes on below the frames pys_options.max_frames
+ * keeps; always last. */
+#define PYS_FRAME_TRUNCATED 4
 
 struct pys_frame {
     const char *filename; /* co_filename */
@@ -147,7 +150,17 @@ struct pys_options {
      * is the last one read too. Not with opcodes (another thread may
      * rewrite an instruction) and not over several interpreters. */
     int reuse_idle;
+    /* The most frames one thread's stack is given (0: PYS_MAX_FRAMES_DEFAULT;
+     * else PYS_MAX_FRAMES_MIN to PYS_MAX_FRAMES_MAX, or attach fails with
+     * PYS_E_INVAL). A stack of more frame records (Python frames and the
+     * interpreter's entry frames) keeps its innermost max_frames - 1 and
+     * ends with a PYS_FRAME_TRUNCATED marker. Scratch memory grows with it. */
+    size_t max_frames;
 };
+
+#define PYS_MAX_FRAMES_DEFAULT 8192
+#define PYS_MAX_FRAMES_MIN 16
+#define PYS_MAX_FRAMES_MAX 1000000
 
 typedef struct pys_session pys_session;
 
@@ -251,6 +264,8 @@ struct pys_profile_info {
     uint64_t duration_ns;   /* wall time sampled */
     uint64_t samples;       /* snapshots taken */
     uint64_t failed;        /* snapshots in which a thread could not be read */
+    uint64_t truncated;     /* snapshots in which a stack ended with PYS_FRAME_TRUNCATED */
+    uint64_t max_frames;    /* the frames a stack was given (pys_options.max_frames) */
     uint64_t missed;        /* deadlines passed without a snapshot */
     const char *mode;       /* "wall", "cpu", "gil", "exception" */
     uint64_t folded;        /* set by the profile: samples folded past its memory bound */

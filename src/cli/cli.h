@@ -5,6 +5,8 @@
 #ifndef PYSTROBE_CLI_H
 #define PYSTROBE_CLI_H
 
+#include <stddef.h>
+
 /* Exit statuses, documented in docs/cli.md. */
 enum cli_exit {
     CLI_OK = 0,
@@ -31,6 +33,9 @@ void cli_bad_option(int c, char **argv, const struct option *longopts);
 
 /* Parse a process id; -1 if s is not one. */
 int cli_parse_pid(const char *s);
+/* Parse --max-frames N into *out; -1 if s is not a number in the
+ * library's range (PYS_MAX_FRAMES_MIN to PYS_MAX_FRAMES_MAX). */
+int cli_parse_max_frames(const char *s, size_t *out);
 
 int cli_dump(int argc, char **argv);
 /* `run` (attach == 0) and `attach` (attach == 1). */

@@ -1,5 +1,5 @@
 /*
- * dump: `pystrobe dump [--json] PID`: attach, take one snapshot, print every
+ * dump: `pystrobe dump [--json] [--max-frames N] PID`: attach, take one snapshot, print every
  * interpreter's threads and their stacks, most recent call last, as a
  * traceback does (or as one JSON document, docs/cli.md).
  */
@@ -13,7 +13,10 @@
 #include "cli/cli.h"
 #include "output/json.h"
 
-static const char DUMP_USAGE[] = "usage: pystrobe dump [--json] PID\n";
+static const char DUMP_USAGE[] =
+    "usage: pystrobe dump [--json] [--max-frames N] PID\n"
+    "  --max-frames N   frames kept of a stack, 16 to 1000000 (default 8192): a deeper\n"
+    "                   one keeps its innermost N-1 over a <truncated> frame\n";
 
 /* Text from the target on a terminal: control characters escaped. */
 static void put_text(FILE *f, const char *s)
@@ -35,7 +38,8 @@ static void put_num(FILE *f, int32_t v)
         fprintf(f, "%d", (int)v);
 }
 
-static void print_text(FILE *f, const pys_session *s, const struct pys_snapshot *snap)
+static void print_text(FILE *f, const pys_session *s, const struct pys_snapshot *snap,
+                       size_t max_frames)
 {
     fprintf(f, "Process %d: Python %s (", pys_session_pid(s), pys_session_python_version_text(s));
     put_text(f, pys_session_image_path(s));
@@ -79,6 +83,13 @@ static void print_text(FILE *f, const pys_session *s, const struct pys_snapshot 
                 fputs("    (no Python frames)\n", f);
             for (size_t n = t->nframes; n-- > 0;) {
                 const struct pys_frame *fr = &t->frames[n];
+                if (fr->kind == PYS_FRAME_TRUNCATED) {
+                    fprintf(f,
+                            "    <truncated> (stack deeper than %zu frames: its outermost "
+                            "calls are left out; --max-frames)\n",
+                            max_frames);
+                    continue;
+                }
                 fputs("    File \"", f);
                 put_text(f, fr->filename);
                 fputs("\", line ", f);
@@ -203,9 +214,18 @@ static void test_delay(void)
 int cli_dump(int argc, char **argv)
 {
     int json = 0, pid = -1;
+    size_t max_frames = PYS_MAX_FRAMES_DEFAULT;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             json = 1;
+        } else if (strcmp(argv[i], "--max-frames") == 0) {
+            if (i + 1 == argc || cli_parse_max_frames(argv[i + 1], &max_frames) < 0) {
+                fprintf(stderr, "pystrobe: bad --max-frames '%s' (%d to %d)\n%s",
+                        i + 1 < argc ? argv[i + 1] : "", PYS_MAX_FRAMES_MIN, PYS_MAX_FRAMES_MAX,
+                        DUMP_USAGE);
+                return CLI_USAGE;
+            }
+            i++;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             fputs(DUMP_USAGE, stdout);
             return CLI_OK;
@@ -227,7 +247,7 @@ int cli_dump(int argc, char **argv)
         fprintf(stderr, "pystrobe: dump needs a process id\n%s", DUMP_USAGE);
         return CLI_USAGE;
     }
-    struct pys_options opt = {.cpu_state = 1};
+    struct pys_options opt = {.cpu_state = 1, .max_frames = max_frames};
     pys_session *s = NULL;
     char err[512];
     int rc = pys_session_attach(&s, pid, &opt, err, sizeof err);
@@ -251,7 +271,7 @@ int cli_dump(int argc, char **argv)
     if (json)
         print_json(stdout, s, snap);
     else
-        print_text(stdout, s, snap);
+        print_text(stdout, s, snap, max_frames);
     pys_session_free(s);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         perror("pystrobe: writing the dump");

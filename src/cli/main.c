@@ -22,7 +22,8 @@ static const char USAGE[] =
     "                      run a program and profile it (pystrobe run --help)\n"
     "  attach [options] PID\n"
     "                      profile a running process until it exits or Ctrl-C\n"
-    "  dump [--json] PID   print every thread's Python stack of a running process\n"
+    "  dump [--json] [--max-frames N] PID\n"
+    "                      print every thread's Python stack of a running process\n"
     "  help                this text\n"
     "  version             pystrobe's version\n"
     "\n"
@@ -98,6 +99,17 @@ int cli_parse_pid(const char *s)
     if (errno || end == s || *end != '\0' || v <= 0 || v > INT_MAX)
         return -1;
     return (int)v;
+}
+
+int cli_parse_max_frames(const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v < PYS_MAX_FRAMES_MIN || v > PYS_MAX_FRAMES_MAX)
+        return -1;
+    *out = (size_t)v;
+    return 0;
 }
 
 int main(int argc, char **argv)

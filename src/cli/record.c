@@ -40,7 +40,8 @@ int cli_record(int argc, char **argv, int attach)
                               .native = r.native,
                               .gc = r.gc,
                               .frame_cache = !r.read_only,
-                              .reuse_idle = !r.every_thread};
+                              .reuse_idle = !r.every_thread,
+                              .max_frames = r.max_frames};
     prctl(PR_SET_TIMERSLACK, 1UL);
     rec_signals_install();
     /* Before anything starts: a profile that cannot be written is not taken. */
@@ -94,6 +95,7 @@ int cli_record(int argc, char **argv, int attach)
     info->python_version = pys_session_python_version(s);
     info->interval_ns = r.interval_ns;
     info->mode = rec_mode_names[r.mode];
+    info->max_frames = r.max_frames ? r.max_frames : PYS_MAX_FRAMES_DEFAULT;
 
     struct rec_sessions ss = {.v = {s}, .n = 1, .opt = &opt};
     enum end why = rec_sample_loop(&r, &ss, prof, &unmatched);

@@ -32,6 +32,7 @@ struct rec {
     int main_only;
     enum mode mode;
     int native, gc, realtime, stats, tid, read_only, every_thread;
+    size_t max_frames; /* 0 = the library's default */
     enum format format;
     const char *output;
     int sort;

@@ -265,7 +265,7 @@ enum end rec_sample_loop(const struct rec *r, struct rec_sessions *ss, pys_profi
         if (rc < 0) {
             info->failed++;
         } else {
-            int failed = 0, stacks = 0, kept = 0;
+            int failed = 0, stacks = 0, kept = 0, truncated = 0;
             for (size_t i = 0; i < snap->ninterps; i++) {
                 const struct pys_interp *in = &snap->interps[i];
                 for (size_t k = 0; k < in->nthreads; k++) {
@@ -277,6 +277,7 @@ enum end rec_sample_loop(const struct rec *r, struct rec_sessions *ss, pys_profi
                     if (t->nframes == 0)
                         continue;
                     stacks++;
+                    truncated |= t->frames[t->nframes - 1].kind == PYS_FRAME_TRUNCATED;
                     if (!thread_matches(r, t))
                         continue;
                     kept++;
@@ -289,6 +290,7 @@ enum end rec_sample_loop(const struct rec *r, struct rec_sessions *ss, pys_profi
             }
             info->failed += (uint64_t)failed;
             *unmatched += stacks > 0 && kept == 0;
+            info->truncated += (uint64_t)truncated;
         }
         uint64_t dt = t1 - t0;
         tm.n++;

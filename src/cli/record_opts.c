@@ -99,6 +99,8 @@ static const char RUN_USAGE[] =
     "      --max-memory SIZE     bound the profile's memory: 64M, 1G (default 512M; 0: none).\n"
     "                            Past it samples are still counted, new stacks folded\n"
     "                            into their deepest known caller\n"
+    "      --max-frames N        frames kept of a stack, 16 to 1000000 (default 8192):\n"
+    "                            a deeper one keeps its innermost N-1 over <truncated>\n"
     "Output:\n"
     "      --pstats              a table on stdout, or with -o a file pstats.Stats loads\n"
     "                            (the default)\n"
@@ -127,6 +129,7 @@ enum {
     OPT_EVERY_THREAD,
     OPT_DETACH,
     OPT_MAX_MEMORY,
+    OPT_MAX_FRAMES,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -151,6 +154,7 @@ static const struct option LONG_OPTS[] = {
     {"read-every-thread", no_argument, NULL, OPT_EVERY_THREAD},
     {"detach", no_argument, NULL, OPT_DETACH},
     {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
+    {"max-frames", required_argument, NULL, OPT_MAX_FRAMES},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -264,6 +268,11 @@ int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
             r->max_memory = (uint64_t)v;
             break;
         }
+        case OPT_MAX_FRAMES:
+            if (cli_parse_max_frames(optarg, &r->max_frames) < 0)
+                return usage_error("bad --max-frames '%s' (%d to %d)", optarg, PYS_MAX_FRAMES_MIN,
+                                   PYS_MAX_FRAMES_MAX);
+            break;
         case OPT_SORT:
             r->sort = out_pstats_sort_parse(optarg);
             if (r->sort < 0)

@@ -284,6 +284,9 @@ void rec_print_summary(const struct pys_profile_info *info, double rate_hz)
             info->samples ? 100.0 * (double)info->failed / (double)info->samples : 0.0);
     fprintf(stderr, "Missed samples: %llu (%.2f%%)\n", (unsigned long long)info->missed,
             expected ? 100.0 * (double)info->missed / (double)expected : 0.0);
+    if (info->truncated > 0)
+        fprintf(stderr, "Truncated samples: %llu (stacks deeper than %llu frames; --max-frames)\n",
+                (unsigned long long)info->truncated, (unsigned long long)info->max_frames);
 }
 
 void rec_print_folded(const pys_profile *p, uint64_t max_memory)

@@ -120,6 +120,8 @@ struct prof_fcache_entry {
     uint32_t wasted;              /* anchors written in a row that were gone by the next */
     uint32_t skipped;             /* writes skipped meanwhile */
     uint64_t last_stop;           /* the anchor the last walk went down to */
+    uint64_t cut;                 /* frames is cut (at walk_max - 1): the caller of its
+                                   * last frame; 0 = the whole chain */
 };
 
 #define PROF_RES_FRAME 0      /* a Python frame: res holds it */
@@ -140,7 +142,8 @@ struct prof_fcache {
 
 struct pys_session;
 /* Walk thread t into s->raw using and refreshing the cache; returns the
- * number of raw frames or an error, as cpy_stack_walk. */
+ * number of raw frames or an error, as cpy_stack_walk, and sets
+ * s->walk_cut for a chain cut at s->walk_max. */
 int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t);
 /*
  * Did the walk just made see one moment of the target? prof_walk_one_moment:
@@ -283,6 +286,7 @@ struct pys_session {
 
     struct prof_intern strings;
     const char *marker_file, *marker_native, *marker_gc; /* interned "~", "<native>", "<GC>" */
+    const char *marker_truncated;                        /* "<truncated>" */
     struct prof_codecache codes;
     struct prof_fcache fcache;
     int use_fcache;          /* opt.frame_cache and the target has the anchor (3.15+) */
@@ -298,12 +302,18 @@ struct pys_session {
     struct cpy_stack stack;
     uint8_t *tsbuf;
     struct cpy_raw_frame *raw;
+    /* The frame records a walk may read: opt.max_frames (a longer chain
+     * keeps one less, and a <truncated> marker below them). */
+    size_t walk_max;
     /* The walk just made: the cache entry it used (whose frames are then the
      * chain; raw holds only the frames read), and the index from which the
      * chain's frames came from the cache, their resolutions with them
      * (SIZE_MAX when none did). */
     struct prof_fcache_entry *walk_entry;
     size_t tail_start;
+    /* ... and where its chain was cut: the caller of its last frame, or 0
+     * for a whole chain. */
+    uint64_t walk_cut;
     /* mem.stats.reads just before the current thread's state was read: if
      * still the same after its walk, the state and the frames all came from
      * the snapshot's one batched read. */

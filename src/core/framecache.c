@@ -20,9 +20,14 @@
  * cached one (code object and caller), and every REFRESH samples, which
  * bounds how long a chain could stay wrong if the target moved between
  * pystrobe's read and its write of the anchor. Only chains that reached the
- * base frame are cached. An anchor caught returning (the current frame, read
- * with its code object cleared) is a hit too: the stack it returned to is
- * the cached chain below it (anchor_returned).
+ * base frame are cached, and chains cut at max_frames (their bottom unseen;
+ * what lies below the anchor is as unchanged as in a whole chain): a hit on
+ * one keeps it cut as a walk would, the frames above the anchor and as many
+ * of the cached ones as fit; one whose frames no longer fill it (the stack
+ * above the anchor shrank: frames below the cut would show) is a miss. An
+ * anchor caught returning (the current frame, read with its code object
+ * cleared) is a hit too: the stack it returned to is the cached chain below
+ * it (anchor_returned).
  *
  * The sequence number guards the one case where the anchor's address alone
  * could mislead: the anchor we wrote, still in place, must come with the
@@ -97,8 +102,8 @@ static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_th
     const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
     struct prof_fcache *fc = &s->fcache;
     if (!fc->verify) {
-        fc->verify = malloc(CPY_MAX_FRAMES * sizeof *fc->verify);
-        fc->segs = malloc((2 * CPY_MAX_FRAMES + 3) * sizeof *fc->segs);
+        fc->verify = malloc(s->opt.max_frames * sizeof *fc->verify);
+        fc->segs = malloc((2 * s->opt.max_frames + 3) * sizeof *fc->segs);
         if (!fc->verify || !fc->segs)
             return 0;
     }
@@ -458,8 +463,8 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         e->last_stop = anchor;
         int gen_asked = ask_second_copy(s, t);
         int k = pos < e->n && anchor_trusted(t, &e->frames[pos])
-                    ? cpy_stack_walk_to(&s->mem, &s->off, t, &s->stack, anchor, s->raw,
-                                        CPY_MAX_FRAMES, &prev)
+                    ? cpy_stack_walk_to(&s->mem, &s->off, t, &s->stack, anchor, s->raw, s->walk_max,
+                                        &prev)
                     : PYS_E_NOTFOUND;
         s->stack.note_from = 0;
         if (gen_asked && s->stack.second_len > 0)
@@ -471,7 +476,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
          * reads the thread again; the cache is kept. */
         if (k == PYS_E_EXITED || k == PYS_E_NOMEM || k == PYS_E_CORRUPT || k == PYS_E_BADADDR)
             return k;
-        uint64_t below = pos + 1 < e->n ? e->frames[pos + 1].addr : 0;
+        uint64_t below = pos + 1 < e->n ? e->frames[pos + 1].addr : e->cut;
         returned = k == 1 && anchor_returned(s, e, pos, prev, below);
         /* Read with its code object cleared, the anchor has returned since
          * the thread state was read (that state is out of date), or a frame
@@ -479,8 +484,16 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
          * have moved the anchor to the caller. */
         if (k > 0 && s->raw[k - 1].code == 0 && !returned)
             return PYS_E_CORRUPT;
+        /* The cached frames below the anchor that follow the k read: all
+         * of them, or for a cut chain as many as fill it again (at least
+         * one, and its frames must fill it). */
+        size_t rest = pos < e->n ? e->n - pos - 1 : 0, take = rest;
+        if (e->cut && k > 0)
+            take = (size_t)k + rest >= s->walk_max - 1 && (size_t)k < s->walk_max - 1
+                       ? s->walk_max - 1 - (size_t)k
+                       : 0;
         int ok = k > 0 && (returned || s->raw[k - 1].code == e->frames[pos].code) &&
-                 prev == below && (size_t)k + (e->n - pos - 1) <= CPY_MAX_FRAMES;
+                 prev == below && (e->cut ? take > 0 : (size_t)k + rest <= s->walk_max);
         if (ok && !returned) {
             /* Check that the anchor has not returned since the thread
              * state was read (the interpreter would then have moved it and
@@ -515,20 +528,23 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         }
         if (ok) {
             /* The cached tail (and what it resolved to) moves, in place, to
-             * follow the k frames just read; most often it is already there. */
-            size_t rest = e->n - pos - 1;
-            n = k + (int)rest;
+             * follow the k frames just read; most often it is already there.
+             * A cut chain is cut again above the first cached frame left. */
+            if (take < rest)
+                e->cut = e->frames[pos + 1 + take].addr;
+            n = k + (int)take;
             if (reserve_entry(e, (size_t)n) < 0) {
                 e->n = 0;
                 return PYS_E_NOMEM;
             }
             if ((size_t)k != pos + 1) {
-                memmove(e->frames + k, e->frames + pos + 1, rest * sizeof *e->frames);
-                memmove(e->res + k, e->res + pos + 1, rest * sizeof *e->res);
-                memmove(e->res_kind + k, e->res_kind + pos + 1, rest);
+                memmove(e->frames + k, e->frames + pos + 1, take * sizeof *e->frames);
+                memmove(e->res + k, e->res + pos + 1, take * sizeof *e->res);
+                memmove(e->res_kind + k, e->res_kind + pos + 1, take);
             }
             memcpy(e->frames, s->raw, (size_t)k * sizeof *s->raw);
             e->n = (size_t)n;
+            s->walk_cut = e->cut;
             if (e->res_valid)
                 s->tail_start = (size_t)k;
             /* Full hit: our anchor still in place and at most the top frame
@@ -537,7 +553,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
                 fc->hits++;
             else
                 fc->partial_hits++;
-            fc->frames_cached += rest;
+            fc->frames_cached += take;
             fc->frames_read += (uint64_t)k;
             e->since_full++;
             hit = 1;
@@ -545,7 +561,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
     }
     if (n < 0) {
         fc->misses++;
-        n = cpy_stack_walk(&s->mem, &s->off, t, &s->stack, s->raw, CPY_MAX_FRAMES);
+        n = cpy_stack_walk(&s->mem, &s->off, t, &s->stack, s->raw, s->walk_max);
         /* A chain copied in one read shows one moment; one put together
          * from several reads is checked against a second read. A walk that
          * fails, or is torn: the caller retries, with the cache entry as it
@@ -553,12 +569,15 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         if (n < 0)
             return n;
         /* Checked as a hit's frames are (a second copy, and the anchor),
-         * even a chain copied in one read. */
+         * even a chain copied in one read. A cut chain's last frame still
+         * has the caller it was cut at. */
+        uint64_t cut = s->stack.cut;
         size_t top = prof_top_settled(s, s->raw, (size_t)n);
         size_t check = prof_thread_may_move(s, t, 0) ? (size_t)n - top : 0;
-        int r = prof_chain_rechecked(s, t, s->raw, top, top + check, 0);
+        int r = prof_chain_rechecked(s, t, s->raw, top, top + check, cut);
         hint_above_anchor(s, t, s->raw, top, top + check, (size_t)n);
-        if (r == 0 || (r < 0 && check > 0 && !prof_chain_unchanged(s, s->raw, top, top + check, 0)))
+        if (r == 0 ||
+            (r < 0 && check > 0 && !prof_chain_unchanged(s, s->raw, top, top + check, cut)))
             return PYS_E_CORRUPT;
         fc->frames_read += (uint64_t)n;
         e->since_full = 0;
@@ -570,6 +589,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         }
         memcpy(e->frames, s->raw, (size_t)n * sizeof *s->raw);
         e->n = (size_t)n;
+        e->cut = s->walk_cut = cut;
     }
     /* The anchor returned: the interpreter has moved it to its caller
      * (bumping the sequence number); ours stays as it was, so that the next

@@ -93,12 +93,21 @@ int prof_session_open(pys_session **out, int pid, struct mem_source *src,
             snprintf(errtext, errlen, "no such process: %d", pid);
         return pid <= 0 ? PYS_E_NOPROC : PYS_E_INVAL;
     }
+    size_t nmax = opt && opt->max_frames ? opt->max_frames : PYS_MAX_FRAMES_DEFAULT;
+    if (nmax < PYS_MAX_FRAMES_MIN || nmax > PYS_MAX_FRAMES_MAX) {
+        if (errtext && errlen)
+            snprintf(errtext, errlen, "max_frames %zu out of range (%d to %d)", nmax,
+                     PYS_MAX_FRAMES_MIN, PYS_MAX_FRAMES_MAX);
+        return PYS_E_INVAL;
+    }
     s = calloc(1, sizeof *s);
     if (!s)
         return PYS_E_NOMEM;
     s->pid = pid;
     if (opt)
         s->opt = *opt;
+    s->opt.max_frames = nmax;
+    s->walk_max = nmax;
     if (!src) {
         mem_proc_init(&s->proc, pid);
         src = &s->proc.base;
@@ -115,19 +124,20 @@ int prof_session_open(pys_session **out, int pid, struct mem_source *src,
         goto fail;
     rc = PYS_E_NOMEM;
     s->tsbuf = malloc(cpy_thread_bufsize(&s->off));
-    s->raw = malloc(CPY_MAX_FRAMES * sizeof *s->raw);
-    s->res_scratch = malloc(CPY_MAX_FRAMES * sizeof *s->res_scratch);
-    s->kind_scratch = malloc(CPY_MAX_FRAMES);
+    s->raw = malloc(nmax * sizeof *s->raw);
+    s->res_scratch = malloc(nmax * sizeof *s->res_scratch);
+    s->kind_scratch = malloc(nmax);
     s->marker_file = prof_intern_str(&s->strings, "~", 1);
     s->marker_native = prof_intern_str(&s->strings, "<native>", 8);
     s->marker_gc = prof_intern_str(&s->strings, "<GC>", 4);
+    s->marker_truncated = prof_intern_str(&s->strings, "<truncated>", 11);
     if (!s->tsbuf || !s->raw || !s->res_scratch || !s->kind_scratch || !s->marker_file ||
-        !s->marker_native || !s->marker_gc)
+        !s->marker_native || !s->marker_gc || !s->marker_truncated)
         goto fail;
     if (s->opt.opcodes) {
-        s->op_segs = malloc(CPY_MAX_FRAMES * sizeof *s->op_segs);
-        s->op_frame = malloc(CPY_MAX_FRAMES * sizeof *s->op_frame);
-        s->op_byte = malloc(CPY_MAX_FRAMES);
+        s->op_segs = malloc(nmax * sizeof *s->op_segs);
+        s->op_frame = malloc(nmax * sizeof *s->op_frame);
+        s->op_byte = malloc(nmax);
         if (!s->op_segs || !s->op_frame || !s->op_byte)
             goto fail;
     }
@@ -138,7 +148,7 @@ int prof_session_open(pys_session **out, int pid, struct mem_source *src,
     /* Without a code generation counter, a cached code object must be checked
      * to still be there at each use. */
     s->codes.validate = !CPY_HAS(&s->off, interpreter_state, code_object_generation);
-    if (s->codes.validate && !(s->code_addrs = malloc(CPY_MAX_FRAMES * sizeof *s->code_addrs))) {
+    if (s->codes.validate && !(s->code_addrs = malloc(nmax * sizeof *s->code_addrs))) {
         rc = PYS_E_NOMEM;
         goto fail;
     }

@@ -62,13 +62,16 @@ static int reserve_threads(struct pys_session *s, size_t need)
     return rc;
 }
 
-/* Append a marker frame (<native>, <GC>). The caller reserved room. */
+/* Append a marker frame (<native>, <GC>, <truncated>). The caller reserved
+ * room. */
 static void add_marker(struct pys_session *s, int kind)
 {
     struct pys_frame *f = &s->res.frames[s->res.nframes++];
     memset(f, 0, sizeof *f);
     f->filename = s->marker_file;
-    f->qualname = kind == PYS_FRAME_GC ? s->marker_gc : s->marker_native;
+    f->qualname = kind == PYS_FRAME_GC          ? s->marker_gc
+                  : kind == PYS_FRAME_TRUNCATED ? s->marker_truncated
+                                                : s->marker_native;
     f->firstlineno = f->lineno = f->end_lineno = f->col = f->end_col = f->lasti = f->opcode = -1;
     f->kind = kind;
 }
@@ -77,7 +80,8 @@ static void add_marker(struct pys_session *s, int kind)
  * Turn the raw frames of a walk into pys_frames appended to s->res.frames.
  * Shim frames become one <native> marker per run of them (with the native
  * option); a <GC> marker goes directly above the frame that started a running
- * collection, in place of a <native> in the same gap. Returns the number of
+ * collection, in place of a <native> in the same gap. A chain the walk cut
+ * (s->walk_cut) ends with a <truncated> marker. Returns the number of
  * frames added, or an error (the frames added are dropped).
  */
 /* The contiguous stretch of data stack holding addr, [lo, hi): the thread's
@@ -117,7 +121,9 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
 {
     size_t start = s->res.nframes, nops = 0;
     int pending_native = 0, live_above = 0;
-    /* At most one marker per raw frame, plus one at the bottom. */
+    /* At most one marker per raw frame, plus one at the bottom (a cut
+     * chain's <truncated>, after a <native> that stands for shims among the
+     * raw frames). */
     int rc = prof_reserve((void **)&s->res.frames, &s->res.frames_cap,
                           s->res.nframes + 2 * nraw + 1, sizeof *s->res.frames);
     if (rc < 0)
@@ -258,9 +264,15 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
         s->res.frames[s->res.nframes++] = *res;
     }
     read_opcodes(s, nops);
-    /* The C code that started the thread. */
-    if (s->opt.native && s->res.nframes > start)
+    if (s->walk_cut) {
+        /* C code between the frames kept and the next ones, which are not. */
+        if (pending_native && s->opt.native && s->res.nframes > start)
+            add_marker(s, PYS_FRAME_NATIVE);
+        add_marker(s, PYS_FRAME_TRUNCATED);
+    } else if (s->opt.native && s->res.nframes > start) {
+        /* The C code that started the thread. */
         add_marker(s, PYS_FRAME_NATIVE);
+    }
     return (int)(s->res.nframes - start);
 fail:
     s->res.nframes = start;
@@ -463,6 +475,7 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
         }
         s->walk_entry = NULL;
         s->tail_start = SIZE_MAX;
+        s->walk_cut = 0;
         if (s->use_fcache) {
             rc = prof_fcache_walk(s, &cur);
         } else {
@@ -470,14 +483,17 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
              * one, several chunks) may mix moments: it is checked against a
              * second read. So is one copied in one read, when its thread
              * may have run meanwhile: the copy can be paused midway. */
-            rc = cpy_stack_walk(&s->mem, &s->off, &cur, &s->stack, s->raw, CPY_MAX_FRAMES);
+            rc = cpy_stack_walk(&s->mem, &s->off, &cur, &s->stack, s->raw, s->walk_max);
             size_t n = rc > 0 ? (size_t)rc : 0, top = n ? prof_top_settled(s, s->raw, n) : 0;
             int one = prof_walk_one_moment(s);
             /* Nor is the entry frame at the bottom (3.12+, on the C stack)
              * read again: the frame above names it as its caller (checked),
-             * and it stays as it is while frames sit on it. */
-            size_t end = n > top + 1 && s->raw[n - 1].shim ? n - 1 : n;
-            uint64_t last_prev = end < n ? s->raw[n - 1].addr : 0;
+             * and it stays as it is while frames sit on it. A cut chain's
+             * last frame is not that bottom: it keeps the caller it was cut
+             * at. */
+            uint64_t cut = s->walk_cut = s->stack.cut;
+            size_t end = !cut && n > top + 1 && s->raw[n - 1].shim ? n - 1 : n;
+            uint64_t last_prev = cut ? cut : end < n ? s->raw[n - 1].addr : 0;
             put_off = 0;
             if (n > 0 && (!one || prof_thread_may_move(s, &cur, in->gil_holder))) {
                 /* From the batch's second copies if it has them, else with

@@ -21,8 +21,6 @@
 /* Bounds on what a target may make us walk (each says why). */
 #define CPY_MAX_INTERPS 1024       /* CPython has no limit; thousands would be absurd */
 #define CPY_MAX_THREADS 65536      /* above any realistic thread count */
-#define CPY_MAX_FRAMES 8192        /* records per thread (Python + shim frames); the default
-                                      recursion limit is 1000, deep C recursion ~ 8000 */
 #define CPY_MAX_CHUNKS 1024        /* data stack chunks per thread */
 #define CPY_OLDER_MAX 64           /* older chunks remembered for read-ahead */
 #define CPY_MAX_CHUNK_BYTES (64u << 20) /* all chunks of one thread */
@@ -139,6 +137,12 @@ struct cpy_stack {
     uint64_t win_addr;  /* the window's target address and length (0: none) */
     size_t win_len;
     uint64_t last_direct; /* the last frame read directly, in this walk */
+    /* After cpy_stack_walk: 0 when it walked the whole chain; else the
+     * chain went on past the frames it could keep, and this is the caller
+     * of the last one kept (where it stopped). */
+    uint64_t cut;
+    uint64_t *seen; /* scratch: the addresses of a cut walk, sorted */
+    size_t seen_cap; /* entries */
     /* Set by the caller: chunks older than the current one are read for
      * this walk only (the 3.15 frame cache will serve the next samples):
      * not from, nor for, the snapshot's prefetch. */
@@ -177,9 +181,12 @@ void cpy_stack_release(struct cpy_stack *st);
  * Walk the thread's frames, innermost first, into out[0..max). Frames that
  * are not Python frames (entry, shim and base frames) are included with
  * shim set: they mark where C code sits on the stack. Returns the
- * number of frames, or PYS_E_TOODEEP (chain longer than CPY_MAX_FRAMES or
- * cyclic), PYS_E_CORRUPT (a 3.15 walk that does not end at the base frame, a
- * frame that is not plausible), or a read error.
+ * number of frames, or PYS_E_TOODEEP (a cyclic chain), PYS_E_CORRUPT (a
+ * 3.15 walk that does not end at the base frame, a frame that is not
+ * plausible), or a read error. A chain longer than max is cut: the walk
+ * returns its innermost max - 1 frames (all at distinct addresses: a chain
+ * that comes back to one is cyclic) with st->cut the caller of the last,
+ * and the checks of a whole chain's bottom are not made.
  */
 int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
                    struct cpy_stack *st, struct cpy_raw_frame *out, size_t max);
@@ -194,7 +201,8 @@ int cpy_stack_copied_after(const struct cpy_stack *st, uint64_t top, uint64_t ca
  * Walk from the thread's current frame towards `stop`, reading only the
  * data stack above it (the chunks down to the one that holds stop): the
  * frames above stop and stop itself, innermost first, into out[0..max). *stop_prev gets stop's `previous`. Returns the
- * number of frames, PYS_E_NOTFOUND if the chain reaches the base frame
+ * number of frames, PYS_E_TOODEEP if stop is more than max frames down (or
+ * the chain is cyclic), PYS_E_NOTFOUND if the chain reaches the base frame
  * without meeting stop (or is found to have passed it), PYS_E_CORRUPT if it
  * ends short of the base frame, or an error as cpy_stack_walk. For the 3.15
  * frame cache (interpreter frames only).

@@ -28,6 +28,7 @@ void cpy_stack_release(struct cpy_stack *st)
     free(st->buf);
     free(st->frame);
     free(st->second);
+    free(st->seen);
     memset(st, 0, sizeof *st);
 }
 
@@ -254,10 +255,12 @@ static void remember_older(struct cpy_stack *st, uint64_t cur, int whole, uint64
  * older one up to its own top (read_older, then the rest if it is longer).
  * All of them, or (stop != 0) down to the chunk that holds stop. Older
  * chunks are read past the prefetch when st->older_once says no later walk
- * is expected to need them.
+ * is expected to need them. A whole copy (stop == 0) ends early, without an
+ * error, once `budget` bytes or CPY_MAX_CHUNKS chunks are copied: a walk
+ * that goes below them reads those frames on their own (frame_bytes).
  */
 static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_stack *st,
-                       uint64_t stop)
+                       uint64_t stop, size_t budget)
 {
     uint64_t addr = t->datastack_chunk;
     size_t used = 0, nahead = 0, ahead_end = 0, nolder = 0;
@@ -272,6 +275,8 @@ static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_sta
         uint64_t size, prev, len = 0;
         int quiet = !current && st->older_once;
         size_t at = used, have = 0;
+        if (stop == 0 && (used >= budget || st->nchunks == CPY_MAX_CHUNKS))
+            break;
         if (st->nchunks == CPY_MAX_CHUNKS)
             return PYS_E_TOODEEP;
         if (current && t->datastack_top > addr + CHUNK_HEADER &&
@@ -528,15 +533,16 @@ int cpy_stack_copied_after(const struct cpy_stack *st, uint64_t top, uint64_t ca
 }
 
 /* Brent's cycle detection: compare each address with a checkpoint that
- * moves to the current address at every power of two steps. */
+ * moves to the current address at every power of two steps. (The walks
+ * are bounded by the frames they may keep.) */
 struct cycle {
     uint64_t checkpoint;
-    size_t power, steps, records;
+    size_t power, steps;
 };
 
 static int cycle_step(struct cycle *c, uint64_t addr)
 {
-    if (++c->records > CPY_MAX_FRAMES || addr == c->checkpoint)
+    if (addr == c->checkpoint)
         return PYS_E_TOODEEP;
     if (++c->steps == c->power) {
         c->checkpoint = addr;
@@ -546,12 +552,52 @@ static int cycle_step(struct cycle *c, uint64_t addr)
     return 0;
 }
 
+static int compare_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/*
+ * A walk that filled out[0..n), as many frames as it may, with a caller
+ * still below them (next): the chain is longer than n. Cut it above its
+ * n-th frame, keeping n - 1 (room for a marker that says so), unless it is
+ * cyclic: Brent's check meets a cycle only some steps after the chain
+ * enters it, which may be past the cut, so a chain is taken as long only if
+ * no address comes twice among the frames read and next.
+ */
+static int cut_walk(struct cpy_stack *st, const struct cpy_raw_frame *out, size_t n, uint64_t next)
+{
+    if (next % 8 != 0)
+        return PYS_E_CORRUPT;
+    if (n == 0) {
+        st->cut = next;
+        return 0;
+    }
+    if (n + 1 > st->seen_cap) {
+        uint64_t *seen = realloc(st->seen, (n + 1) * sizeof *seen);
+        if (!seen)
+            return PYS_E_NOMEM;
+        st->seen = seen;
+        st->seen_cap = n + 1;
+    }
+    for (size_t i = 0; i < n; i++)
+        st->seen[i] = out[i].addr;
+    st->seen[n] = next;
+    qsort(st->seen, n + 1, sizeof *st->seen, compare_u64);
+    for (size_t i = 0; i < n; i++)
+        if (st->seen[i] == st->seen[i + 1])
+            return PYS_E_TOODEEP;
+    st->cut = out[n - 1].addr;
+    return (int)n - 1;
+}
+
 /* 3.8-3.10: every frame is a PyFrameObject on the heap, generators' too. */
 static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
                         struct cpy_stack *st, struct cpy_raw_frame *out, size_t max)
 {
     const struct cpy_frame_offsets *f = &o->interpreter_frame;
-    struct cycle cy = {0, 1, 0, 0};
+    struct cycle cy = {0, 1, 0};
     size_t n = 0;
     int rc;
     if ((rc = grow(&st->frame, &st->frame_cap, (size_t)f->size)) < 0)
@@ -563,6 +609,8 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
     for (uint64_t addr = t->current_frame; addr != 0;) {
         uint64_t code, prev;
         int32_t lasti;
+        if (n == max)
+            return cut_walk(st, out, n, addr);
         if ((rc = cycle_step(&cy, addr)) < 0)
             return rc;
         if (addr % 8 != 0)
@@ -579,8 +627,6 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
         if (CPY_HAS(o, interpreter_frame, executing) &&
             st->frame[f->executing] != o->traits.executing)
             return PYS_E_CORRUPT;
-        if (n == max)
-            return PYS_E_TOODEEP;
         out[n].addr = addr;
         out[n].code = code;
         out[n].instr_ptr = (uint64_t)(int64_t)lasti;
@@ -617,12 +663,13 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
                       struct cpy_stack *st, uint64_t stop, struct cpy_raw_frame *out, size_t max,
                       uint64_t *stop_prev)
 {
-    struct cycle cy = {0, 1, 0, 0};
+    struct cycle cy = {0, 1, 0};
     size_t n = 0;
     int rc;
     if (o->traits.frames == CPY_FRAMES_OBJECT)
         return PYS_E_INVAL;
     st->second_len = 0;
+    st->cut = 0;
     /* With stop outside the current chunk (an entry frame on the C stack
      * below a run of generators), the chunks are copied only once the walk
      * reaches them: a walk that stays among frames read on their own does
@@ -654,7 +701,7 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
             return PYS_E_NOTFOUND;
         if (lazy && on_data_stack(t, st, addr)) {
             size_t regions = st->regions, direct = st->direct;
-            if ((rc = copy_chunks(m, t, st, stop)) < 0)
+            if ((rc = copy_chunks(m, t, st, stop, SIZE_MAX)) < 0)
                 return rc;
             st->regions += regions;
             st->direct = direct;
@@ -685,26 +732,35 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
 int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
                    struct cpy_stack *st, struct cpy_raw_frame *out, size_t max)
 {
+    st->cut = 0;
     if (o->traits.frames == CPY_FRAMES_OBJECT)
         return walk_objects(m, o, t, st, out, max);
 
     uint64_t addr = t->current_frame, last = 0;
-    struct cycle cy = {0, 1, 0, 0};
+    struct cycle cy = {0, 1, 0};
     size_t n = 0;
     int rc;
 
-    if ((rc = copy_chunks(m, t, st, 0)) < 0)
+    /* The chunks that hold the frames the walk may keep, at four times the
+     * smallest frame each (a frame with some 30 local variables and stack
+     * slots; the default limit's stays inside the snapshot's prefetch): a
+     * stack much deeper than that (cut) is not copied whole at each walk,
+     * and never fails for its depth alone. Frames beyond are read a page at
+     * a time. */
+    size_t per = 4 * (size_t)(o->interpreter_frame.size ? o->interpreter_frame.size : 1);
+    size_t budget = max < CPY_MAX_CHUNK_BYTES / 2 / per ? max * per : CPY_MAX_CHUNK_BYTES / 2;
+    if ((rc = copy_chunks(m, t, st, 0, budget)) < 0)
         return rc;
     while (addr != 0) {
         const uint8_t *fb = NULL;
+        if (n == max)
+            return cut_walk(st, out, n, addr);
         if ((rc = cycle_step(&cy, addr)) < 0)
             return rc;
         if (addr % 8 != 0)
             return PYS_E_CORRUPT;
         if ((rc = frame_bytes(m, o, t, st, addr, &fb)) < 0)
             return rc;
-        if (n == max)
-            return PYS_E_TOODEEP;
         uint64_t prev = parse_frame(o, addr, fb, &out[n++]);
         last = addr;
         addr = prev;

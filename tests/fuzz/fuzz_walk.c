@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pystrobe/pystrobe.h>
+
 #include "cpython/cpython.h"
 
 #define BASE 0x100000ull
@@ -38,7 +40,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static uint8_t heap[SIZE];
-    static struct cpy_raw_frame frames[CPY_MAX_FRAMES];
+    static struct cpy_raw_frame frames[PYS_MAX_FRAMES_DEFAULT];
     uint8_t ts[4096];
     struct mem_region r = {BASE, heap, SIZE, heap};
     struct mem m;
@@ -51,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     mem_init_image(&m, &r, 1);
     memset(&st, 0, sizeof st);
     if (cpy_thread_read(&m, &off, &sym, BASE, ts, &t) == 0) {
-        int n = cpy_stack_walk(&m, &off, &t, &st, frames, CPY_MAX_FRAMES);
+        int n = cpy_stack_walk(&m, &off, &t, &st, frames, PYS_MAX_FRAMES_DEFAULT);
         for (int i = 0; i < n; i++) {
             struct cpy_code c;
             if (cpy_code_read(&m, &off, &sym, frames[i].code, &c) == 0) {

@@ -152,7 +152,8 @@ static void build(struct image *im)
     put64(im, A_TSTATE + o->thread_state.base_frame, A_BASE);
 }
 
-static int walk(struct image *im, struct cpy_raw_frame *out, size_t max)
+/* A whole walk of the thread; *cut gets where it was cut (0: not cut). */
+static int walk_cut(struct image *im, struct cpy_raw_frame *out, size_t max, uint64_t *cut)
 {
     uint8_t ts[4096];
     struct cpy_thread t;
@@ -161,8 +162,15 @@ static int walk(struct image *im, struct cpy_raw_frame *out, size_t max)
     int rc = cpy_thread_read(&im->mem, &im->o, &im->sym, A_TSTATE, ts, &t);
     assert_int_equal(rc, 0);
     rc = cpy_stack_walk(&im->mem, &im->o, &t, &st, out, max);
+    *cut = st.cut;
     cpy_stack_release(&st);
     return rc;
+}
+
+static int walk(struct image *im, struct cpy_raw_frame *out, size_t max)
+{
+    uint64_t cut;
+    return walk_cut(im, out, max, &cut);
 }
 
 static void test_walk_ok(void **state)
@@ -213,13 +221,57 @@ static void test_walk_cycle(void **state)
     free(im);
 }
 
-static void test_walk_too_many(void **state)
+/* A chain longer than the walk may read is cut: its innermost max - 1
+ * frames, and where it was cut (the next one's address). */
+static void test_walk_cut_long(void **state)
 {
     (void)state;
     struct image *im = malloc(sizeof *im);
-    struct cpy_raw_frame f[3];
+    struct cpy_raw_frame f[128];
+    uint64_t cut;
     build(im);
-    assert_int_equal(walk(im, f, 3), PYS_E_TOODEEP);
+    assert_int_equal(walk_cut(im, f, 4, &cut), 4); /* just fits: whole */
+    assert_int_equal(cut, 0);
+    assert_int_equal(walk_cut(im, f, 3, &cut), 2);
+    assert_int_equal(f[0].addr, A_FRAME(0));
+    assert_int_equal(f[1].addr, A_FRAME(1));
+    assert_int_equal(cut, A_FRAME(2));
+    /* 100 frames over the base frame. */
+    for (int i = 0; i < 100; i++)
+        put_frame(im, A_FRAME(i), i == 99 ? A_BASE : A_FRAME(i + 1), 5, 0);
+    assert_int_equal(walk_cut(im, f, 128, &cut), 101);
+    assert_int_equal(cut, 0);
+    assert_int_equal(walk_cut(im, f, 16, &cut), 15);
+    for (int i = 0; i < 15; i++)
+        assert_int_equal(f[i].addr, A_FRAME(i));
+    assert_int_equal(cut, A_FRAME(15));
+    mem_release(&im->mem);
+    free(im);
+}
+
+/* A chain that comes back to a frame it met is cyclic, even when the walk
+ * fills its frames before Brent's check meets the cycle: not a long chain
+ * to cut. */
+static void test_walk_cut_cycle(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    struct cpy_raw_frame f[16];
+    uint64_t cut;
+    build(im);
+    /* 0 -> 1 -> 2 -> 3 -> 4 -> 2: Brent's checkpoint is 2, met again at
+     * the sixth step; the walk is full at the fifth. */
+    for (int i = 0; i < 5; i++)
+        put_frame(im, A_FRAME(i), i == 4 ? A_FRAME(2) : A_FRAME(i + 1), 5, 0);
+    assert_int_equal(walk_cut(im, f, 5, &cut), PYS_E_TOODEEP);
+    /* The frame the walk stops at, once more. */
+    put64(im, A_FRAME(4) + im->o.interpreter_frame.previous, A_FRAME(4));
+    assert_int_equal(walk(im, f, 5), PYS_E_TOODEEP);
+    /* The same chain, ending: cut. */
+    put64(im, A_FRAME(4) + im->o.interpreter_frame.previous, A_BASE);
+    assert_int_equal(walk_cut(im, f, 5, &cut), 4);
+    assert_int_equal(cut, A_FRAME(4));
+    assert_int_equal(walk(im, f, 16), 6);
     mem_release(&im->mem);
     free(im);
 }
@@ -299,6 +351,47 @@ static void test_walk_in_chunk(void **state)
     put64(im, older + 8, CHUNK_SIZE);
     put64(im, older + 16, 1ull << 40);
     assert_int_equal(walk(im, f, 16), PYS_E_CORRUPT);
+    mem_release(&im->mem);
+    free(im);
+}
+
+/* A whole walk copies the data stack only as far as the frames it may keep
+ * need (four smallest frames each): below that, frames are read on their
+ * own, and the walk is the same. */
+static void test_walk_copy_budget(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    struct cpy_raw_frame f[4096];
+    uint8_t ts[4096];
+    struct cpy_thread t;
+    struct cpy_stack st;
+    build(im);
+    size_t fsize = (size_t)im->o.interpreter_frame.size;
+    /* The current chunk's used part is past the budget of a 16-frame walk;
+     * its top frame's caller is in the older chunk, whose caller is the
+     * heap's A_FRAME(1). */
+    uint64_t older = CHUNK + 0x4000, fa = CHUNK + 24 + 16 * 4 * fsize, fb = older + 24;
+    put64(im, CHUNK, older);
+    put64(im, CHUNK + 8, CHUNK_SIZE);
+    put_chunk(im, older, 0);
+    put_frame(im, fa, fb, 5, 0);
+    put_frame(im, fb, A_FRAME(1), 4, 0);
+    put_current(im, CHUNK, fa);
+    for (int k = 0; k < 2; k++) {
+        size_t max = k == 0 ? 16 : 4096;
+        memset(&st, 0, sizeof st);
+        assert_int_equal(cpy_thread_read(&im->mem, &im->o, &im->sym, A_TSTATE, ts, &t), 0);
+        assert_int_equal(cpy_stack_walk(&im->mem, &im->o, &t, &st, f, max), 5);
+        assert_int_equal(f[0].addr, fa);
+        assert_int_equal(f[1].addr, fb);
+        assert_int_equal(f[2].addr, A_FRAME(1));
+        assert_int_equal(f[4].addr, A_BASE);
+        assert_int_equal(st.cut, 0);
+        /* 16 frames: the current chunk alone; 4096: both. */
+        assert_int_equal(st.nchunks, k == 0 ? 1 : 2);
+        cpy_stack_release(&st);
+    }
     mem_release(&im->mem);
     free(im);
 }
@@ -728,18 +821,14 @@ static void test_exception_status(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_walk_ok),
-        cmocka_unit_test(test_walk_cycle),
-        cmocka_unit_test(test_walk_too_many),
+        cmocka_unit_test(test_walk_ok),          cmocka_unit_test(test_walk_cycle),
+        cmocka_unit_test(test_walk_cut_long),    cmocka_unit_test(test_walk_cut_cycle),
         cmocka_unit_test(test_walk_unmapped),
-        cmocka_unit_test(test_walk_base_frame),
-        cmocka_unit_test(test_walk_marks_shims),
-        cmocka_unit_test(test_walk_in_chunk),
-        cmocka_unit_test(test_walk_window),
+        cmocka_unit_test(test_walk_base_frame),  cmocka_unit_test(test_walk_marks_shims),
+        cmocka_unit_test(test_walk_in_chunk),    cmocka_unit_test(test_walk_window),
         cmocka_unit_test(test_walk_to_older_chunk),
-        cmocka_unit_test(test_walk_reads_ahead),
-        cmocka_unit_test(test_walk_guesses_older),
-        cmocka_unit_test(test_walk_copied_after),
+        cmocka_unit_test(test_walk_reads_ahead), cmocka_unit_test(test_walk_guesses_older),
+        cmocka_unit_test(test_walk_copied_after), cmocka_unit_test(test_walk_copy_budget),
         cmocka_unit_test(test_walk_to_second_copy),
         cmocka_unit_test(test_code_checks),
         cmocka_unit_test(test_code_rechecked),

@@ -587,7 +587,9 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
             e->n = 0;
             return PYS_E_NOMEM;
         }
-        memcpy(e->frames, s->raw, (size_t)n * sizeof *s->raw);
+        /* A thread without frames (n = 0) may have no array yet. */
+        if (n > 0)
+            memcpy(e->frames, s->raw, (size_t)n * sizeof *s->raw);
         e->n = (size_t)n;
         e->cut = s->walk_cut = cut;
     }
@@ -646,8 +648,10 @@ void prof_fcache_resolved(struct pys_session *s, size_t nraw, int ok)
         return;
     /* The tail's resolutions are in place already: store the rest. */
     size_t fresh = s->tail_start < nraw ? s->tail_start : nraw;
-    memcpy(e->res, s->res_scratch, fresh * sizeof *e->res);
-    memcpy(e->res_kind, s->kind_scratch, fresh);
+    if (fresh > 0) {
+        memcpy(e->res, s->res_scratch, fresh * sizeof *e->res);
+        memcpy(e->res_kind, s->kind_scratch, fresh);
+    }
     e->res_valid = 1;
 }
 

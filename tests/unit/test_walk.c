@@ -2,6 +2,7 @@
  * Unit tests of the thread, frame, code and string readers (cpython/) on
  * crafted target memory: a memory image laid out with CPython 3.15's real
  * offsets, then corrupted in the ways a racing or hostile target could be.
+ * And the 3.15 frame cache (core/framecache.c) on the same image.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -818,6 +819,69 @@ static void test_exception_status(void **state)
     free(im);
 }
 
+/* A session over the image with the frame cache on, as attach would make
+ * it (without attaching: the image has no runtime). */
+static struct pys_session *fcache_session(struct image *im)
+{
+    struct pys_session *s = calloc(1, sizeof *s);
+    assert_non_null(s);
+    s->off = im->o;
+    s->sym = im->sym;
+    mem_init_image(&s->mem, im->regions, 2);
+    s->raw = malloc(CPY_MAX_FRAMES * sizeof *s->raw);
+    s->res_scratch = malloc(CPY_MAX_FRAMES * sizeof *s->res_scratch);
+    s->kind_scratch = malloc(CPY_MAX_FRAMES);
+    assert_true(s->raw && s->res_scratch && s->kind_scratch);
+    s->use_fcache = 1;
+    s->snapshots = 1;
+    return s;
+}
+
+static void fcache_session_free(struct pys_session *s)
+{
+    prof_fcache_release(&s->fcache);
+    mem_release(&s->mem);
+    cpy_stack_release(&s->stack);
+    free(s->raw);
+    free(s->res_scratch);
+    free(s->kind_scratch);
+    free(s);
+}
+
+/* Read the image's thread into *t and, if asked to, walk it through the
+ * cache as a snapshot would (the walk's result or error). */
+static int fcache_walk(struct pys_session *s, struct cpy_thread *t, uint8_t *ts, int walk)
+{
+    assert_int_equal(cpy_thread_read(&s->mem, &s->off, &s->sym, A_TSTATE, ts, t), 0);
+    if (!walk)
+        return 0;
+    s->snapshots++;
+    s->reads_at_thread = s->mem.stats.reads;
+    int n = prof_fcache_walk(s, t);
+    if (n >= 0)
+        prof_fcache_resolved(s, (size_t)n, 1);
+    return n;
+}
+
+/* A thread with no frame (one starting or ending): the cache keeps an empty
+ * chain, whose entry has no array yet (UBSan: a copy of no bytes to NULL is
+ * undefined all the same). */
+static void test_fcache_thread_without_frames(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    uint8_t ts[4096];
+    struct cpy_thread t;
+    build(im);
+    put64(im, A_TSTATE + im->o.thread_state.current_frame, 0);
+    struct pys_session *s = fcache_session(im);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(fcache_walk(s, &t, ts, 1), 0);
+    assert_int_equal(s->fcache.count, 1);
+    fcache_session_free(s);
+    free(im);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -834,6 +898,7 @@ int main(void)
         cmocka_unit_test(test_code_rechecked),
         cmocka_unit_test(test_unicode),
         cmocka_unit_test(test_exception_status),
+        cmocka_unit_test(test_fcache_thread_without_frames),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,6 +37,17 @@
  * batch ends with a second copy of the anchor and its number
  * (prof_anchor_hint), and a walk from the batch whose anchor moved in
  * between is read again.
+ *
+ * Another profiler may keep the same anchors (CPython 3.15's own, with
+ * cache_frames, writes each sampled thread's current frame there). Its
+ * writes break the protocol: an anchor it wrote need not be a frame that was
+ * in pystrobe's chain when pystrobe last saw it, and its frames below may
+ * have changed since. So pystrobe writes nothing at attach and nothing at a
+ * thread's first walk (it only looks), and before each walk checks that the
+ * thread's anchor is one the interpreter could have moved pystrobe's to
+ * (anchor_explained). A thread where it is not has a second writer: its
+ * anchors are left alone from then on and it is walked as with --read-only
+ * (prof_fcache_usable).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -346,6 +357,63 @@ static int anchor_trusted(const struct cpy_thread *t, const struct cpy_raw_frame
 }
 
 /*
+ * Could the interpreter alone have turned the anchor pystrobe left (e->anchor,
+ * e->seq: written, or seen and kept) into `a` with sequence number `seq`?
+ * It moves an anchor only as that frame is removed, to its caller, adding 1
+ * to the number each time; so after d moves the anchor is d frames below
+ * pystrobe's in the chain pystrobe saw (e->frames), those frames having
+ * stayed until they returned. Fewer when pystrobe's own write came after
+ * some of the moves (they then count without moving it), and one more when
+ * the read caught the interpreter between its two stores. A move past a
+ * frame the thread does not own (an entry frame, popped without moving it;
+ * a generator's) is not followed: anything is taken as explained there, the
+ * walk's own checks decide. So is everything when the chain is unknown. The
+ * base frame, last in the chain, is never removed: moves end there.
+ */
+static int anchor_explained(const struct prof_fcache_entry *e, uint64_t a, uint64_t seq)
+{
+    if (a == e->anchor && seq == e->seq)
+        return 1;
+    if (e->anchor == 0) /* no frame is at 0: the interpreter never moves it */
+        return a == 0;
+    size_t p = 0;
+    while (p < e->n && e->frames[p].addr != e->anchor)
+        p++;
+    if (p == e->n)
+        return 1;
+    uint64_t d = seq - e->seq; /* a number that went back is huge: bounded by the chain */
+    for (size_t i = p; i < e->n && i - p <= d + 1; i++) {
+        if (e->frames[i].addr == a)
+            return 1;
+        if (i > p && i + 1 < e->n && e->frames[i].owner != CPY_OWNER_THREAD)
+            return 1;
+    }
+    return 0;
+}
+
+int prof_fcache_usable(struct pys_session *s, const struct cpy_thread *t)
+{
+    struct prof_fcache *fc = &s->fcache;
+    struct prof_fcache_entry *e = lookup(fc, t->addr, 0);
+    if (!e)
+        return 1;
+    if (!e->other_writer && e->n > 0 &&
+        !anchor_explained(e, t->last_profiled_frame, t->last_profiled_frame_seq)) {
+        e->other_writer = 1;
+        e->n = 0;
+        fc->other_writers++;
+    }
+    if (!e->other_writer)
+        return 1;
+    if (e->epoch != s->snapshots) {
+        e->epoch = s->snapshots;
+        fc->seen++;
+        fc->other_writer_walks++;
+    }
+    return 0;
+}
+
+/*
  * Second copies for the next batch: of the frames above the anchor this walk
  * leaves (the next sample's walk ends there and checks only what lies above
  * it), not of the whole chain checked now.
@@ -609,6 +677,15 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
      * first frame below them that lives on the data stack stays put. With
      * none, the top frame if it lives there, else no anchor (0: the next
      * walk is a whole one). */
+    /* A thread's first walk only looks: the anchor another profiler
+     * keeps, if one does, is not overwritten before the next walk has had
+     * a chance to see it move (prof_fcache_usable). */
+    if (!e->looked) {
+        e->looked = 1;
+        e->seq = t->last_profiled_frame_seq;
+        e->anchor = anchor;
+        return n;
+    }
     size_t a = next_anchor(e->frames, (size_t)n);
     uint64_t want = 0;
     if (a < (size_t)n)

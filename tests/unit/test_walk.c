@@ -863,6 +863,13 @@ static int fcache_walk(struct pys_session *s, struct cpy_thread *t, uint8_t *ts,
     return n;
 }
 
+static uint64_t get64(struct image *im, uint64_t addr)
+{
+    uint64_t v;
+    memcpy(&v, at(im, addr), 8);
+    return v;
+}
+
 /* A thread with no frame (one starting or ending): the cache keeps an empty
  * chain, whose entry has no array yet (UBSan: a copy of no bytes to NULL is
  * undefined all the same). */
@@ -878,6 +885,70 @@ static void test_fcache_thread_without_frames(void **state)
     for (int i = 0; i < 3; i++)
         assert_int_equal(fcache_walk(s, &t, ts, 1), 0);
     assert_int_equal(s->fcache.count, 1);
+    fcache_session_free(s);
+    free(im);
+}
+
+/*
+ * Another profiler writing the anchor (CPython's own writes the thread's
+ * current frame): found as soon as the anchor is one the interpreter could
+ * not have moved pystrobe's to, and from then on the anchor is left alone.
+ */
+static void test_fcache_other_writer(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    uint8_t ts[4096];
+    struct cpy_thread t;
+    build(im);
+    const uint64_t lpf = A_TSTATE + im->o.thread_state.last_profiled_frame;
+    const uint64_t seq = A_TSTATE + im->o.thread_state.last_profiled_frame_seq;
+    put64(im, lpf, 0);
+    put64(im, seq, 7);
+    struct pys_session *s = fcache_session(im);
+
+    /* The first walk only looks; the second anchors at the top's caller. */
+    assert_int_equal(fcache_walk(s, &t, ts, 1), 4);
+    assert_int_equal(get64(im, lpf), 0);
+    assert_int_equal(fcache_walk(s, &t, ts, 1), 4);
+    assert_int_equal(get64(im, lpf), A_FRAME(1));
+    assert_int_equal(s->mem.stats.writes, 1);
+
+    /* What the interpreter does: the anchor returned, moved to its caller. */
+    put64(im, lpf, A_FRAME(2));
+    put64(im, seq, 8);
+    assert_int_equal(fcache_walk(s, &t, ts, 0), 0);
+    assert_int_equal(prof_fcache_usable(s, &t), 1);
+    /* Read between the interpreter's two stores: moved, not yet counted. */
+    put64(im, seq, 7);
+    assert_int_equal(fcache_walk(s, &t, ts, 0), 0);
+    assert_int_equal(prof_fcache_usable(s, &t), 1);
+    /* Nor can it move the anchor up, to the top frame: another writer did. */
+    put64(im, lpf, A_FRAME(0));
+    put64(im, seq, 9);
+    assert_int_equal(fcache_walk(s, &t, ts, 0), 0);
+    assert_int_equal(prof_fcache_usable(s, &t), 0);
+    assert_int_equal(s->fcache.other_writers, 1);
+    /* From then on the thread is not walked with the cache, whatever its
+     * anchor says, and counted once. */
+    put64(im, lpf, A_FRAME(1));
+    put64(im, seq, 7);
+    assert_int_equal(fcache_walk(s, &t, ts, 0), 0);
+    assert_int_equal(prof_fcache_usable(s, &t), 0);
+    assert_int_equal(s->fcache.other_writers, 1);
+    assert_int_equal(s->mem.stats.writes, 1);
+
+    /* The same for a thread seen with an anchor pystrobe did not write:
+     * kept at the first walk, and found moved without a move counted. */
+    fcache_session_free(s);
+    put64(im, lpf, A_FRAME(0));
+    s = fcache_session(im);
+    assert_int_equal(fcache_walk(s, &t, ts, 1), 4);
+    assert_int_equal(get64(im, lpf), A_FRAME(0));
+    put64(im, lpf, A_FRAME(1) + 0x40);
+    assert_int_equal(fcache_walk(s, &t, ts, 0), 0);
+    assert_int_equal(prof_fcache_usable(s, &t), 0);
+    assert_int_equal(s->mem.stats.writes, 0);
     fcache_session_free(s);
     free(im);
 }
@@ -899,6 +970,7 @@ int main(void)
         cmocka_unit_test(test_unicode),
         cmocka_unit_test(test_exception_status),
         cmocka_unit_test(test_fcache_thread_without_frames),
+        cmocka_unit_test(test_fcache_other_writer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

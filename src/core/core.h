@@ -124,6 +124,8 @@ struct prof_fcache_entry {
                                    * last frame; 0 = the whole chain */
     int looked;                   /* a walk has seen the thread (it writes from the next) */
     int other_writer;             /* another profiler writes its anchor: left alone */
+    uint32_t strikes;             /* anchors found foreign lately (prof_fcache_usable) */
+    uint64_t walks, first_strike; /* prof_fcache_usable calls: all, at the first strike */
 };
 
 #define PROF_RES_FRAME 0      /* a Python frame: res holds it */
@@ -147,8 +149,9 @@ struct prof_fcache {
 struct pys_session;
 /*
  * May thread t (its state just read) be walked with the cache? Not once its
- * anchor was found where neither pystrobe nor the interpreter put it: another
- * profiler writes it (CPython 3.15's own, with cache_frames). That thread is
+ * anchor was found, a few times lately, where neither pystrobe nor the
+ * interpreter put it: another profiler writes it (CPython 3.15's own, with
+ * cache_frames); once, this walk is a whole one. That thread is
  * then walked without the cache, as --read-only does, and its anchor is never
  * written again; counted in other_writers (threads) and other_writer_walks.
  */

@@ -45,8 +45,9 @@
  * have changed since. So pystrobe writes nothing at attach and nothing at a
  * thread's first walk (it only looks), and before each walk checks that the
  * thread's anchor is one the interpreter could have moved pystrobe's to
- * (anchor_explained). A thread where it is not has a second writer: its
- * anchors are left alone from then on and it is walked as with --read-only
+ * (anchor_explained). Where it is not, the walk is a whole one; a thread
+ * where that comes again soon has a second writer: its anchors are left
+ * alone from then on and it is walked as with --read-only
  * (prof_fcache_usable).
  */
 #include <stdlib.h>
@@ -66,6 +67,13 @@
 #define NOTE_BELOW 512
 /* How far past the data stack's top the second copies of a chain reach. */
 #define HINT_SLACK 512
+/* A thread's anchor found where neither pystrobe nor the interpreter put it
+ * this many times within OTHER_WINDOW walks has a second writer. Once is
+ * not enough: a cached chain that was torn after all (rare) makes the
+ * interpreter's own moves look foreign once; another profiler's writes
+ * come at each of its samples. */
+#define OTHER_STRIKES 3
+#define OTHER_WINDOW 4096
 
 /* prof_chain_unchanged, also checking in the same read that the thread's
  * anchor and its sequence number are still `anchor` and `seq`. */
@@ -364,13 +372,16 @@ static int anchor_trusted(const struct cpy_thread *t, const struct cpy_raw_frame
  * pystrobe's in the chain pystrobe saw (e->frames), those frames having
  * stayed until they returned. Fewer when pystrobe's own write came after
  * some of the moves (they then count without moving it), and one more when
- * the read caught the interpreter between its two stores. A move past a
- * frame the thread does not own (an entry frame, popped without moving it;
- * a generator's) is not followed: anything is taken as explained there, the
- * walk's own checks decide. So is everything when the chain is unknown. The
- * base frame, last in the chain, is never removed: moves end there.
+ * the read caught the interpreter between its two stores. Moves end at an
+ * entry frame (popped without moving the anchor, which then stays at its
+ * address on the C stack, where no frame that moves it lives) and at the
+ * base frame (never removed). They are not followed past another frame
+ * the thread does not own (a generator's): anything is taken as explained
+ * there, the walk's own checks decide. So is everything when the chain is
+ * unknown.
  */
-static int anchor_explained(const struct prof_fcache_entry *e, uint64_t a, uint64_t seq)
+static int anchor_explained(const struct prof_fcache_entry *e, uint8_t first_shim_owner,
+                            uint64_t a, uint64_t seq)
 {
     if (a == e->anchor && seq == e->seq)
         return 1;
@@ -385,8 +396,9 @@ static int anchor_explained(const struct prof_fcache_entry *e, uint64_t a, uint6
     for (size_t i = p; i < e->n && i - p <= d + 1; i++) {
         if (e->frames[i].addr == a)
             return 1;
-        if (i > p && i + 1 < e->n && e->frames[i].owner != CPY_OWNER_THREAD)
-            return 1;
+        if (i == p || e->frames[i].owner == CPY_OWNER_THREAD)
+            continue; /* one whose code was cleared as it returned too */
+        return e->frames[i].owner < first_shim_owner;
     }
     return 0;
 }
@@ -397,11 +409,20 @@ int prof_fcache_usable(struct pys_session *s, const struct cpy_thread *t)
     struct prof_fcache_entry *e = lookup(fc, t->addr, 0);
     if (!e)
         return 1;
+    e->walks++;
     if (!e->other_writer && e->n > 0 &&
-        !anchor_explained(e, t->last_profiled_frame, t->last_profiled_frame_seq)) {
-        e->other_writer = 1;
+        !anchor_explained(e, s->off.first_shim_owner, t->last_profiled_frame,
+                          t->last_profiled_frame_seq)) {
+        /* Not trusted in any case: this walk is a whole one (a miss). */
         e->n = 0;
-        fc->other_writers++;
+        if (e->strikes == 0 || e->walks - e->first_strike > OTHER_WINDOW) {
+            e->strikes = 0;
+            e->first_strike = e->walks;
+        }
+        if (++e->strikes >= OTHER_STRIKES) {
+            e->other_writer = 1;
+            fc->other_writers++;
+        }
     }
     if (!e->other_writer)
         return 1;

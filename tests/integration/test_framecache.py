@@ -43,6 +43,8 @@ def stream_run(pid, seconds, *flags):
 
 def stream(pid, seconds, *flags):
     samples, stats = stream_run(pid, seconds, *flags)
+    # With no other profiler, no thread's anchor is taken for another's.
+    assert "other-writers 0 " in stats, stats
     m = re.search(r"hits (\d+) partial (\d+) misses (\d+)", stats)
     return samples, tuple(int(x) for x in m.groups())
 

@@ -889,10 +889,42 @@ static void test_fcache_thread_without_frames(void **state)
     free(im);
 }
 
+/* The cache entry of the image's thread. */
+static const struct prof_fcache_entry *entry_of(const struct pys_session *s)
+{
+    for (size_t i = 0; i < s->fcache.cap; i++)
+        if (s->fcache.v[i].tstate == A_TSTATE)
+            return &s->fcache.v[i];
+    fail();
+    return NULL;
+}
+
+/* Write anchor a and sequence number sq into the image's thread, as another
+ * profiler would, until pystrobe finds the thread has a second writer, a
+ * walk following each time it does not yet: how many writes that took
+ * (each a strike), or 0 if still not found after 10. */
+static int writes_until_found(struct pys_session *s, struct image *im, uint64_t a, uint64_t sq)
+{
+    uint8_t ts[4096];
+    struct cpy_thread t;
+    for (int i = 1; i <= 10; i++) {
+        put64(im, A_TSTATE + im->o.thread_state.last_profiled_frame, a);
+        put64(im, A_TSTATE + im->o.thread_state.last_profiled_frame_seq, sq);
+        assert_int_equal(fcache_walk(s, &t, ts, 0), 0);
+        if (!prof_fcache_usable(s, &t))
+            return i;
+        uint64_t misses = s->fcache.misses;
+        assert_int_equal(fcache_walk(s, &t, ts, 1), 4);
+        assert_int_equal(s->fcache.misses, misses + 1); /* the anchor was not used */
+    }
+    return 0;
+}
+
 /*
  * Another profiler writing the anchor (CPython's own writes the thread's
- * current frame): found as soon as the anchor is one the interpreter could
- * not have moved pystrobe's to, and from then on the anchor is left alone.
+ * current frame): found when the anchor is, a few times, one the
+ * interpreter could not have moved pystrobe's to (each time the walk is a
+ * whole one), and from then on the anchor is left alone.
  */
 static void test_fcache_other_writer(void **state)
 {
@@ -923,32 +955,66 @@ static void test_fcache_other_writer(void **state)
     put64(im, seq, 7);
     assert_int_equal(fcache_walk(s, &t, ts, 0), 0);
     assert_int_equal(prof_fcache_usable(s, &t), 1);
+    assert_int_equal(entry_of(s)->strikes + s->fcache.other_writers, 0);
     /* Nor can it move the anchor up, to the top frame: another writer did. */
-    put64(im, lpf, A_FRAME(0));
-    put64(im, seq, 9);
-    assert_int_equal(fcache_walk(s, &t, ts, 0), 0);
-    assert_int_equal(prof_fcache_usable(s, &t), 0);
+    assert_int_equal(writes_until_found(s, im, A_FRAME(0), 9), 3);
     assert_int_equal(s->fcache.other_writers, 1);
     /* From then on the thread is not walked with the cache, whatever its
-     * anchor says, and counted once. */
+     * anchor says, counted once, and its anchor is not written again. */
+    uint64_t writes = s->mem.stats.writes;
     put64(im, lpf, A_FRAME(1));
     put64(im, seq, 7);
     assert_int_equal(fcache_walk(s, &t, ts, 0), 0);
     assert_int_equal(prof_fcache_usable(s, &t), 0);
     assert_int_equal(s->fcache.other_writers, 1);
-    assert_int_equal(s->mem.stats.writes, 1);
-
-    /* The same for a thread seen with an anchor pystrobe did not write:
-     * kept at the first walk, and found moved without a move counted. */
+    assert_int_equal(s->mem.stats.writes, writes);
     fcache_session_free(s);
+
+    /* A thread seen with an anchor pystrobe did not write: kept at the
+     * first walk, and found moved without a move counted. */
     put64(im, lpf, A_FRAME(0));
     s = fcache_session(im);
     assert_int_equal(fcache_walk(s, &t, ts, 1), 4);
     assert_int_equal(get64(im, lpf), A_FRAME(0));
-    put64(im, lpf, A_FRAME(1) + 0x40);
-    assert_int_equal(fcache_walk(s, &t, ts, 0), 0);
-    assert_int_equal(prof_fcache_usable(s, &t), 0);
     assert_int_equal(s->mem.stats.writes, 0);
+    assert_int_equal(writes_until_found(s, im, A_FRAME(1) + 0x40, 7), 3);
+    fcache_session_free(s);
+
+    /* A frame read as it returned (its code cleared) is followed as any. */
+    put64(im, A_FRAME(2) + im->o.interpreter_frame.executable, 0);
+    put64(im, lpf, 0);
+    put64(im, seq, 7);
+    s = fcache_session(im);
+    assert_int_equal(fcache_walk(s, &t, ts, 1), 4);
+    assert_int_equal(fcache_walk(s, &t, ts, 1), 4);
+    assert_int_equal(get64(im, lpf), A_FRAME(1));
+    put64(im, lpf, A_BASE);
+    put64(im, seq, 9);
+    assert_int_equal(fcache_walk(s, &t, ts, 0), 0);
+    assert_int_equal(prof_fcache_usable(s, &t), 1);
+    assert_int_equal(entry_of(s)->strikes, 0);
+    fcache_session_free(s);
+    put64(im, A_FRAME(2) + im->o.interpreter_frame.executable, A_CODE | 1);
+
+    /* Moves end at an entry frame (C called Python there): it is popped
+     * without moving the anchor. However many moves were counted, none
+     * took the anchor back up to the top. */
+    *at(im, A_FRAME(2) + im->o.interpreter_frame.owner) = 3;
+    put64(im, lpf, 0);
+    put64(im, seq, 7);
+    s = fcache_session(im);
+    assert_int_equal(fcache_walk(s, &t, ts, 1), 4);
+    assert_int_equal(fcache_walk(s, &t, ts, 1), 4);
+    assert_int_equal(get64(im, lpf), A_FRAME(1));
+    put64(im, lpf, A_FRAME(2));
+    put64(im, seq, 8);
+    assert_int_equal(fcache_walk(s, &t, ts, 0), 0);
+    assert_int_equal(prof_fcache_usable(s, &t), 1);
+    put64(im, lpf, A_FRAME(0));
+    put64(im, seq, 12);
+    assert_int_equal(fcache_walk(s, &t, ts, 0), 0);
+    prof_fcache_usable(s, &t);
+    assert_int_equal(entry_of(s)->strikes, 1);
     fcache_session_free(s);
     free(im);
 }

@@ -225,6 +225,7 @@ def test_stats_show_the_cache(pystrobe, spawn, target15, tmp_path):
     assert m, r.stderr
     hits, partial, misses = map(int, m.groups())
     assert hits + partial > 0 and misses >= 1, r.stderr
+    assert "other profiler" not in r.stderr, r.stderr
     r = subprocess.run([str(pystrobe), "attach", "-d", "0.5", "--read-only", "--stats",
                         "--collapsed", "-o", str(tmp_path / "d.txt"), str(p.pid)],
                        capture_output=True, text=True, timeout=60)
@@ -380,3 +381,16 @@ def test_beside_another_profiler(spawn, reference_profiler, writer):
     else:
         # Found, and the rest of the run walked without the cache.
         assert others >= 1 and walks > 100, stats
+
+
+def test_stats_name_another_profiler(pystrobe, spawn, reference_profiler, tmp_path):
+    """--stats counts the threads left to another profiler's anchors."""
+    target = reference_profiler
+    p = spawn(target.argv + ["-B", target.stage(WORKLOAD), "leaf", "8", "2000"])
+    time.sleep(0.5)
+    w = spawn(target.argv + ["-c", UNWINDER_LOOP, str(p.pid), "6"], stdout=subprocess.PIPE)
+    wait_ready(w)
+    stats, _ = attach_stats(pystrobe, p.pid, "10khz", 2, tmp_path)
+    m = re.search(r"other profiler: +writes the frame cache anchor of (\d+) threads too: "
+                  r"left to it, (\d+) thread samples", stats)
+    assert m and int(m.group(1)) >= 1 and int(m.group(2)) > 0, stats

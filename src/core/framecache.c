@@ -378,7 +378,7 @@ static int anchor_trusted(const struct cpy_thread *t, const struct cpy_raw_frame
  * base frame (never removed). They are not followed past another frame
  * the thread does not own (a generator's): anything is taken as explained
  * there, the walk's own checks decide. So is everything when the chain is
- * unknown.
+ * unknown, and below the bottom of a cut chain.
  */
 static int anchor_explained(const struct prof_fcache_entry *e, uint8_t first_shim_owner,
                             uint64_t a, uint64_t seq)
@@ -393,14 +393,16 @@ static int anchor_explained(const struct prof_fcache_entry *e, uint8_t first_shi
     if (p == e->n)
         return 1;
     uint64_t d = seq - e->seq; /* a number that went back is huge: bounded by the chain */
-    for (size_t i = p; i < e->n && i - p <= d + 1; i++) {
+    size_t i;
+    for (i = p; i < e->n && i - p <= d + 1; i++) {
         if (e->frames[i].addr == a)
             return 1;
         if (i == p || e->frames[i].owner == CPY_OWNER_THREAD)
             continue; /* one whose code was cleared as it returned too */
         return e->frames[i].owner < first_shim_owner;
     }
-    return 0;
+    /* Past the bottom of a chain cut at max_frames: frames pystrobe did not see. */
+    return i == e->n && e->cut != 0;
 }
 
 int prof_fcache_usable(struct pys_session *s, const struct cpy_thread *t)
@@ -692,12 +694,6 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
      * stored by prof_fcache_resolved. Anchor it at the current frame. */
     if (s->tail_start == SIZE_MAX)
         e->res_valid = 0;
-    /* Anchor at the top frame's caller: a hot leaf that keeps returning and
-     * being called again then leaves the anchor (and the cache) in place.
-     * Not at a generator's frame nor at an entry frame (next_anchor): the
-     * first frame below them that lives on the data stack stays put. With
-     * none, the top frame if it lives there, else no anchor (0: the next
-     * walk is a whole one). */
     /* A thread's first walk only looks: the anchor another profiler
      * keeps, if one does, is not overwritten before the next walk has had
      * a chance to see it move (prof_fcache_usable). */
@@ -707,6 +703,12 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         e->anchor = anchor;
         return n;
     }
+    /* Anchor at the top frame's caller: a hot leaf that keeps returning and
+     * being called again then leaves the anchor (and the cache) in place.
+     * Not at a generator's frame nor at an entry frame (next_anchor): the
+     * first frame below them that lives on the data stack stays put. With
+     * none, the top frame if it lives there, else no anchor (0: the next
+     * walk is a whole one). */
     size_t a = next_anchor(e->frames, (size_t)n);
     uint64_t want = 0;
     if (a < (size_t)n)

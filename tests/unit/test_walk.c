@@ -828,9 +828,10 @@ static struct pys_session *fcache_session(struct image *im)
     s->off = im->o;
     s->sym = im->sym;
     mem_init_image(&s->mem, im->regions, 2);
-    s->raw = malloc(CPY_MAX_FRAMES * sizeof *s->raw);
-    s->res_scratch = malloc(CPY_MAX_FRAMES * sizeof *s->res_scratch);
-    s->kind_scratch = malloc(CPY_MAX_FRAMES);
+    s->opt.max_frames = s->walk_max = PYS_MAX_FRAMES_DEFAULT;
+    s->raw = malloc(s->walk_max * sizeof *s->raw);
+    s->res_scratch = malloc(s->walk_max * sizeof *s->res_scratch);
+    s->kind_scratch = malloc(s->walk_max);
     assert_true(s->raw && s->res_scratch && s->kind_scratch);
     s->use_fcache = 1;
     s->snapshots = 1;

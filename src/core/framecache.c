@@ -380,8 +380,8 @@ static int anchor_trusted(const struct cpy_thread *t, const struct cpy_raw_frame
  * there, the walk's own checks decide. So is everything when the chain is
  * unknown, and below the bottom of a cut chain.
  */
-static int anchor_explained(const struct prof_fcache_entry *e, uint8_t first_shim_owner,
-                            uint64_t a, uint64_t seq)
+static int anchor_explained(const struct prof_fcache_entry *e, uint8_t first_shim_owner, uint64_t a,
+                            uint64_t seq)
 {
     if (a == e->anchor && seq == e->seq)
         return 1;

@@ -213,6 +213,11 @@ struct pys_stats {
                           * cost grows with them more than with bytes */
     uint64_t threads_reused; /* pys_options.reuse_idle: thread stacks taken over */
     uint64_t frame_cache_entries; /* threads the frame cache holds a stack for now */
+    /* Threads whose frame cache anchor another profiler writes too (CPython
+     * 3.15's own, with cache_frames): they are walked without the cache
+     * from then on, and their anchor left alone. */
+    uint64_t frame_cache_other_writers;
+    uint64_t frame_cache_other_writer_walks; /* thread samples walked so */
 };
 PYS_EXTERN void pys_session_stats(const pys_session *s, struct pys_stats *out);
 

@@ -351,6 +351,12 @@ void rec_print_stats(const pys_session *s, const struct pys_profile_info *info)
                 "  frames:             %llu from the cache, %llu read; %llu anchor writes\n",
                 (unsigned long long)st.frames_from_cache, (unsigned long long)st.frames_read,
                 (unsigned long long)st.mem_writes);
+        if (st.frame_cache_other_writers)
+            fprintf(stderr,
+                    "  other profiler:     writes the frame cache anchor of %llu threads too: "
+                    "left to it, %llu thread samples walked without the cache\n",
+                    (unsigned long long)st.frame_cache_other_writers,
+                    (unsigned long long)st.frame_cache_other_writer_walks);
     } else {
         fprintf(stderr, "  frame cache:        off (%s)\n",
                 pys_session_python_version(s) < 0x030f0000 ? "needs CPython 3.15+" : "--read-only");

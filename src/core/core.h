@@ -122,6 +122,10 @@ struct prof_fcache_entry {
     uint64_t last_stop;           /* the anchor the last walk went down to */
     uint64_t cut;                 /* frames is cut (at walk_max - 1): the caller of its
                                    * last frame; 0 = the whole chain */
+    int looked;                   /* a walk has seen the thread (it writes from the next) */
+    int other_writer;             /* another profiler writes its anchor: left alone */
+    uint32_t strikes;             /* anchors found foreign lately (prof_fcache_usable) */
+    uint64_t walks, first_strike; /* prof_fcache_usable calls: all, at the first strike */
 };
 
 #define PROF_RES_FRAME 0      /* a Python frame: res holds it */
@@ -133,6 +137,8 @@ struct prof_fcache {
     size_t cap, count;
     uint64_t hits, partial_hits, misses, frames_cached, frames_read;
     size_t seen; /* entries seen by the snapshot under way (prof_fcache_sweep) */
+    uint64_t other_writers;      /* threads found with another writer of their anchor */
+    uint64_t other_writer_walks; /* thread samples walked without the cache for that */
     uint64_t (*verify)[2];  /* scratch: code and caller of each frame, re-read */
     /* The anchor and its sequence number, read after a walk's second copy
      * (cpy_stack.after), in this order. */
@@ -141,6 +147,15 @@ struct prof_fcache {
 };
 
 struct pys_session;
+/*
+ * May thread t (its state just read) be walked with the cache? Not once its
+ * anchor was found, a few times lately, where neither pystrobe nor the
+ * interpreter put it: another profiler writes it (CPython 3.15's own, with
+ * cache_frames); once, this walk is a whole one. That thread is
+ * then walked without the cache, as --read-only does, and its anchor is never
+ * written again; counted in other_writers (threads) and other_writer_walks.
+ */
+int prof_fcache_usable(struct pys_session *s, const struct cpy_thread *t);
 /* Walk thread t into s->raw using and refreshing the cache; returns the
  * number of raw frames or an error, as cpy_stack_walk, and sets
  * s->walk_cut for a chain cut at s->walk_max. */

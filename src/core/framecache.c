@@ -37,6 +37,18 @@
  * batch ends with a second copy of the anchor and its number
  * (prof_anchor_hint), and a walk from the batch whose anchor moved in
  * between is read again.
+ *
+ * Another profiler may keep the same anchors (CPython 3.15's own, with
+ * cache_frames, writes each sampled thread's current frame there). Its
+ * writes break the protocol: an anchor it wrote need not be a frame that was
+ * in pystrobe's chain when pystrobe last saw it, and its frames below may
+ * have changed since. So pystrobe writes nothing at attach and nothing at a
+ * thread's first walk (it only looks), and before each walk checks that the
+ * thread's anchor is one the interpreter could have moved pystrobe's to
+ * (anchor_explained). Where it is not, the walk is a whole one; a thread
+ * where that comes again soon has a second writer: its anchors are left
+ * alone from then on and it is walked as with --read-only
+ * (prof_fcache_usable).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +67,13 @@
 #define NOTE_BELOW 512
 /* How far past the data stack's top the second copies of a chain reach. */
 #define HINT_SLACK 512
+/* A thread's anchor found where neither pystrobe nor the interpreter put it
+ * this many times within OTHER_WINDOW walks has a second writer. Once is
+ * not enough: a cached chain that was torn after all (rare) makes the
+ * interpreter's own moves look foreign once; another profiler's writes
+ * come at each of its samples. */
+#define OTHER_STRIKES 3
+#define OTHER_WINDOW 4096
 
 /* prof_chain_unchanged, also checking in the same read that the thread's
  * anchor and its sequence number are still `anchor` and `seq`. */
@@ -346,6 +365,78 @@ static int anchor_trusted(const struct cpy_thread *t, const struct cpy_raw_frame
 }
 
 /*
+ * Could the interpreter alone have turned the anchor pystrobe left (e->anchor,
+ * e->seq: written, or seen and kept) into `a` with sequence number `seq`?
+ * It moves an anchor only as that frame is removed, to its caller, adding 1
+ * to the number each time; so after d moves the anchor is d frames below
+ * pystrobe's in the chain pystrobe saw (e->frames), those frames having
+ * stayed until they returned. Fewer when pystrobe's own write came after
+ * some of the moves (they then count without moving it), and one more when
+ * the read caught the interpreter between its two stores. Moves end at an
+ * entry frame (popped without moving the anchor, which then stays at its
+ * address on the C stack, where no frame that moves it lives) and at the
+ * base frame (never removed). They are not followed past another frame
+ * the thread does not own (a generator's): anything is taken as explained
+ * there, the walk's own checks decide. So is everything when the chain is
+ * unknown, and below the bottom of a cut chain.
+ */
+static int anchor_explained(const struct prof_fcache_entry *e, uint8_t first_shim_owner, uint64_t a,
+                            uint64_t seq)
+{
+    if (a == e->anchor && seq == e->seq)
+        return 1;
+    if (e->anchor == 0) /* no frame is at 0: the interpreter never moves it */
+        return a == 0;
+    size_t p = 0;
+    while (p < e->n && e->frames[p].addr != e->anchor)
+        p++;
+    if (p == e->n)
+        return 1;
+    uint64_t d = seq - e->seq; /* a number that went back is huge: bounded by the chain */
+    size_t i;
+    for (i = p; i < e->n && i - p <= d + 1; i++) {
+        if (e->frames[i].addr == a)
+            return 1;
+        if (i == p || e->frames[i].owner == CPY_OWNER_THREAD)
+            continue; /* one whose code was cleared as it returned too */
+        return e->frames[i].owner < first_shim_owner;
+    }
+    /* Past the bottom of a chain cut at max_frames: frames pystrobe did not see. */
+    return i == e->n && e->cut != 0;
+}
+
+int prof_fcache_usable(struct pys_session *s, const struct cpy_thread *t)
+{
+    struct prof_fcache *fc = &s->fcache;
+    struct prof_fcache_entry *e = lookup(fc, t->addr, 0);
+    if (!e)
+        return 1;
+    e->walks++;
+    if (!e->other_writer && e->n > 0 &&
+        !anchor_explained(e, s->off.first_shim_owner, t->last_profiled_frame,
+                          t->last_profiled_frame_seq)) {
+        /* Not trusted in any case: this walk is a whole one (a miss). */
+        e->n = 0;
+        if (e->strikes == 0 || e->walks - e->first_strike > OTHER_WINDOW) {
+            e->strikes = 0;
+            e->first_strike = e->walks;
+        }
+        if (++e->strikes >= OTHER_STRIKES) {
+            e->other_writer = 1;
+            fc->other_writers++;
+        }
+    }
+    if (!e->other_writer)
+        return 1;
+    if (e->epoch != s->snapshots) {
+        e->epoch = s->snapshots;
+        fc->seen++;
+        fc->other_writer_walks++;
+    }
+    return 0;
+}
+
+/*
  * Second copies for the next batch: of the frames above the anchor this walk
  * leaves (the next sample's walk ends there and checks only what lies above
  * it), not of the whole chain checked now.
@@ -587,7 +678,9 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
             e->n = 0;
             return PYS_E_NOMEM;
         }
-        memcpy(e->frames, s->raw, (size_t)n * sizeof *s->raw);
+        /* A thread without frames (n = 0) may have no array yet. */
+        if (n > 0)
+            memcpy(e->frames, s->raw, (size_t)n * sizeof *s->raw);
         e->n = (size_t)n;
         e->cut = s->walk_cut = cut;
     }
@@ -601,6 +694,15 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
      * stored by prof_fcache_resolved. Anchor it at the current frame. */
     if (s->tail_start == SIZE_MAX)
         e->res_valid = 0;
+    /* A thread's first walk only looks: the anchor another profiler
+     * keeps, if one does, is not overwritten before the next walk has had
+     * a chance to see it move (prof_fcache_usable). */
+    if (!e->looked) {
+        e->looked = 1;
+        e->seq = t->last_profiled_frame_seq;
+        e->anchor = anchor;
+        return n;
+    }
     /* Anchor at the top frame's caller: a hot leaf that keeps returning and
      * being called again then leaves the anchor (and the cache) in place.
      * Not at a generator's frame nor at an entry frame (next_anchor): the
@@ -646,8 +748,10 @@ void prof_fcache_resolved(struct pys_session *s, size_t nraw, int ok)
         return;
     /* The tail's resolutions are in place already: store the rest. */
     size_t fresh = s->tail_start < nraw ? s->tail_start : nraw;
-    memcpy(e->res, s->res_scratch, fresh * sizeof *e->res);
-    memcpy(e->res_kind, s->kind_scratch, fresh);
+    if (fresh > 0) {
+        memcpy(e->res, s->res_scratch, fresh * sizeof *e->res);
+        memcpy(e->res_kind, s->kind_scratch, fresh);
+    }
     e->res_valid = 1;
 }
 

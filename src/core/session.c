@@ -19,31 +19,6 @@ int prof_fail(struct pys_session *s, int code, const char *fmt, ...)
     return code;
 }
 
-/* Zero the frame cache anchors another profiler may have left, so that
- * every anchor the interpreter maintains from now on is pystrobe's. */
-static void clear_anchors(struct pys_session *s)
-{
-    uint64_t iaddr = 0;
-    if (cpy_runtime_first_interp(&s->mem, &s->off, s->runtime, &iaddr) < 0)
-        return;
-    for (int ni = 0; iaddr != 0 && ni < CPY_MAX_INTERPS; ni++) {
-        struct cpy_interp in;
-        if (cpy_interp_read(&s->mem, &s->off, s->runtime, iaddr, &in) < 0)
-            return;
-        uint64_t t = in.threads_head;
-        for (int nt = 0; t != 0 && nt < CPY_MAX_THREADS; nt++) {
-            uint64_t lpf = 0, next = 0;
-            if (mem_read_u64(&s->mem, t + s->off.thread_state.last_profiled_frame, &lpf) < 0 ||
-                mem_read_u64(&s->mem, t + s->off.thread_state.next, &next) < 0)
-                break;
-            if (lpf != 0)
-                mem_write_u64(&s->mem, t + s->off.thread_state.last_profiled_frame, 0);
-            t = next;
-        }
-        iaddr = in.next;
-    }
-}
-
 int pys_session_attach(pys_session **out, int pid, const struct pys_options *opt, char *errtext,
                        size_t errlen)
 {
@@ -152,8 +127,6 @@ int prof_session_open(pys_session **out, int pid, struct mem_source *src,
         rc = PYS_E_NOMEM;
         goto fail;
     }
-    if (s->use_fcache)
-        clear_anchors(s);
     *out = s;
     return 0;
 fail:
@@ -249,6 +222,8 @@ void pys_session_stats(const pys_session *s, struct pys_stats *out)
     out->mem_pieces = a->pieces + b->pieces;
     out->threads_reused = s->idle.reused;
     out->frame_cache_entries = s->fcache.count;
+    out->frame_cache_other_writers = s->fcache.other_writers;
+    out->frame_cache_other_writer_walks = s->fcache.other_writer_walks;
 }
 
 int pys_child_pids(int pid, int recursive, int *out, size_t max)

@@ -476,7 +476,7 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
         s->walk_entry = NULL;
         s->tail_start = SIZE_MAX;
         s->walk_cut = 0;
-        if (s->use_fcache) {
+        if (s->use_fcache && prof_fcache_usable(s, &cur)) {
             rc = prof_fcache_walk(s, &cur);
         } else {
             /* A chain put together from several reads (frames read one by

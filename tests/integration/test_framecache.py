@@ -18,6 +18,7 @@ BUILD = Path(os.environ.get("PYSTROBE_BUILD", ROOT / "build"))
 STREAM = BUILD / "tests" / "sample_stream"
 WORKLOAD = ROOT / "tests" / "integration" / "workloads" / "cache_aba.py"
 CHURN = ROOT / "tests" / "integration" / "workloads" / "churn.py"
+SIDROOT_SH = ROOT / "scripts" / "sidroot.sh"
 
 CACHE_TARGETS = [t for t in supported_targets() if t.version >= (3, 15)]
 pytestmark = pytest.mark.skipif(not CACHE_TARGETS, reason="no CPython 3.15 target")
@@ -28,7 +29,8 @@ def target15(request):
     return request.param
 
 
-def stream(pid, seconds, *flags):
+def stream_run(pid, seconds, *flags):
+    """sample_stream's samples (n, tid, frames) and its statistics line."""
     r = subprocess.run([str(STREAM), str(pid), str(seconds), *flags],
                        capture_output=True, text=True, timeout=seconds + 30)
     assert r.returncode == 0, r.stderr
@@ -36,7 +38,14 @@ def stream(pid, seconds, *flags):
     for line in r.stdout.splitlines():
         n, tid, stack = line.split(" ", 2)
         samples.append((int(n), int(tid), stack.split(";")))
-    m = re.search(r"hits (\d+) partial (\d+) misses (\d+)", r.stderr)
+    return samples, r.stderr
+
+
+def stream(pid, seconds, *flags):
+    samples, stats = stream_run(pid, seconds, *flags)
+    # With no other profiler, no thread's anchor is taken for another's.
+    assert "other-writers 0 " in stats, stats
+    m = re.search(r"hits (\d+) partial (\d+) misses (\d+)", stats)
     return samples, tuple(int(x) for x in m.groups())
 
 
@@ -216,6 +225,7 @@ def test_stats_show_the_cache(pystrobe, spawn, target15, tmp_path):
     assert m, r.stderr
     hits, partial, misses = map(int, m.groups())
     assert hits + partial > 0 and misses >= 1, r.stderr
+    assert "other profiler" not in r.stderr, r.stderr
     r = subprocess.run([str(pystrobe), "attach", "-d", "0.5", "--read-only", "--stats",
                         "--collapsed", "-o", str(tmp_path / "d.txt"), str(p.pid)],
                        capture_output=True, text=True, timeout=60)
@@ -276,3 +286,111 @@ def test_stack_at_rest_is_not_copied_whole(pystrobe, spawn, target15, tmp_path):
     # About 15 KB a sample when the whole used stack was read, 4.6 KB now.
     assert int(m.group(1)) < 8192, stats
     assert "hold" in stacks
+
+
+@pytest.fixture
+def reference_profiler(target15):
+    """The target's own _remote_debugging and profiling.sampling, with /proc
+    mounted in its root (they read /proc/PID/maps); unmounted at teardown if
+    mounted here."""
+    r = subprocess.run(target15.argv + ["-c", "import _remote_debugging, profiling.sampling"],
+                       capture_output=True, timeout=60)
+    if r.returncode != 0:
+        pytest.skip(f"{target15!r} has no _remote_debugging")
+    root = target15.chroot
+    env = dict(os.environ, PYSTROBE_SIDROOT=str(root)) if root else None
+    mounted_here = root is not None and not os.path.ismount(Path(root) / "proc")
+    if mounted_here:
+        subprocess.run([str(SIDROOT_SH), "mount"], check=True, env=env)
+    try:
+        yield target15
+    finally:
+        if mounted_here:
+            subprocess.run([str(SIDROOT_SH), "umount"], env=env)
+
+
+# CPython's RemoteUnwinder with its frame cache, sampling in a loop: after
+# each sample it writes the thread's current frame into the anchor.
+UNWINDER_LOOP = """
+import sys, time, _remote_debugging
+u = _remote_debugging.RemoteUnwinder(int(sys.argv[1]), all_threads=True, cache_frames=True)
+u.get_stack_trace()
+print("ready", flush=True)
+end = time.time() + float(sys.argv[2])
+while time.time() < end:
+    try:
+        u.get_stack_trace()
+    except Exception:
+        pass
+"""
+
+
+@pytest.mark.parametrize("writer", ["alone", "unwinder", "profiler"])
+def test_beside_another_profiler(spawn, reference_profiler, writer):
+    """CPython 3.15's own profiler keeps the same anchors (it writes each
+    sampled thread's current frame there), so the frames below an anchor it
+    wrote need not be those pystrobe cached. Two chains call one leaf, whose
+    line tells them apart: before pystrobe left a second writer's threads
+    alone, its anchor at the leaf served one chain's callers under the
+    other's leaf line (here 67 such samples in 620,000 beside the unwinder
+    loop, 44 in 224,000 beside `profiling.sampling attach -r 10khz`, none
+    alone). Now the thread is found written by another and walked without
+    the cache."""
+    target = reference_profiler
+    seconds = 4
+    script = target.stage(WORKLOAD)
+    p = spawn(target.argv + ["-B", script, "leaf", str(seconds + 8), "2000"])
+    time.sleep(0.5)
+    assert p.poll() is None
+    if writer == "unwinder":
+        w = spawn(target.argv + ["-c", UNWINDER_LOOP, str(p.pid), str(seconds + 4)],
+                  stdout=subprocess.PIPE)
+        wait_ready(w)
+    elif writer == "profiler":
+        w = spawn(target.argv + ["-m", "profiling.sampling", "attach", "-r", "10khz",
+                                 "-d", str(seconds + 4), "--collapsed", "-o", "/dev/null",
+                                 str(p.pid)], stdout=subprocess.DEVNULL)
+        time.sleep(1.5)  # its start; a slow one only shortens the overlap
+        assert w.poll() is None
+    samples, stats = stream_run(p.pid, seconds)
+    m = re.search(r"other-writers (\d+) walks (\d+)", stats)
+    assert m, stats
+    others, walks = map(int, m.groups())
+    src = WORKLOAD.read_text().splitlines()
+    leaf_line = {t: 1 + next(i for i, l in enumerate(src) if f"LEAF-{t.upper()}" in l)
+                 for t in "cd"}
+    chains = {"c": {"chain_c", "c1", "c2"}, "d": {"chain_d", "d1", "d2"}}
+    seen = {"c": 0, "d": 0}
+    impossible = []
+    for n, tid, stack in samples:
+        ns = names(stack)
+        if ns[-1] != "leaf":
+            continue
+        line = int(stack[-1].rsplit(":", 1)[1])
+        ours = [t for t in "cd" if chains[t] & set(ns)]
+        for t in ours:
+            seen[t] += 1
+        # Each leaf loop is two lines, "for" and its body.
+        other = [leaf_line[t] - 1 <= line <= leaf_line[t] for t in "cd" if t not in ours]
+        if len(ours) > 1 or (ours and any(other)):
+            impossible.append((n, stack))
+    assert seen["c"] > 50 and seen["d"] > 50, (seen, stats)
+    assert not impossible, f"{len(impossible)} of {len(samples)}: {impossible[:3]}"
+    if writer == "alone":
+        assert others == 0, stats
+    else:
+        # Found, and the rest of the run walked without the cache.
+        assert others >= 1 and walks > 100, stats
+
+
+def test_stats_name_another_profiler(pystrobe, spawn, reference_profiler, tmp_path):
+    """--stats counts the threads left to another profiler's anchors."""
+    target = reference_profiler
+    p = spawn(target.argv + ["-B", target.stage(WORKLOAD), "leaf", "8", "2000"])
+    time.sleep(0.5)
+    w = spawn(target.argv + ["-c", UNWINDER_LOOP, str(p.pid), "6"], stdout=subprocess.PIPE)
+    wait_ready(w)
+    stats, _ = attach_stats(pystrobe, p.pid, "10khz", 2, tmp_path)
+    m = re.search(r"other profiler: +writes the frame cache anchor of (\d+) threads too: "
+                  r"left to it, (\d+) thread samples", stats)
+    assert m and int(m.group(1)) >= 1 and int(m.group(2)) > 0, stats

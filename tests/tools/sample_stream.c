@@ -126,11 +126,13 @@ int main(int argc, char **argv)
     pys_session_stats(s, &st);
     fprintf(stderr,
             "samples %lu failed %lu hits %llu partial %llu misses %llu reused %llu "
-            "compared %lu differ %lu entries %llu\n",
+            "compared %lu differ %lu entries %llu other-writers %llu walks %llu\n",
             n, failed, (unsigned long long)st.frame_cache_hits,
             (unsigned long long)st.frame_cache_partial_hits,
             (unsigned long long)st.frame_cache_misses, (unsigned long long)st.threads_reused,
-            compared, differ, (unsigned long long)st.frame_cache_entries);
+            compared, differ, (unsigned long long)st.frame_cache_entries,
+            (unsigned long long)st.frame_cache_other_writers,
+            (unsigned long long)st.frame_cache_other_writer_walks);
     pys_session_free(all);
     pys_session_free(s);
     return 0;

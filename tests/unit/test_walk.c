@@ -2,6 +2,7 @@
  * Unit tests of the thread, frame, code and string readers (cpython/) on
  * crafted target memory: a memory image laid out with CPython 3.15's real
  * offsets, then corrupted in the ways a racing or hostile target could be.
+ * And the 3.15 frame cache (core/framecache.c) on the same image.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -818,6 +819,207 @@ static void test_exception_status(void **state)
     free(im);
 }
 
+/* A session over the image with the frame cache on, as attach would make
+ * it (without attaching: the image has no runtime). */
+static struct pys_session *fcache_session(struct image *im)
+{
+    struct pys_session *s = calloc(1, sizeof *s);
+    assert_non_null(s);
+    s->off = im->o;
+    s->sym = im->sym;
+    mem_init_image(&s->mem, im->regions, 2);
+    s->opt.max_frames = s->walk_max = PYS_MAX_FRAMES_DEFAULT;
+    s->raw = malloc(s->walk_max * sizeof *s->raw);
+    s->res_scratch = malloc(s->walk_max * sizeof *s->res_scratch);
+    s->kind_scratch = malloc(s->walk_max);
+    assert_true(s->raw && s->res_scratch && s->kind_scratch);
+    s->use_fcache = 1;
+    s->snapshots = 1;
+    return s;
+}
+
+static void fcache_session_free(struct pys_session *s)
+{
+    prof_fcache_release(&s->fcache);
+    mem_release(&s->mem);
+    cpy_stack_release(&s->stack);
+    free(s->raw);
+    free(s->res_scratch);
+    free(s->kind_scratch);
+    free(s);
+}
+
+/* Read the image's thread into *t and, if asked to, walk it through the
+ * cache as a snapshot would (the walk's result or error). */
+static int fcache_walk(struct pys_session *s, struct cpy_thread *t, uint8_t *ts, int walk)
+{
+    assert_int_equal(cpy_thread_read(&s->mem, &s->off, &s->sym, A_TSTATE, ts, t), 0);
+    if (!walk)
+        return 0;
+    s->snapshots++;
+    s->reads_at_thread = s->mem.stats.reads;
+    int n = prof_fcache_walk(s, t);
+    if (n >= 0)
+        prof_fcache_resolved(s, (size_t)n, 1);
+    return n;
+}
+
+static uint64_t get64(struct image *im, uint64_t addr)
+{
+    uint64_t v;
+    memcpy(&v, at(im, addr), 8);
+    return v;
+}
+
+/* A thread with no frame (one starting or ending): the cache keeps an empty
+ * chain, whose entry has no array yet (UBSan: a copy of no bytes to NULL is
+ * undefined all the same). */
+static void test_fcache_thread_without_frames(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    uint8_t ts[4096];
+    struct cpy_thread t;
+    build(im);
+    put64(im, A_TSTATE + im->o.thread_state.current_frame, 0);
+    struct pys_session *s = fcache_session(im);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(fcache_walk(s, &t, ts, 1), 0);
+    assert_int_equal(s->fcache.count, 1);
+    fcache_session_free(s);
+    free(im);
+}
+
+/* The cache entry of the image's thread. */
+static const struct prof_fcache_entry *entry_of(const struct pys_session *s)
+{
+    for (size_t i = 0; i < s->fcache.cap; i++)
+        if (s->fcache.v[i].tstate == A_TSTATE)
+            return &s->fcache.v[i];
+    fail();
+    return NULL;
+}
+
+/* Write anchor a and sequence number sq into the image's thread, as another
+ * profiler would, until pystrobe finds the thread has a second writer, a
+ * walk following each time it does not yet: how many writes that took
+ * (each a strike), or 0 if still not found after 10. */
+static int writes_until_found(struct pys_session *s, struct image *im, uint64_t a, uint64_t sq)
+{
+    uint8_t ts[4096];
+    struct cpy_thread t;
+    for (int i = 1; i <= 10; i++) {
+        put64(im, A_TSTATE + im->o.thread_state.last_profiled_frame, a);
+        put64(im, A_TSTATE + im->o.thread_state.last_profiled_frame_seq, sq);
+        assert_int_equal(fcache_walk(s, &t, ts, 0), 0);
+        if (!prof_fcache_usable(s, &t))
+            return i;
+        uint64_t misses = s->fcache.misses;
+        assert_int_equal(fcache_walk(s, &t, ts, 1), 4);
+        assert_int_equal(s->fcache.misses, misses + 1); /* the anchor was not used */
+    }
+    return 0;
+}
+
+/*
+ * Another profiler writing the anchor (CPython's own writes the thread's
+ * current frame): found when the anchor is, a few times, one the
+ * interpreter could not have moved pystrobe's to (each time the walk is a
+ * whole one), and from then on the anchor is left alone.
+ */
+static void test_fcache_other_writer(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    uint8_t ts[4096];
+    struct cpy_thread t;
+    build(im);
+    const uint64_t lpf = A_TSTATE + im->o.thread_state.last_profiled_frame;
+    const uint64_t seq = A_TSTATE + im->o.thread_state.last_profiled_frame_seq;
+    put64(im, lpf, 0);
+    put64(im, seq, 7);
+    struct pys_session *s = fcache_session(im);
+
+    /* The first walk only looks; the second anchors at the top's caller. */
+    assert_int_equal(fcache_walk(s, &t, ts, 1), 4);
+    assert_int_equal(get64(im, lpf), 0);
+    assert_int_equal(fcache_walk(s, &t, ts, 1), 4);
+    assert_int_equal(get64(im, lpf), A_FRAME(1));
+    assert_int_equal(s->mem.stats.writes, 1);
+
+    /* What the interpreter does: the anchor returned, moved to its caller. */
+    put64(im, lpf, A_FRAME(2));
+    put64(im, seq, 8);
+    assert_int_equal(fcache_walk(s, &t, ts, 0), 0);
+    assert_int_equal(prof_fcache_usable(s, &t), 1);
+    /* Read between the interpreter's two stores: moved, not yet counted. */
+    put64(im, seq, 7);
+    assert_int_equal(fcache_walk(s, &t, ts, 0), 0);
+    assert_int_equal(prof_fcache_usable(s, &t), 1);
+    assert_int_equal(entry_of(s)->strikes + s->fcache.other_writers, 0);
+    /* Nor can it move the anchor up, to the top frame: another writer did. */
+    assert_int_equal(writes_until_found(s, im, A_FRAME(0), 9), 3);
+    assert_int_equal(s->fcache.other_writers, 1);
+    /* From then on the thread is not walked with the cache, whatever its
+     * anchor says, counted once, and its anchor is not written again. */
+    uint64_t writes = s->mem.stats.writes;
+    put64(im, lpf, A_FRAME(1));
+    put64(im, seq, 7);
+    assert_int_equal(fcache_walk(s, &t, ts, 0), 0);
+    assert_int_equal(prof_fcache_usable(s, &t), 0);
+    assert_int_equal(s->fcache.other_writers, 1);
+    assert_int_equal(s->mem.stats.writes, writes);
+    fcache_session_free(s);
+
+    /* A thread seen with an anchor pystrobe did not write: kept at the
+     * first walk, and found moved without a move counted. */
+    put64(im, lpf, A_FRAME(0));
+    s = fcache_session(im);
+    assert_int_equal(fcache_walk(s, &t, ts, 1), 4);
+    assert_int_equal(get64(im, lpf), A_FRAME(0));
+    assert_int_equal(s->mem.stats.writes, 0);
+    assert_int_equal(writes_until_found(s, im, A_FRAME(1) + 0x40, 7), 3);
+    fcache_session_free(s);
+
+    /* A frame read as it returned (its code cleared) is followed as any. */
+    put64(im, A_FRAME(2) + im->o.interpreter_frame.executable, 0);
+    put64(im, lpf, 0);
+    put64(im, seq, 7);
+    s = fcache_session(im);
+    assert_int_equal(fcache_walk(s, &t, ts, 1), 4);
+    assert_int_equal(fcache_walk(s, &t, ts, 1), 4);
+    assert_int_equal(get64(im, lpf), A_FRAME(1));
+    put64(im, lpf, A_BASE);
+    put64(im, seq, 9);
+    assert_int_equal(fcache_walk(s, &t, ts, 0), 0);
+    assert_int_equal(prof_fcache_usable(s, &t), 1);
+    assert_int_equal(entry_of(s)->strikes, 0);
+    fcache_session_free(s);
+    put64(im, A_FRAME(2) + im->o.interpreter_frame.executable, A_CODE | 1);
+
+    /* Moves end at an entry frame (C called Python there): it is popped
+     * without moving the anchor. However many moves were counted, none
+     * took the anchor back up to the top. */
+    *at(im, A_FRAME(2) + im->o.interpreter_frame.owner) = 3;
+    put64(im, lpf, 0);
+    put64(im, seq, 7);
+    s = fcache_session(im);
+    assert_int_equal(fcache_walk(s, &t, ts, 1), 4);
+    assert_int_equal(fcache_walk(s, &t, ts, 1), 4);
+    assert_int_equal(get64(im, lpf), A_FRAME(1));
+    put64(im, lpf, A_FRAME(2));
+    put64(im, seq, 8);
+    assert_int_equal(fcache_walk(s, &t, ts, 0), 0);
+    assert_int_equal(prof_fcache_usable(s, &t), 1);
+    put64(im, lpf, A_FRAME(0));
+    put64(im, seq, 12);
+    assert_int_equal(fcache_walk(s, &t, ts, 0), 0);
+    prof_fcache_usable(s, &t);
+    assert_int_equal(entry_of(s)->strikes, 1);
+    fcache_session_free(s);
+    free(im);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -834,6 +1036,8 @@ int main(void)
         cmocka_unit_test(test_code_rechecked),
         cmocka_unit_test(test_unicode),
         cmocka_unit_test(test_exception_status),
+        cmocka_unit_test(test_fcache_thread_without_frames),
+        cmocka_unit_test(test_fcache_other_writer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,9 @@
 """Two call chains through frames at the same addresses, alternating: the
 frames of chain_a and chain_b occupy the same slots of the data stack, so a
 frame cache keyed on addresses alone would mix them (the ABA case).
+In "leaf" mode two such chains call one leaf function, whose line
+tells them apart: a chain's callers under the other's leaf line is a
+stack the program never has.
 Then, for the line test, a top frame that moves between two lines; for
 the entry frame test ("next"), a function that resumes two generators from
 two lines through next(), a call from C each time; and
@@ -8,7 +11,7 @@ for the unwinding test, a recursion 900 deep that keeps unwinding to its
 bottom and going down again, its leaf a spin ("hold": one that stays down,
 its leaf spinning until the end, 80 deep).
 
-Usage: cache_aba.py aba|lines|next|deep|hold SECONDS [SPIN]
+Usage: cache_aba.py aba|leaf|lines|next|deep|hold SECONDS [SPIN]
 SPIN (default 2000) is the leaf's loop count: a small one makes the two
 chains take turns so fast that many reads catch the stack as it changes.
 """
@@ -48,6 +51,41 @@ def b1():
 
 def chain_b():
     return b1()
+
+
+def leaf(tag):
+    x = 0
+    if tag == "c":
+        for i in range(SPIN):
+            x += i  # LEAF-C
+    else:
+        for i in range(SPIN):
+            x += i  # LEAF-D
+    return x
+
+
+def c2():
+    return leaf("c")
+
+
+def c1():
+    return c2()
+
+
+def chain_c():
+    return c1()
+
+
+def d2():
+    return leaf("d")
+
+
+def d1():
+    return d2()
+
+
+def chain_d():
+    return d1()
 
 
 def recurse(depth):
@@ -101,6 +139,10 @@ def main():
         while time.time() < end:
             chain_a()
             chain_b()
+    elif mode == "leaf":
+        while time.time() < end:
+            chain_c()
+            chain_d()
     elif mode == "next":
         from_c(end)
     elif mode == "deep":

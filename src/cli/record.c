@@ -22,109 +22,150 @@ static const char *named_tmp(const struct rec_out *o)
     return o->tmp[0] && !o->anonymous ? o->tmp : NULL;
 }
 
-int cli_record(int argc, char **argv, int attach)
-{
+/* One call of cli_record: what was asked and what it holds. */
+struct job {
     struct rec r;
-    int pid = -1, status = CLI_OK;
-    pid_t child = -1;
-    pys_session *s = NULL;
-    pys_profile *prof = NULL;
+    struct pys_options opt;
     struct rec_out out;
-    uint64_t unmatched = 0;
-    char err[512];
+    int pid;        /* the target's; -1 until known (run) */
+    pid_t child;    /* run's command, or -1 */
+    pys_session *s; /* the session sampling starts with, once attached */
+    pys_profile *prof;
+};
 
-    int rc = rec_parse_args(&r, argc, argv, attach, &pid);
-    if (rc != -1)
-        return rc;
-    struct pys_options opt = {.cpu_state = r.mode == MODE_CPU,
-                              .native = r.native,
-                              .gc = r.gc,
-                              .frame_cache = !r.read_only,
-                              .reuse_idle = !r.every_thread,
-                              .max_frames = r.max_frames};
+/* attach: attach to j->pid. Returns -1, or the exit status to end with
+ * (the output discarded). */
+static int attach_target(struct job *j)
+{
+    char err[512];
+    int rc = pys_session_attach(&j->s, j->pid, &j->opt, err, sizeof err);
+    if (rc < 0) {
+        rec_out_discard(&j->out);
+        return cli_report(rc, err);
+    }
+    return -1;
+}
+
+/* run: start the command and attach to its Python. Returns -1 (j->child,
+ * j->pid and j->s set), or the exit status to end with (the output
+ * discarded, the command ended unless it ended first). */
+static int start_target(struct job *j)
+{
+    const struct rec *r = &j->r;
+    int exited, child_status = 0;
+    j->child = rec_child_start(r->argv, r->detach);
+    if (j->child < 0) {
+        rec_out_discard(&j->out);
+        fprintf(stderr, "pystrobe: fork failed: %s\n", strerror(errno));
+        return CLI_ERROR;
+    }
+    rec_abort_cleanup(r->detach ? -1 : j->child, -1, named_tmp(&j->out));
+    int rc = rec_child_attach(j->child, &j->opt, &j->s, &child_status, &exited);
+    if (rc < 0) {
+        rec_out_discard(&j->out);
+        if (exited) {
+            fprintf(stderr, "pystrobe: %s exited before Python started (status %d)\n", r->argv[0],
+                    child_status);
+            return child_status ? child_status : CLI_NOTPYTHON;
+        }
+        rec_child_stop(j->child, -1, 0);
+        return rc == PYS_E_PERM ? CLI_PERM : rc == PYS_E_VERSION ? CLI_VERSION : CLI_OK;
+    }
+    j->pid = pys_session_pid(j->s);
+    rec_abort_cleanup(r->detach ? -1 : j->child, r->detach ? -1 : j->pid, named_tmp(&j->out));
+    return -1;
+}
+
+/* Everything before sampling: the output made ready, the target attached
+ * or started, the profile made. Returns -1, or the exit status to end with
+ * (all that was set up released). */
+static int job_setup(struct job *j)
+{
+    const struct rec *r = &j->r;
     prctl(PR_SET_TIMERSLACK, 1UL);
     rec_signals_install();
     /* Before anything starts: a profile that cannot be written is not taken. */
-    rc = rec_out_prepare(&out, &r, attach ? pid : -1);
+    int rc = rec_out_prepare(&j->out, r, r->attach ? j->pid : -1);
     if (rc != -1)
         return rc;
-    rec_abort_cleanup(-1, -1, named_tmp(&out));
+    rec_abort_cleanup(-1, -1, named_tmp(&j->out));
+    rc = r->attach ? attach_target(j) : start_target(j);
+    if (rc != -1)
+        return rc;
 
-    if (attach) {
-        rc = pys_session_attach(&s, pid, &opt, err, sizeof err);
-        if (rc < 0) {
-            rec_out_discard(&out);
-            return cli_report(rc, err);
-        }
-    } else {
-        int exited, child_status = 0;
-        child = rec_child_start(r.argv, r.detach);
-        if (child < 0) {
-            rec_out_discard(&out);
-            fprintf(stderr, "pystrobe: fork failed: %s\n", strerror(errno));
-            return CLI_ERROR;
-        }
-        rec_abort_cleanup(r.detach ? -1 : child, -1, named_tmp(&out));
-        rc = rec_child_attach(child, &opt, &s, &child_status, &exited);
-        if (rc < 0) {
-            rec_out_discard(&out);
-            if (exited) {
-                fprintf(stderr, "pystrobe: %s exited before Python started (status %d)\n",
-                        r.argv[0], child_status);
-                return child_status ? child_status : CLI_NOTPYTHON;
-            }
-            rec_child_stop(child, -1, 0);
-            return rc == PYS_E_PERM ? CLI_PERM : rc == PYS_E_VERSION ? CLI_VERSION : CLI_OK;
-        }
-        pid = pys_session_pid(s);
-        rec_abort_cleanup(r.detach ? -1 : child, r.detach ? -1 : pid, named_tmp(&out));
-    }
-
-    prof = pys_profile_new();
-    if (!prof) {
-        rec_out_discard(&out);
-        pys_session_free(s);
-        if (child > 0 && !r.detach)
-            rec_child_stop(child, pid, 0);
+    j->prof = pys_profile_new();
+    if (!j->prof) {
+        rec_out_discard(&j->out);
+        pys_session_free(j->s);
+        if (j->child > 0 && !r->detach)
+            rec_child_stop(j->child, j->pid, 0);
         fprintf(stderr, "pystrobe: out of memory\n");
         return CLI_ERROR;
     }
-    pys_profile_set_max_memory(prof, r.max_memory);
-    struct pys_profile_info *info = pys_profile_info(prof);
-    info->pid = pid;
-    info->python_version = pys_session_python_version(s);
-    info->interval_ns = r.interval_ns;
-    info->mode = rec_mode_names[r.mode];
-    info->max_frames = r.max_frames ? r.max_frames : PYS_MAX_FRAMES_DEFAULT;
+    pys_profile_set_max_memory(j->prof, r->max_memory);
+    struct pys_profile_info *info = pys_profile_info(j->prof);
+    info->pid = j->pid;
+    info->python_version = pys_session_python_version(j->s);
+    info->interval_ns = r->interval_ns;
+    info->mode = rec_mode_names[r->mode];
+    info->max_frames = r->max_frames ? r->max_frames : PYS_MAX_FRAMES_DEFAULT;
+    return -1;
+}
 
-    struct rec_sessions ss = {.v = {s}, .n = 1, .opt = &opt};
-    enum end why = rec_sample_loop(&r, &ss, prof, &unmatched);
-    s = ss.v[ss.n - 1];
-    rec_print_summary(info, r.rate_hz);
-    rec_print_folded(prof, r.max_memory);
-    if (r.stats)
-        rec_print_stats(s, info);
-    status = rec_write_output(&r, &out, prof, pid, unmatched);
-
-    if (child > 0) {
+/* After sampling ended (why) with status from writing the profile: end
+ * run's command, or wait for it and take its exit status when it ended or
+ * became another program on its own. Returns the exit status. */
+static int end_child(const struct job *j, enum end why, int status)
+{
+    if (why == END_EXITED || why == END_NOT_PYTHON) {
+        /* The target ended on its own, or runs on as another program (the
+         * profile is written): pass its status on when it ends. */
         int st;
-        if (why == END_EXITED || why == END_NOT_PYTHON) {
-            /* The target ended on its own, or runs on as another program
-             * (the profile is written): pass its status on when it ends. */
-            if (why == END_NOT_PYTHON)
-                fprintf(stderr, "pystrobe: waiting for process %d to end\n", (int)child);
-            pid_t w;
-            while ((w = waitpid(child, &st, 0)) < 0 && errno == EINTR)
-                ;
-            if (w == child && status == CLI_OK)
-                status = rec_exit_status_of(st);
-        } else if (r.detach) {
-            fprintf(stderr, "pystrobe: process %d left running (--detach)\n", (int)child);
-        } else {
-            rec_child_stop(child, pid, why == END_SIGNAL && rec_stop == SIGINT);
-        }
+        if (why == END_NOT_PYTHON)
+            fprintf(stderr, "pystrobe: waiting for process %d to end\n", (int)j->child);
+        pid_t w;
+        while ((w = waitpid(j->child, &st, 0)) < 0 && errno == EINTR)
+            ;
+        if (w == j->child && status == CLI_OK)
+            status = rec_exit_status_of(st);
+    } else if (j->r.detach) {
+        fprintf(stderr, "pystrobe: process %d left running (--detach)\n", (int)j->child);
+    } else {
+        rec_child_stop(j->child, j->pid, why == END_SIGNAL && rec_stop == SIGINT);
     }
-    pys_profile_free(prof);
+    return status;
+}
+
+int cli_record(int argc, char **argv, int attach)
+{
+    struct job j = {.pid = -1, .child = -1};
+    uint64_t unmatched = 0;
+
+    int rc = rec_parse_args(&j.r, argc, argv, attach, &j.pid);
+    if (rc != -1)
+        return rc;
+    j.opt = (struct pys_options){.cpu_state = j.r.mode == MODE_CPU,
+                                 .native = j.r.native,
+                                 .gc = j.r.gc,
+                                 .frame_cache = !j.r.read_only,
+                                 .reuse_idle = !j.r.every_thread,
+                                 .max_frames = j.r.max_frames};
+    rc = job_setup(&j);
+    if (rc != -1)
+        return rc;
+
+    struct rec_sessions ss = {.v = {j.s}, .n = 1, .opt = &j.opt};
+    enum end why = rec_sample_loop(&j.r, &ss, j.prof, &unmatched);
+    const struct pys_profile_info *info = pys_profile_info(j.prof);
+    rec_print_summary(info, j.r.rate_hz);
+    rec_print_folded(j.prof, j.r.max_memory);
+    if (j.r.stats)
+        rec_print_stats(ss.v[ss.n - 1], info);
+    int status = rec_write_output(&j.r, &j.out, j.prof, j.pid, unmatched);
+    if (j.child > 0)
+        status = end_child(&j, why, status);
+
+    pys_profile_free(j.prof);
     for (size_t i = 0; i < ss.n; i++)
         pys_session_free(ss.v[i]);
     return status;

@@ -184,6 +184,21 @@ struct timing {
     uint64_t n, sum, min, max, last_print, window_n, window_start;
 };
 
+/* One call of rec_sample_loop: its arguments and where it stands. */
+struct loop {
+    const struct rec *r;
+    struct rec_sessions *ss;
+    pys_session *s; /* the last of ss: the program sampled */
+    pys_profile *prof;
+    struct pys_profile_info *info;
+    uint64_t *unmatched;
+    int spin;        /* wait for a deadline by spinning, else by sleeping */
+    uint64_t start;  /* when sampling started */
+    uint64_t next;   /* the next sample's deadline */
+    uint64_t waited; /* time spent waiting for exec'd programs to become Python */
+    struct timing tm;
+};
+
 static void realtime_line(const struct timing *tm, uint64_t samples, uint64_t failed, uint64_t now)
 {
     double secs = (double)(now - tm->window_start) / 1e9;
@@ -206,21 +221,131 @@ static int add_thread(pys_profile *prof, const struct pys_thread *t)
     return pys_profile_add(prof, id, t->frames, t->nframes, 1);
 }
 
+/* Add one snapshot's stacks that pass the filters to the profile, and
+ * count the sample: failed if a thread could not be read, unmatched if
+ * stacks were seen but none passed, truncated if a stack was cut at
+ * --max-frames. 0, or PYS_E_NOMEM (the sample's counts then not taken). */
+static int add_snapshot(struct loop *l, const struct pys_snapshot *snap)
+{
+    int failed = 0, stacks = 0, kept = 0, truncated = 0;
+    for (size_t i = 0; i < snap->ninterps; i++) {
+        const struct pys_interp *in = &snap->interps[i];
+        for (size_t k = 0; k < in->nthreads; k++) {
+            const struct pys_thread *t = &in->threads[k];
+            if (t->error) {
+                failed = 1;
+                continue;
+            }
+            if (t->nframes == 0)
+                continue;
+            stacks++;
+            truncated |= t->frames[t->nframes - 1].kind == PYS_FRAME_TRUNCATED;
+            if (!thread_matches(l->r, t))
+                continue;
+            kept++;
+            if (add_thread(l->prof, t) < 0)
+                return PYS_E_NOMEM;
+        }
+    }
+    l->info->failed += (uint64_t)failed;
+    *l->unmatched += stacks > 0 && kept == 0;
+    l->info->truncated += (uint64_t)truncated;
+    return 0;
+}
+
+/* Account a sample taken from t0 to t1: its time, the realtime line
+ * (every 250 ms with --realtime-stats), and the next deadline; deadlines
+ * passed by more than a whole interval are counted missed and skipped. */
+static void sample_done(struct loop *l, uint64_t t0, uint64_t t1)
+{
+    struct timing *tm = &l->tm;
+    uint64_t dt = t1 - t0, interval = l->r->interval_ns;
+    tm->n++;
+    tm->window_n++;
+    tm->sum += dt;
+    tm->min = dt < tm->min ? dt : tm->min;
+    tm->max = dt > tm->max ? dt : tm->max;
+    if (l->r->realtime && t1 - tm->last_print >= 250000000ull) {
+        realtime_line(tm, l->info->samples, l->info->failed, t1);
+        tm->last_print = tm->window_start = t1;
+        tm->window_n = 0;
+    }
+    l->next += interval;
+    if (t1 >= l->next + interval) {
+        uint64_t skip = (t1 - l->next) / interval;
+        l->info->missed += skip;
+        l->next += skip * interval;
+    }
+}
+
+/* The program was replaced (t1: when the sample saw it). Returns 1 if
+ * the new program is followed (sampling goes on from now), else 0 with
+ * *why. */
+static int on_exec(struct loop *l, uint64_t t1, enum end *why)
+{
+    size_t had = l->ss->n;
+    const struct rec *r = l->r;
+    *why = follow_exec(l->ss, r->duration_ns ? l->start + r->duration_ns : UINT64_MAX);
+    uint64_t t2 = rec_now_ns();
+    /* The wait for the new program is neither sampled nor missed. */
+    l->waited += t2 - t1;
+    l->next = t2;
+    if (l->ss->n == had)
+        return 0;
+    l->s = l->ss->v[l->ss->n - 1];
+    return 1;
+}
+
+/* Wait for the next deadline, or a signal. */
+static void wait_deadline(const struct loop *l)
+{
+    if (l->spin)
+        spin_until(l->next);
+    else
+        sleep_until(l->next);
+}
+
+/* Take one sample, begun at t0. Returns 1 to go on, else 0 with *why. */
+static int sample_one(struct loop *l, uint64_t t0, enum end *why)
+{
+    const struct pys_snapshot *snap;
+    int rc = pys_session_snapshot(l->s, &snap);
+    uint64_t t1 = rec_now_ns();
+    if (rc == PYS_E_EXITED) {
+        *why = END_EXITED;
+        return 0;
+    }
+    if (rc == PYS_E_EXEC)
+        return on_exec(l, t1, why);
+    l->info->samples++;
+    if (rc < 0) {
+        l->info->failed++;
+    } else if (add_snapshot(l, snap) < 0) {
+        fprintf(stderr, "pystrobe: out of memory: stopping\n");
+        *why = END_SIGNAL;
+        return 0;
+    }
+    sample_done(l, t0, t1);
+    return 1;
+}
+
 /* Sample until the end; fill the profile and its info. */
 enum end rec_sample_loop(const struct rec *r, struct rec_sessions *ss, pys_profile *prof,
                          uint64_t *unmatched)
 {
-    pys_session *s = ss->v[ss->n - 1];
-    struct pys_profile_info *info = pys_profile_info(prof);
-    uint64_t interval = r->interval_ns;
+    struct loop l = {.r = r,
+                     .ss = ss,
+                     .s = ss->v[ss->n - 1],
+                     .prof = prof,
+                     .info = pys_profile_info(prof),
+                     .unmatched = unmatched};
     /* Spin only where sleeping cannot keep up: intervals shorter than twice
      * the wake-up latency, and never at 20 kHz or below (sleeping a little
      * late there costs nothing: deadlines are absolute). */
-    int spin = interval < 50000 && interval < 2 * wake_latency_ns();
-    uint64_t start = rec_now_ns(), next = start;
-    struct timing tm = {0, 0, UINT64_MAX, 0, start, 0, start};
+    l.spin = r->interval_ns < 50000 && r->interval_ns < 2 * wake_latency_ns();
+    l.start = l.next = rec_now_ns();
+    l.tm = (struct timing){0, 0, UINT64_MAX, 0, l.start, 0, l.start};
     enum end why = END_SIGNAL;
-    uint64_t waited = 0; /* for a program exec'd to become Python */
 
     *unmatched = 0;
     for (;;) {
@@ -229,90 +354,21 @@ enum end rec_sample_loop(const struct rec *r, struct rec_sessions *ss, pys_profi
             break;
         }
         uint64_t t0 = rec_now_ns();
-        if (r->duration_ns && t0 - start >= r->duration_ns) {
+        if (r->duration_ns && t0 - l.start >= r->duration_ns) {
             why = END_DURATION;
             break;
         }
-        if (t0 < next) {
-            if (spin)
-                spin_until(next);
-            else
-                sleep_until(next);
+        if (t0 < l.next) {
+            wait_deadline(&l);
             if (rec_stop)
                 continue;
             t0 = rec_now_ns();
         }
-        const struct pys_snapshot *snap;
-        int rc = pys_session_snapshot(s, &snap);
-        uint64_t t1 = rec_now_ns();
-        if (rc == PYS_E_EXITED) {
-            why = END_EXITED;
+        if (!sample_one(&l, t0, &why))
             break;
-        }
-        if (rc == PYS_E_EXEC) {
-            size_t had = ss->n;
-            why = follow_exec(ss, r->duration_ns ? start + r->duration_ns : UINT64_MAX);
-            uint64_t t2 = rec_now_ns();
-            /* The wait for the new program is neither sampled nor missed. */
-            waited += t2 - t1;
-            next = t2;
-            if (ss->n == had)
-                break;
-            s = ss->v[ss->n - 1];
-            continue;
-        }
-        info->samples++;
-        if (rc < 0) {
-            info->failed++;
-        } else {
-            int failed = 0, stacks = 0, kept = 0, truncated = 0;
-            for (size_t i = 0; i < snap->ninterps; i++) {
-                const struct pys_interp *in = &snap->interps[i];
-                for (size_t k = 0; k < in->nthreads; k++) {
-                    const struct pys_thread *t = &in->threads[k];
-                    if (t->error) {
-                        failed = 1;
-                        continue;
-                    }
-                    if (t->nframes == 0)
-                        continue;
-                    stacks++;
-                    truncated |= t->frames[t->nframes - 1].kind == PYS_FRAME_TRUNCATED;
-                    if (!thread_matches(r, t))
-                        continue;
-                    kept++;
-                    if (add_thread(prof, t) < 0) {
-                        fprintf(stderr, "pystrobe: out of memory: stopping\n");
-                        why = END_SIGNAL;
-                        goto out;
-                    }
-                }
-            }
-            info->failed += (uint64_t)failed;
-            *unmatched += stacks > 0 && kept == 0;
-            info->truncated += (uint64_t)truncated;
-        }
-        uint64_t dt = t1 - t0;
-        tm.n++;
-        tm.window_n++;
-        tm.sum += dt;
-        tm.min = dt < tm.min ? dt : tm.min;
-        tm.max = dt > tm.max ? dt : tm.max;
-        if (r->realtime && t1 - tm.last_print >= 250000000ull) {
-            realtime_line(&tm, info->samples, info->failed, t1);
-            tm.last_print = tm.window_start = t1;
-            tm.window_n = 0;
-        }
-        next += interval;
-        if (t1 >= next + interval) {
-            uint64_t skip = (t1 - next) / interval;
-            info->missed += skip;
-            next += skip * interval;
-        }
     }
-out:
     if (r->realtime)
         fputc('\n', stderr);
-    info->duration_ns = rec_now_ns() - start - waited;
+    l.info->duration_ns = rec_now_ns() - l.start - l.waited;
     return why;
 }

@@ -171,10 +171,9 @@ static int usage_error(const char *fmt, ...)
     return CLI_USAGE;
 }
 
-/* Parse options; returns -1 on success, else an exit status. */
-int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
+/* The values before any option. */
+static void rec_defaults(struct rec *r, int attach)
 {
-    int c;
     memset(r, 0, sizeof *r);
     r->attach = attach;
     r->rate_hz = 1000;
@@ -184,162 +183,217 @@ int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
     r->limit = 15;
     r->python = "python3";
     r->max_memory = PYS_PROFILE_MAX_MEMORY_DEFAULT;
-    optind = 1;
-    opterr = 0; /* errors are said below, in pystrobe's words */
-    /* '+': stop at the first non-option (the script and its arguments);
-     * ':': a missing value is told apart from an unknown option. */
-    while ((c = getopt_long(argc, argv, "+:r:d:ao:l:hm:", LONG_OPTS, NULL)) != -1) {
-        switch (c) {
-        case 'r':
-            r->rate_hz = parse_rate(optarg);
-            if (r->rate_hz <= 0)
-                return usage_error("bad sampling rate '%s' (e.g. 10000, 10khz, 10k)", optarg);
-            break;
-        case 'd': {
-            char *end;
-            double d = strtod(optarg, &end);
-            if (end == optarg || *end || !(d > 0) || d > 1e7)
-                return usage_error("bad duration '%s' (seconds)", optarg);
-            /* Rounded up: a duration shorter than a nanosecond is one, not
-             * 0 (which means no limit). */
-            r->duration_ns = (uint64_t)ceil(d * 1e9);
-            if (r->duration_ns == 0)
-                r->duration_ns = 1;
-            break;
-        }
-        case 'a':
-            break;
-        case OPT_MAIN_ONLY:
-            r->main_only = 1;
-            break;
-        case OPT_MODE: {
-            int found = -1;
-            for (int i = 0; i < 4; i++)
-                if (strcmp(optarg, rec_mode_names[i]) == 0)
-                    found = i;
-            if (found < 0)
-                return usage_error("bad mode '%s' (wall, cpu, gil, exception)", optarg);
-            r->mode = (enum mode)found;
-            break;
-        }
-        case OPT_NATIVE:
-            r->native = 1;
-            break;
-        case OPT_NO_GC:
-            r->gc = 0;
-            break;
-        case OPT_REALTIME:
-            r->realtime = 1;
-            break;
-        case OPT_STATS:
-            r->stats = 1;
-            break;
-        case OPT_PYTHON:
-            r->python = optarg;
-            break;
-        case OPT_PSTATS:
-            r->format = FMT_PSTATS;
-            break;
-        case OPT_COLLAPSED:
-            r->format = FMT_COLLAPSED;
-            break;
-        case OPT_FLAMEGRAPH:
-            r->format = FMT_FLAMEGRAPH;
-            break;
-        case 'o':
-            r->output = optarg;
-            break;
-        case OPT_NO_TID:
-            r->tid = 0;
-            break;
-        case OPT_READ_ONLY:
-            r->read_only = 1;
-            break;
-        case OPT_EVERY_THREAD:
-            r->every_thread = 1;
-            break;
-        case OPT_DETACH:
-            r->detach = 1;
-            break;
-        case OPT_MAX_MEMORY: {
-            int64_t v = parse_size(optarg);
-            if (v < 0)
-                return usage_error("bad memory size '%s' (e.g. 64M, 1G)", optarg);
-            r->max_memory = (uint64_t)v;
-            break;
-        }
-        case OPT_MAX_FRAMES:
-            if (cli_parse_max_frames(optarg, &r->max_frames) < 0)
-                return usage_error("bad --max-frames '%s' (%d to %d)", optarg, PYS_MAX_FRAMES_MIN,
-                                   PYS_MAX_FRAMES_MAX);
-            break;
-        case OPT_SORT:
-            r->sort = out_pstats_sort_parse(optarg);
-            if (r->sort < 0)
-                return usage_error("bad sort key '%s'", optarg);
-            break;
-        case 'l': {
-            char *end;
-            long v = strtol(optarg, &end, 10);
-            if (end == optarg || *end || v <= 0)
-                return usage_error("bad limit '%s'", optarg);
-            r->limit = (size_t)v;
-            break;
-        }
-        case 'm': {
-            /* run -m MODULE args: python -m MODULE args */
-            static char *mv[4096];
-            int n = 0;
-            if (r->attach)
-                return usage_error("%s", "-m is for run");
-            mv[n++] = (char *)r->python;
-            mv[n++] = "-m";
-            mv[n++] = optarg;
-            for (int i = optind; i < argc && n < 4095; i++)
-                mv[n++] = argv[i];
-            mv[n] = NULL;
-            r->argv = mv;
-            goto done;
-        }
-        case 'h':
-            fputs(RUN_USAGE, stdout);
-            return CLI_OK;
-        default:
-            cli_bad_option(c, argv, LONG_OPTS);
-            fputs("(pystrobe run --help for the options)\n", stderr);
-            return CLI_USAGE;
-        }
+}
+
+/* An option that sets a field and takes no value: returns 1 if c is one
+ * (r updated), else 0. */
+static int set_flag_option(struct rec *r, int c)
+{
+    switch (c) {
+    case 'a': /* the default */
+        break;
+    case OPT_MAIN_ONLY:
+        r->main_only = 1;
+        break;
+    case OPT_NATIVE:
+        r->native = 1;
+        break;
+    case OPT_NO_GC:
+        r->gc = 0;
+        break;
+    case OPT_REALTIME:
+        r->realtime = 1;
+        break;
+    case OPT_STATS:
+        r->stats = 1;
+        break;
+    case OPT_PSTATS:
+        r->format = FMT_PSTATS;
+        break;
+    case OPT_COLLAPSED:
+        r->format = FMT_COLLAPSED;
+        break;
+    case OPT_FLAMEGRAPH:
+        r->format = FMT_FLAMEGRAPH;
+        break;
+    case OPT_NO_TID:
+        r->tid = 0;
+        break;
+    case OPT_READ_ONLY:
+        r->read_only = 1;
+        break;
+    case OPT_EVERY_THREAD:
+        r->every_thread = 1;
+        break;
+    case OPT_DETACH:
+        r->detach = 1;
+        break;
+    default:
+        return 0;
     }
-done:
+    return 1;
+}
+
+/* -d SECONDS: -1, or the exit status of a bad value. */
+static int parse_duration(struct rec *r, const char *arg)
+{
+    char *end;
+    double d = strtod(arg, &end);
+    if (end == arg || *end || !(d > 0) || d > 1e7)
+        return usage_error("bad duration '%s' (seconds)", arg);
+    /* Rounded up: a duration shorter than a nanosecond is one, not 0 (which
+     * means no limit). */
+    r->duration_ns = (uint64_t)ceil(d * 1e9);
+    if (r->duration_ns == 0)
+        r->duration_ns = 1;
+    return -1;
+}
+
+/* --mode MODE: -1, or the exit status of a bad value. */
+static int parse_mode(struct rec *r, const char *arg)
+{
+    int found = -1;
+    for (int i = 0; i < 4; i++)
+        if (strcmp(arg, rec_mode_names[i]) == 0)
+            found = i;
+    if (found < 0)
+        return usage_error("bad mode '%s' (wall, cpu, gil, exception)", arg);
+    r->mode = (enum mode)found;
+    return -1;
+}
+
+/* Returned by set_value_option for an option it does not know. */
+#define NOT_A_VALUE_OPTION (-2)
+
+/* An option whose value sets a field: -1 (r updated), the exit status of a
+ * bad value, or NOT_A_VALUE_OPTION. */
+static int set_value_option(struct rec *r, int c, const char *arg)
+{
+    switch (c) {
+    case 'r':
+        r->rate_hz = parse_rate(arg);
+        if (r->rate_hz <= 0)
+            return usage_error("bad sampling rate '%s' (e.g. 10000, 10khz, 10k)", arg);
+        return -1;
+    case 'd':
+        return parse_duration(r, arg);
+    case OPT_MODE:
+        return parse_mode(r, arg);
+    case OPT_PYTHON:
+        r->python = arg;
+        return -1;
+    case 'o':
+        r->output = arg;
+        return -1;
+    case OPT_MAX_MEMORY: {
+        int64_t v = parse_size(arg);
+        if (v < 0)
+            return usage_error("bad memory size '%s' (e.g. 64M, 1G)", arg);
+        r->max_memory = (uint64_t)v;
+        return -1;
+    }
+    case OPT_MAX_FRAMES:
+        if (cli_parse_max_frames(arg, &r->max_frames) < 0)
+            return usage_error("bad --max-frames '%s' (%d to %d)", arg, PYS_MAX_FRAMES_MIN,
+                               PYS_MAX_FRAMES_MAX);
+        return -1;
+    case OPT_SORT:
+        r->sort = out_pstats_sort_parse(arg);
+        if (r->sort < 0)
+            return usage_error("bad sort key '%s'", arg);
+        return -1;
+    case 'l': {
+        char *end;
+        long v = strtol(arg, &end, 10);
+        if (end == arg || *end || v <= 0)
+            return usage_error("bad limit '%s'", arg);
+        r->limit = (size_t)v;
+        return -1;
+    }
+    default:
+        return NOT_A_VALUE_OPTION;
+    }
+}
+
+/* run's command line for a script (module NULL) or `-m module`: python,
+ * then args, capped at 4095 entries and NULL-terminated. The array is
+ * static: r->argv points into it for the rest of the command. */
+static char **python_argv(const char *python, const char *module, char **args, int nargs)
+{
+    static char *v[4096];
+    int n = 0;
+    v[n++] = (char *)python;
+    if (module) {
+        v[n++] = "-m";
+        v[n++] = (char *)module;
+    }
+    for (int i = 0; i < nargs && n < 4095; i++)
+        v[n++] = args[i];
+    v[n] = NULL;
+    return v;
+}
+
+/* After the options: the sampling interval, then attach's PID or run's
+ * command (argv[first] on; module: -m's, or NULL). Returns -1 on success,
+ * else an exit status. */
+static int finish_args(struct rec *r, int argc, char **argv, int first, const char *module,
+                       int *pid)
+{
     r->interval_ns = (uint64_t)(1e9 / r->rate_hz + 0.5);
     if (r->interval_ns == 0)
         r->interval_ns = 1;
     if (r->attach) {
         if (r->detach)
             return usage_error("%s", "--detach is for run");
-        if (optind != argc - 1)
+        if (first != argc - 1)
             return usage_error("%s", "attach needs exactly one process id");
-        *pid = cli_parse_pid(argv[optind]);
+        *pid = cli_parse_pid(argv[first]);
         if (*pid < 0)
-            return usage_error("not a process id: '%s'", argv[optind]);
+            return usage_error("not a process id: '%s'", argv[first]);
         return -1;
     }
-    if (r->argv) { /* -m */
-        r->argv[0] = (char *)r->python;
+    if (module) {
+        r->argv = python_argv(r->python, module, argv + first, argc - first);
         return -1;
     }
-    if (optind >= argc)
+    if (first >= argc)
         return usage_error("%s", "run needs a script, -m module, or -- COMMAND");
-    if (optind > 0 && strcmp(argv[optind - 1], "--") == 0) {
-        r->argv = argv + optind; /* a command */
-        return -1;
-    }
-    static char *sv[4096];
-    int n = 0;
-    sv[n++] = (char *)r->python;
-    for (int i = optind; i < argc && n < 4095; i++)
-        sv[n++] = argv[i];
-    sv[n] = NULL;
-    r->argv = sv;
+    if (first > 0 && strcmp(argv[first - 1], "--") == 0)
+        r->argv = argv + first; /* a command */
+    else
+        r->argv = python_argv(r->python, NULL, argv + first, argc - first);
     return -1;
+}
+
+int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
+{
+    const char *module = NULL; /* run -m MODULE args: python -m MODULE args */
+    int c;
+    rec_defaults(r, attach);
+    optind = 1;
+    opterr = 0; /* errors are said below, in pystrobe's words */
+    /* '+': stop at the first non-option (the script and its arguments);
+     * ':': a missing value is told apart from an unknown option. */
+    while (!module && (c = getopt_long(argc, argv, "+:r:d:ao:l:hm:", LONG_OPTS, NULL)) != -1) {
+        if (set_flag_option(r, c))
+            continue;
+        int rc = set_value_option(r, c, optarg);
+        if (rc == -1)
+            continue;
+        if (rc != NOT_A_VALUE_OPTION)
+            return rc;
+        if (c == 'h') {
+            fputs(RUN_USAGE, stdout);
+            return CLI_OK;
+        }
+        if (c != 'm') {
+            cli_bad_option(c, argv, LONG_OPTS);
+            fputs("(pystrobe run --help for the options)\n", stderr);
+            return CLI_USAGE;
+        }
+        if (r->attach)
+            return usage_error("%s", "-m is for run");
+        module = optarg; /* what follows is the module's arguments */
+    }
+    return finish_args(r, argc, argv, optind, module, pid);
 }

@@ -143,8 +143,8 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
                 return rc;
         } else if (nc > 0) {
             /* Checked with every other thread's, after the last walk. */
-            if ((rc = prof_reserve((void **)&s->snap_codes, &s->snap_codes_cap,
-                                   s->nsnap_codes + nc, sizeof *s->snap_codes)) < 0)
+            if ((rc = prof_reserve((void **)&s->snap_codes, &s->snap_codes_cap, s->nsnap_codes + nc,
+                                   sizeof *s->snap_codes)) < 0)
                 return rc;
             memcpy(s->snap_codes + s->nsnap_codes, s->code_addrs, nc * sizeof *s->code_addrs);
             s->nsnap_codes += nc;
@@ -204,9 +204,8 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
                     goto fail;
                 }
             }
-            s->kind_scratch[i] = cpy_frame_incomplete(&s->off, &pc->code, rf)
-                                     ? PROF_RES_INCOMPLETE
-                                     : PROF_RES_FRAME;
+            s->kind_scratch[i] =
+                cpy_frame_incomplete(&s->off, &pc->code, rf) ? PROF_RES_INCOMPLETE : PROF_RES_FRAME;
             /* A frame still in its prologue has called no Python function
              * yet (C code it calls, a collection say, may): one that a
              * Python frame names as its caller was read at another moment
@@ -253,8 +252,8 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
         pending_native = rf->entry;
         /* The cached tail's code objects are looked up only for this. */
         if (s->opt.opcodes && res->lasti >= 0 &&
-            (pc || prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym,
-                                      rf->code, &pc) == 0)) {
+            (pc || prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym, rf->code,
+                                      &pc) == 0)) {
             if ((uint64_t)res->lasti < 2 * pc->code.ncodeunits) {
                 s->op_segs[nops] = (struct mem_seg){pc->code.code_bytes + (uint64_t)res->lasti,
                                                     &s->op_byte[nops], 1};
@@ -314,15 +313,17 @@ static void retry_generation(struct pys_session *s)
 }
 
 /*
- * Put off the second read of a walk's chain raw[0..k) (see
+ * Put off the second read of frames raw[from..k) of a walk (see
  * prof_chain_unchanged) to the snapshot's end, where the chains of all
  * threads are read again at once. 0, or PYS_E_NOMEM (check it now).
  */
 static int put_off_check(struct pys_session *s, size_t ti, size_t ni,
-                         const struct cpy_raw_frame *raw, size_t k, uint64_t last_prev)
+                         const struct cpy_raw_frame *raw, size_t from, size_t k, uint64_t last_prev)
 {
     const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
-    size_t need = s->nchk + 2 * k;
+    uint64_t po;
+    size_t pw = cpy_frame_pos_field(&s->off, &po);
+    size_t first = s->nchk, need = s->nchk + 3 * (k - from);
     int rc = prof_reserve((void **)&s->chk_segs, &s->chk_segs_cap, need, sizeof *s->chk_segs);
     if (rc == 0)
         rc = prof_reserve((void **)&s->chk_vals, &s->chk_vals_cap, need, sizeof *s->chk_vals);
@@ -331,14 +332,23 @@ static int put_off_check(struct pys_session *s, size_t ti, size_t ni,
                           sizeof *s->chk_walks);
     if (rc < 0)
         return rc;
-    s->chk_walks[s->nchk_walks++] = (struct put_off){ti, ni, s->nchk, 2 * k};
-    for (size_t i = 0; i < k; i++) {
-        /* Code object (a tagged reference from 3.14), then caller. */
+    for (size_t i = from; i < k; i++) {
+        /* Code object (a tagged reference from 3.14), then caller, then
+         * (a caller's: cpy_frame_pos_checked) position, as
+         * cpy_frame_pos_value has it. */
         s->chk_segs[s->nchk] = (struct mem_seg){raw[i].addr + f->executable, NULL, 8};
+        s->chk_vals[s->nchk].kind = CHK_CODE;
         s->chk_vals[s->nchk++].want = raw[i].code;
         s->chk_segs[s->nchk] = (struct mem_seg){raw[i].addr + f->previous, NULL, 8};
+        s->chk_vals[s->nchk].kind = CHK_WORD;
         s->chk_vals[s->nchk++].want = i + 1 < k ? raw[i + 1].addr : last_prev;
+        if (cpy_frame_pos_checked(raw, i)) {
+            s->chk_segs[s->nchk] = (struct mem_seg){raw[i].addr + po, NULL, pw};
+            s->chk_vals[s->nchk].kind = CHK_POS;
+            s->chk_vals[s->nchk++].want = raw[i].instr_ptr;
+        }
     }
+    s->chk_walks[s->nchk_walks++] = (struct put_off){ti, ni, first, s->nchk - first};
     return 0;
 }
 
@@ -355,8 +365,10 @@ static int put_off_checks(struct pys_session *s)
     s->put_off = 0;
     if (s->nchk_walks == 0)
         return 0;
-    for (size_t i = 0; i < s->nchk; i++)
+    for (size_t i = 0; i < s->nchk; i++) {
+        s->chk_vals[i].got = 0;
         s->chk_segs[i].buf = &s->chk_vals[i].got;
+    }
     int rc = mem_readv_fresh(&s->mem, s->chk_segs, s->nchk);
     if (rc == PYS_E_EXITED)
         return rc;
@@ -369,8 +381,10 @@ static int put_off_checks(struct pys_session *s)
         int same = rc == 0;
         for (size_t j = po->first; same && j < po->first + po->n; j++) {
             uint64_t got = s->chk_vals[j].got;
-            if ((j - po->first) % 2 == 0)
+            if (s->chk_vals[j].kind == CHK_CODE)
                 got &= ~s->off.stackref_mask;
+            else if (s->chk_vals[j].kind == CHK_POS)
+                got = cpy_frame_pos_value(&s->off, got);
             same = got == s->chk_vals[j].want;
         }
         if (same)
@@ -417,8 +431,7 @@ static int later_top(struct pys_session *s, struct cpy_thread *cur)
     if (s->off.traits.frames != CPY_FRAMES_DIRECT || s->mem.stats.reads != s->reads_at_thread ||
         (cf >= cur->datastack_chunk && cf < cur->datastack_top))
         return 0;
-    const uint8_t *c =
-        mem_recheck_view(&s->mem, cur->addr + s->off.thread_state.current_frame, 8);
+    const uint8_t *c = mem_recheck_view(&s->mem, cur->addr + s->off.thread_state.current_frame, 8);
     uint64_t top;
     if (!c)
         return 0;
@@ -440,8 +453,8 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
 
     memset(pt, 0, sizeof *pt);
     err[0] = '\0';
-    s->res.thread_stack[ti] = (struct mem_span){t->datastack_chunk,
-                                                t->datastack_top - t->datastack_chunk, 0};
+    s->res.thread_stack[ti] =
+        (struct mem_span){t->datastack_chunk, t->datastack_top - t->datastack_chunk, 0};
     pt->native_id = t->native_id;
     pt->thread_id = t->thread_id;
     pt->tstate = t->addr;
@@ -498,12 +511,11 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
             if (n > 0 && (!one || prof_thread_may_move(s, &cur, in->gil_holder))) {
                 /* From the batch's second copies if it has them, else with
                  * the other threads' at the snapshot's end if it can. */
-                int r = prof_chain_rechecked(s, NULL, s->raw, top, end, last_prev);
-                prof_chain_hint(s, &cur, s->raw, top, end);
+                int r = prof_chain_rechecked(s, NULL, s->raw, top, end, last_prev, 0);
+                prof_chain_hint(s, &cur, s->raw, top, end, 0);
                 if (r >= 0)
                     rc = r ? rc : PYS_E_CORRUPT;
-                else if (s->put_off &&
-                    put_off_check(s, ti, ni, s->raw + top, end - top, last_prev) == 0)
+                else if (s->put_off && put_off_check(s, ti, ni, s->raw, top, end, last_prev) == 0)
                     put_off = 1;
                 else if (!prof_chain_unchanged(s, s->raw, top, end, last_prev))
                     rc = PYS_E_CORRUPT;
@@ -659,8 +671,8 @@ static int snapshot_codes_ok(struct pys_session *s, uint64_t unbatched)
     size_t left = s->nsnap_codes;
     int rc = 0;
     if (s->mem.unbatched == unbatched)
-        rc = prof_codecache_rechecked(&s->codes, &s->mem, &s->off, s->snap_codes,
-                                      s->nsnap_codes, &left);
+        rc = prof_codecache_rechecked(&s->codes, &s->mem, &s->off, s->snap_codes, s->nsnap_codes,
+                                      &left);
     if (rc == 0 && left > 0)
         rc = prof_codecache_check(&s->codes, &s->mem, &s->off, s->snap_codes, left);
     if (rc < 0)
@@ -700,8 +712,8 @@ static int first_interp(struct pys_session *s, uint64_t *iaddr)
      * millisecond, rather than in the batch, whose plan would carry its page
      * for the next LONE_INTERP_SNAPSHOTS; sampled slowly, in the batch. */
     if (lone != 0 && since > LONE_INTERP_SNAPSHOTS)
-        return mem_read_fresh(&s->mem, s->runtime + s->off.runtime_state.interpreters_head,
-                              iaddr, sizeof *iaddr);
+        return mem_read_fresh(&s->mem, s->runtime + s->off.runtime_state.interpreters_head, iaddr,
+                              sizeof *iaddr);
     return cpy_runtime_first_interp(&s->mem, &s->off, s->runtime, iaddr);
 }
 

@@ -16,7 +16,6 @@
 
 #include "cpython/cpython.h"
 
-
 /* struct _PyStackChunk, unchanged from 3.11 to 3.15: previous, size, top,
  * then the frames. */
 #define CHUNK_PREVIOUS 0
@@ -160,9 +159,9 @@ static void keep_ahead(const struct mem_seg *segs, size_t n, size_t off, struct 
  * shorter than CPython's still gives its header. Sets *have to the bytes of
  * addr's chunk now at `at`.
  */
-static int read_older(struct mem *m, struct cpy_stack *st, uint64_t addr, uint64_t stop,
-                      size_t at, int quiet, struct ahead *ahead, size_t *nahead,
-                      size_t *ahead_end, size_t *have)
+static int read_older(struct mem *m, struct cpy_stack *st, uint64_t addr, uint64_t stop, size_t at,
+                      int quiet, struct ahead *ahead, size_t *nahead, size_t *ahead_end,
+                      size_t *have)
 {
     int rc;
     *have = CHUNK_MIN <= CPY_MAX_CHUNK_BYTES - at ? CHUNK_MIN : CHUNK_HEADER;
@@ -317,8 +316,8 @@ static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_sta
              * this one, read those expected in the same call. */
             struct mem_seg more[AHEAD_MAX];
             size_t bytes = 0, off = at + len;
-            size_t n = older_after(st, addr, stop, more, AHEAD_MAX,
-                                   CPY_MAX_CHUNK_BYTES - off, &bytes);
+            size_t n =
+                older_after(st, addr, stop, more, AHEAD_MAX, CPY_MAX_CHUNK_BYTES - off, &bytes);
             if ((rc = grow(&st->buf, &st->cap, off + bytes)) < 0)
                 return rc;
             for (size_t k = 0; k < n; k++) {
@@ -407,8 +406,8 @@ static int copy_above(struct mem *m, const struct cpy_thread *t, struct cpy_stac
     size_t note_len = (size_t)(note_end - note_start);
     int rc = grow(&st->buf, &st->cap, len);
     if (rc == 0 && st->nafter > 0 && (rc = grow(&st->second, &st->second_cap, len)) == 0) {
-        rc = mem_read_twice(m, stop, st->buf, st->second, len, st->after, st->nafter,
-                            note_start, note_len);
+        rc = mem_read_twice(m, stop, st->buf, st->second, len, st->after, st->nafter, note_start,
+                            note_len);
         if (rc == 1) {
             st->second_addr = stop;
             st->second_len = len;
@@ -431,33 +430,67 @@ static int copy_above(struct mem *m, const struct cpy_thread *t, struct cpy_stac
 
 int cpy_stack_second_matches(const struct cpy_offsets *o, const struct cpy_stack *st,
                              const struct cpy_raw_frame *raw, size_t from, size_t k,
-                             uint64_t last_prev)
+                             uint64_t last_prev, int pos_k)
 {
     const struct cpy_frame_offsets *f = &o->interpreter_frame;
-    uint64_t lo = st->second_addr;
+    uint64_t lo = st->second_addr, po;
+    size_t pw = cpy_frame_pos_field(o, &po);
     if (st->second_len < 8)
         return -1;
-    for (size_t i = from; i < k; i++) {
-        uint64_t at[2] = {raw[i].addr + f->executable, raw[i].addr + f->previous};
-        for (int j = 0; j < 2; j++)
-            if (at[j] < lo || at[j] - lo > st->second_len - 8)
+    for (size_t i = from; i < k + (pos_k != 0); i++) {
+        int pos = cpy_frame_pos_checked(raw, i);
+        uint64_t at[3] = {raw[i].addr + f->executable, raw[i].addr + f->previous, raw[i].addr + po};
+        size_t w[3] = {8, 8, pw};
+        for (int j = i < k ? 0 : 2; j < (pos ? 3 : 2); j++)
+            if (at[j] < lo || at[j] - lo > st->second_len - w[j])
                 return -1;
     }
-    for (size_t i = from; i < k; i++) {
-        uint64_t code, prev;
+    for (size_t i = from; i < k + (pos_k != 0); i++) {
+        uint64_t code, prev, pos = 0;
+        if (cpy_frame_pos_checked(raw, i))
+            memcpy(&pos, st->second + (raw[i].addr + po - lo), pw);
+        pos = cpy_frame_pos_value(o, pos);
+        if (i == k) {
+            if (cpy_frame_pos_checked(raw, i) && pos != raw[i].instr_ptr)
+                return 0;
+            continue;
+        }
         memcpy(&code, st->second + (raw[i].addr + f->executable - lo), 8);
         memcpy(&prev, st->second + (raw[i].addr + f->previous - lo), 8);
-        if (!cpy_frame_unmoved(o, raw, i, k, last_prev, code, prev))
+        if (!cpy_frame_unmoved(o, raw, i, k, last_prev, code, prev, pos))
             return 0;
     }
     return 1;
 }
 
 int cpy_frame_unmoved(const struct cpy_offsets *o, const struct cpy_raw_frame *raw, size_t i,
-                      size_t k, uint64_t last_prev, uint64_t code, uint64_t prev)
+                      size_t k, uint64_t last_prev, uint64_t code, uint64_t prev, uint64_t pos)
 {
     uint64_t caller = i + 1 < k ? raw[i + 1].addr : last_prev;
-    return (code & ~o->stackref_mask) == raw[i].code && prev == caller;
+    return (code & ~o->stackref_mask) == raw[i].code && prev == caller &&
+           (!cpy_frame_pos_checked(raw, i) || pos == raw[i].instr_ptr);
+}
+
+int cpy_frame_pos_checked(const struct cpy_raw_frame *raw, size_t i)
+{
+    return i > 0 && !raw[i].shim;
+}
+
+size_t cpy_frame_pos_field(const struct cpy_offsets *o, uint64_t *off)
+{
+    if (o->traits.frames == CPY_FRAMES_OBJECT) {
+        *off = o->interpreter_frame.lasti;
+        return 4;
+    }
+    *off = o->interpreter_frame.instr_ptr;
+    return 8;
+}
+
+uint64_t cpy_frame_pos_value(const struct cpy_offsets *o, uint64_t word)
+{
+    if (o->traits.frames == CPY_FRAMES_OBJECT)
+        return (uint64_t)(int64_t)(int32_t)(uint32_t)word;
+    return word;
 }
 
 /* FRAME_OWNED_BY_INTERPRETER (3.12+): the owner of 3.15's base frame. */
@@ -520,8 +553,7 @@ static int frame_bytes(struct mem *m, const struct cpy_offsets *o, const struct 
     return 0;
 }
 
-int cpy_stack_copied_after(const struct cpy_stack *st, uint64_t top, uint64_t caller,
-                           size_t fsize)
+int cpy_stack_copied_after(const struct cpy_stack *st, uint64_t top, uint64_t caller, size_t fsize)
 {
     for (size_t i = 0; i < st->nchunks; i++) {
         uint64_t a = st->chunks[i].addr;

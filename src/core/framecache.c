@@ -117,7 +117,8 @@ int prof_chain_unchanged(struct pys_session *s, const struct cpy_raw_frame *raw,
 
 static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_thread *t,
                                       const struct cpy_raw_frame *raw, size_t from, size_t k,
-                                      uint64_t last_prev, int pos_k, uint64_t anchor, uint64_t seq)
+                                      uint64_t last_prev, int pos_k, uint64_t anchor,
+                                      uint64_t seq)
 {
     const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
     struct prof_fcache *fc = &s->fcache;
@@ -127,7 +128,7 @@ static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_th
         if (!fc->verify || !fc->segs)
             return 0;
     }
-    uint64_t(*got)[3] = fc->verify;
+    uint64_t (*got)[3] = fc->verify;
     uint64_t po;
     size_t pw = cpy_frame_pos_field(&s->off, &po);
     size_t kp = k + (pos_k != 0);
@@ -135,10 +136,10 @@ static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_th
     uint64_t now_anchor = 0, now_seq = 0;
     size_t n = 0;
     if (t) {
-        segs[n++] =
-            (struct mem_seg){t->addr + s->off.thread_state.last_profiled_frame, &now_anchor, 8};
-        segs[n++] =
-            (struct mem_seg){t->addr + s->off.thread_state.last_profiled_frame_seq, &now_seq, 8};
+        segs[n++] = (struct mem_seg){t->addr + s->off.thread_state.last_profiled_frame,
+                                     &now_anchor, 8};
+        segs[n++] = (struct mem_seg){t->addr + s->off.thread_state.last_profiled_frame_seq,
+                                     &now_seq, 8};
     }
     for (size_t i = from; i < kp; i++) {
         if (i < k) {
@@ -222,8 +223,8 @@ static int second_copy(struct pys_session *s, uint64_t addr, size_t len, uint64_
 }
 
 int prof_chain_rechecked(struct pys_session *s, const struct cpy_thread *t,
-                         const struct cpy_raw_frame *raw, size_t from, size_t k, uint64_t last_prev,
-                         int pos_k)
+                         const struct cpy_raw_frame *raw, size_t from, size_t k,
+                         uint64_t last_prev, int pos_k)
 {
     const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
     uint64_t po;
@@ -502,15 +503,15 @@ static void hint_above_anchor(struct pys_session *s, const struct cpy_thread *t,
  * write came too late) fails that, and its caller may have moved on since
  * the cache saw it.
  */
-static int anchor_returned(struct pys_session *s, const struct prof_fcache_entry *e, size_t pos,
-                           uint64_t prev, uint64_t below)
+static int anchor_returned(struct pys_session *s, const struct prof_fcache_entry *e,
+                           size_t pos, uint64_t prev, uint64_t below)
 {
     const struct prof_code *pc;
     if (s->raw[0].code != 0 || !s->raw[0].shim || prev != below || pos + 1 >= e->n ||
         e->frames[pos].code == 0)
         return 0;
-    if (prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym, e->frames[pos].code,
-                           &pc) < 0)
+    if (prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym,
+                           e->frames[pos].code, &pc) < 0)
         return 0;
     return cpy_code_holds(&s->off, &pc->code, e->frames[pos].code, s->raw[0].instr_ptr);
 }
@@ -580,7 +581,8 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
     int returned = 0, hit = 0;
     /* Did the anchor written at the last sample last until this one? */
     if (e->wrote)
-        e->wasted = anchor == e->anchor && t->last_profiled_frame_seq == e->seq ? 0 : e->wasted + 1;
+        e->wasted = anchor == e->anchor && t->last_profiled_frame_seq == e->seq ? 0
+                                                                               : e->wasted + 1;
     e->wrote = 0;
     if (e->n && anchor != 0 && same_anchor_ok && e->since_full < REFRESH) {
         size_t pos = 0;
@@ -771,7 +773,8 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
     e->anchor = want;
     if (n > 0 && want != anchor) {
         e->wrote = 1;
-        int rc = mem_write_u64(&s->mem, t->addr + s->off.thread_state.last_profiled_frame, want);
+        int rc = mem_write_u64(&s->mem, t->addr + s->off.thread_state.last_profiled_frame,
+                               want);
         if (rc == PYS_E_EXITED)
             return rc;
         if (rc < 0)

@@ -143,8 +143,8 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
                 return rc;
         } else if (nc > 0) {
             /* Checked with every other thread's, after the last walk. */
-            if ((rc = prof_reserve((void **)&s->snap_codes, &s->snap_codes_cap, s->nsnap_codes + nc,
-                                   sizeof *s->snap_codes)) < 0)
+            if ((rc = prof_reserve((void **)&s->snap_codes, &s->snap_codes_cap,
+                                   s->nsnap_codes + nc, sizeof *s->snap_codes)) < 0)
                 return rc;
             memcpy(s->snap_codes + s->nsnap_codes, s->code_addrs, nc * sizeof *s->code_addrs);
             s->nsnap_codes += nc;
@@ -204,8 +204,9 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
                     goto fail;
                 }
             }
-            s->kind_scratch[i] =
-                cpy_frame_incomplete(&s->off, &pc->code, rf) ? PROF_RES_INCOMPLETE : PROF_RES_FRAME;
+            s->kind_scratch[i] = cpy_frame_incomplete(&s->off, &pc->code, rf)
+                                     ? PROF_RES_INCOMPLETE
+                                     : PROF_RES_FRAME;
             /* A frame still in its prologue has called no Python function
              * yet (C code it calls, a collection say, may): one that a
              * Python frame names as its caller was read at another moment
@@ -252,8 +253,8 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
         pending_native = rf->entry;
         /* The cached tail's code objects are looked up only for this. */
         if (s->opt.opcodes && res->lasti >= 0 &&
-            (pc || prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym, rf->code,
-                                      &pc) == 0)) {
+            (pc || prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym,
+                                      rf->code, &pc) == 0)) {
             if ((uint64_t)res->lasti < 2 * pc->code.ncodeunits) {
                 s->op_segs[nops] = (struct mem_seg){pc->code.code_bytes + (uint64_t)res->lasti,
                                                     &s->op_byte[nops], 1};
@@ -431,7 +432,8 @@ static int later_top(struct pys_session *s, struct cpy_thread *cur)
     if (s->off.traits.frames != CPY_FRAMES_DIRECT || s->mem.stats.reads != s->reads_at_thread ||
         (cf >= cur->datastack_chunk && cf < cur->datastack_top))
         return 0;
-    const uint8_t *c = mem_recheck_view(&s->mem, cur->addr + s->off.thread_state.current_frame, 8);
+    const uint8_t *c =
+        mem_recheck_view(&s->mem, cur->addr + s->off.thread_state.current_frame, 8);
     uint64_t top;
     if (!c)
         return 0;
@@ -453,8 +455,8 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
 
     memset(pt, 0, sizeof *pt);
     err[0] = '\0';
-    s->res.thread_stack[ti] =
-        (struct mem_span){t->datastack_chunk, t->datastack_top - t->datastack_chunk, 0};
+    s->res.thread_stack[ti] = (struct mem_span){t->datastack_chunk,
+                                                t->datastack_top - t->datastack_chunk, 0};
     pt->native_id = t->native_id;
     pt->thread_id = t->thread_id;
     pt->tstate = t->addr;
@@ -515,7 +517,8 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
                 prof_chain_hint(s, &cur, s->raw, top, end, 0);
                 if (r >= 0)
                     rc = r ? rc : PYS_E_CORRUPT;
-                else if (s->put_off && put_off_check(s, ti, ni, s->raw, top, end, last_prev) == 0)
+                else if (s->put_off &&
+                    put_off_check(s, ti, ni, s->raw, top, end, last_prev) == 0)
                     put_off = 1;
                 else if (!prof_chain_unchanged(s, s->raw, top, end, last_prev))
                     rc = PYS_E_CORRUPT;
@@ -671,8 +674,8 @@ static int snapshot_codes_ok(struct pys_session *s, uint64_t unbatched)
     size_t left = s->nsnap_codes;
     int rc = 0;
     if (s->mem.unbatched == unbatched)
-        rc = prof_codecache_rechecked(&s->codes, &s->mem, &s->off, s->snap_codes, s->nsnap_codes,
-                                      &left);
+        rc = prof_codecache_rechecked(&s->codes, &s->mem, &s->off, s->snap_codes,
+                                      s->nsnap_codes, &left);
     if (rc == 0 && left > 0)
         rc = prof_codecache_check(&s->codes, &s->mem, &s->off, s->snap_codes, left);
     if (rc < 0)
@@ -712,8 +715,8 @@ static int first_interp(struct pys_session *s, uint64_t *iaddr)
      * millisecond, rather than in the batch, whose plan would carry its page
      * for the next LONE_INTERP_SNAPSHOTS; sampled slowly, in the batch. */
     if (lone != 0 && since > LONE_INTERP_SNAPSHOTS)
-        return mem_read_fresh(&s->mem, s->runtime + s->off.runtime_state.interpreters_head, iaddr,
-                              sizeof *iaddr);
+        return mem_read_fresh(&s->mem, s->runtime + s->off.runtime_state.interpreters_head,
+                              iaddr, sizeof *iaddr);
     return cpy_runtime_first_interp(&s->mem, &s->off, s->runtime, iaddr);
 }
 

@@ -139,7 +139,7 @@ struct prof_fcache {
     size_t seen; /* entries seen by the snapshot under way (prof_fcache_sweep) */
     uint64_t other_writers;      /* threads found with another writer of their anchor */
     uint64_t other_writer_walks; /* thread samples walked without the cache for that */
-    uint64_t (*verify)[2];  /* scratch: code and caller of each frame, re-read */
+    uint64_t (*verify)[3];  /* scratch: code, caller and position of each frame, re-read */
     /* The anchor and its sequence number, read after a walk's second copy
      * (cpy_stack.after), in this order. */
     uint64_t after[2];
@@ -171,28 +171,33 @@ int prof_walk_one_moment(const struct pys_session *s);
 int prof_walk_with_state(const struct pys_session *s);
 
 /*
- * Re-read the code and caller of frames raw[from..k) of a walk in one batch
- * and check that they are what the walk saw (the last one's caller:
- * last_prev). A walk reads a running target over time; if the chain changed
- * meanwhile it may mix two call chains, and must neither be cached nor
- * reported. 1 if unchanged.
+ * Re-read the code, caller and position of frames raw[from..k) of a walk in
+ * one batch and check that they are what the walk saw (cpy_frame_unmoved;
+ * the last one's caller: last_prev). A walk reads a running target over
+ * time; if the chain changed meanwhile it may mix two call chains, and must
+ * neither be cached nor reported. A caller's position counts: it stays put
+ * while its callee runs, and one copied before it called another frame at
+ * the callee's address would show the new callee under the old call's line.
+ * 1 if unchanged.
  */
 int prof_chain_unchanged(struct pys_session *s, const struct cpy_raw_frame *raw, size_t from,
                          size_t k, uint64_t last_prev);
 /*
  * The same check from the batch's second copies (mem_recheck_view), without
- * a read: 1 if every frame's code and caller were copied a second time and
- * are unchanged, 0 if one changed (the walk is torn), -1 if a copy is missing or
- * the walk took something from outside the batch (check by reading). With
- * t, the thread's anchor and sequence number too (3.15). prof_chain_hint has
- * the next batches make those copies of raw[from..k), and of thread t's data
- * stack above them (frames called since will be there).
+ * a read: 1 if every frame's code, caller and position were copied a second
+ * time and are unchanged, 0 if one changed (the walk is torn), -1 if a copy
+ * is missing or the walk took something from outside the batch (check by
+ * reading). With t, the thread's anchor and sequence number too (3.15); with
+ * pos_k, raw[k]'s position too (a frame whose code and caller need no
+ * check: the 3.15 anchor). prof_chain_hint has the next batches make those
+ * copies of raw[from..k) (and raw[k]'s position with pos_k), and of thread
+ * t's data stack above them (frames called since will be there).
  */
 int prof_chain_rechecked(struct pys_session *s, const struct cpy_thread *t,
-                         const struct cpy_raw_frame *raw, size_t from, size_t k,
-                         uint64_t last_prev);
+                         const struct cpy_raw_frame *raw, size_t from, size_t k, uint64_t last_prev,
+                         int pos_k);
 void prof_chain_hint(struct pys_session *s, const struct cpy_thread *t,
-                     const struct cpy_raw_frame *raw, size_t from, size_t k);
+                     const struct cpy_raw_frame *raw, size_t from, size_t k, int pos_k);
 /* Have the next snapshot's batched read end with a second copy of thread
  * t's GIL flag (3.15) and, with the frame cache, of its anchor and sequence
  * number: an anchor that moved while the batch was read fails a walk that
@@ -347,7 +352,11 @@ struct pys_session {
     struct mem_seg *chk_segs;
     struct chk_value {
         uint64_t got, want;
+        int kind; /* CHK_*: how got compares with want */
     } *chk_vals;
+#define CHK_WORD 0 /* as read */
+#define CHK_CODE 1 /* a code object reference: tag bits cleared */
+#define CHK_POS 2  /* a position field: cpy_frame_pos_value */
     size_t nchk, chk_segs_cap, chk_vals_cap;
     struct put_off {
         size_t ti, ni, first, n;

@@ -76,10 +76,11 @@
 #define OTHER_WINDOW 4096
 
 /* prof_chain_unchanged, also checking in the same read that the thread's
- * anchor and its sequence number are still `anchor` and `seq`. */
+ * anchor and its sequence number are still `anchor` and `seq`, and with
+ * pos_k, raw[k]'s position too (cpy_frame_pos_checked). */
 static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_thread *t,
                                       const struct cpy_raw_frame *raw, size_t from, size_t k,
-                                      uint64_t last_prev, uint64_t anchor, uint64_t seq);
+                                      uint64_t last_prev, int pos_k, uint64_t anchor, uint64_t seq);
 
 int prof_walk_one_moment(const struct pys_session *s)
 {
@@ -111,22 +112,26 @@ size_t prof_top_settled(const struct pys_session *s, const struct cpy_raw_frame 
 int prof_chain_unchanged(struct pys_session *s, const struct cpy_raw_frame *raw, size_t from,
                          size_t k, uint64_t last_prev)
 {
-    return chain_and_anchor_unchanged(s, NULL, raw, from, k, last_prev, 0, 0);
+    return chain_and_anchor_unchanged(s, NULL, raw, from, k, last_prev, 0, 0, 0);
 }
 
 static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_thread *t,
                                       const struct cpy_raw_frame *raw, size_t from, size_t k,
-                                      uint64_t last_prev, uint64_t anchor, uint64_t seq)
+                                      uint64_t last_prev, int pos_k, uint64_t anchor,
+                                      uint64_t seq)
 {
     const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
     struct prof_fcache *fc = &s->fcache;
     if (!fc->verify) {
-        fc->verify = malloc(s->opt.max_frames * sizeof *fc->verify);
-        fc->segs = malloc((2 * s->opt.max_frames + 3) * sizeof *fc->segs);
+        fc->verify = malloc((s->opt.max_frames + 1) * sizeof *fc->verify);
+        fc->segs = malloc((3 * s->opt.max_frames + 4) * sizeof *fc->segs);
         if (!fc->verify || !fc->segs)
             return 0;
     }
-    uint64_t (*got)[2] = fc->verify;
+    uint64_t (*got)[3] = fc->verify;
+    uint64_t po;
+    size_t pw = cpy_frame_pos_field(&s->off, &po);
+    size_t kp = k + (pos_k != 0);
     struct mem_seg *segs = fc->segs;
     uint64_t now_anchor = 0, now_seq = 0;
     size_t n = 0;
@@ -136,9 +141,14 @@ static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_th
         segs[n++] = (struct mem_seg){t->addr + s->off.thread_state.last_profiled_frame_seq,
                                      &now_seq, 8};
     }
-    for (size_t i = from; i < k; i++) {
-        segs[n++] = (struct mem_seg){raw[i].addr + f->executable, &got[i][0], 8};
-        segs[n++] = (struct mem_seg){raw[i].addr + f->previous, &got[i][1], 8};
+    for (size_t i = from; i < kp; i++) {
+        if (i < k) {
+            segs[n++] = (struct mem_seg){raw[i].addr + f->executable, &got[i][0], 8};
+            segs[n++] = (struct mem_seg){raw[i].addr + f->previous, &got[i][1], 8};
+        }
+        got[i][2] = 0;
+        if (cpy_frame_pos_checked(raw, i))
+            segs[n++] = (struct mem_seg){raw[i].addr + po, &got[i][2], pw};
     }
     /* Last, the code object generation: read after every code pointer so
      * far, it spares the snapshot's end a call (generation_moved). */
@@ -153,17 +163,25 @@ static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_th
     if (t && (now_anchor != anchor || now_seq != seq))
         return 0;
     for (size_t i = from; i < k; i++)
-        if (!cpy_frame_unmoved(&s->off, raw, i, k, last_prev, got[i][0], got[i][1]))
+        if (!cpy_frame_unmoved(&s->off, raw, i, k, last_prev, got[i][0], got[i][1],
+                               cpy_frame_pos_value(&s->off, got[i][2])))
             return 0;
+    if (kp > k && cpy_frame_pos_checked(raw, k) &&
+        cpy_frame_pos_value(&s->off, got[k][2]) != raw[k].instr_ptr)
+        return 0;
     return 1;
 }
 
 void prof_chain_hint(struct pys_session *s, const struct cpy_thread *t,
-                     const struct cpy_raw_frame *raw, size_t from, size_t k)
+                     const struct cpy_raw_frame *raw, size_t from, size_t k, int pos_k)
 {
     const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
+    uint64_t po;
+    size_t pw = cpy_frame_pos_field(&s->off, &po);
+    /* Code object, caller and position: one span where they lie close. */
     uint64_t lo = f->executable < f->previous ? f->executable : f->previous;
     uint64_t hi = (f->executable < f->previous ? f->previous : f->executable) + 8;
+    uint64_t plo = po < lo ? po : lo, phi = po + pw > hi ? po + pw : hi;
     /* From the first frame to a little past the stack's top, within its
      * page (mapped: the stack's top is in it), hinted first: the frames
      * below merge into it. */
@@ -173,30 +191,44 @@ void prof_chain_hint(struct pys_session *s, const struct cpy_thread *t,
     if (k > from && raw[from].addr >= t->datastack_chunk && raw[from].addr < top &&
         end - raw[from].addr <= MEM_RECHECK_SPAN)
         mem_recheck_hint(&s->mem, raw[from].addr, (size_t)(end - raw[from].addr));
-    for (size_t i = from; i < k; i++) {
-        if (hi - lo <= 64) {
-            mem_recheck_hint(&s->mem, raw[i].addr + lo, (size_t)(hi - lo));
+    for (size_t i = from; i < k + (pos_k != 0); i++) {
+        int pos = cpy_frame_pos_checked(raw, i);
+        if (i == k) {
+            if (pos)
+                mem_recheck_hint(&s->mem, raw[i].addr + po, pw);
+        } else if (pos && phi - plo <= 64) {
+            mem_recheck_hint(&s->mem, raw[i].addr + plo, (size_t)(phi - plo));
         } else {
-            mem_recheck_hint(&s->mem, raw[i].addr + f->executable, 8);
-            mem_recheck_hint(&s->mem, raw[i].addr + f->previous, 8);
+            if (hi - lo <= 64) {
+                mem_recheck_hint(&s->mem, raw[i].addr + lo, (size_t)(hi - lo));
+            } else {
+                mem_recheck_hint(&s->mem, raw[i].addr + f->executable, 8);
+                mem_recheck_hint(&s->mem, raw[i].addr + f->previous, 8);
+            }
+            if (pos)
+                mem_recheck_hint(&s->mem, raw[i].addr + po, pw);
         }
     }
 }
 
-/* The batch's second copy of the 8 bytes at addr into *v; 0 if none. */
-static int second_copy(struct pys_session *s, uint64_t addr, uint64_t *v)
+/* The batch's second copy of the len (at most 8) bytes at addr into *v,
+ * zero-extended; 0 if none. */
+static int second_copy(struct pys_session *s, uint64_t addr, size_t len, uint64_t *v)
 {
-    const uint8_t *c = mem_recheck_view(&s->mem, addr, 8);
+    const uint8_t *c = mem_recheck_view(&s->mem, addr, len);
+    *v = 0;
     if (c)
-        memcpy(v, c, 8);
+        memcpy(v, c, len);
     return c != NULL;
 }
 
 int prof_chain_rechecked(struct pys_session *s, const struct cpy_thread *t,
                          const struct cpy_raw_frame *raw, size_t from, size_t k,
-                         uint64_t last_prev)
+                         uint64_t last_prev, int pos_k)
 {
     const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
+    uint64_t po;
+    size_t pw = cpy_frame_pos_field(&s->off, &po);
     /* Second copies are read after the batch's first ones, not after a
      * read made since. */
     if (s->mem.stats.reads != s->reads_at_thread)
@@ -204,20 +236,32 @@ int prof_chain_rechecked(struct pys_session *s, const struct cpy_thread *t,
     int missing = 0;
     uint64_t a, b;
     if (t) {
-        if (!second_copy(s, t->addr + s->off.thread_state.last_profiled_frame, &a) ||
-            !second_copy(s, t->addr + s->off.thread_state.last_profiled_frame_seq, &b))
+        if (!second_copy(s, t->addr + s->off.thread_state.last_profiled_frame, 8, &a) ||
+            !second_copy(s, t->addr + s->off.thread_state.last_profiled_frame_seq, 8, &b))
             missing = 1;
         else if (a != t->last_profiled_frame || b != t->last_profiled_frame_seq)
             return 0;
     }
 
-    for (size_t i = from; i < k; i++) {
-        if (!second_copy(s, raw[i].addr + f->executable, &a) ||
-            !second_copy(s, raw[i].addr + f->previous, &b)) {
+    uint64_t p;
+    for (size_t i = from; i < k + (pos_k != 0); i++) {
+        int pos = cpy_frame_pos_checked(raw, i);
+        if (pos && !second_copy(s, raw[i].addr + po, pw, &p)) {
             missing = 1;
             continue;
         }
-        if (!cpy_frame_unmoved(&s->off, raw, i, k, last_prev, a, b))
+        p = pos ? cpy_frame_pos_value(&s->off, p) : 0;
+        if (i == k) {
+            if (pos && p != raw[i].instr_ptr)
+                return 0;
+            continue;
+        }
+        if (!second_copy(s, raw[i].addr + f->executable, 8, &a) ||
+            !second_copy(s, raw[i].addr + f->previous, 8, &b)) {
+            missing = 1;
+            continue;
+        }
+        if (!cpy_frame_unmoved(&s->off, raw, i, k, last_prev, a, b, p))
             return 0;
     }
     return missing ? -1 : 1;
@@ -439,13 +483,13 @@ int prof_fcache_usable(struct pys_session *s, const struct cpy_thread *t)
 /*
  * Second copies for the next batch: of the frames above the anchor this walk
  * leaves (the next sample's walk ends there and checks only what lies above
- * it), not of the whole chain checked now.
+ * it, and the anchor's position), not of the whole chain checked now.
  */
 static void hint_above_anchor(struct pys_session *s, const struct cpy_thread *t,
                               const struct cpy_raw_frame *raw, size_t top, size_t end, size_t n)
 {
     size_t a = next_anchor(raw, n);
-    prof_chain_hint(s, t, raw, top, end < a ? end : a);
+    prof_chain_hint(s, t, raw, top, end < a ? end : a, end >= a && a < n);
 }
 
 /*
@@ -508,11 +552,11 @@ static int ask_second_copy(struct pys_session *s, const struct cpy_thread *t)
  * changed, -1 no such copy of every word.
  */
 static int walk_rechecked(struct pys_session *s, const struct cpy_raw_frame *raw, size_t from,
-                          size_t k, uint64_t last_prev, uint64_t anchor, uint64_t seq)
+                          size_t k, uint64_t last_prev, int pos_k, uint64_t anchor, uint64_t seq)
 {
     if (s->mem.stats.reads != s->stack.second_reads)
         return -1;
-    int r = cpy_stack_second_matches(&s->off, &s->stack, raw, from, k, last_prev);
+    int r = cpy_stack_second_matches(&s->off, &s->stack, raw, from, k, last_prev, pos_k);
     if (r == 1 && (s->fcache.after[0] != anchor || s->fcache.after[1] != seq))
         return 0;
     return r;
@@ -602,15 +646,20 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
              * an anchor found returned: it has moved by definition, and
              * with nothing read above it there is nothing to mix. */
             size_t top = prof_top_settled(s, s->raw, (size_t)k);
-            size_t check = prof_thread_may_move(s, t, 0) ? (size_t)k - 1 - top : 0;
-            int r = prof_chain_rechecked(s, t, s->raw, top, top + check, anchor);
+            int move = prof_thread_may_move(s, t, 0);
+            size_t check = move ? (size_t)k - 1 - top : 0;
+            /* The anchor's position too, where it calls a frame of the
+             * walk: it may have called another since the cache saw it, but
+             * not since this walk read it. */
+            int pos_k = move && k > 1;
+            int r = prof_chain_rechecked(s, t, s->raw, top, top + check, anchor, pos_k);
             if (r < 0)
-                r = walk_rechecked(s, s->raw, top, top + check, anchor, anchor,
+                r = walk_rechecked(s, s->raw, top, top + check, anchor, pos_k, anchor,
                                    t->last_profiled_frame_seq);
             hint_above_anchor(s, t, s->raw, top, top + check, (size_t)k);
             ok = r >= 0 ? r
-                        : chain_and_anchor_unchanged(s, t, s->raw, top, top + check, anchor, anchor,
-                                                     t->last_profiled_frame_seq);
+                        : chain_and_anchor_unchanged(s, t, s->raw, top, top + check, anchor, pos_k,
+                                                     anchor, t->last_profiled_frame_seq);
             /* Torn: the thread moved on since its state was read. A whole
              * walk from that same state would be torn too; the caller reads
              * the thread again and retries. The cache is still good. */
@@ -665,7 +714,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         uint64_t cut = s->stack.cut;
         size_t top = prof_top_settled(s, s->raw, (size_t)n);
         size_t check = prof_thread_may_move(s, t, 0) ? (size_t)n - top : 0;
-        int r = prof_chain_rechecked(s, t, s->raw, top, top + check, cut);
+        int r = prof_chain_rechecked(s, t, s->raw, top, top + check, cut, 0);
         hint_above_anchor(s, t, s->raw, top, top + check, (size_t)n);
         if (r == 0 ||
             (r < 0 && check > 0 && !prof_chain_unchanged(s, s->raw, top, top + check, cut)))

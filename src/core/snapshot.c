@@ -314,15 +314,17 @@ static void retry_generation(struct pys_session *s)
 }
 
 /*
- * Put off the second read of a walk's chain raw[0..k) (see
+ * Put off the second read of frames raw[from..k) of a walk (see
  * prof_chain_unchanged) to the snapshot's end, where the chains of all
  * threads are read again at once. 0, or PYS_E_NOMEM (check it now).
  */
 static int put_off_check(struct pys_session *s, size_t ti, size_t ni,
-                         const struct cpy_raw_frame *raw, size_t k, uint64_t last_prev)
+                         const struct cpy_raw_frame *raw, size_t from, size_t k, uint64_t last_prev)
 {
     const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
-    size_t need = s->nchk + 2 * k;
+    uint64_t po;
+    size_t pw = cpy_frame_pos_field(&s->off, &po);
+    size_t first = s->nchk, need = s->nchk + 3 * (k - from);
     int rc = prof_reserve((void **)&s->chk_segs, &s->chk_segs_cap, need, sizeof *s->chk_segs);
     if (rc == 0)
         rc = prof_reserve((void **)&s->chk_vals, &s->chk_vals_cap, need, sizeof *s->chk_vals);
@@ -331,14 +333,23 @@ static int put_off_check(struct pys_session *s, size_t ti, size_t ni,
                           sizeof *s->chk_walks);
     if (rc < 0)
         return rc;
-    s->chk_walks[s->nchk_walks++] = (struct put_off){ti, ni, s->nchk, 2 * k};
-    for (size_t i = 0; i < k; i++) {
-        /* Code object (a tagged reference from 3.14), then caller. */
+    for (size_t i = from; i < k; i++) {
+        /* Code object (a tagged reference from 3.14), then caller, then
+         * (a caller's: cpy_frame_pos_checked) position, as
+         * cpy_frame_pos_value has it. */
         s->chk_segs[s->nchk] = (struct mem_seg){raw[i].addr + f->executable, NULL, 8};
+        s->chk_vals[s->nchk].kind = CHK_CODE;
         s->chk_vals[s->nchk++].want = raw[i].code;
         s->chk_segs[s->nchk] = (struct mem_seg){raw[i].addr + f->previous, NULL, 8};
+        s->chk_vals[s->nchk].kind = CHK_WORD;
         s->chk_vals[s->nchk++].want = i + 1 < k ? raw[i + 1].addr : last_prev;
+        if (cpy_frame_pos_checked(raw, i)) {
+            s->chk_segs[s->nchk] = (struct mem_seg){raw[i].addr + po, NULL, pw};
+            s->chk_vals[s->nchk].kind = CHK_POS;
+            s->chk_vals[s->nchk++].want = raw[i].instr_ptr;
+        }
     }
+    s->chk_walks[s->nchk_walks++] = (struct put_off){ti, ni, first, s->nchk - first};
     return 0;
 }
 
@@ -355,8 +366,10 @@ static int put_off_checks(struct pys_session *s)
     s->put_off = 0;
     if (s->nchk_walks == 0)
         return 0;
-    for (size_t i = 0; i < s->nchk; i++)
+    for (size_t i = 0; i < s->nchk; i++) {
+        s->chk_vals[i].got = 0;
         s->chk_segs[i].buf = &s->chk_vals[i].got;
+    }
     int rc = mem_readv_fresh(&s->mem, s->chk_segs, s->nchk);
     if (rc == PYS_E_EXITED)
         return rc;
@@ -369,8 +382,10 @@ static int put_off_checks(struct pys_session *s)
         int same = rc == 0;
         for (size_t j = po->first; same && j < po->first + po->n; j++) {
             uint64_t got = s->chk_vals[j].got;
-            if ((j - po->first) % 2 == 0)
+            if (s->chk_vals[j].kind == CHK_CODE)
                 got &= ~s->off.stackref_mask;
+            else if (s->chk_vals[j].kind == CHK_POS)
+                got = cpy_frame_pos_value(&s->off, got);
             same = got == s->chk_vals[j].want;
         }
         if (same)
@@ -498,12 +513,12 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
             if (n > 0 && (!one || prof_thread_may_move(s, &cur, in->gil_holder))) {
                 /* From the batch's second copies if it has them, else with
                  * the other threads' at the snapshot's end if it can. */
-                int r = prof_chain_rechecked(s, NULL, s->raw, top, end, last_prev);
-                prof_chain_hint(s, &cur, s->raw, top, end);
+                int r = prof_chain_rechecked(s, NULL, s->raw, top, end, last_prev, 0);
+                prof_chain_hint(s, &cur, s->raw, top, end, 0);
                 if (r >= 0)
                     rc = r ? rc : PYS_E_CORRUPT;
                 else if (s->put_off &&
-                    put_off_check(s, ti, ni, s->raw + top, end - top, last_prev) == 0)
+                    put_off_check(s, ti, ni, s->raw, top, end, last_prev) == 0)
                     put_off = 1;
                 else if (!prof_chain_unchanged(s, s->raw, top, end, last_prev))
                     rc = PYS_E_CORRUPT;

@@ -54,7 +54,7 @@ static void image_path(char *buf, size_t len, const char *version, int chain)
              chain ? 'b' : 'a');
 }
 
-/* The known mix (see test_switch): the frames of stack c but main's line,
+/* The known mix (see known_bug): the frames of stack c but main's line,
  * which is that of the other stack. */
 static int known_mix(const struct pys_thread *t)
 {
@@ -332,24 +332,23 @@ static void tally_print(const char *what, const struct tally *t)
 }
 
 /*
- * The known mix, an expected failure (docs/design.md, "Tests on recorded
- * images"): a walk's checks compare each frame's code object and caller
- * again, never a caller's position (f_lasti, instr_ptr), which stays put
- * while its callee runs. A copy of main's frame made while main called
- * chain_a, and of the frames above it after main had moved on to call
- * chain_b (whose frames take the same addresses), passes every check: the
- * stack is chain_b's with main on the line that calls chain_a. It shows on
- * 3.8-3.10 when a batch reads main's frame object between two reads of
- * chain_a's (A, B, A again), on 3.11-3.15 when a copy of the data stack
- * switches from A to B past main's frame (reads of 64 bytes): there, and
- * only there, it is counted, not failed. But it must still be seen: when
- * the checks are fixed, the test says so, and known_mix goes.
+ * The known mix, an expected failure on 3.8-3.10 only (docs/design.md,
+ * "Tests on recorded images"): the checks compare each frame's code object,
+ * caller and (a caller's) position again, but a field read twice with the
+ * same value may have changed and changed back in between. 3.8-3.10's frame
+ * objects lie anywhere in the heap, and a batch copies them (and their
+ * second copies) in address order, not in chain order: main's frame can be
+ * read twice while the process is at B, and the frames above it twice while
+ * it is at A (A, B, A again): the stack is chain_a's with main on the line
+ * that calls chain_b. There, and only there, it is counted, not failed; from
+ * 3.11 on (one copy of the data stack upwards, second copies downwards: a
+ * caller's reads bracket its callees') every mix fails the test.
  */
 static int known_bug(const char *version, int twice, size_t unit)
 {
     int old =
         strcmp(version, "3.8") == 0 || strcmp(version, "3.9") == 0 || strcmp(version, "3.10") == 0;
-    return old ? twice && unit == 0 : unit != 0;
+    return old && twice && unit == 0;
 }
 
 static void report_mix(const char *version, const struct run *r, int twice, uint64_t n1,

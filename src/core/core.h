@@ -14,14 +14,16 @@
 #include "cpython/cpython.h"
 #include "mem/mem.h"
 #include "platform/platform.h"
+#include "util/hashtab.h"
 
 /* --- interned strings (intern.c) ---------------------------------------- */
 
 /* A set of NUL-terminated strings; each distinct string is stored once and
  * keeps its address until prof_intern_release. */
 struct prof_intern {
-    char **slots;
-    size_t cap, count;
+    char **strs;            /* strs[1..count]: the strings, by id */
+    size_t count, cap;      /* cap: strs has room for ids below it */
+    struct util_htab index; /* their ids, by util_hash_bytes */
 };
 
 /* The interned copy of s (len bytes, no NUL needed), or NULL if out of memory. */

@@ -30,6 +30,8 @@
 
 #include <pystrobe/pystrobe.h>
 
+#include "util/hashtab.h"
+
 /* Node ids are 32-bit; stop well before. Threads' nodes and markers, which
  * are always made, may pass PROFILE_MAX_NODES up to PROFILE_MAX_IDS. */
 #define PROFILE_MAX_NODES (1u << 30)
@@ -67,14 +69,12 @@ struct thread_entry {
 struct pys_profile {
     struct pys_profile_node *nodes;
     size_t n, cap;
-    uint32_t *index; /* open addressing: node ids (0 = empty), cap_index slots */
-    size_t cap_index;
+    struct util_htab index; /* node ids 1..n-1 by (parent, frame) */
 
     struct pys_frame *frames; /* frame table; frames[0] is PYS_PROFILE_NO_FRAME */
     size_t n_frames, cap_frames;
-    uint32_t *frame_index; /* open addressing: frame ids (0 = empty) */
-    size_t cap_frame_index;
-    uint32_t fold_frame; /* the PYS_FRAME_FOLDED marker's id */
+    struct util_htab frame_index; /* frame ids 1..n_frames-1 by identity */
+    uint32_t fold_frame;          /* the PYS_FRAME_FOLDED marker's id */
 
     struct thread_entry *threads; /* in node order */
     size_t n_threads, cap_threads;
@@ -111,26 +111,18 @@ static uint64_t mix(uint64_t h, uint64_t v)
     return h;
 }
 
-static uint64_t finish(uint64_t h)
-{
-    h ^= h >> 31;
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 29;
-    return h;
-}
-
 static uint64_t node_hash(uint32_t parent, uint32_t frame)
 {
-    return finish(mix(mix(0, parent), frame));
+    return util_hash_u64((uint64_t)parent << 32 | frame);
 }
 
 static uint64_t frame_hash(const struct pys_frame *f)
 {
-    uint64_t h = mix(0, (uintptr_t)f->filename);
-    h = mix(h, (uintptr_t)f->qualname);
-    h = mix(h, (uint64_t)(uint32_t)f->lineno << 32 | (uint32_t)f->firstlineno);
-    h = mix(h, (uint64_t)f->kind);
-    return finish(h);
+    uint64_t h = util_hash_add(0, (uintptr_t)f->filename);
+    h = util_hash_add(h, (uintptr_t)f->qualname);
+    h = util_hash_add(h, (uint64_t)(uint32_t)f->lineno << 32 | (uint32_t)f->firstlineno);
+    h = util_hash_add(h, (uint64_t)f->kind);
+    return util_hash_u64(h);
 }
 
 static int same_frame(const struct pys_frame *a, const struct pys_frame *b)
@@ -185,49 +177,44 @@ static size_t grown_cap(const pys_profile *p, size_t cap, size_t elem, enum room
     return room == ROOM_ALWAYS ? cap + GROW_MIN : 0;
 }
 
-/* Make room for one more id in a power-of-two hash table of uint32 ids that
- * holds n - 1 (ids 1..n-1, rehashed with hash_at when it doubles). It is
+/* Make room for one more id in an index that holds the ids 1..n-1 (rehashed
+ * with hash_at when it doubles): the profile's own load policy over
+ * util_htab_resize, so that the bound is kept. It is
  * kept at most half full; when the bound has no room for twice the slots,
  * five eighths full for ordinary entries, three quarters with fold markers
  * (their reserve), and for ROOM_ALWAYS all but one slot before it doubles
  * anyway. 0: room for one more, 1: full, or PYS_E_NOMEM. */
-static int index_room(pys_profile *p, uint32_t **index, size_t *cap, size_t n, enum room room,
-                      uint64_t (*hash_at)(const pys_profile *, size_t))
+static int index_room(pys_profile *p, struct util_htab *index, size_t n, enum room room,
+                      util_htab_hash_fn hash_at)
 {
-    if ((n + 1) * 2 <= *cap)
+    size_t cap = index->cap;
+    if ((n + 1) * 2 <= cap)
         return 0;
-    size_t ncap = *cap ? *cap * 2 : 1024;
-    if (!fits(p, (uint64_t)(ncap - *cap) * sizeof **index,
+    size_t ncap = cap ? cap * 2 : 1024;
+    if (!fits(p, (uint64_t)(ncap - cap) * sizeof *index->slot,
               room == ROOM_ALWAYS ? ROOM_MARKER : room)) {
         size_t eighths = room == ROOM_ORDINARY ? 5 : room == ROOM_MARKER ? 6 : 8;
-        if ((n + 1) * 8 <= *cap * eighths && n + 1 < *cap)
+        if ((n + 1) * 8 <= cap * eighths && n + 1 < cap)
             return 0;
         if (room != ROOM_ALWAYS)
             return 1;
     }
-    uint32_t *idx = calloc(ncap, sizeof *idx);
-    if (!idx)
-        return PYS_E_NOMEM;
-    for (size_t id = 1; id < n; id++) {
-        size_t j = hash_at(p, id) & (ncap - 1);
-        while (idx[j])
-            j = (j + 1) & (ncap - 1);
-        idx[j] = (uint32_t)id;
-    }
-    free(*index);
-    p->bytes += (uint64_t)(ncap - *cap) * sizeof *idx;
-    *index = idx;
-    *cap = ncap;
+    int rc = util_htab_resize(index, ncap, 1, (uint32_t)n, hash_at, p);
+    if (rc < 0)
+        return rc;
+    p->bytes += (uint64_t)(ncap - cap) * sizeof *index->slot;
     return 0;
 }
 
-static uint64_t node_hash_at(const pys_profile *p, size_t id)
+static uint64_t node_hash_at(const void *ctx, uint32_t id)
 {
+    const pys_profile *p = ctx;
     return node_hash(p->nodes[id].parent, p->nodes[id].frame);
 }
 
-static uint64_t frame_hash_at(const pys_profile *p, size_t id)
+static uint64_t frame_hash_at(const void *ctx, uint32_t id)
 {
+    const pys_profile *p = ctx;
     return frame_hash(&p->frames[id]);
 }
 
@@ -236,10 +223,11 @@ static uint64_t frame_hash_at(const pys_profile *p, size_t id)
 static int frame_id(pys_profile *p, const struct pys_frame *f, enum room room, uint32_t *out)
 {
     uint64_t h = frame_hash(f);
-    size_t j = h & (p->cap_frame_index - 1);
-    for (; p->frame_index[j]; j = (j + 1) & (p->cap_frame_index - 1))
-        if (same_frame(&p->frames[p->frame_index[j]], f)) {
-            *out = p->frame_index[j];
+    uint32_t id;
+    for (size_t j = util_htab_first(&p->frame_index, h); (id = p->frame_index.slot[j]);
+         j = util_htab_next(&p->frame_index, j))
+        if (same_frame(&p->frames[id], f)) {
+            *out = id;
             return 0;
         }
     if (p->n_frames >= PROFILE_MAX_FRAMES || !fits(p, 0, room))
@@ -253,15 +241,12 @@ static int frame_id(pys_profile *p, const struct pys_frame *f, enum room room, u
             return rc;
         p->cap_frames = cap;
     }
-    int rc = index_room(p, &p->frame_index, &p->cap_frame_index, p->n_frames, room, frame_hash_at);
+    int rc = index_room(p, &p->frame_index, p->n_frames, room, frame_hash_at);
     if (rc)
         return rc;
-    for (j = h & (p->cap_frame_index - 1); p->frame_index[j];
-         j = (j + 1) & (p->cap_frame_index - 1))
-        ;
-    uint32_t id = (uint32_t)p->n_frames++;
+    id = (uint32_t)p->n_frames++;
     p->frames[id] = *f;
-    p->frame_index[j] = id;
+    util_htab_set(&p->frame_index, util_htab_free_slot(&p->frame_index, h), id);
     *out = id;
     return 0;
 }
@@ -271,11 +256,12 @@ static int frame_id(pys_profile *p, const struct pys_frame *f, enum room room, u
 static int child(pys_profile *p, uint32_t parent, uint32_t frame, enum room room, uint32_t *out)
 {
     uint64_t h = node_hash(parent, frame);
-    size_t j = h & (p->cap_index - 1);
-    for (; p->index[j]; j = (j + 1) & (p->cap_index - 1)) {
-        const struct pys_profile_node *nd = &p->nodes[p->index[j]];
+    uint32_t id;
+    for (size_t j = util_htab_first(&p->index, h); (id = p->index.slot[j]);
+         j = util_htab_next(&p->index, j)) {
+        const struct pys_profile_node *nd = &p->nodes[id];
         if (nd->parent == parent && nd->frame == frame) {
-            *out = p->index[j];
+            *out = id;
             return 0;
         }
     }
@@ -292,14 +278,12 @@ static int child(pys_profile *p, uint32_t parent, uint32_t frame, enum room room
             return rc;
         p->cap = cap;
     }
-    int rc = index_room(p, &p->index, &p->cap_index, p->n, room, node_hash_at);
+    int rc = index_room(p, &p->index, p->n, room, node_hash_at);
     if (rc)
         return rc;
-    for (j = h & (p->cap_index - 1); p->index[j]; j = (j + 1) & (p->cap_index - 1))
-        ;
-    uint32_t id = (uint32_t)p->n++;
+    id = (uint32_t)p->n++;
     p->nodes[id] = (struct pys_profile_node){.parent = parent, .frame = frame};
-    p->index[j] = id;
+    util_htab_set(&p->index, util_htab_free_slot(&p->index, h), id);
     p->stale = 1;
     *out = id;
     return 0;
@@ -322,9 +306,8 @@ pys_profile *pys_profile_new(void)
     p->bytes += p->cap * sizeof *p->nodes + p->cap_frames * sizeof *p->frames;
     p->n = 1;
     p->n_frames = 1;
-    if (index_room(p, &p->index, &p->cap_index, p->n, ROOM_ALWAYS, node_hash_at) < 0 ||
-        index_room(p, &p->frame_index, &p->cap_frame_index, p->n_frames, ROOM_ALWAYS,
-                   frame_hash_at) < 0 ||
+    if (index_room(p, &p->index, p->n, ROOM_ALWAYS, node_hash_at) < 0 ||
+        index_room(p, &p->frame_index, p->n_frames, ROOM_ALWAYS, frame_hash_at) < 0 ||
         frame_id(p, &FOLD_FRAME, ROOM_ALWAYS, &id) != 0)
         goto fail;
     p->fold_frame = id;
@@ -341,9 +324,9 @@ void pys_profile_free(pys_profile *p)
     if (!p)
         return;
     free(p->nodes);
-    free(p->index);
+    util_htab_release(&p->index);
     free(p->frames);
-    free(p->frame_index);
+    util_htab_release(&p->frame_index);
     free(p->threads);
     for (size_t i = 0; i < p->cap_last; i++) {
         free(p->last[i].fids);

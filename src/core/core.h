@@ -33,7 +33,7 @@ void prof_intern_release(struct prof_intern *in);
 /* --- code object cache (codecache.c) ------------------------------------ */
 
 struct prof_code {
-    uint64_t addr;          /* 0 = empty slot */
+    uint64_t addr;          /* where the code object is */
     uint64_t id;            /* unique per entry: keys the location memo */
     int stale;              /* prof_codecache_check found another object at addr */
     uint64_t checked;       /* the check that last looked at it */
@@ -55,8 +55,9 @@ struct prof_locmemo {
 #define PROF_LOCMEMO_SIZE 4096
 
 struct prof_codecache {
-    struct prof_code *slots;
-    size_t cap, count;
+    struct prof_code *entries; /* entries[1..count], by id */
+    size_t count, cap;         /* cap: entries has room for ids below it */
+    struct util_htab index;    /* their ids, by address */
     uint64_t hits, misses, stale;
     uint64_t next_id;
     int validate;              /* cached objects need prof_codecache_check (3.8-3.13) */

@@ -54,7 +54,6 @@ enum room { ROOM_ORDINARY, ROOM_MARKER, ROOM_ALWAYS };
  * fids[i]). */
 struct last_stack {
     uint64_t thread;
-    int used;
     uint32_t thread_node; /* 0 until made */
     uint32_t *fids;
     uint32_t *path;
@@ -78,8 +77,9 @@ struct pys_profile {
 
     struct thread_entry *threads; /* in node order */
     size_t n_threads, cap_threads;
-    struct last_stack *last; /* open addressing by thread, cap_last slots */
-    size_t n_last, cap_last;
+    struct last_stack *last;     /* last[1..n_last], by id */
+    size_t n_last, cap_last;     /* cap_last: last has room for ids below it */
+    struct util_htab last_index; /* their ids, by thread */
 
     uint64_t bytes;     /* all of the above's allocations */
     uint64_t max_bytes; /* 0 = no bound */
@@ -328,11 +328,12 @@ void pys_profile_free(pys_profile *p)
     free(p->frames);
     util_htab_release(&p->frame_index);
     free(p->threads);
-    for (size_t i = 0; i < p->cap_last; i++) {
+    for (size_t i = 1; i <= p->n_last; i++) {
         free(p->last[i].fids);
         free(p->last[i].path);
     }
     free(p->last);
+    util_htab_release(&p->last_index);
     free(p->ns_ids);
     free(p);
 }
@@ -347,40 +348,38 @@ uint64_t pys_profile_memory(const pys_profile *p)
     return p->bytes;
 }
 
-static size_t last_slot(uint64_t thread, size_t cap)
+static uint64_t last_hash_at(const void *ctx, uint32_t id)
 {
-    return (size_t)((thread * 0x9e3779b97f4a7c15ull) >> 24) & (cap - 1);
+    return util_hash_u64(((const pys_profile *)ctx)->last[id].thread);
 }
 
 /* The last stack of thread (empty if new), or NULL if out of memory. */
 static struct last_stack *last_stack_of(pys_profile *p, uint64_t thread)
 {
-    if ((p->n_last + 1) * 2 > p->cap_last) {
+    uint64_t h = util_hash_u64(thread);
+    uint32_t id;
+    if (p->last_index.cap) {
+        for (size_t j = util_htab_first(&p->last_index, h); (id = p->last_index.slot[j]);
+             j = util_htab_next(&p->last_index, j))
+            if (p->last[id].thread == thread)
+                return &p->last[id];
+    }
+    if (p->n_last >= PROFILE_MAX_IDS)
+        return NULL;
+    size_t icap = p->last_index.cap;
+    if (util_htab_reserve(&p->last_index, 16, 1, (uint32_t)p->n_last + 1, last_hash_at, p) < 0)
+        return NULL;
+    p->bytes += (uint64_t)(p->last_index.cap - icap) * sizeof *p->last_index.slot;
+    if (p->n_last + 1 >= p->cap_last) {
         size_t cap = p->cap_last ? p->cap_last * 2 : 16;
-        struct last_stack *v = calloc(cap, sizeof *v);
-        if (!v)
+        if (resize(p, (void **)&p->last, p->cap_last, cap, sizeof *p->last) < 0)
             return NULL;
-        for (size_t i = 0; i < p->cap_last; i++) {
-            if (!p->last[i].used)
-                continue;
-            size_t j = last_slot(p->last[i].thread, cap);
-            while (v[j].used)
-                j = (j + 1) & (cap - 1);
-            v[j] = p->last[i];
-        }
-        free(p->last);
-        p->bytes += (cap - p->cap_last) * sizeof *v;
-        p->last = v;
         p->cap_last = cap;
     }
-    size_t j = last_slot(thread, p->cap_last);
-    for (; p->last[j].used; j = (j + 1) & (p->cap_last - 1))
-        if (p->last[j].thread == thread)
-            return &p->last[j];
-    p->last[j].used = 1;
-    p->last[j].thread = thread;
-    p->n_last++;
-    return &p->last[j];
+    id = (uint32_t)++p->n_last;
+    p->last[id] = (struct last_stack){.thread = thread};
+    util_htab_set(&p->last_index, util_htab_free_slot(&p->last_index, h), id);
+    return &p->last[id];
 }
 
 /* The node of thread ls: made, with the thread's entry, on first use. */

@@ -85,10 +85,11 @@ struct pys_profile {
     uint64_t max_bytes; /* 0 = no bound */
     struct pys_profile_info info;
     int stale; /* samples or nodes were added since totals and links were made */
-    /* pys_profile_set_thread_ns: (thread, ns id) pairs, open addressing by
-     * thread (0 = empty slot), cap_ns slots. */
+    /* Thread ids in the target's PID namespace (pys_profile_set_thread_ns):
+     * ns_ids[id] = {thread, ns id} for ids 1..n_ns. */
     uint64_t (*ns_ids)[2];
-    size_t n_ns, cap_ns;
+    size_t n_ns, cap_ns;       /* cap_ns: ns_ids has room for ids below it */
+    struct util_htab ns_index; /* their ids, by thread */
 };
 
 /* No ':' or ';' in its name: the collapsed format's readers split on them. */
@@ -104,12 +105,6 @@ static const struct pys_frame FOLD_FRAME = {
     .kind = PYS_FRAME_FOLDED,
     .opcode = -1,
 };
-
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    return h;
-}
 
 static uint64_t node_hash(uint32_t parent, uint32_t frame)
 {
@@ -335,6 +330,7 @@ void pys_profile_free(pys_profile *p)
     free(p->last);
     util_htab_release(&p->last_index);
     free(p->ns_ids);
+    util_htab_release(&p->ns_index);
     free(p);
 }
 
@@ -557,52 +553,54 @@ const struct pys_profile_info *pys_profile_info_get(const pys_profile *p)
 
 /* --- thread ids in the target's PID namespace ---------------------------- */
 
-static size_t ns_slot(uint64_t thread, size_t cap)
+static uint64_t ns_hash_at(const void *ctx, uint32_t id)
 {
-    return (size_t)(mix(0, thread) * 0x9e3779b97f4a7c15ull >> 7) & (cap - 1);
+    return util_hash_u64(((const pys_profile *)ctx)->ns_ids[id][0]);
+}
+
+/* The id of thread in the ns table, 0 if it has none. */
+static uint32_t ns_find(const pys_profile *p, uint64_t thread, uint64_t h)
+{
+    uint32_t id = 0;
+    if (p->ns_index.cap) {
+        for (size_t j = util_htab_first(&p->ns_index, h); (id = p->ns_index.slot[j]);
+             j = util_htab_next(&p->ns_index, j))
+            if (p->ns_ids[id][0] == thread)
+                break;
+    }
+    return id;
 }
 
 int pys_profile_set_thread_ns(pys_profile *p, uint64_t thread, uint64_t ns_id)
 {
     if (thread == 0)
         return PYS_E_INVAL;
-    if (2 * (p->n_ns + 1) > p->cap_ns) {
-        size_t cap = p->cap_ns ? 2 * p->cap_ns : 16;
-        uint64_t(*v)[2] = calloc(cap, sizeof *v);
-        if (!v)
+    uint64_t h = util_hash_u64(thread);
+    uint32_t id = ns_find(p, thread, h);
+    if (!id) {
+        if (p->n_ns >= PROFILE_MAX_IDS ||
+            util_htab_reserve(&p->ns_index, 32, 1, (uint32_t)p->n_ns + 1, ns_hash_at, p) < 0)
             return PYS_E_NOMEM;
-        for (size_t i = 0; i < p->cap_ns; i++) {
-            if (p->ns_ids[i][0] == 0)
-                continue;
-            size_t k = ns_slot(p->ns_ids[i][0], cap);
-            while (v[k][0] != 0)
-                k = (k + 1) & (cap - 1);
-            v[k][0] = p->ns_ids[i][0];
-            v[k][1] = p->ns_ids[i][1];
+        if (p->n_ns + 1 >= p->cap_ns) {
+            size_t cap = p->cap_ns ? 2 * p->cap_ns : 16;
+            uint64_t(*v)[2] = realloc(p->ns_ids, cap * sizeof *v);
+            if (!v)
+                return PYS_E_NOMEM;
+            p->ns_ids = v;
+            p->cap_ns = cap;
         }
-        free(p->ns_ids);
-        p->ns_ids = v;
-        p->cap_ns = cap;
+        id = (uint32_t)++p->n_ns;
+        p->ns_ids[id][0] = thread;
+        util_htab_set(&p->ns_index, util_htab_free_slot(&p->ns_index, h), id);
     }
-    size_t k = ns_slot(thread, p->cap_ns);
-    while (p->ns_ids[k][0] != 0 && p->ns_ids[k][0] != thread)
-        k = (k + 1) & (p->cap_ns - 1);
-    if (p->ns_ids[k][0] == 0)
-        p->n_ns++;
-    p->ns_ids[k][0] = thread;
-    p->ns_ids[k][1] = ns_id;
+    p->ns_ids[id][1] = ns_id;
     return 0;
 }
 
 uint64_t pys_profile_thread_ns(const pys_profile *p, uint64_t thread)
 {
-    if (thread == 0 || p->cap_ns == 0)
+    if (thread == 0)
         return 0;
-    size_t k = ns_slot(thread, p->cap_ns);
-    while (p->ns_ids[k][0] != 0) {
-        if (p->ns_ids[k][0] == thread)
-            return p->ns_ids[k][1];
-        k = (k + 1) & (p->cap_ns - 1);
-    }
-    return 0;
+    uint32_t id = ns_find(p, thread, util_hash_u64(thread));
+    return id ? p->ns_ids[id][1] : 0;
 }

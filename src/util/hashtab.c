@@ -39,6 +39,21 @@ int util_htab_reserve(struct util_htab *t, size_t min_cap, uint32_t lo, uint32_t
     return util_htab_resize(t, cap, lo, hi, hash, ctx);
 }
 
+void util_htab_remove(struct util_htab *t, size_t j, util_htab_hash_fn hash, const void *ctx)
+{
+    size_t mask = t->cap - 1;
+    t->slot[j] = 0;
+    for (size_t k = (j + 1) & mask; t->slot[k]; k = (k + 1) & mask) {
+        size_t home = (size_t)hash(ctx, t->slot[k]) & mask;
+        /* An id whose run starts in (j, k] is still found from there. */
+        if (((k - home) & mask) < ((k - j) & mask))
+            continue;
+        t->slot[j] = t->slot[k];
+        t->slot[k] = 0;
+        j = k;
+    }
+}
+
 void util_htab_release(struct util_htab *t)
 {
     free(t->slot);

@@ -16,7 +16,9 @@
  * Load factor: util_htab_reserve keeps a table at most half full, which
  * keeps probe runs short; a caller with its own memory policy may choose
  * capacities itself with util_htab_resize, as long as one slot stays empty.
- * There is no deletion: no user removes a single entry.
+ * Deletion (util_htab_remove) shifts the ids after the removed one back
+ * into place: no tombstones, so lookups stay as short as in a table that
+ * never held it.
  *
  * Hashes: util_hash_u64 for integer keys (several words folded with
  * util_hash_add first), util_hash_bytes for strings.
@@ -95,6 +97,15 @@ static inline void util_htab_set(struct util_htab *t, size_t j, uint32_t id)
     t->slot[j] = id;
 }
 
+/* The slot that holds id (which must be in t), probing from its hash h. */
+static inline size_t util_htab_slot_of(const struct util_htab *t, uint64_t h, uint32_t id)
+{
+    size_t j = util_htab_first(t, h);
+    while (t->slot[j] != id)
+        j = util_htab_next(t, j);
+    return j;
+}
+
 /* Does a table that holds n ids need to grow before it takes one more? */
 static inline int util_htab_full(const struct util_htab *t, size_t n)
 {
@@ -111,6 +122,12 @@ int util_htab_resize(struct util_htab *t, size_t cap, uint32_t lo, uint32_t hi,
  * first slots). 0, or PYS_E_NOMEM with t unchanged. */
 int util_htab_reserve(struct util_htab *t, size_t min_cap, uint32_t lo, uint32_t hi,
                       util_htab_hash_fn hash, const void *ctx);
+
+/* Empty slot j (it holds an id), moving back the ids after it in its run
+ * that would no longer be found (each id's place is given by hash(ctx, id)).
+ * A caller that renumbers its entries after a removal moves the ids with
+ * util_htab_slot_of and util_htab_set. */
+void util_htab_remove(struct util_htab *t, size_t j, util_htab_hash_fn hash, const void *ctx);
 
 /* Free the slots; t is left empty (cap 0) and may be used again. */
 void util_htab_release(struct util_htab *t);

@@ -2,7 +2,8 @@
  * Unit tests of the library's hash table (util/hashtab.h): an index of ids
  * over the caller's array finds every key put in, through growth and heavy
  * collisions; growth that cannot allocate fails with PYS_E_NOMEM and leaves
- * the table as it was; the hash functions spread keys over the low bits.
+ * the table as it was; removal keeps every other key findable; the hash
+ * functions spread keys over the low bits.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -44,6 +45,12 @@ static uint64_t hash_constant(uint64_t k)
 {
     (void)k;
     return 7;
+}
+
+/* Every key at the last of 16 slots: runs wrap to slot 0. */
+static uint64_t hash_last_slot(uint64_t k)
+{
+    return 15 + (k & 1) * 16;
 }
 
 static uint64_t hash_at(const void *ctx, uint32_t id)
@@ -181,6 +188,59 @@ static void test_grow_failure_leaves_table(void **state)
     set_release(&s);
 }
 
+/* Remove key k from s, moving the last id into its place (as a caller with
+ * a dense array does). */
+static void set_remove(struct set *s, uint64_t k)
+{
+    uint32_t id = set_find(s, k);
+    assert_true(id != 0);
+    util_htab_remove(&s->t, util_htab_slot_of(&s->t, s->hash(k), id), hash_at, s);
+    uint32_t last = s->n - 1;
+    if (id != last) {
+        size_t j = util_htab_slot_of(&s->t, s->hash(s->keys[last]), last);
+        s->keys[id] = s->keys[last];
+        util_htab_set(&s->t, j, id);
+    }
+    s->n--;
+}
+
+static void check_removal(uint64_t (*hash)(uint64_t), uint64_t nkeys)
+{
+    struct set s = set_new(hash);
+    for (uint64_t i = 1; i <= nkeys; i++)
+        set_add(&s, i * 0x10001);
+    /* Every third key, then the rest is all still there. */
+    for (uint64_t i = 1; i <= nkeys; i += 3)
+        set_remove(&s, i * 0x10001);
+    for (uint64_t i = 1; i <= nkeys; i++) {
+        uint32_t id = set_find(&s, i * 0x10001);
+        if (i % 3 == 1)
+            assert_int_equal(id, 0);
+        else
+            assert_true(id != 0 && s.keys[id] == i * 0x10001);
+    }
+    size_t used = 0;
+    for (size_t j = 0; j < s.t.cap; j++)
+        used += s.t.slot[j] != 0;
+    assert_int_equal(used, s.n - 1);
+    /* Put back: found again, once. */
+    for (uint64_t i = 1; i <= nkeys; i += 3)
+        set_add(&s, i * 0x10001);
+    for (uint64_t i = 1; i <= nkeys; i++)
+        assert_true(set_find(&s, i * 0x10001) != 0);
+    assert_int_equal(s.n - 1, nkeys);
+    set_release(&s);
+}
+
+static void test_remove(void **state)
+{
+    (void)state;
+    check_removal(hash_mixed, 5000);
+    check_removal(hash_constant, 300); /* one run around the whole table */
+    /* Runs that wrap from the last slot to the first. */
+    check_removal(hash_last_slot, 10);
+}
+
 /* Strings through the byte hash: equal bytes, equal hash; the slot bits of
  * near-identical names spread. */
 static void test_hash_bytes(void **state)
@@ -214,8 +274,11 @@ static void test_hash_bytes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_insert_lookup_grow), cmocka_unit_test(test_collisions),
-        cmocka_unit_test(test_wrap_around),        cmocka_unit_test(test_grow_failure_leaves_table),
+        cmocka_unit_test(test_insert_lookup_grow),
+        cmocka_unit_test(test_collisions),
+        cmocka_unit_test(test_wrap_around),
+        cmocka_unit_test(test_grow_failure_leaves_table),
+        cmocka_unit_test(test_remove),
         cmocka_unit_test(test_hash_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -108,7 +108,7 @@ void prof_codecache_release(struct prof_codecache *cc);
 /* --- frame cache (framecache.c), CPython 3.15+ -------------------------- */
 
 struct prof_fcache_entry {
-    uint64_t tstate;              /* 0 = empty slot */
+    uint64_t tstate;              /* the thread state's address */
     struct cpy_raw_frame *frames; /* the last chain, current frame first, to the base */
     size_t n, cap;
     uint64_t anchor, seq;         /* last_profiled_frame and its seq when last sampled */
@@ -136,8 +136,9 @@ struct prof_fcache_entry {
 #define PROF_RES_SHIM 2       /* an entry/shim/base frame */
 
 struct prof_fcache {
-    struct prof_fcache_entry *v;
-    size_t cap, count;
+    struct prof_fcache_entry *v; /* v[1..count], by id */
+    size_t cap, count;           /* cap: v has room for ids below it */
+    struct util_htab index;      /* their ids, by tstate */
     uint64_t hits, partial_hits, misses, frames_cached, frames_read;
     size_t seen; /* entries seen by the snapshot under way (prof_fcache_sweep) */
     uint64_t other_writers;      /* threads found with another writer of their anchor */

@@ -17,7 +17,7 @@ ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fvisibility=hidden -fPIC -Iinclude -Isrc -
 LDLIBS  := -lelf -lz
 LDFLAGS ?=
 
-LIB_SRC := $(wildcard src/platform/*.c src/binfmt/*.c src/mem/*.c src/cpython/*.c \
+LIB_SRC := $(wildcard src/util/*.c src/platform/*.c src/binfmt/*.c src/mem/*.c src/cpython/*.c \
                       src/core/*.c src/output/*.c)
 CLI_SRC := $(wildcard src/cli/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o)

@@ -12,31 +12,25 @@
 /* Beyond this many code objects the cache starts over rather than grow. */
 #define CODECACHE_MAX (1u << 20)
 
-static size_t slot_of(uint64_t addr, size_t cap)
+static uint64_t code_hash_at(const void *ctx, uint32_t id)
 {
-    addr ^= addr >> 33;
-    addr *= 0xff51afd7ed558ccdull;
-    addr ^= addr >> 33;
-    return (size_t)addr & (cap - 1);
+    return util_hash_u64(((const struct prof_codecache *)ctx)->entries[id].addr);
 }
 
+/* Room for one more entry. 0 or PYS_E_NOMEM. */
 static int grow(struct prof_codecache *cc)
 {
-    size_t cap = cc->cap ? cc->cap * 2 : 1024;
-    struct prof_code *slots = calloc(cap, sizeof *slots);
-    if (!slots)
-        return PYS_E_NOMEM;
-    for (size_t i = 0; i < cc->cap; i++) {
-        if (!cc->slots[i].addr)
-            continue;
-        size_t j = slot_of(cc->slots[i].addr, cap);
-        while (slots[j].addr)
-            j = (j + 1) & (cap - 1);
-        slots[j] = cc->slots[i];
+    int rc = util_htab_reserve(&cc->index, 1024, 1, (uint32_t)cc->count + 1, code_hash_at, cc);
+    if (rc < 0)
+        return rc;
+    if (cc->count + 1 >= cc->cap) {
+        size_t cap = cc->cap ? cc->cap * 2 : 512;
+        struct prof_code *v = realloc(cc->entries, cap * sizeof *v);
+        if (!v)
+            return PYS_E_NOMEM;
+        cc->entries = v;
+        cc->cap = cap;
     }
-    free(cc->slots);
-    cc->slots = slots;
-    cc->cap = cap;
     return 0;
 }
 
@@ -47,25 +41,28 @@ int prof_codecache_get(struct prof_codecache *cc, struct prof_intern *in, struct
     int rc;
     if (cc->count >= CODECACHE_MAX)
         prof_codecache_clear(cc);
-    if ((cc->count + 1) * 2 > cc->cap && (rc = grow(cc)) < 0)
-        return rc;
-    size_t j = slot_of(addr, cc->cap);
-    int replace = 0;
-    for (; cc->slots[j].addr; j = (j + 1) & (cc->cap - 1)) {
-        if (cc->slots[j].addr != addr)
-            continue;
-        if (!cc->slots[j].stale) {
-            cc->hits++;
-            *out = &cc->slots[j];
-            return 0;
+    uint64_t h = util_hash_u64(addr);
+    uint32_t id = 0;
+    if (cc->index.cap) {
+        for (size_t j = util_htab_first(&cc->index, h); (id = cc->index.slot[j]);
+             j = util_htab_next(&cc->index, j)) {
+            struct prof_code *pc = &cc->entries[id];
+            if (pc->addr != addr)
+                continue;
+            if (!pc->stale) {
+                cc->hits++;
+                *out = pc;
+                return 0;
+            }
+            /* Freed and reused: read it again, into the same entry (the old
+             * one stays, still stale, if that fails). */
+            cc->stale++;
+            break;
         }
-        /* Freed and reused: read it again, into the same slot (the old
-         * entry stays, still stale, if that fails). */
-        cc->stale++;
-        replace = 1;
-        break;
     }
     cc->misses++;
+    if (!id && (rc = grow(cc)) < 0)
+        return rc;
     struct prof_code e;
     memset(&e, 0, sizeof e);
     if ((rc = cpy_code_read(m, o, sym, addr, &e.code)) < 0)
@@ -81,22 +78,26 @@ int prof_codecache_get(struct prof_codecache *cc, struct prof_intern *in, struct
     }
     e.addr = addr;
     e.id = ++cc->next_id;
-    if (replace)
-        cpy_code_release(&cc->slots[j].code);
-    else
-        cc->count++;
-    cc->slots[j] = e;
-    *out = &cc->slots[j];
+    if (id) {
+        cpy_code_release(&cc->entries[id].code);
+    } else {
+        id = (uint32_t)++cc->count;
+        util_htab_set(&cc->index, util_htab_free_slot(&cc->index, h), id);
+    }
+    cc->entries[id] = e;
+    *out = &cc->entries[id];
     return 0;
 }
 
 static struct prof_code *find(struct prof_codecache *cc, uint64_t addr)
 {
-    if (!cc->cap || addr == 0)
+    if (!cc->index.cap || addr == 0)
         return NULL;
-    for (size_t j = slot_of(addr, cc->cap); cc->slots[j].addr; j = (j + 1) & (cc->cap - 1))
-        if (cc->slots[j].addr == addr)
-            return &cc->slots[j];
+    uint32_t id;
+    for (size_t j = util_htab_first(&cc->index, util_hash_u64(addr)); (id = cc->index.slot[j]);
+         j = util_htab_next(&cc->index, j))
+        if (cc->entries[id].addr == addr)
+            return &cc->entries[id];
     return NULL;
 }
 
@@ -273,18 +274,18 @@ void prof_codecache_clear(struct prof_codecache *cc)
 {
     if (cc->memo)
         memset(cc->memo, 0, PROF_LOCMEMO_SIZE * sizeof *cc->memo);
-    for (size_t i = 0; i < cc->cap; i++) {
-        if (cc->slots[i].addr)
-            cpy_code_release(&cc->slots[i].code);
-        memset(&cc->slots[i], 0, sizeof cc->slots[i]);
-    }
+    for (size_t id = 1; id <= cc->count; id++)
+        cpy_code_release(&cc->entries[id].code);
+    if (cc->index.cap)
+        memset(cc->index.slot, 0, cc->index.cap * sizeof *cc->index.slot);
     cc->count = 0;
 }
 
 void prof_codecache_release(struct prof_codecache *cc)
 {
     prof_codecache_clear(cc);
-    free(cc->slots);
+    free(cc->entries);
+    util_htab_release(&cc->index);
     free(cc->memo);
     free(cc->segs);
     free(cc->buf);

@@ -14,14 +14,16 @@
 #include "cpython/cpython.h"
 #include "mem/mem.h"
 #include "platform/platform.h"
+#include "util/hashtab.h"
 
 /* --- interned strings (intern.c) ---------------------------------------- */
 
 /* A set of NUL-terminated strings; each distinct string is stored once and
  * keeps its address until prof_intern_release. */
 struct prof_intern {
-    char **slots;
-    size_t cap, count;
+    char **strs;            /* strs[1..count]: the strings, by id */
+    size_t count, cap;      /* cap: strs has room for ids below it */
+    struct util_htab index; /* their ids, by util_hash_bytes */
 };
 
 /* The interned copy of s (len bytes, no NUL needed), or NULL if out of memory. */
@@ -31,7 +33,7 @@ void prof_intern_release(struct prof_intern *in);
 /* --- code object cache (codecache.c) ------------------------------------ */
 
 struct prof_code {
-    uint64_t addr;          /* 0 = empty slot */
+    uint64_t addr;          /* where the code object is */
     uint64_t id;            /* unique per entry: keys the location memo */
     int stale;              /* prof_codecache_check found another object at addr */
     uint64_t checked;       /* the check that last looked at it */
@@ -53,8 +55,9 @@ struct prof_locmemo {
 #define PROF_LOCMEMO_SIZE 4096
 
 struct prof_codecache {
-    struct prof_code *slots;
-    size_t cap, count;
+    struct prof_code *entries; /* entries[1..count], by id */
+    size_t count, cap;         /* cap: entries has room for ids below it */
+    struct util_htab index;    /* their ids, by address */
     uint64_t hits, misses, stale;
     uint64_t next_id;
     int validate;              /* cached objects need prof_codecache_check (3.8-3.13) */
@@ -105,7 +108,7 @@ void prof_codecache_release(struct prof_codecache *cc);
 /* --- frame cache (framecache.c), CPython 3.15+ -------------------------- */
 
 struct prof_fcache_entry {
-    uint64_t tstate;              /* 0 = empty slot */
+    uint64_t tstate;              /* the thread state's address */
     struct cpy_raw_frame *frames; /* the last chain, current frame first, to the base */
     size_t n, cap;
     uint64_t anchor, seq;         /* last_profiled_frame and its seq when last sampled */
@@ -133,8 +136,9 @@ struct prof_fcache_entry {
 #define PROF_RES_SHIM 2       /* an entry/shim/base frame */
 
 struct prof_fcache {
-    struct prof_fcache_entry *v;
-    size_t cap, count;
+    struct prof_fcache_entry *v; /* v[1..count], by id */
+    size_t cap, count;           /* cap: v has room for ids below it */
+    struct util_htab index;      /* their ids, by tstate */
     uint64_t hits, partial_hits, misses, frames_cached, frames_read;
     size_t seen; /* entries seen by the snapshot under way (prof_fcache_sweep) */
     uint64_t other_writers;      /* threads found with another writer of their anchor */

@@ -301,62 +301,56 @@ int prof_thread_may_move(struct pys_session *s, const struct cpy_thread *t, uint
     return v != 0;
 }
 
-static size_t slot_of(uint64_t tstate, size_t cap)
+static uint64_t entry_hash_at(const void *ctx, uint32_t id)
 {
-    uint64_t h = tstate * 0x9e3779b97f4a7c15ull;
-    return (size_t)(h >> 20) & (cap - 1);
+    return util_hash_u64(((const struct prof_fcache *)ctx)->v[id].tstate);
 }
 
 static struct prof_fcache_entry *lookup(struct prof_fcache *fc, uint64_t tstate, int create)
 {
-    if (create && (fc->count + 1) * 2 > fc->cap) {
-        size_t cap = fc->cap ? fc->cap * 2 : 64;
-        struct prof_fcache_entry *v = calloc(cap, sizeof *v);
+    uint64_t h = util_hash_u64(tstate);
+    uint32_t id;
+    if (fc->index.cap) {
+        for (size_t j = util_htab_first(&fc->index, h); (id = fc->index.slot[j]);
+             j = util_htab_next(&fc->index, j))
+            if (fc->v[id].tstate == tstate)
+                return &fc->v[id];
+    }
+    if (!create || fc->count >= UINT32_MAX - 1 ||
+        util_htab_reserve(&fc->index, 64, 1, (uint32_t)fc->count + 1, entry_hash_at, fc) < 0)
+        return NULL;
+    if (fc->count + 1 >= fc->cap) {
+        size_t cap = fc->cap ? fc->cap * 2 : 32;
+        struct prof_fcache_entry *v = realloc(fc->v, cap * sizeof *v);
         if (!v)
             return NULL;
-        for (size_t i = 0; i < fc->cap; i++) {
-            if (!fc->v[i].tstate)
-                continue;
-            size_t j = slot_of(fc->v[i].tstate, cap);
-            while (v[j].tstate)
-                j = (j + 1) & (cap - 1);
-            v[j] = fc->v[i];
-        }
-        free(fc->v);
         fc->v = v;
         fc->cap = cap;
     }
-    if (!fc->cap)
-        return NULL;
-    size_t j = slot_of(tstate, fc->cap);
-    for (; fc->v[j].tstate; j = (j + 1) & (fc->cap - 1))
-        if (fc->v[j].tstate == tstate)
-            return &fc->v[j];
-    if (!create)
-        return NULL;
-    memset(&fc->v[j], 0, sizeof fc->v[j]);
-    fc->v[j].tstate = tstate;
-    fc->count++;
-    return &fc->v[j];
+    id = (uint32_t)++fc->count;
+    memset(&fc->v[id], 0, sizeof fc->v[id]);
+    fc->v[id].tstate = tstate;
+    util_htab_set(&fc->index, util_htab_free_slot(&fc->index, h), id);
+    return &fc->v[id];
 }
 
-/* Remove entry e, re-placing the entries after it in its probe run. */
-static void remove_entry(struct prof_fcache *fc, struct prof_fcache_entry *e)
+/* Remove entry id; the last entry takes its id (entries are renumbered). */
+static void remove_entry(struct prof_fcache *fc, uint32_t id)
 {
-    size_t j = (size_t)(e - fc->v);
+    struct prof_fcache_entry *e = &fc->v[id];
+    uint32_t last = (uint32_t)fc->count;
+    util_htab_remove(&fc->index, util_htab_slot_of(&fc->index, util_hash_u64(e->tstate), id),
+                     entry_hash_at, fc);
     free(e->frames);
     free(e->res);
     free(e->res_kind);
-    memset(e, 0, sizeof *e);
-    fc->count--;
-    for (j = (j + 1) & (fc->cap - 1); fc->v[j].tstate; j = (j + 1) & (fc->cap - 1)) {
-        struct prof_fcache_entry moved = fc->v[j];
-        memset(&fc->v[j], 0, sizeof fc->v[j]);
-        size_t k = slot_of(moved.tstate, fc->cap);
-        while (fc->v[k].tstate)
-            k = (k + 1) & (fc->cap - 1);
-        fc->v[k] = moved;
+    if (id != last) {
+        size_t j = util_htab_slot_of(&fc->index, util_hash_u64(fc->v[last].tstate), last);
+        *e = fc->v[last];
+        util_htab_set(&fc->index, j, id);
     }
+    memset(&fc->v[last], 0, sizeof fc->v[last]);
+    fc->count--;
 }
 
 /* Room for n frames and their resolutions in e (kept in step). */
@@ -810,21 +804,22 @@ void prof_fcache_sweep(struct pys_session *s)
     /* Every entry was seen (the usual case): nothing to look for. */
     if (fc->seen == fc->count)
         return;
-    for (size_t i = 0; i < fc->cap; i++) {
-        /* A removal moves later entries back: look at this slot again. */
-        while (fc->v[i].tstate && fc->v[i].epoch != s->snapshots)
-            remove_entry(fc, &fc->v[i]);
-    }
+    /* From the last id down: a removal moves the last entry, already
+     * looked at, into the removed one's id. */
+    for (size_t id = fc->count; id >= 1; id--)
+        if (fc->v[id].epoch != s->snapshots)
+            remove_entry(fc, (uint32_t)id);
 }
 
 void prof_fcache_release(struct prof_fcache *fc)
 {
-    for (size_t i = 0; i < fc->cap; i++) {
-        free(fc->v[i].frames);
-        free(fc->v[i].res);
-        free(fc->v[i].res_kind);
+    for (size_t id = 1; id <= fc->count; id++) {
+        free(fc->v[id].frames);
+        free(fc->v[id].res);
+        free(fc->v[id].res_kind);
     }
     free(fc->v);
+    util_htab_release(&fc->index);
     free(fc->verify);
     free(fc->segs);
     memset(fc, 0, sizeof *fc);

@@ -7,60 +7,52 @@
 
 #include "core/core.h"
 
-static uint64_t hash_bytes(const char *s, size_t len)
+static uint64_t str_hash_at(const void *ctx, uint32_t id)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
-static int grow(struct prof_intern *in)
-{
-    size_t cap = in->cap ? in->cap * 2 : 256;
-    char **slots = calloc(cap, sizeof *slots);
-    if (!slots)
-        return -1;
-    for (size_t i = 0; i < in->cap; i++) {
-        char *s = in->slots[i];
-        if (!s)
-            continue;
-        size_t j = hash_bytes(s, strlen(s)) & (cap - 1);
-        while (slots[j])
-            j = (j + 1) & (cap - 1);
-        slots[j] = s;
-    }
-    free(in->slots);
-    in->slots = slots;
-    in->cap = cap;
-    return 0;
+    const char *s = ((const struct prof_intern *)ctx)->strs[id];
+    return util_hash_bytes(s, strlen(s));
 }
 
 const char *prof_intern_str(struct prof_intern *in, const char *s, size_t len)
 {
-    if ((in->count + 1) * 2 > in->cap && grow(in) < 0)
+    uint64_t h = util_hash_bytes(s, len);
+    uint32_t id;
+    if (in->index.cap) {
+        for (size_t j = util_htab_first(&in->index, h); (id = in->index.slot[j]);
+             j = util_htab_next(&in->index, j)) {
+            const char *t = in->strs[id];
+            if (strncmp(t, s, len) == 0 && t[len] == '\0')
+                return t;
+        }
+    }
+    if (in->count >= UINT32_MAX - 1)
         return NULL;
-    size_t j = hash_bytes(s, len) & (in->cap - 1);
-    for (; in->slots[j]; j = (j + 1) & (in->cap - 1)) {
-        if (strncmp(in->slots[j], s, len) == 0 && in->slots[j][len] == '\0')
-            return in->slots[j];
+    if (util_htab_reserve(&in->index, 256, 1, (uint32_t)in->count + 1, str_hash_at, in) < 0)
+        return NULL;
+    if (in->count + 1 >= in->cap) {
+        size_t cap = in->cap ? in->cap * 2 : 256;
+        char **strs = realloc(in->strs, cap * sizeof *strs);
+        if (!strs)
+            return NULL;
+        in->strs = strs;
+        in->cap = cap;
     }
     char *copy = malloc(len + 1);
     if (!copy)
         return NULL;
     memcpy(copy, s, len);
     copy[len] = '\0';
-    in->slots[j] = copy;
-    in->count++;
+    id = (uint32_t)++in->count;
+    in->strs[id] = copy;
+    util_htab_set(&in->index, util_htab_free_slot(&in->index, h), id);
     return copy;
 }
 
 void prof_intern_release(struct prof_intern *in)
 {
-    for (size_t i = 0; i < in->cap; i++)
-        free(in->slots[i]);
-    free(in->slots);
+    for (size_t id = 1; id <= in->count; id++)
+        free(in->strs[id]);
+    free(in->strs);
+    util_htab_release(&in->index);
     memset(in, 0, sizeof *in);
 }

@@ -30,6 +30,8 @@
 
 #include <pystrobe/pystrobe.h>
 
+#include "util/hashtab.h"
+
 /* Node ids are 32-bit; stop well before. Threads' nodes and markers, which
  * are always made, may pass PROFILE_MAX_NODES up to PROFILE_MAX_IDS. */
 #define PROFILE_MAX_NODES (1u << 30)
@@ -52,7 +54,6 @@ enum room { ROOM_ORDINARY, ROOM_MARKER, ROOM_ALWAYS };
  * fids[i]). */
 struct last_stack {
     uint64_t thread;
-    int used;
     uint32_t thread_node; /* 0 until made */
     uint32_t *fids;
     uint32_t *path;
@@ -67,28 +68,28 @@ struct thread_entry {
 struct pys_profile {
     struct pys_profile_node *nodes;
     size_t n, cap;
-    uint32_t *index; /* open addressing: node ids (0 = empty), cap_index slots */
-    size_t cap_index;
+    struct util_htab index; /* node ids 1..n-1 by (parent, frame) */
 
     struct pys_frame *frames; /* frame table; frames[0] is PYS_PROFILE_NO_FRAME */
     size_t n_frames, cap_frames;
-    uint32_t *frame_index; /* open addressing: frame ids (0 = empty) */
-    size_t cap_frame_index;
-    uint32_t fold_frame; /* the PYS_FRAME_FOLDED marker's id */
+    struct util_htab frame_index; /* frame ids 1..n_frames-1 by identity */
+    uint32_t fold_frame;          /* the PYS_FRAME_FOLDED marker's id */
 
     struct thread_entry *threads; /* in node order */
     size_t n_threads, cap_threads;
-    struct last_stack *last; /* open addressing by thread, cap_last slots */
-    size_t n_last, cap_last;
+    struct last_stack *last;     /* last[1..n_last], by id */
+    size_t n_last, cap_last;     /* cap_last: last has room for ids below it */
+    struct util_htab last_index; /* their ids, by thread */
 
     uint64_t bytes;     /* all of the above's allocations */
     uint64_t max_bytes; /* 0 = no bound */
     struct pys_profile_info info;
     int stale; /* samples or nodes were added since totals and links were made */
-    /* pys_profile_set_thread_ns: (thread, ns id) pairs, open addressing by
-     * thread (0 = empty slot), cap_ns slots. */
+    /* Thread ids in the target's PID namespace (pys_profile_set_thread_ns):
+     * ns_ids[id] = {thread, ns id} for ids 1..n_ns. */
     uint64_t (*ns_ids)[2];
-    size_t n_ns, cap_ns;
+    size_t n_ns, cap_ns;       /* cap_ns: ns_ids has room for ids below it */
+    struct util_htab ns_index; /* their ids, by thread */
 };
 
 /* No ':' or ';' in its name: the collapsed format's readers split on them. */
@@ -105,32 +106,18 @@ static const struct pys_frame FOLD_FRAME = {
     .opcode = -1,
 };
 
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    return h;
-}
-
-static uint64_t finish(uint64_t h)
-{
-    h ^= h >> 31;
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 29;
-    return h;
-}
-
 static uint64_t node_hash(uint32_t parent, uint32_t frame)
 {
-    return finish(mix(mix(0, parent), frame));
+    return util_hash_u64((uint64_t)parent << 32 | frame);
 }
 
 static uint64_t frame_hash(const struct pys_frame *f)
 {
-    uint64_t h = mix(0, (uintptr_t)f->filename);
-    h = mix(h, (uintptr_t)f->qualname);
-    h = mix(h, (uint64_t)(uint32_t)f->lineno << 32 | (uint32_t)f->firstlineno);
-    h = mix(h, (uint64_t)f->kind);
-    return finish(h);
+    uint64_t h = util_hash_add(0, (uintptr_t)f->filename);
+    h = util_hash_add(h, (uintptr_t)f->qualname);
+    h = util_hash_add(h, (uint64_t)(uint32_t)f->lineno << 32 | (uint32_t)f->firstlineno);
+    h = util_hash_add(h, (uint64_t)f->kind);
+    return util_hash_u64(h);
 }
 
 static int same_frame(const struct pys_frame *a, const struct pys_frame *b)
@@ -185,49 +172,44 @@ static size_t grown_cap(const pys_profile *p, size_t cap, size_t elem, enum room
     return room == ROOM_ALWAYS ? cap + GROW_MIN : 0;
 }
 
-/* Make room for one more id in a power-of-two hash table of uint32 ids that
- * holds n - 1 (ids 1..n-1, rehashed with hash_at when it doubles). It is
+/* Make room for one more id in an index that holds the ids 1..n-1 (rehashed
+ * with hash_at when it doubles): the profile's own load policy over
+ * util_htab_resize, so that the bound is kept. It is
  * kept at most half full; when the bound has no room for twice the slots,
  * five eighths full for ordinary entries, three quarters with fold markers
  * (their reserve), and for ROOM_ALWAYS all but one slot before it doubles
  * anyway. 0: room for one more, 1: full, or PYS_E_NOMEM. */
-static int index_room(pys_profile *p, uint32_t **index, size_t *cap, size_t n, enum room room,
-                      uint64_t (*hash_at)(const pys_profile *, size_t))
+static int index_room(pys_profile *p, struct util_htab *index, size_t n, enum room room,
+                      util_htab_hash_fn hash_at)
 {
-    if ((n + 1) * 2 <= *cap)
+    size_t cap = index->cap;
+    if ((n + 1) * 2 <= cap)
         return 0;
-    size_t ncap = *cap ? *cap * 2 : 1024;
-    if (!fits(p, (uint64_t)(ncap - *cap) * sizeof **index,
+    size_t ncap = cap ? cap * 2 : 1024;
+    if (!fits(p, (uint64_t)(ncap - cap) * sizeof *index->slot,
               room == ROOM_ALWAYS ? ROOM_MARKER : room)) {
         size_t eighths = room == ROOM_ORDINARY ? 5 : room == ROOM_MARKER ? 6 : 8;
-        if ((n + 1) * 8 <= *cap * eighths && n + 1 < *cap)
+        if ((n + 1) * 8 <= cap * eighths && n + 1 < cap)
             return 0;
         if (room != ROOM_ALWAYS)
             return 1;
     }
-    uint32_t *idx = calloc(ncap, sizeof *idx);
-    if (!idx)
-        return PYS_E_NOMEM;
-    for (size_t id = 1; id < n; id++) {
-        size_t j = hash_at(p, id) & (ncap - 1);
-        while (idx[j])
-            j = (j + 1) & (ncap - 1);
-        idx[j] = (uint32_t)id;
-    }
-    free(*index);
-    p->bytes += (uint64_t)(ncap - *cap) * sizeof *idx;
-    *index = idx;
-    *cap = ncap;
+    int rc = util_htab_resize(index, ncap, 1, (uint32_t)n, hash_at, p);
+    if (rc < 0)
+        return rc;
+    p->bytes += (uint64_t)(ncap - cap) * sizeof *index->slot;
     return 0;
 }
 
-static uint64_t node_hash_at(const pys_profile *p, size_t id)
+static uint64_t node_hash_at(const void *ctx, uint32_t id)
 {
+    const pys_profile *p = ctx;
     return node_hash(p->nodes[id].parent, p->nodes[id].frame);
 }
 
-static uint64_t frame_hash_at(const pys_profile *p, size_t id)
+static uint64_t frame_hash_at(const void *ctx, uint32_t id)
 {
+    const pys_profile *p = ctx;
     return frame_hash(&p->frames[id]);
 }
 
@@ -236,10 +218,11 @@ static uint64_t frame_hash_at(const pys_profile *p, size_t id)
 static int frame_id(pys_profile *p, const struct pys_frame *f, enum room room, uint32_t *out)
 {
     uint64_t h = frame_hash(f);
-    size_t j = h & (p->cap_frame_index - 1);
-    for (; p->frame_index[j]; j = (j + 1) & (p->cap_frame_index - 1))
-        if (same_frame(&p->frames[p->frame_index[j]], f)) {
-            *out = p->frame_index[j];
+    uint32_t id;
+    for (size_t j = util_htab_first(&p->frame_index, h); (id = p->frame_index.slot[j]);
+         j = util_htab_next(&p->frame_index, j))
+        if (same_frame(&p->frames[id], f)) {
+            *out = id;
             return 0;
         }
     if (p->n_frames >= PROFILE_MAX_FRAMES || !fits(p, 0, room))
@@ -253,15 +236,12 @@ static int frame_id(pys_profile *p, const struct pys_frame *f, enum room room, u
             return rc;
         p->cap_frames = cap;
     }
-    int rc = index_room(p, &p->frame_index, &p->cap_frame_index, p->n_frames, room, frame_hash_at);
+    int rc = index_room(p, &p->frame_index, p->n_frames, room, frame_hash_at);
     if (rc)
         return rc;
-    for (j = h & (p->cap_frame_index - 1); p->frame_index[j];
-         j = (j + 1) & (p->cap_frame_index - 1))
-        ;
-    uint32_t id = (uint32_t)p->n_frames++;
+    id = (uint32_t)p->n_frames++;
     p->frames[id] = *f;
-    p->frame_index[j] = id;
+    util_htab_set(&p->frame_index, util_htab_free_slot(&p->frame_index, h), id);
     *out = id;
     return 0;
 }
@@ -271,11 +251,12 @@ static int frame_id(pys_profile *p, const struct pys_frame *f, enum room room, u
 static int child(pys_profile *p, uint32_t parent, uint32_t frame, enum room room, uint32_t *out)
 {
     uint64_t h = node_hash(parent, frame);
-    size_t j = h & (p->cap_index - 1);
-    for (; p->index[j]; j = (j + 1) & (p->cap_index - 1)) {
-        const struct pys_profile_node *nd = &p->nodes[p->index[j]];
+    uint32_t id;
+    for (size_t j = util_htab_first(&p->index, h); (id = p->index.slot[j]);
+         j = util_htab_next(&p->index, j)) {
+        const struct pys_profile_node *nd = &p->nodes[id];
         if (nd->parent == parent && nd->frame == frame) {
-            *out = p->index[j];
+            *out = id;
             return 0;
         }
     }
@@ -292,14 +273,12 @@ static int child(pys_profile *p, uint32_t parent, uint32_t frame, enum room room
             return rc;
         p->cap = cap;
     }
-    int rc = index_room(p, &p->index, &p->cap_index, p->n, room, node_hash_at);
+    int rc = index_room(p, &p->index, p->n, room, node_hash_at);
     if (rc)
         return rc;
-    for (j = h & (p->cap_index - 1); p->index[j]; j = (j + 1) & (p->cap_index - 1))
-        ;
-    uint32_t id = (uint32_t)p->n++;
+    id = (uint32_t)p->n++;
     p->nodes[id] = (struct pys_profile_node){.parent = parent, .frame = frame};
-    p->index[j] = id;
+    util_htab_set(&p->index, util_htab_free_slot(&p->index, h), id);
     p->stale = 1;
     *out = id;
     return 0;
@@ -322,9 +301,8 @@ pys_profile *pys_profile_new(void)
     p->bytes += p->cap * sizeof *p->nodes + p->cap_frames * sizeof *p->frames;
     p->n = 1;
     p->n_frames = 1;
-    if (index_room(p, &p->index, &p->cap_index, p->n, ROOM_ALWAYS, node_hash_at) < 0 ||
-        index_room(p, &p->frame_index, &p->cap_frame_index, p->n_frames, ROOM_ALWAYS,
-                   frame_hash_at) < 0 ||
+    if (index_room(p, &p->index, p->n, ROOM_ALWAYS, node_hash_at) < 0 ||
+        index_room(p, &p->frame_index, p->n_frames, ROOM_ALWAYS, frame_hash_at) < 0 ||
         frame_id(p, &FOLD_FRAME, ROOM_ALWAYS, &id) != 0)
         goto fail;
     p->fold_frame = id;
@@ -341,16 +319,18 @@ void pys_profile_free(pys_profile *p)
     if (!p)
         return;
     free(p->nodes);
-    free(p->index);
+    util_htab_release(&p->index);
     free(p->frames);
-    free(p->frame_index);
+    util_htab_release(&p->frame_index);
     free(p->threads);
-    for (size_t i = 0; i < p->cap_last; i++) {
+    for (size_t i = 1; i <= p->n_last; i++) {
         free(p->last[i].fids);
         free(p->last[i].path);
     }
     free(p->last);
+    util_htab_release(&p->last_index);
     free(p->ns_ids);
+    util_htab_release(&p->ns_index);
     free(p);
 }
 
@@ -364,40 +344,38 @@ uint64_t pys_profile_memory(const pys_profile *p)
     return p->bytes;
 }
 
-static size_t last_slot(uint64_t thread, size_t cap)
+static uint64_t last_hash_at(const void *ctx, uint32_t id)
 {
-    return (size_t)((thread * 0x9e3779b97f4a7c15ull) >> 24) & (cap - 1);
+    return util_hash_u64(((const pys_profile *)ctx)->last[id].thread);
 }
 
 /* The last stack of thread (empty if new), or NULL if out of memory. */
 static struct last_stack *last_stack_of(pys_profile *p, uint64_t thread)
 {
-    if ((p->n_last + 1) * 2 > p->cap_last) {
+    uint64_t h = util_hash_u64(thread);
+    uint32_t id;
+    if (p->last_index.cap) {
+        for (size_t j = util_htab_first(&p->last_index, h); (id = p->last_index.slot[j]);
+             j = util_htab_next(&p->last_index, j))
+            if (p->last[id].thread == thread)
+                return &p->last[id];
+    }
+    if (p->n_last >= PROFILE_MAX_IDS)
+        return NULL;
+    size_t icap = p->last_index.cap;
+    if (util_htab_reserve(&p->last_index, 16, 1, (uint32_t)p->n_last + 1, last_hash_at, p) < 0)
+        return NULL;
+    p->bytes += (uint64_t)(p->last_index.cap - icap) * sizeof *p->last_index.slot;
+    if (p->n_last + 1 >= p->cap_last) {
         size_t cap = p->cap_last ? p->cap_last * 2 : 16;
-        struct last_stack *v = calloc(cap, sizeof *v);
-        if (!v)
+        if (resize(p, (void **)&p->last, p->cap_last, cap, sizeof *p->last) < 0)
             return NULL;
-        for (size_t i = 0; i < p->cap_last; i++) {
-            if (!p->last[i].used)
-                continue;
-            size_t j = last_slot(p->last[i].thread, cap);
-            while (v[j].used)
-                j = (j + 1) & (cap - 1);
-            v[j] = p->last[i];
-        }
-        free(p->last);
-        p->bytes += (cap - p->cap_last) * sizeof *v;
-        p->last = v;
         p->cap_last = cap;
     }
-    size_t j = last_slot(thread, p->cap_last);
-    for (; p->last[j].used; j = (j + 1) & (p->cap_last - 1))
-        if (p->last[j].thread == thread)
-            return &p->last[j];
-    p->last[j].used = 1;
-    p->last[j].thread = thread;
-    p->n_last++;
-    return &p->last[j];
+    id = (uint32_t)++p->n_last;
+    p->last[id] = (struct last_stack){.thread = thread};
+    util_htab_set(&p->last_index, util_htab_free_slot(&p->last_index, h), id);
+    return &p->last[id];
 }
 
 /* The node of thread ls: made, with the thread's entry, on first use. */
@@ -575,52 +553,54 @@ const struct pys_profile_info *pys_profile_info_get(const pys_profile *p)
 
 /* --- thread ids in the target's PID namespace ---------------------------- */
 
-static size_t ns_slot(uint64_t thread, size_t cap)
+static uint64_t ns_hash_at(const void *ctx, uint32_t id)
 {
-    return (size_t)(mix(0, thread) * 0x9e3779b97f4a7c15ull >> 7) & (cap - 1);
+    return util_hash_u64(((const pys_profile *)ctx)->ns_ids[id][0]);
+}
+
+/* The id of thread in the ns table, 0 if it has none. */
+static uint32_t ns_find(const pys_profile *p, uint64_t thread, uint64_t h)
+{
+    uint32_t id = 0;
+    if (p->ns_index.cap) {
+        for (size_t j = util_htab_first(&p->ns_index, h); (id = p->ns_index.slot[j]);
+             j = util_htab_next(&p->ns_index, j))
+            if (p->ns_ids[id][0] == thread)
+                break;
+    }
+    return id;
 }
 
 int pys_profile_set_thread_ns(pys_profile *p, uint64_t thread, uint64_t ns_id)
 {
     if (thread == 0)
         return PYS_E_INVAL;
-    if (2 * (p->n_ns + 1) > p->cap_ns) {
-        size_t cap = p->cap_ns ? 2 * p->cap_ns : 16;
-        uint64_t(*v)[2] = calloc(cap, sizeof *v);
-        if (!v)
+    uint64_t h = util_hash_u64(thread);
+    uint32_t id = ns_find(p, thread, h);
+    if (!id) {
+        if (p->n_ns >= PROFILE_MAX_IDS ||
+            util_htab_reserve(&p->ns_index, 32, 1, (uint32_t)p->n_ns + 1, ns_hash_at, p) < 0)
             return PYS_E_NOMEM;
-        for (size_t i = 0; i < p->cap_ns; i++) {
-            if (p->ns_ids[i][0] == 0)
-                continue;
-            size_t k = ns_slot(p->ns_ids[i][0], cap);
-            while (v[k][0] != 0)
-                k = (k + 1) & (cap - 1);
-            v[k][0] = p->ns_ids[i][0];
-            v[k][1] = p->ns_ids[i][1];
+        if (p->n_ns + 1 >= p->cap_ns) {
+            size_t cap = p->cap_ns ? 2 * p->cap_ns : 16;
+            uint64_t(*v)[2] = realloc(p->ns_ids, cap * sizeof *v);
+            if (!v)
+                return PYS_E_NOMEM;
+            p->ns_ids = v;
+            p->cap_ns = cap;
         }
-        free(p->ns_ids);
-        p->ns_ids = v;
-        p->cap_ns = cap;
+        id = (uint32_t)++p->n_ns;
+        p->ns_ids[id][0] = thread;
+        util_htab_set(&p->ns_index, util_htab_free_slot(&p->ns_index, h), id);
     }
-    size_t k = ns_slot(thread, p->cap_ns);
-    while (p->ns_ids[k][0] != 0 && p->ns_ids[k][0] != thread)
-        k = (k + 1) & (p->cap_ns - 1);
-    if (p->ns_ids[k][0] == 0)
-        p->n_ns++;
-    p->ns_ids[k][0] = thread;
-    p->ns_ids[k][1] = ns_id;
+    p->ns_ids[id][1] = ns_id;
     return 0;
 }
 
 uint64_t pys_profile_thread_ns(const pys_profile *p, uint64_t thread)
 {
-    if (thread == 0 || p->cap_ns == 0)
+    if (thread == 0)
         return 0;
-    size_t k = ns_slot(thread, p->cap_ns);
-    while (p->ns_ids[k][0] != 0) {
-        if (p->ns_ids[k][0] == thread)
-            return p->ns_ids[k][1];
-        k = (k + 1) & (p->cap_ns - 1);
-    }
-    return 0;
+    uint32_t id = ns_find(p, thread, util_hash_u64(thread));
+    return id ? p->ns_ids[id][1] : 0;
 }

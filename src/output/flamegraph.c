@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "output/json.h"
+#include "util/hashtab.h"
 
 #include "flamegraph_html.h" /* out_flamegraph_html, generated from flamegraph.html */
 
@@ -28,8 +29,7 @@
 struct strtab {
     const char **strs;
     size_t n, cap;
-    uint32_t *slots; /* 1 + index into strs, 0 = empty; open addressing */
-    size_t nslots;   /* a power of two, kept above twice n */
+    struct util_htab index; /* 1 + index into strs */
 };
 
 enum field { F_PARENT, F_NAME, F_FILE, F_LINE, F_FIRST, F_KIND, F_SELF, F_TOTAL };
@@ -44,29 +44,12 @@ static const struct {
 
 static uint64_t str_hash(const char *s)
 {
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 0x100000001b3ull;
-    }
-    return h;
+    return util_hash_bytes(s, strlen(s));
 }
 
-static int strtab_rehash(struct strtab *t, size_t nslots)
+static uint64_t strtab_hash_at(const void *ctx, uint32_t id)
 {
-    uint32_t *slots = calloc(nslots, sizeof *slots);
-    if (!slots)
-        return PYS_E_NOMEM;
-    for (size_t i = 0; i < t->n; i++) {
-        size_t j = str_hash(t->strs[i]) & (nslots - 1);
-        while (slots[j])
-            j = (j + 1) & (nslots - 1);
-        slots[j] = (uint32_t)(i + 1);
-    }
-    free(t->slots);
-    t->slots = slots;
-    t->nslots = nslots;
-    return 0;
+    return str_hash(((const struct strtab *)ctx)->strs[id - 1]);
 }
 
 /* The index of s (NULL counts as ""), added if new; -1 if out of memory. The
@@ -75,12 +58,14 @@ static int32_t strtab_add(struct strtab *t, const char *s)
 {
     if (!s)
         s = "";
-    if ((t->n + 1) * 2 > t->nslots && strtab_rehash(t, t->nslots ? t->nslots * 2 : 256) < 0)
+    if (t->n >= INT32_MAX ||
+        util_htab_reserve(&t->index, 256, 1, (uint32_t)t->n + 1, strtab_hash_at, t) < 0)
         return -1;
-    size_t j = str_hash(s) & (t->nslots - 1);
-    for (; t->slots[j]; j = (j + 1) & (t->nslots - 1))
-        if (strcmp(t->strs[t->slots[j] - 1], s) == 0)
-            return (int32_t)(t->slots[j] - 1);
+    uint32_t id;
+    size_t j = util_htab_first(&t->index, str_hash(s));
+    for (; (id = t->index.slot[j]); j = util_htab_next(&t->index, j))
+        if (strcmp(t->strs[id - 1], s) == 0)
+            return (int32_t)(id - 1);
     if (t->n == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 256;
         const char **strs = realloc(t->strs, cap * sizeof *strs);
@@ -90,14 +75,14 @@ static int32_t strtab_add(struct strtab *t, const char *s)
         t->cap = cap;
     }
     t->strs[t->n] = s;
-    t->slots[j] = (uint32_t)(t->n + 1);
+    util_htab_set(&t->index, j, (uint32_t)(t->n + 1));
     return (int32_t)t->n++;
 }
 
 static void strtab_release(struct strtab *t)
 {
     free(t->strs);
-    free(t->slots);
+    util_htab_release(&t->index);
     memset(t, 0, sizeof *t);
 }
 

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/hashtab.h"
+
 /* One function of the profile. */
 struct fn {
     const char *filename, *qualname;
@@ -34,21 +36,23 @@ struct edge {
 struct fntab {
     struct fn *v;
     size_t n, cap;
-    uint32_t *slots; /* 1 + index into v, 0 = empty */
-    size_t nslots;
+    struct util_htab index; /* 1 + index into v */
     struct edge *edges;
     size_t nedges, capedges;
-    uint32_t *edge_slots; /* 1 + index into edges */
-    size_t nedge_slots;
-    uint32_t *node_fn; /* per profile node: function index (frames only) */
+    struct util_htab edge_index; /* 1 + index into edges */
+    uint32_t *node_fn;           /* per profile node: function index (frames only) */
 };
 
-static uint64_t hash3(uintptr_t a, uintptr_t b, uint64_t c)
+static uint64_t fn_hash(const char *file, const char *qual, int32_t line)
 {
-    uint64_t h = a * 0x9e3779b97f4a7c15ull;
-    h ^= (b + 0x632be59bd9b4e019ull) * 0xbf58476d1ce4e5b9ull;
-    h ^= c * 0x94d049bb133111ebull;
-    return h ^ (h >> 29);
+    uint64_t h = util_hash_add(0, (uintptr_t)file);
+    h = util_hash_add(h, (uintptr_t)qual);
+    return util_hash_u64(util_hash_add(h, (uint32_t)line));
+}
+
+static uint64_t edge_hash(uint32_t callee, uint32_t caller)
+{
+    return util_hash_u64((uint64_t)callee << 32 | caller);
 }
 
 static void fn_key(const struct pys_frame *f, const char **file, const char **qual, int32_t *line)
@@ -58,39 +62,16 @@ static void fn_key(const struct pys_frame *f, const char **file, const char **qu
     *line = f->kind == PYS_FRAME_PYTHON ? f->firstlineno : 0;
 }
 
-static int rehash(uint32_t **slots, size_t *nslots, size_t want, size_t n,
-                  uint64_t (*hash)(const void *, size_t), const void *ctx)
+static uint64_t fn_hash_at(const void *ctx, uint32_t id)
 {
-    size_t cap = *nslots ? *nslots : 1024;
-    while (cap < want * 2)
-        cap *= 2;
-    if (cap == *nslots)
-        return 0;
-    uint32_t *s = calloc(cap, sizeof *s);
-    if (!s)
-        return PYS_E_NOMEM;
-    for (size_t i = 0; i < n; i++) {
-        size_t j = hash(ctx, i) & (cap - 1);
-        while (s[j])
-            j = (j + 1) & (cap - 1);
-        s[j] = (uint32_t)(i + 1);
-    }
-    free(*slots);
-    *slots = s;
-    *nslots = cap;
-    return 0;
+    const struct fn *f = &((const struct fntab *)ctx)->v[id - 1];
+    return fn_hash(f->filename, f->qualname, f->firstlineno);
 }
 
-static uint64_t fn_hash_at(const void *ctx, size_t i)
+static uint64_t edge_hash_at(const void *ctx, uint32_t id)
 {
-    const struct fn *f = &((const struct fntab *)ctx)->v[i];
-    return hash3((uintptr_t)f->filename, (uintptr_t)f->qualname, (uint64_t)f->firstlineno);
-}
-
-static uint64_t edge_hash_at(const void *ctx, size_t i)
-{
-    const struct edge *e = &((const struct fntab *)ctx)->edges[i];
-    return hash3(e->callee, e->caller, 7);
+    const struct edge *e = &((const struct fntab *)ctx)->edges[id - 1];
+    return edge_hash(e->callee, e->caller);
 }
 
 /* Index of the function of frame f, added if new; negative on no memory. */
@@ -99,14 +80,15 @@ static long fn_get(struct fntab *t, const struct pys_frame *fr)
     const char *file, *qual;
     int32_t line;
     fn_key(fr, &file, &qual, &line);
-    if ((t->n + 1) * 2 > t->nslots &&
-        rehash(&t->slots, &t->nslots, t->n + 1, t->n, fn_hash_at, t) < 0)
+    if (t->n >= UINT32_MAX - 1 ||
+        util_htab_reserve(&t->index, 1024, 1, (uint32_t)t->n + 1, fn_hash_at, t) < 0)
         return PYS_E_NOMEM;
-    size_t j = hash3((uintptr_t)file, (uintptr_t)qual, (uint64_t)line) & (t->nslots - 1);
-    for (; t->slots[j]; j = (j + 1) & (t->nslots - 1)) {
-        struct fn *f = &t->v[t->slots[j] - 1];
+    uint32_t id;
+    size_t j = util_htab_first(&t->index, fn_hash(file, qual, line));
+    for (; (id = t->index.slot[j]); j = util_htab_next(&t->index, j)) {
+        struct fn *f = &t->v[id - 1];
         if (f->filename == file && f->qualname == qual && f->firstlineno == line)
-            return (long)(t->slots[j] - 1);
+            return (long)(id - 1);
     }
     if (t->n == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 256;
@@ -121,18 +103,19 @@ static long fn_get(struct fntab *t, const struct pys_frame *fr)
     f->filename = file;
     f->qualname = qual;
     f->firstlineno = line;
-    t->slots[j] = (uint32_t)(t->n + 1);
+    util_htab_set(&t->index, j, (uint32_t)(t->n + 1));
     return (long)t->n++;
 }
 
 static int edge_add(struct fntab *t, uint32_t callee, uint32_t caller, uint64_t samples)
 {
-    if ((t->nedges + 1) * 2 > t->nedge_slots &&
-        rehash(&t->edge_slots, &t->nedge_slots, t->nedges + 1, t->nedges, edge_hash_at, t) < 0)
+    if (t->nedges >= UINT32_MAX - 1 ||
+        util_htab_reserve(&t->edge_index, 1024, 1, (uint32_t)t->nedges + 1, edge_hash_at, t) < 0)
         return PYS_E_NOMEM;
-    size_t j = hash3(callee, caller, 7) & (t->nedge_slots - 1);
-    for (; t->edge_slots[j]; j = (j + 1) & (t->nedge_slots - 1)) {
-        struct edge *e = &t->edges[t->edge_slots[j] - 1];
+    uint32_t id;
+    size_t j = util_htab_first(&t->edge_index, edge_hash(callee, caller));
+    for (; (id = t->edge_index.slot[j]); j = util_htab_next(&t->edge_index, j)) {
+        struct edge *e = &t->edges[id - 1];
         if (e->callee == callee && e->caller == caller) {
             e->samples += samples;
             return 0;
@@ -147,7 +130,7 @@ static int edge_add(struct fntab *t, uint32_t callee, uint32_t caller, uint64_t 
         t->capedges = cap;
     }
     t->edges[t->nedges] = (struct edge){callee, caller, samples};
-    t->edge_slots[j] = (uint32_t)(t->nedges + 1);
+    util_htab_set(&t->edge_index, j, (uint32_t)(t->nedges + 1));
     t->nedges++;
     return 0;
 }
@@ -155,9 +138,9 @@ static int edge_add(struct fntab *t, uint32_t callee, uint32_t caller, uint64_t 
 static void fntab_release(struct fntab *t)
 {
     free(t->v);
-    free(t->slots);
+    util_htab_release(&t->index);
     free(t->edges);
-    free(t->edge_slots);
+    util_htab_release(&t->edge_index);
     free(t->node_fn);
     memset(t, 0, sizeof *t);
 }

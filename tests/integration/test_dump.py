@@ -175,19 +175,21 @@ def test_dump_frames(pystrobe, stack):
         if g is None:
             problems.append(f"{describe(w)}: missing from the dump")
             continue
-        wf, gf = w["frames"], g["frames"]
-        if len(wf) != len(gf):
-            problems.append(
-                f"{describe(w)}: {len(gf)} frames, expected {len(wf)}\n"
-                f"  expected: {[f['qualname'] for f in wf]}\n"
-                f"  got:      {[f.get('qualname') for f in gf]}")
-            continue
-        for i, (a, b) in enumerate(zip(wf, gf)):
-            for k in FRAME_FIELDS:
-                if b.get(k, "<absent>") != a[k]:
-                    problems.append(f"{describe(w)}: frame {i} ({a['qualname']}): "
-                                    f"{k} expected {a[k]!r}, got {b.get(k, '<absent>')!r}")
+        problems += frame_problems(w, g["frames"])
     assert not problems, "\n".join(problems[:60])
+
+
+def frame_problems(w, gf):
+    """How the dumped frames gf differ from the ones thread w reported."""
+    wf = w["frames"]
+    if [f["qualname"] for f in wf] != [f.get("qualname") for f in gf]:
+        return [f"{describe(w)}: frames differ ({len(gf)}, expected {len(wf)})\n"
+                f"  expected: {[f['qualname'] for f in wf]}\n"
+                f"  got:      {[f.get('qualname') for f in gf]}"]
+    return [f"{describe(w)}: frame {i} ({a['qualname']}): "
+            f"{k} expected {a[k]!r}, got {b.get(k, '<absent>')!r}"
+            for i, (a, b) in enumerate(zip(wf, gf))
+            for k in FRAME_FIELDS if b.get(k, "<absent>") != a[k]]
 
 
 def test_dump_json_is_utf8_and_names_arrive_intact(pystrobe, stack):

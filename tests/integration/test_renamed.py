@@ -27,8 +27,8 @@ import pytest
 
 from conftest import run_pystrobe, start_stack_target, wait_ready
 from targets import SIDROOT, Target, _pyenv_prefix
-from test_dump import (EXIT_OK, EXIT_UNSUPPORTED, FRAME_FIELDS, assert_error, describe,
-                       dump_json, dumped_threads, report_threads)
+from test_dump import (EXIT_OK, EXIT_UNSUPPORTED, assert_error, dump_json,
+                       dumped_threads, frame_problems, report_threads)
 from test_sampling import load_collapsed
 
 # The names attach once chose candidates by.
@@ -203,17 +203,7 @@ def test_dump_renamed(pystrobe, renamed_stack):
     assert sorted(got) == sorted(want), "native thread ids differ"
     problems = []
     for tid, w in want.items():
-        wf, gf = w["frames"], got[tid]["frames"]
-        if [f["qualname"] for f in wf] != [f.get("qualname") for f in gf]:
-            problems.append(f"{describe(w)}: frames differ\n"
-                            f"  expected: {[f['qualname'] for f in wf]}\n"
-                            f"  got:      {[f.get('qualname') for f in gf]}")
-            continue
-        for i, (a, b) in enumerate(zip(wf, gf)):
-            for k in FRAME_FIELDS:
-                if b.get(k, "<absent>") != a[k]:
-                    problems.append(f"{describe(w)}: frame {i} ({a['qualname']}): "
-                                    f"{k} expected {a[k]!r}, got {b.get(k, '<absent>')!r}")
+        problems += frame_problems(w, got[tid]["frames"])
     assert not problems, "\n".join(problems[:60])
 
 

@@ -13,7 +13,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(HERE)
 # The layers under the Python binding (docs/design.md); output/ and cli/ are
 # the command's.
-LAYERS = ["platform", "binfmt", "mem", "cpython", "core"]
+LAYERS = ["util", "platform", "binfmt", "mem", "cpython", "core"]
 LIMITED_API = "0x03080000"
 
 
@@ -37,7 +37,7 @@ extension = Extension(
     include_dirs=[rel(os.path.join(TOP, "include")), rel(os.path.join(TOP, "src"))],
     define_macros=[("_GNU_SOURCE", None), ("Py_LIMITED_API", LIMITED_API)],
     extra_compile_args=["-std=c11", "-fvisibility=hidden"],
-    libraries=["elf"],
+    libraries=["elf", "z"],
     py_limited_api=True,
 )
 

@@ -44,9 +44,10 @@ CALL_DOWN = line_of("return down(n - 1)")
 CALL_SPIN = line_of("return spin()")
 
 
-def start(spawn, target, wiggle=0, depth=DEPTH):
+def start(spawn, target, wiggle=0, depth=DEPTH, hold_us=0):
     script = target.stage(WORKLOAD)
-    p = spawn(target.argv + ["-B", script, str(depth), str(wiggle)], stdout=subprocess.PIPE)
+    p = spawn(target.argv + ["-B", script, str(depth), str(wiggle), str(hold_us)],
+              stdout=subprocess.PIPE)
     assert wait_ready(p) == "ready"
     return p
 
@@ -224,7 +225,12 @@ def test_stack_moving_across_the_limit(pystrobe, spawn, tmp_path, case):
     out as in any stack: a few short stacks, not most."""
     target, flags = case
     wiggle, limit = 200, DEPTH + 100
-    p = start(spawn, target, wiggle=wiggle)
+    # Each depth is held 4 ms (a cycle of the 201 depths: about 0.8 s): a
+    # top that moved every microsecond tore most reads of 10,000 frames on
+    # an idle machine (the target then runs flat out), failing 50-90% of the
+    # samples, while a loaded one passed. This test is about where the stack
+    # is cut, not about reading a fast-moving one (test_deep_stack_with_moving_top).
+    p = start(spawn, target, wiggle=wiggle, hold_us=4000)
     err, stacks = record(pystrobe, p.pid, tmp_path, "--max-frames", limit, *flags)
     samples, failed, t = summary(err)
     assert t and failed * 4 <= samples, err

@@ -1,12 +1,17 @@
 """A thread "deep" recursing DEPTH calls down (sys.setrecursionlimit), whose
 leaf spins. With WIGGLE, the leaf keeps calling a recursion of 0 to WIGGLE
-more frames: the stack's top moves all the time. Prints "ready" once at the
-bottom."""
+more frames: the stack's top moves all the time. With HOLD (microseconds),
+each depth of that recursion is held that long, so that most reads of the
+whole stack see one moment. Prints "ready" once at the bottom.
+
+    deep.py DEPTH [WIGGLE [HOLD]]"""
 import sys
 import threading
+import time
 
 DEPTH = int(sys.argv[1])
 WIGGLE = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+HOLD = int(sys.argv[3]) / 1e6 if len(sys.argv) > 3 else 0.0
 sys.setrecursionlimit(DEPTH + WIGGLE + 1000)
 # Before 3.11 each Python call recurses on the C stack too.
 threading.stack_size(512 << 20)
@@ -15,6 +20,10 @@ threading.stack_size(512 << 20)
 def wiggle(k):
     if k > 0:
         return wiggle(k - 1)
+    if HOLD:
+        until = time.perf_counter() + HOLD
+        while time.perf_counter() < until:
+            pass
     return 0
 
 

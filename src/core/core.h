@@ -107,6 +107,9 @@ void prof_codecache_release(struct prof_codecache *cc);
 
 /* --- frame cache (framecache.c), CPython 3.15+ -------------------------- */
 
+/* Strikes that make a thread's anchor another writer's (framecache.c). */
+#define PROF_FCACHE_OTHER_STRIKES 32
+
 struct prof_fcache_entry {
     uint64_t tstate;              /* the thread state's address */
     struct cpy_raw_frame *frames; /* the last chain, current frame first, to the base */

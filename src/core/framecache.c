@@ -68,11 +68,12 @@
 /* How far past the data stack's top the second copies of a chain reach. */
 #define HINT_SLACK 512
 /* A thread's anchor found where neither pystrobe nor the interpreter put it
- * this many times within OTHER_WINDOW walks has a second writer. Once is
- * not enough: a cached chain that was torn after all (rare) makes the
- * interpreter's own moves look foreign once; another profiler's writes
- * come at each of its samples. */
-#define OTHER_STRIKES 3
+ * PROF_FCACHE_OTHER_STRIKES times (core.h) within OTHER_WINDOW walks has a
+ * second writer. A few are not enough: a cached chain that was torn after
+ * all makes the interpreter's own moves look foreign now and then (three
+ * in a window happened alone, under ASan, on a 900-deep stack that keeps
+ * unwinding); another profiler's writes come at each of its samples, so
+ * it reaches any such count within as many walks. */
 #define OTHER_WINDOW 4096
 
 /* prof_chain_unchanged, also checking in the same read that the thread's
@@ -459,7 +460,7 @@ int prof_fcache_usable(struct pys_session *s, const struct cpy_thread *t)
             e->strikes = 0;
             e->first_strike = e->walks;
         }
-        if (++e->strikes >= OTHER_STRIKES) {
+        if (++e->strikes >= PROF_FCACHE_OTHER_STRIKES) {
             e->other_writer = 1;
             fc->other_writers++;
         }

@@ -556,8 +556,9 @@ def test_generator_stacks_are_whole(work, strobes, tmp_path):
     lost = sum(st.count for st in bad)
     assert total > 50, f"only {total} samples"
     # A walk can still race with a generator's resume in ways no check sees;
-    # such samples must stay rare (they were 8-30% before the checks).
-    assert lost <= 0.005 * total, (f"{lost} of {total} samples lack callers or have wrong "
+    # such samples must stay rare (they were 8-30% before the checks; a
+    # correct build lost up to 0.52% on 3.9 in a clean-clone CI run).
+    assert lost <= 0.015 * total, (f"{lost} of {total} samples lack callers or have wrong "
                                    f"names, e.g.\n"
                      + "\n".join(f"  {';'.join(st.names)} {st.count}"
                                   for st in sorted(bad, key=lambda st: -st.count)[:5]))

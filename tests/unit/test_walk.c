@@ -903,12 +903,12 @@ static const struct prof_fcache_entry *entry_of(const struct pys_session *s)
 /* Write anchor a and sequence number sq into the image's thread, as another
  * profiler would, until pystrobe finds the thread has a second writer, a
  * walk following each time it does not yet: how many writes that took
- * (each a strike), or 0 if still not found after 10. */
+ * (each a strike), or 0 if still not found after twice the strikes needed. */
 static int writes_until_found(struct pys_session *s, struct image *im, uint64_t a, uint64_t sq)
 {
     uint8_t ts[4096];
     struct cpy_thread t;
-    for (int i = 1; i <= 10; i++) {
+    for (int i = 1; i <= 2 * PROF_FCACHE_OTHER_STRIKES; i++) {
         put64(im, A_TSTATE + im->o.thread_state.last_profiled_frame, a);
         put64(im, A_TSTATE + im->o.thread_state.last_profiled_frame_seq, sq);
         assert_int_equal(fcache_walk(s, &t, ts, 0), 0);
@@ -958,7 +958,7 @@ static void test_fcache_other_writer(void **state)
     assert_int_equal(prof_fcache_usable(s, &t), 1);
     assert_int_equal(entry_of(s)->strikes + s->fcache.other_writers, 0);
     /* Nor can it move the anchor up, to the top frame: another writer did. */
-    assert_int_equal(writes_until_found(s, im, A_FRAME(0), 9), 3);
+    assert_int_equal(writes_until_found(s, im, A_FRAME(0), 9), PROF_FCACHE_OTHER_STRIKES);
     assert_int_equal(s->fcache.other_writers, 1);
     /* From then on the thread is not walked with the cache, whatever its
      * anchor says, counted once, and its anchor is not written again. */
@@ -978,7 +978,7 @@ static void test_fcache_other_writer(void **state)
     assert_int_equal(fcache_walk(s, &t, ts, 1), 4);
     assert_int_equal(get64(im, lpf), A_FRAME(0));
     assert_int_equal(s->mem.stats.writes, 0);
-    assert_int_equal(writes_until_found(s, im, A_FRAME(1) + 0x40, 7), 3);
+    assert_int_equal(writes_until_found(s, im, A_FRAME(1) + 0x40, 7), PROF_FCACHE_OTHER_STRIKES);
     fcache_session_free(s);
 
     /* A frame read as it returned (its code cleared) is followed as any. */

@@ -155,7 +155,7 @@ int cli_record(int argc, char **argv, int attach)
         return rc;
 
     struct rec_sessions ss = {.v = {j.s}, .n = 1, .opt = &j.opt};
-    enum end why = rec_sample_loop(&j.r, &ss, j.prof, &unmatched);
+    enum end why = rec_sample_loop(&j.r, &ss, j.prof, NULL, &unmatched);
     const struct pys_profile_info *info = pys_profile_info(j.prof);
     rec_print_summary(info, j.r.rate_hz);
     rec_print_folded(j.prof, j.r.max_memory);

@@ -65,20 +65,53 @@ extern volatile sig_atomic_t rec_stop;
  * success, else the exit status to end with (usage errors, --help). */
 int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid);
 
+/* The sample stream: what record_loop.c hands each consumer after each
+ * sample. The profile is the first consumer (it also keeps the run's
+ * counters, info); further ones (a live view, a recording) are sinks. */
+struct rec_sample {
+    uint64_t t_ns;                       /* when the sample began (CLOCK_MONOTONIC) */
+    uint64_t end_ns;                     /* when its snapshot was complete */
+    const struct pys_snapshot *snap;     /* NULL: the sample failed as a whole (rc) */
+    int rc;                              /* pys_session_snapshot's result */
+    pys_session *s;                      /* the session (program) it came from */
+    const struct pys_profile_info *info; /* the run's counters, this sample counted */
+};
+/* A consumer of the sample stream. sample() runs on the sampling thread
+ * after each sample and must not block (a slow consumer hands the work to a
+ * thread of its own); it returns 0, or a PYS_E code that ends sampling
+ * (the consumer has said why on stderr). Threads to keep are those
+ * rec_thread_matches accepts. */
+struct rec_sink {
+    void *ctx;
+    int (*sample)(void *ctx, const struct rec_sample *smp);
+};
+#define REC_MAX_SINKS 8
+struct rec_sinks {
+    struct rec_sink v[REC_MAX_SINKS];
+    size_t n;
+};
+/* 0, or -1 if all REC_MAX_SINKS are taken. */
+int rec_sinks_add(struct rec_sinks *ks, void *ctx,
+                  int (*sample)(void *, const struct rec_sample *));
+
 /* record_loop.c */
 uint64_t rec_now_ns(void);
+/* Whether thread t's stack belongs in the output: --mode and
+ * --main-thread-only. */
+int rec_thread_matches(const struct rec *r, const struct pys_thread *t);
 void rec_signals_install(void);
 /* What a second signal (an abort) cleans up before pystrobe exits 130:
  * child and python (-1: none) are killed with SIGKILL, tmp_path (NULL: none)
  * is unlinked. tmp_path must stay valid until replaced. */
 void rec_abort_cleanup(pid_t child, pid_t python, const char *tmp_path);
-/* Sample the last of ss into prof until a signal, the duration, the
- * target's exit or an exec of a program that is not Python; an exec of
- * Python is followed (a new session added to ss). *unmatched counts the
- * samples in which some thread had a Python stack but none passed the
- * --mode and --main-thread-only filters. */
+/* Sample the last of ss into prof, and hand each sample to the sinks (NULL:
+ * none), until a signal, the duration, the target's exit, an exec of a
+ * program that is not Python or a sink's error; an exec of Python is
+ * followed (a new session added to ss). *unmatched counts the samples in
+ * which some thread had a Python stack but none passed the --mode and
+ * --main-thread-only filters. */
 enum end rec_sample_loop(const struct rec *r, struct rec_sessions *ss, pys_profile *prof,
-                         uint64_t *unmatched);
+                         const struct rec_sinks *sinks, uint64_t *unmatched);
 
 /* record_child.c */
 /* Start argv; unless detach, the child gets SIGKILL if pystrobe dies first. */

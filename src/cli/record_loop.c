@@ -164,7 +164,7 @@ static enum end follow_exec(struct rec_sessions *ss, uint64_t until)
 
 /* --- sampling -------------------------------------------------------------- */
 
-static int thread_matches(const struct rec *r, const struct pys_thread *t)
+int rec_thread_matches(const struct rec *r, const struct pys_thread *t)
 {
     if (r->main_only && !(t->status & PYS_THREAD_MAIN_THREAD))
         return 0;
@@ -191,6 +191,7 @@ struct loop {
     pys_session *s; /* the last of ss: the program sampled */
     pys_profile *prof;
     struct pys_profile_info *info;
+    const struct rec_sinks *sinks; /* NULL: none */
     uint64_t *unmatched;
     int spin;        /* wait for a deadline by spinning, else by sleeping */
     uint64_t start;  /* when sampling started */
@@ -240,7 +241,7 @@ static int add_snapshot(struct loop *l, const struct pys_snapshot *snap)
                 continue;
             stacks++;
             truncated |= t->frames[t->nframes - 1].kind == PYS_FRAME_TRUNCATED;
-            if (!thread_matches(l->r, t))
+            if (!rec_thread_matches(l->r, t))
                 continue;
             kept++;
             if (add_thread(l->prof, t) < 0)
@@ -305,6 +306,27 @@ static void wait_deadline(const struct loop *l)
         sleep_until(l->next);
 }
 
+int rec_sinks_add(struct rec_sinks *ks, void *ctx, int (*sample)(void *, const struct rec_sample *))
+{
+    if (ks->n == REC_MAX_SINKS)
+        return -1;
+    ks->v[ks->n++] = (struct rec_sink){ctx, sample};
+    return 0;
+}
+
+/* Hand the sample to every sink; 0 if one failed (sampling ends). */
+static int feed_sinks(const struct loop *l, uint64_t t0, uint64_t t1,
+                      const struct pys_snapshot *snap, int rc)
+{
+    if (!l->sinks)
+        return 1;
+    struct rec_sample smp = {t0, t1, snap, rc, l->s, l->info};
+    for (size_t i = 0; i < l->sinks->n; i++)
+        if (l->sinks->v[i].sample(l->sinks->v[i].ctx, &smp) < 0)
+            return 0;
+    return 1;
+}
+
 /* Take one sample, begun at t0. Returns 1 to go on, else 0 with *why. */
 static int sample_one(struct loop *l, uint64_t t0, enum end *why)
 {
@@ -325,19 +347,24 @@ static int sample_one(struct loop *l, uint64_t t0, enum end *why)
         *why = END_SIGNAL;
         return 0;
     }
+    if (!feed_sinks(l, t0, t1, rc < 0 ? NULL : snap, rc)) {
+        *why = END_SIGNAL;
+        return 0;
+    }
     sample_done(l, t0, t1);
     return 1;
 }
 
 /* Sample until the end; fill the profile and its info. */
 enum end rec_sample_loop(const struct rec *r, struct rec_sessions *ss, pys_profile *prof,
-                         uint64_t *unmatched)
+                         const struct rec_sinks *sinks, uint64_t *unmatched)
 {
     struct loop l = {.r = r,
                      .ss = ss,
                      .s = ss->v[ss->n - 1],
                      .prof = prof,
                      .info = pys_profile_info(prof),
+                     .sinks = sinks,
                      .unmatched = unmatched};
     /* Spin only where sleeping cannot keep up: intervals shorter than twice
      * the wake-up latency, and never at 20 kHz or below (sleeping a little

@@ -267,5 +267,5 @@ dist: $(B)/gen/version.h
 deb: dist
 	rm -rf $(B)/deb && mkdir -p $(B)/deb
 	cp -a $(B)/dist/pystrobe-$(VERSION) $(B)/deb/
-	cd $(B)/deb/pystrobe-$(VERSION) && dpkg-buildpackage -us -uc -b
+	cd $(B)/deb/pystrobe-$(VERSION) && dpkg-buildpackage -us -uc -b -j2
 	lintian --fail-on error $(B)/deb/*.changes

@@ -267,5 +267,7 @@ dist: $(B)/gen/version.h
 deb: dist
 	rm -rf $(B)/deb && mkdir -p $(B)/deb
 	cp -a $(B)/dist/pystrobe-$(VERSION) $(B)/deb/
-	cd $(B)/deb/pystrobe-$(VERSION) && dpkg-buildpackage -us -uc -b -j2
+	# Variables of this make (B, CC, SAN) must not reach the package's build.
+	cd $(B)/deb/pystrobe-$(VERSION) && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
+	    dpkg-buildpackage -us -uc -b -j2
 	lintian --fail-on error $(B)/deb/*.changes

@@ -383,7 +383,7 @@ def test_deb_installs_in_clean_root_and_dumps(tmp_path, spawn):
         m.mount("-t", "proc", "proc", root / "proc")
         shutil.copy2(debs["pystrobe"], root / "tmp" / debs["pystrobe"].name)
         assert not (root / "usr" / "bin" / "pystrobe").exists()
-        res = run(["chroot", root, "apt-get", "install", "-y", "--no-download",
+        res = run(["chroot", root, "apt-get", "install", "-y",
                    f"/tmp/{debs['pystrobe'].name}"], timeout=600,
                   env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
         assert b"Setting up pystrobe" in res.stdout, res.stdout.decode()

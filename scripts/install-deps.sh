@@ -9,7 +9,9 @@ PKGS="make gcc clang libclang-rt-dev libelf-dev zlib1g-dev libcmocka-dev pkg-con
       debhelper
       dh-python
       dpkg-dev
-      lintian"
+      lintian
+      bash-completion
+      zsh"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

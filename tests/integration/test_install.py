@@ -304,6 +304,19 @@ def test_bash_completion_offers_commands_options_and_pids(destdir, sleeper):
             pass
 
 
+def test_zsh_completion_loads(destdir):
+    """zsh reads the installed file as a completion function (its syntax and
+    #compdef line); what it offers is the bash test's lists, from the same
+    generator."""
+    comp = installed(destdir, "share/zsh/site-functions/_pystrobe")
+    assert comp.read_text().startswith("#compdef pystrobe\n")
+    run(["zsh", "-n", comp])
+    script = (f"fpath=({comp.parent} $fpath); autoload -Uz compinit; compinit -u -D; "
+              "print -r -- ${_comps[pystrobe]}")
+    res = run(["zsh", "-f", "-c", script], env=dict(os.environ, HOME=str(destdir)))
+    assert res.stdout.decode().strip() == "_pystrobe", res.stdout
+
+
 def test_uninstall_removes_what_install_put(tmp_path):
     make("install", f"DESTDIR={tmp_path}")
     assert installed(tmp_path, "bin/pystrobe").exists()

@@ -27,7 +27,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 TOOL_SRC := $(wildcard tests/tools/*.c)
 TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(B)/tests/%)
 
-.PHONY: all deps sidroot install uninstall deb dist docs FORCE test test-unit test-integration test-one demo clean fuzz format module bench bench-austin soak images
+.PHONY: all deps sidroot test test-unit test-integration test-one demo clean fuzz format module bench bench-austin soak images
 
 all: $(B)/pystrobe $(B)/libpystrobe.so $(UNIT_BIN) $(TOOL_BIN)
 
@@ -184,6 +184,8 @@ soak: sidroot all
 # records its commit). The man page and the shell completions are generated
 # from the built binary's own --help texts (tools/gen_docs.py) plus
 # docs/cli.md, so an option added to --help reaches them without an edit.
+
+.PHONY: install uninstall deb dist docs FORCE
 
 VERSION      := $(shell cat VERSION)
 SOVERSION    := 0

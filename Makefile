@@ -40,7 +40,7 @@ $(B)/libpystrobe.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 $(B)/libpystrobe.so: $(LIB_OBJ)
-	$(CC) -shared $(SAN) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) -shared $(SAN) $(LDFLAGS) -Wl,-soname,libpystrobe.so.$(SOVERSION) -o $@ $^ $(LDLIBS)
 
 $(B)/pystrobe: $(CLI_OBJ) $(B)/libpystrobe.a
 	$(CC) $(SAN) $(LDFLAGS) -o $@ $(CLI_OBJ) $(B)/libpystrobe.a $(LDLIBS)
@@ -177,3 +177,99 @@ clean:
 SOAK_ARGS ?=
 soak: sidroot all
 	$(PYTHON) tests/soak/soak.py --build $(B) --out $(B)/soak $(SOAK_ARGS)
+
+# --- packaging ----------------------------------------------------------------
+# `make install` / `make uninstall` (PREFIX, DESTDIR and the directories
+# below), `make deb` (Debian packages in $(B)/deb), `make dist` (a tarball that
+# records its commit). The man page and the shell completions are generated
+# from the built binary's own --help texts (tools/gen_docs.py) plus
+# docs/cli.md, so an option added to --help reaches them without an edit.
+
+.PHONY: install uninstall deb dist docs FORCE
+
+VERSION      := $(shell cat VERSION)
+SOVERSION    := 0
+PREFIX       ?= /usr/local
+BINDIR       ?= $(PREFIX)/bin
+LIBDIR       ?= $(PREFIX)/lib
+INCLUDEDIR   ?= $(PREFIX)/include
+MANDIR       ?= $(PREFIX)/share/man
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+BASHCOMPDIR  ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR   ?= $(PREFIX)/share/zsh/site-functions
+# One abi3 package serves every Python 3.8+: a directory no single version
+# owns (Debian's python3 reads it under /usr; elsewhere set PYTHONPATH).
+PYTHONDIR    ?= $(PREFIX)/lib/python3/dist-packages
+DOCS         := $(B)/pystrobe.1 $(B)/completion/pystrobe.bash $(B)/completion/_pystrobe
+
+$(B)/gen/version.h: FORCE
+	@mkdir -p $(dir $@)
+	@tools/gen_version.sh > $@.tmp && { cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@; }
+
+$(B)/obj/src/cli/main.o: $(B)/gen/version.h
+
+docs: $(DOCS)
+
+$(B)/pystrobe.1: $(B)/pystrobe tools/gen_docs.py docs/cli.md VERSION
+	$(PYTHON) tools/gen_docs.py man $(B)/pystrobe docs/cli.md > $@.tmp && mv $@.tmp $@
+
+$(B)/completion/pystrobe.bash: $(B)/pystrobe tools/gen_docs.py
+	@mkdir -p $(dir $@)
+	$(PYTHON) tools/gen_docs.py bash $(B)/pystrobe > $@.tmp && mv $@.tmp $@
+
+$(B)/completion/_pystrobe: $(B)/pystrobe tools/gen_docs.py
+	@mkdir -p $(dir $@)
+	$(PYTHON) tools/gen_docs.py zsh $(B)/pystrobe > $@.tmp && mv $@.tmp $@
+
+# Rewritten at each make: its paths follow the command line's PREFIX/LIBDIR.
+$(B)/libpystrobe.pc: FORCE
+	printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$(INCLUDEDIR)' 'libdir=$(LIBDIR)' '' \
+	    'Name: libpystrobe' \
+	    'Description: read the Python stacks of running CPython 3.8-3.15 processes' \
+	    'Version: $(VERSION)' 'Libs: -L$${libdir} -lpystrobe' 'Cflags: -I$${includedir}' > $@
+
+install: $(B)/pystrobe $(B)/libpystrobe.so $(B)/libpystrobe.pc module $(DOCS)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(LIBDIR) \
+	    $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(INCLUDEDIR)/pystrobe $(DESTDIR)$(BASHCOMPDIR) \
+	    $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(PYTHONDIR)/pystrobe
+	install -m 755 $(B)/pystrobe $(DESTDIR)$(BINDIR)/pystrobe
+	install -m 644 $(B)/pystrobe.1 $(DESTDIR)$(MANDIR)/man1/pystrobe.1
+	install -m 644 $(B)/libpystrobe.so $(DESTDIR)$(LIBDIR)/libpystrobe.so.$(VERSION)
+	ln -sf libpystrobe.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libpystrobe.so.$(SOVERSION)
+	ln -sf libpystrobe.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libpystrobe.so
+	install -m 644 $(B)/libpystrobe.pc $(DESTDIR)$(PKGCONFIGDIR)/libpystrobe.pc
+	install -m 644 include/pystrobe/pystrobe.h $(DESTDIR)$(INCLUDEDIR)/pystrobe/pystrobe.h
+	install -m 644 $(B)/completion/pystrobe.bash $(DESTDIR)$(BASHCOMPDIR)/pystrobe
+	install -m 644 $(B)/completion/_pystrobe $(DESTDIR)$(ZSHCOMPDIR)/_pystrobe
+	install -m 644 $(MOD_DIR)/_pystrobe.abi3.so $(MOD_PY) $(DESTDIR)$(PYTHONDIR)/pystrobe/
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/pystrobe $(DESTDIR)$(MANDIR)/man1/pystrobe.1 \
+	    $(DESTDIR)$(LIBDIR)/libpystrobe.so.$(VERSION) \
+	    $(DESTDIR)$(LIBDIR)/libpystrobe.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libpystrobe.so \
+	    $(DESTDIR)$(PKGCONFIGDIR)/libpystrobe.pc $(DESTDIR)$(INCLUDEDIR)/pystrobe/pystrobe.h \
+	    $(DESTDIR)$(BASHCOMPDIR)/pystrobe $(DESTDIR)$(ZSHCOMPDIR)/_pystrobe
+	rm -rf $(DESTDIR)$(PYTHONDIR)/pystrobe
+	-rmdir $(DESTDIR)$(INCLUDEDIR)/pystrobe 2>/dev/null
+
+# The tree as tracked by git (with uncommitted changes), plus COMMIT.
+dist:
+	@mkdir -p $(B)
+	rm -rf $(B)/dist/pystrobe-$(VERSION) && mkdir -p $(B)/dist/pystrobe-$(VERSION)
+	git ls-files -z --cached --others --exclude-standard | \
+	    tar --null --ignore-failed-read -cf - -T - 2>/dev/null | \
+	    tar -xf - -C $(B)/dist/pystrobe-$(VERSION)
+	sed -n 's/.*PYS_COMMIT "\(.*\)"/\1/p' $(B)/gen/version.h > $(B)/dist/pystrobe-$(VERSION)/COMMIT
+	tar -czf $(B)/pystrobe-$(VERSION).tar.gz -C $(B)/dist pystrobe-$(VERSION)
+
+dist: $(B)/gen/version.h
+
+# Debian packages (debian/), built from a copy of the tree made as for
+# `make dist`, so that dpkg-buildpackage writes only under $(B)/deb.
+deb: dist
+	rm -rf $(B)/deb && mkdir -p $(B)/deb
+	cp -a $(B)/dist/pystrobe-$(VERSION) $(B)/deb/
+	# Variables of this make (B, CC, SAN) must not reach the package's build.
+	cd $(B)/deb/pystrobe-$(VERSION) && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
+	    dpkg-buildpackage -us -uc -b -j2
+	lintian --fail-on error $(B)/deb/*.changes

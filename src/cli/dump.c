@@ -15,6 +15,8 @@
 
 static const char DUMP_USAGE[] =
     "usage: pystrobe dump [--json] [--max-frames N] PID\n"
+    "\n"
+    "  --json           one JSON document instead of the text\n"
     "  --max-frames N   frames kept of a stack, 16 to 1000000 (default 8192): a deeper\n"
     "                   one keeps its innermost N-1 over a <truncated> frame\n";
 

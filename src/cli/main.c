@@ -11,8 +11,7 @@
 #include <pystrobe/pystrobe.h>
 
 #include "cli/cli.h"
-
-#define PYSTROBE_VERSION "0.1.0"
+#include "version.h" /* generated: PYS_VERSION, PYS_COMMIT */
 
 static const char USAGE[] =
     "usage: pystrobe COMMAND [options] ...\n"
@@ -24,11 +23,30 @@ static const char USAGE[] =
     "                      profile a running process until it exits or Ctrl-C\n"
     "  dump [--json] [--max-frames N] PID\n"
     "                      print every thread's Python stack of a running process\n"
-    "  help                this text\n"
-    "  version             pystrobe's version\n"
+    "  help [COMMAND]      this text, or COMMAND's options (as COMMAND --help)\n"
+    "  version, --version  pystrobe's version and the commit it was built from\n"
     "\n"
     "Supported targets: CPython 3.8 to 3.15 (GIL builds) on Linux x86-64.\n"
-    "See docs/cli.md for exit statuses.\n";
+    "See pystrobe(1) or docs/cli.md for output formats and exit statuses.\n";
+
+/* `pystrobe help COMMAND`: what `pystrobe COMMAND --help` prints, from the
+ * same code, so the two cannot differ. */
+static int help_command(const char *cmd)
+{
+    char *argv[] = {(char *)cmd, (char *)"--help", NULL};
+    if (strcmp(cmd, "dump") == 0)
+        return cli_dump(2, argv);
+    if (strcmp(cmd, "run") == 0)
+        return cli_record(2, argv, 0);
+    if (strcmp(cmd, "attach") == 0)
+        return cli_record(2, argv, 1);
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "version") == 0) {
+        fputs(USAGE, stdout);
+        return CLI_OK;
+    }
+    fprintf(stderr, "pystrobe: unknown command '%s'\n\n%s", cmd, USAGE);
+    return CLI_USAGE;
+}
 
 int cli_report(int code, const char *msg)
 {
@@ -126,11 +144,13 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "attach") == 0)
         return cli_record(argc - 1, argv + 1, 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        if (argc > 2)
+            return help_command(argv[2]);
         fputs(USAGE, stdout);
         return CLI_OK;
     }
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("pystrobe %s\n", PYSTROBE_VERSION);
+        printf("pystrobe %s (commit %s)\n", PYS_VERSION, PYS_COMMIT);
         return CLI_OK;
     }
     fprintf(stderr, "pystrobe: unknown command '%s'\n\n%s", cmd, USAGE);

@@ -1,0 +1,421 @@
+"""Packaging: what `make install`, the wheel and `make deb` give a user.
+
+- The --help texts name every option the command accepts (src/cli/*.c), and
+  docs/cli.md and the installed man page name every option --help lists: an
+  option added without its documentation fails here.
+- `pystrobe help COMMAND` is `pystrobe COMMAND --help`; `--version` names the
+  version and the commit, also for a tree without git (make dist).
+- `make install DESTDIR=...`: the binary runs and dumps; `man -l` renders the
+  page; a C program built with pkg-config alone attaches and prints a stack;
+  the module imports and dumps from pyenv 3.8 and 3.12; bash completion
+  offers commands, options and Python pids; `make uninstall` removes it all.
+- The wheel `pip wheel ./python` builds installs and dumps under 3.8 and 3.12.
+- `make deb` (lintian without errors), the pystrobe package installed by apt
+  into an overlay of the sid root, and a dump of a python3.13 there.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import SLEEPER_CODE, wait_ready
+from targets import ROOT, SIDROOT, _pyenv_prefix
+
+BUILD = Path(os.environ.get("PYSTROBE_BUILD", ROOT / "build")).resolve()
+SANITIZED = bool(os.environ.get("PYSTROBE_SANITIZED"))
+PREFIX = "/usr/local"
+MAKE_TIMEOUT = 1800        # seconds for make install / make deb on a loaded machine
+RUN_TIMEOUT = 120
+
+# A target whose stack names a function of its own: outer -> inner, sleeping.
+TARGET_CODE = """\
+import time
+def inner_probe_fn():
+    print('ready', flush=True)
+    time.sleep(600)
+def outer_probe_fn():
+    inner_probe_fn()
+outer_probe_fn()
+"""
+
+
+def run(argv, ok=True, **kw):
+    kw.setdefault("timeout", RUN_TIMEOUT)
+    res = subprocess.run([str(a) for a in argv], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, **kw)
+    if ok and res.returncode != 0:
+        pytest.fail(f"{argv} exited {res.returncode}:\n{res.stdout.decode(errors='replace')}"
+                    f"\n{res.stderr.decode(errors='replace')}", pytrace=False)
+    return res
+
+
+def make(*targets, **kw):
+    return run(["make", "--no-print-directory", "-C", ROOT, f"B={BUILD}", *targets],
+               timeout=MAKE_TIMEOUT, **kw)
+
+
+def pyenv_python(version):
+    p = _pyenv_prefix(version)
+    exe = p / "bin" / ("python" + ".".join(version.split(".")[:2])) if p else None
+    if not (exe and exe.exists()):
+        pytest.fail(f"pyenv {version} not found", pytrace=False)
+    return exe
+
+
+@pytest.fixture
+def sleeper(spawn):
+    """A pyenv 3.12 process sleeping in outer_probe_fn -> inner_probe_fn."""
+    p = spawn([pyenv_python("3.12.1"), "-c", TARGET_CODE], stdout=subprocess.PIPE)
+    wait_ready(p)
+    return p
+
+
+@pytest.fixture(scope="module")
+def destdir():
+    """The tree `make install DESTDIR=...` writes (default PREFIX)."""
+    d = Path(tempfile.mkdtemp(prefix="pystrobe-install-"))
+    make("install", f"DESTDIR={d}")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def installed(destdir, rel):
+    return destdir / (PREFIX.lstrip("/") + "/" + rel)
+
+
+# --- the option lists --------------------------------------------------------------
+
+def help_texts(binary):
+    """{command: its --help text}; "" is `pystrobe help`."""
+    texts = {"": run([binary, "help"]).stdout.decode()}
+    for cmd in ("run", "attach", "dump"):
+        texts[cmd] = run([binary, cmd, "--help"]).stdout.decode()
+    return texts
+
+
+def help_options(text):
+    """The options an --help text lists on its option lines."""
+    found = set()
+    for line in text.splitlines():
+        m = re.match(r"^ {2,6}(?:(-[A-Za-z0-9]), )?(--[a-z0-9][a-z0-9-]*)", line)
+        if m:
+            found.update(x for x in m.groups() if x)
+    return found
+
+
+def source_options():
+    """Every long option the command's source accepts: getopt tables and the
+    "--name" literals it compares arguments with."""
+    found = set()
+    for path in sorted((ROOT / "src" / "cli").glob("*.c")):
+        src = path.read_text()
+        found.update("--" + n for n in re.findall(r'\{"([a-z0-9-]+)",\s*(?:no|required|optional)_argument', src))
+        found.update(re.findall(r'strcmp\(argv\[[a-z]+\], "(--[a-z0-9-]+)"\)', src))
+    found -= {"--version", "--help"}   # a command of main.c; the help itself
+    return found
+
+
+def test_help_lists_every_option_the_source_accepts(pystrobe):
+    listed = set()
+    for text in help_texts(pystrobe).values():
+        listed |= help_options(text)
+    accepted = source_options()
+    assert len(accepted) > 20, accepted
+    missing = sorted(accepted - listed)
+    assert not missing, f"options the command accepts but no --help lists: {missing}"
+
+
+def test_cli_md_documents_every_help_option(pystrobe):
+    md = (ROOT / "docs" / "cli.md").read_text()
+    for cmd, text in help_texts(pystrobe).items():
+        for opt in sorted(help_options(text) - {"-h", "--help"}):
+            assert re.search(r"`" + re.escape(opt) + r"[ `]", md), \
+                f"docs/cli.md does not document {opt} of `pystrobe {cmd} --help`"
+
+
+def test_help_command_equals_command_help(pystrobe):
+    for cmd in ("run", "attach", "dump"):
+        a = run([pystrobe, "help", cmd])
+        b = run([pystrobe, cmd, "--help"])
+        assert a.stdout == b.stdout and a.stdout.startswith(b"usage: pystrobe")
+    assert run([pystrobe, "help", "nope"], ok=False).returncode == 2
+
+
+# --- version -------------------------------------------------------------------------
+
+def git_commit():
+    top = run(["git", "-C", ROOT, "rev-parse", "--show-toplevel"], ok=False)
+    if top.returncode != 0 or Path(top.stdout.decode().strip()).resolve() != ROOT.resolve():
+        return None
+    return run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"]).stdout.decode().strip()
+
+
+def test_version_names_version_and_commit(pystrobe):
+    version = (ROOT / "VERSION").read_text().strip()
+    out = run([pystrobe, "--version"]).stdout.decode()
+    m = re.fullmatch(r"pystrobe (\S+) \(commit (\S+)\)\n", out)
+    assert m, out
+    assert m.group(1) == version
+    # The commit the build recorded; a build older than the last commit
+    # (tests run by hand after a commit) names an earlier one.
+    built = m.group(2).split("-")[0]
+    header = (BUILD / "gen" / "version.h").read_text()
+    assert f'#define PYS_COMMIT "{m.group(2)}"' in header, header
+    commit = git_commit()
+    if commit:
+        assert run(["git", "-C", ROOT, "merge-base", "--is-ancestor", built, "HEAD"],
+                   ok=False).returncode == 0, f"{out}: not a commit of this branch"
+        now = run([ROOT / "tools" / "gen_version.sh"]).stdout.decode()
+        assert f'#define PYS_COMMIT "{commit}' in now, now
+    assert run([pystrobe, "version"]).stdout.decode() == out
+    # Every other place that states the version agrees with VERSION.
+    assert f'version = "{version}"' in (ROOT / "python" / "pyproject.toml").read_text()
+    assert f'__version__ = "{version}"' in (ROOT / "python" / "pystrobe" / "__init__.py").read_text()
+    assert (ROOT / "debian" / "changelog").read_text().startswith(f"pystrobe ({version})")
+
+
+def test_version_of_a_tree_without_git(tmp_path):
+    """A tree `make dist` packed, unpacked where no git repository is: its
+    version header names the commit from the tarball's COMMIT file, and
+    "unknown" without it. (make dist puts the tarball in $(B).)"""
+    make("dist")
+    tarball = BUILD / f"pystrobe-{(ROOT / 'VERSION').read_text().strip()}.tar.gz"
+    run(["tar", "-xzf", tarball, "-C", tmp_path])
+    (tree,) = tmp_path.iterdir()
+    assert not (tree / ".git").exists()
+    recorded = (tree / "COMMIT").read_text().strip()
+    if git_commit():
+        assert recorded.split("-")[0] == git_commit()
+    out = run([tree / "tools" / "gen_version.sh"], cwd=tree).stdout.decode()
+    assert f'#define PYS_COMMIT "{recorded}"' in out, out
+    (tree / "COMMIT").unlink()
+    out = run([tree / "tools" / "gen_version.sh"], cwd=tree).stdout.decode()
+    assert '#define PYS_COMMIT "unknown"' in out, out
+
+
+# --- make install ------------------------------------------------------------------
+
+def test_installed_binary_runs_and_dumps(destdir, sleeper):
+    binary = installed(destdir, "bin/pystrobe")
+    assert run([binary, "--version"]).stdout.startswith(b"pystrobe ")
+    out = run([binary, "dump", sleeper.pid]).stdout.decode()
+    assert "in outer_probe_fn" in out and "in inner_probe_fn" in out, out
+
+
+def rendered_man(destdir):
+    page = installed(destdir, "share/man/man1/pystrobe.1")
+    env = dict(os.environ, LC_ALL="C", MANWIDTH="120", MAN_KEEP_FORMATTING="")
+    res = run(["man", "-l", page], env=env)
+    assert not res.stderr.strip(), res.stderr.decode()
+    # Undo overstriking, should man format for a terminal anyway.
+    return re.sub(r".\x08", "", res.stdout.decode())
+
+
+def test_man_page_names_every_option_command_and_exit_status(destdir, pystrobe):
+    text = rendered_man(destdir)
+    for cmd, help_text in help_texts(pystrobe).items():
+        for opt in help_options(help_text):
+            assert re.search(r"(?<![\w-])" + re.escape(opt) + r"(?![\w-])", text), \
+                f"the man page lacks {opt} of `pystrobe {cmd} --help`"
+    for cmd in ("run", "attach", "dump", "help", "version"):
+        assert re.search(r"^ +" + cmd + r"\b", text, re.M), f"the man page lacks command {cmd}"
+    statuses = re.findall(r"CLI_[A-Z]+ = (\d+)", (ROOT / "src" / "cli" / "cli.h").read_text())
+    assert len(statuses) >= 10
+    exit_section = text.split("\nEXIT STATUS\n", 1)[1]
+    for st in statuses + ["130"]:
+        assert re.search(r"^ +" + st + r" ", exit_section, re.M), f"exit status {st} missing"
+    for fmt in ("pstats", "Collapsed stacks", "Flame graph", "JSON output", "Text output"):
+        assert fmt in text
+
+
+def test_pkg_config_program_attaches_and_prints_stack(destdir, sleeper, tmp_path):
+    env = dict(os.environ, PKG_CONFIG_SYSROOT_DIR=str(destdir),
+               PKG_CONFIG_PATH=str(installed(destdir, "lib/pkgconfig")))
+    flags = run(["pkg-config", "--cflags", "--libs", "libpystrobe"], env=env).stdout.decode()
+    assert "-lpystrobe" in flags
+    # The sanitized build's library needs its runtime in the program too.
+    cc = ["clang", "-fsanitize=address,undefined"] if SANITIZED else ["cc"]
+    prog = tmp_path / "probe"
+    run([*cc, "-std=c11", "-Wall", "-Werror", "-o", prog,
+         ROOT / "tests" / "integration" / "install_probe.c", *flags.split()])
+    needed = run(["readelf", "-d", prog]).stdout.decode()
+    assert "[libpystrobe.so.0]" in needed, needed
+    res = run([prog, sleeper.pid], env=dict(os.environ, LD_LIBRARY_PATH=str(installed(destdir, "lib"))))
+    lines = res.stdout.decode().splitlines()
+    assert lines[0].startswith("Python 3.12"), lines
+    names = [l.split()[0] for l in lines if l.startswith("  ")]
+    assert names[:2] == ["inner_probe_fn", "outer_probe_fn"], lines
+
+
+# argv: pid, the directory to import pystrobe from.
+MODULE_DUMP = """\
+import sys
+sys.path.insert(0, sys.argv[2])
+import pystrobe
+print(pystrobe.__file__)
+for interp in pystrobe.RemoteUnwinder(int(sys.argv[1]), all_threads=True).get_stack_trace():
+    for thread in interp.threads:
+        for frame in thread.frame_info:
+            print(frame.funcname)
+"""
+
+
+@pytest.mark.parametrize("version", ["3.8.18", "3.12.1"])
+def test_module_imports_from_install_and_dumps(destdir, sleeper, version):
+    site = installed(destdir, "lib/python3/dist-packages")
+    res = run([pyenv_python(version), "-I", "-c", MODULE_DUMP, sleeper.pid, site])
+    lines = res.stdout.decode().splitlines()
+    assert lines[0].startswith(str(site)), lines
+    assert lines[1:3] == ["inner_probe_fn", "outer_probe_fn"], lines
+
+
+def bash_complete(destdir, line):
+    """What Tab offers at the end of line, through bash-completion's loader
+    finding the installed file (as an interactive shell does)."""
+    words = line.split(" ")
+    script = (
+        "source /usr/share/bash-completion/bash_completion\n"
+        "_completion_loader pystrobe\n"
+        "complete -p pystrobe\n"
+        f"COMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}\n"
+        f"COMP_LINE={line!r}; COMP_POINT=${{#COMP_LINE}}\n"
+        "_pystrobe pystrobe\n"
+        "printf '%s\\n' \"${COMPREPLY[@]}\"\n")
+    env = dict(os.environ, XDG_DATA_DIRS=str(installed(destdir, "share")), HOME=str(destdir),
+               TERM="dumb")
+    res = run(["bash", "--norc", "--noprofile", "-i", "-c", script], env=env)
+    out = res.stdout.decode().splitlines()
+    assert out[0] == "complete -F _pystrobe pystrobe", out
+    return out[1:]
+
+
+def test_bash_completion_offers_commands_options_and_pids(destdir, sleeper):
+    if not Path("/usr/share/bash-completion/bash_completion").exists():
+        pytest.fail("bash-completion is not installed (scripts/install-deps.sh)")
+    assert set(bash_complete(destdir, "pystrobe ")) >= {"run", "attach", "dump", "help", "version"}
+    assert bash_complete(destdir, "pystrobe d") == ["dump"]
+    assert set(bash_complete(destdir, "pystrobe dump --")) == {"--json", "--max-frames", "--help"}
+    assert "--sampling-rate" in bash_complete(destdir, "pystrobe attach --sa")
+    pids = bash_complete(destdir, "pystrobe dump ")
+    assert str(sleeper.pid) in pids, pids
+    for pid in pids:     # other processes come and go meanwhile
+        comm = Path(f"/proc/{pid}/comm")
+        try:
+            assert comm.read_text().startswith("python"), pid
+        except FileNotFoundError:
+            pass
+
+
+def test_zsh_completion_loads(destdir):
+    """zsh reads the installed file as a completion function (its syntax and
+    #compdef line); what it offers is the bash test's lists, from the same
+    generator."""
+    comp = installed(destdir, "share/zsh/site-functions/_pystrobe")
+    assert comp.read_text().startswith("#compdef pystrobe\n")
+    run(["zsh", "-n", comp])
+    script = (f"fpath=({comp.parent} $fpath); autoload -Uz compinit; compinit -u -D; "
+              "print -r -- ${_comps[pystrobe]}")
+    res = run(["zsh", "-f", "-c", script], env=dict(os.environ, HOME=str(destdir)))
+    assert res.stdout.decode().strip() == "_pystrobe", res.stdout
+
+
+def test_uninstall_removes_what_install_put(tmp_path):
+    make("install", f"DESTDIR={tmp_path}")
+    assert installed(tmp_path, "bin/pystrobe").exists()
+    make("uninstall", f"DESTDIR={tmp_path}")
+    left = [p for p in tmp_path.rglob("*") if not p.is_dir()]
+    assert not left, left
+
+
+# --- the wheel ---------------------------------------------------------------------
+
+@pytest.mark.skipif(SANITIZED, reason="the wheel does not use the sanitized build: "
+                    "the normal pass covers it")
+def test_wheel_installs_and_dumps(sleeper, tmp_path):
+    out = tmp_path / "wheels"
+    # A copy of the tree: pip builds in python/ and must not race a parallel run.
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(".cache", "build", "build-*", ".git"))
+    run(["/usr/bin/python3", "-m", "pip", "wheel", "--no-build-isolation", "--no-index",
+         "--no-deps", "-w", out, tree / "python"], timeout=MAKE_TIMEOUT)
+    (wheel,) = out.glob("*.whl")
+    assert re.fullmatch(r"pystrobe-[\d.]+-cp38-abi3-linux_x86_64\.whl", wheel.name), wheel.name
+    with zipfile.ZipFile(wheel) as z:
+        assert "pystrobe/_pystrobe.abi3.so" in z.namelist()
+    for version in ("3.8.18", "3.12.1"):
+        site = tmp_path / f"site-{version}"
+        run([pyenv_python(version), "-m", "pip", "install", "--no-index", "--no-deps",
+             "--target", site, wheel], timeout=MAKE_TIMEOUT)
+        res = run([pyenv_python(version), "-I", "-c", MODULE_DUMP, sleeper.pid, site])
+        lines = res.stdout.decode().splitlines()
+        assert lines[0].startswith(str(site)) and lines[1:3] == ["inner_probe_fn", "outer_probe_fn"], lines
+
+
+# --- the Debian package ------------------------------------------------------------
+
+class Mounts:
+    """Mount points to undo, innermost first."""
+
+    def __init__(self):
+        self.points = []
+
+    def mount(self, *args):
+        run(["mount", *args])
+        self.points.append(str(args[-1]))
+
+    def release(self):
+        for p in reversed(self.points):
+            subprocess.run(["umount", "-l", p], stderr=subprocess.DEVNULL)
+
+
+@pytest.mark.skipif(SANITIZED, reason="builds the packages from the source with Debian's "
+                    "flags, whatever the build under test: once, in the normal pass")
+def test_deb_installs_in_clean_root_and_dumps(tmp_path, spawn):
+    if os.geteuid() != 0:
+        pytest.fail("the package test needs root (mounts, chroot)")
+    if not (SIDROOT / "usr" / "bin" / "python3.13").exists():
+        pytest.fail(f"no sid root at {SIDROOT} (make sidroot)")
+    make("deb")                    # runs lintian --fail-on error
+    debs = {p.name.split("_")[0]: p for p in (BUILD / "deb").glob("*.deb")}
+    assert set(debs) >= {"pystrobe", "libpystrobe0", "libpystrobe-dev", "python3-pystrobe"}, debs
+    contents = run(["dpkg-deb", "-c", debs["pystrobe"]]).stdout.decode()
+    for f in ("./usr/bin/pystrobe", "./usr/share/man/man1/pystrobe.1.gz",
+              "./usr/share/bash-completion/completions/pystrobe",
+              "./usr/share/zsh/vendor-completions/_pystrobe"):
+        assert f in contents, f
+    m = Mounts()
+    try:
+        # An overlay of the sid root: apt writes only into the tmpfs above it.
+        layer = tmp_path / "layer"
+        root = tmp_path / "root"
+        layer.mkdir()
+        root.mkdir()
+        m.mount("-t", "tmpfs", "tmpfs", layer)
+        (layer / "upper").mkdir()
+        (layer / "work").mkdir()
+        m.mount("-t", "overlay", "overlay", "-o",
+                f"lowerdir={SIDROOT},upperdir={layer}/upper,workdir={layer}/work", root)
+        m.mount("-t", "proc", "proc", root / "proc")
+        shutil.copy2(debs["pystrobe"], root / "tmp" / debs["pystrobe"].name)
+        assert not (root / "usr" / "bin" / "pystrobe").exists()
+        res = run(["chroot", root, "apt-get", "install", "-y",
+                   f"/tmp/{debs['pystrobe'].name}"], timeout=600,
+                  env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+        assert b"Setting up pystrobe" in res.stdout, res.stdout.decode()
+        assert not (SIDROOT / "usr" / "bin" / "pystrobe").exists(), "the sid root was changed"
+        target = spawn(["chroot", root, "/usr/bin/python3.13", "-c", TARGET_CODE],
+                       stdout=subprocess.PIPE)
+        wait_ready(target)
+        out = run(["chroot", root, "/usr/bin/pystrobe", "dump", target.pid]).stdout.decode()
+        assert out.startswith(f"Process {target.pid}: Python 3.13"), out
+        assert "in outer_probe_fn" in out and "in inner_probe_fn" in out, out
+        target.kill()
+        target.wait()
+    finally:
+        m.release()

@@ -19,7 +19,7 @@
 
 #include <pystrobe/pystrobe.h>
 
-enum format { FMT_PSTATS, FMT_COLLAPSED, FMT_FLAMEGRAPH };
+enum format { FMT_PSTATS, FMT_COLLAPSED, FMT_FLAMEGRAPH, FMT_SPEEDSCOPE, FMT_PPROF, FMT_HEATMAP };
 enum mode { MODE_WALL, MODE_CPU, MODE_GIL, MODE_EXCEPTION };
 extern const char *const rec_mode_names[];
 

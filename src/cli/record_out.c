@@ -14,6 +14,7 @@
 #include "cli/record.h"
 #include "output/collapsed.h"
 #include "output/flamegraph.h"
+#include "output/pprof.h"
 #include "output/pstats.h"
 #include "output/speedscope.h"
 
@@ -30,6 +31,8 @@ static int write_format(FILE *f, const struct rec *r, const pys_profile *p, cons
         return out_flamegraph_write(f, p, title);
     case FMT_SPEEDSCOPE:
         return out_speedscope_write(f, p, title);
+    case FMT_PPROF:
+        return out_pprof_write(f, p);
     default:
         return out_pstats_write_marshal(f, p);
     }
@@ -231,8 +234,7 @@ static int write_renamed(struct rec_out *o, const struct rec *r, const pys_profi
  */
 static int write_fallback(const struct rec *r, const pys_profile *p, const char *title, int pid)
 {
-    static const char *const ext[] = {".pstats", ".txt", ".html", ".speedscope.json", ".pb.gz",
-                                      ""};
+    static const char *const ext[] = {".pstats", ".txt", ".html", ".speedscope.json", ".pb.gz", ""};
     const char *tmpdir = getenv("TMPDIR");
     const char *dirs[] = {tmpdir && *tmpdir ? tmpdir : "/tmp", "."};
     char path[4096];

@@ -28,10 +28,11 @@ TOOL_SRC := $(wildcard tests/tools/*.c)
 TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(B)/tests/%)
 
 # --- pprof: the C code of src/output/profile.proto, made by protoc-c ----------
-# (protobuf-c-compiler) at build time into $(B)/gen, linked with libprotobuf-c.
+# (protobuf-c-compiler) at build time into $(B)/gen, linked with libprotobuf-c;
+# -lm for the heatmap's log scale.
 PROTO_C := $(B)/gen/profile.pb-c.c
 LIB_OBJ += $(B)/obj/$(PROTO_C:.c=.o)
-LDLIBS  += -lprotobuf-c
+LDLIBS  += -lprotobuf-c -lm
 $(B)/gen/profile.pb-c.h: $(PROTO_C)
 $(PROTO_C): src/output/profile.proto
 	@mkdir -p $(dir $@)

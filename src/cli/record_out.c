@@ -276,7 +276,8 @@ static int write_heatmap(struct rec_out *o, const pys_profile *p, const char *ti
     size_t nfiles = 0;
     int rc = write_heatmap_dir(o->path, o, p, title, &nfiles);
     if (rc == 0) {
-        fprintf(stderr, "Wrote heatmap to %s/index.html (%zu source files)\n", o->path, nfiles);
+        fprintf(stderr, "Wrote heatmap to %s\n  %zu source files; open %s/index.html\n", o->path,
+                nfiles, o->path);
         rec_out_discard(o);
         return CLI_OK;
     }

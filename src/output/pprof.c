@@ -278,7 +278,8 @@ static int build_samples(struct build *b)
         if (nd->self == 0)
             continue;
         b->nsamples++;
-        for (uint32_t x = id; !pys_profile_is_thread(p, x); x = pys_profile_node(p, x)->parent)
+        for (uint32_t x = id; x != 0 && !pys_profile_is_thread(p, x);
+             x = pys_profile_node(p, x)->parent)
             nids++;
     }
     size_t ns = b->nsamples ? b->nsamples : 1, nt = nthreads ? nthreads : 1;
@@ -323,7 +324,7 @@ static int build_samples(struct build *b)
         Sample m = PERFTOOLS__PROFILES__SAMPLE__INIT;
         m.location_id = &b->ids[k];
         uint32_t x = id;
-        for (; !pys_profile_is_thread(p, x); x = pys_profile_node(p, x)->parent)
+        for (; x != 0 && !pys_profile_is_thread(p, x); x = pys_profile_node(p, x)->parent)
             b->ids[k++] = b->locs.node_loc[x];
         m.n_location_id = (size_t)(&b->ids[k] - m.location_id);
         m.value = &b->values[2 * s];

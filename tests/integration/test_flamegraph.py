@@ -424,6 +424,55 @@ tid:11;/srv/m.py:main:2;/srv/w.py:work:20 5
     assert r["tipAfterLeave"] is True
 
 
+def test_flame_view_and_dark_theme(render_tool, tmp_path):
+    """The flame view draws the root at the bottom (hovering the bottom row
+    names the thread, the top row a leaf), the icicle view at the top; the
+    dark theme changes the page's colours; neither changes the frames."""
+    stacks = """\
+# pid 11
+tid:11;/srv/m.py:main:1;/srv/alpha_file.py:alpha:2 60
+tid:11;/srv/m.py:main:1;/srv/beta_file.py:beta:3 40
+"""
+    script = r"""
+(function () {
+  var out = {}, $ = function (id) { return document.getElementById(id); };
+  var canvas = $('graph'), rowH = 18;
+  function frames() { return $('pystrobe-frames').textContent; }
+  function hover(fx, row) {
+    var r = canvas.getBoundingClientRect();
+    canvas.dispatchEvent(new MouseEvent('mousemove', { bubbles: true,
+      clientX: r.left + fx * r.width, clientY: r.top + row * rowH + rowH / 2 }));
+    return $('tooltip').querySelector('.tt-name').textContent;
+  }
+  function toggle(id, on) { var c = $(id); c.checked = on; c.dispatchEvent(new Event('change')); }
+  var sel = $('thread');
+  sel.value = '11'; sel.dispatchEvent(new Event('change'));
+  out.icicle = { view: document.body.dataset.view, root: canvas.dataset.rootRow,
+                 top: hover(0.2, 0), bottom: hover(0.2, 2), text: frames() };
+  toggle('flame-view', true);
+  canvas.getBoundingClientRect();
+  out.flame = { view: document.body.dataset.view, root: canvas.dataset.rootRow,
+                top: hover(0.2, 0), bottom: hover(0.2, 2), text: frames() };
+  out.lightBg = getComputedStyle(document.body).backgroundColor;
+  toggle('dark-theme', true);
+  out.dark = { theme: document.body.dataset.theme, cls: document.body.className,
+               bg: getComputedStyle(document.body).backgroundColor };
+  document.body.dataset.result = JSON.stringify(out);
+})();
+"""
+    path = render(render_tool, tmp_path / "flame.html", stacks)
+    page = load(with_script(path, tmp_path / "flame-test.html", script), tmp_path)
+    assert_ok(page)
+    r = json.loads(page.body.attrs["data-result"])
+    assert r["icicle"]["view"] == "icicle" and r["icicle"]["root"] == "0"
+    assert r["icicle"]["top"] == "thread 11 (main)" and r["icicle"]["bottom"] == "alpha"
+    assert r["flame"]["view"] == "flame" and r["flame"]["root"] == "2"
+    assert r["flame"]["top"] == "alpha" and r["flame"]["bottom"] == "thread 11 (main)"
+    assert r["flame"]["text"] == r["icicle"]["text"]
+    assert r["dark"]["theme"] == "dark" and "dark" in r["dark"]["cls"]
+    assert r["dark"]["bg"] != r["lightBg"]
+
+
 def test_empty_profile(render_tool, tmp_path):
     path = render(render_tool, tmp_path / "empty.html", "")
     page = load(path, tmp_path)

@@ -622,6 +622,10 @@ static int write_file_page(int dirfd, const struct heat *h, uint32_t fi, const c
           "<th class=\"f\">Code</th><th class=\"f\">Calls (&rarr; callees, &larr; callers)</th>"
           "</tr>\n",
           f);
+    /* Samples at no known line (a line table that could not be read). */
+    for (uint32_t i = 0; i < hf->nlines && h->lines[hf->first + i].line <= 0; i++)
+        write_row(f, h, hf, fi, h->lines[hf->first + i].line, "(line unknown)", 14, max_self,
+                  max_total);
     int32_t ln = 0;
     if (src->text) {
         const char *s = src->text, *end = src->text + src->len;

@@ -23,7 +23,7 @@ from format_runs import SplitRun, rtarget, rwork  # noqa: F401 (fixtures)
 from test_flamegraph import chromium
 from test_sampling import LongRunning, check_split, def_line
 
-ROW = re.compile(r'<tr id="L(\d+)"><td class="n">.*?</td>(?:<td class="h\d+">(\d+)</td>'
+ROW = re.compile(r'<tr id="L(-?\d+)"><td class="n">.*?</td>(?:<td class="h\d+">(\d+)</td>'
                  r'<td class="h\d+">(\d+)</td>|<td></td><td></td>)<td class="src[^"]*">(.*?)</td>'
                  r'<td class="nav">(.*?)</td></tr>')
 INDEX_ROW = re.compile(r'<tr><td class="f"><a href="(file_\d{4}\.html)">(.*?)</a></td>'

@@ -211,5 +211,7 @@ def test_split_top_equals_pstats(go, pystrobe, rwork, tmp_path):
     trs = trace_totals(traces(go, pb))
     for name in ("alpha", "beta", "main"):
         assert trs[name] == got[(name, rwork.path("split_3_1.py"))], name
-    assert got[("alpha", rwork.path("split_3_1.py"))][0] > \
-        2 * got[("beta", rwork.path("split_3_1.py"))][0]
+    # The 3:1 split itself is checked against the workload's own measure in
+    # test_split_run_and_attach; here only that both were sampled.
+    assert got[("alpha", rwork.path("split_3_1.py"))][0] > 0
+    assert got[("beta", rwork.path("split_3_1.py"))][0] > 0

@@ -170,3 +170,14 @@ def test_hostile_names_and_source_stay_text(odd_heatmap, tmp_path):
     dom, _ = chromium(hm.dir / "index.html", tmp_path, "--dump-dom")
     text = html.unescape(re.sub(r"<[^>]+>", "", dom))
     assert HOSTILE_NAME in text and HOSTILE_FILE in text
+
+
+def test_directory_that_cannot_be_made_fails_first(pystrobe, tmp_path):
+    """-o naming a regular file: an error before anything runs, the file kept."""
+    f = tmp_path / "a_file"
+    f.write_text("keep")
+    marker = tmp_path / "ran"
+    res = subprocess.run([str(pystrobe), "run", "--heatmap", "-o", str(f), "--", "touch",
+                          str(marker)], capture_output=True, timeout=60)
+    assert res.returncode != 0 and b"cannot make the directory" in res.stderr, res.stderr
+    assert f.read_text() == "keep" and not marker.exists()

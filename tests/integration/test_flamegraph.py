@@ -473,6 +473,46 @@ tid:11;/srv/m.py:main:1;/srv/beta_file.py:beta:3 40
     assert r["dark"]["bg"] != r["lightBg"]
 
 
+def test_panel_short_paths_and_elided_note(render_tool, tmp_path):
+    """The panel lists the hottest functions by self samples; short paths
+    drop directories in the text view and the panel; samples in frames too
+    narrow to draw are counted in a note."""
+    tiny = "".join(f"tid:11;/srv/app/m.py:main:1;/srv/lib/t.py:tiny{i}:2 1\n" for i in range(20))
+    stacks = f"""\
+# pid 11
+tid:11;/srv/app/m.py:main:1;/srv/app/hot.py:hot:5 9000
+tid:11;/srv/app/m.py:main:1;/srv/app/warm.py:warm:7 980
+{tiny}"""
+    script = r"""
+(function () {
+  var out = {}, $ = function (id) { return document.getElementById(id); };
+  function items() {
+    return Array.prototype.map.call($('hot-functions').children,
+      function (li) { return li.textContent; });
+  }
+  out.panel = items();
+  out.elided = { hidden: $('elided').hidden, text: $('elided').textContent };
+  out.fullText = $('pystrobe-frames').textContent;
+  var c = $('short-paths'); c.checked = true; c.dispatchEvent(new Event('change'));
+  out.shortText = $('pystrobe-frames').textContent;
+  out.shortPanel = items();
+  document.body.dataset.result = JSON.stringify(out);
+})();
+"""
+    path = render(render_tool, tmp_path / "panel.html", stacks)
+    page = load(with_script(path, tmp_path / "panel-test.html", script), tmp_path)
+    assert_ok(page)
+    r = json.loads(page.body.attrs["data-result"])
+    assert len(r["panel"]) == 10
+    assert r["panel"][0].startswith("hot /srv/app/hot.py \u2014 9,000")
+    assert r["panel"][1].startswith("warm /srv/app/warm.py \u2014 980")
+    assert r["shortPanel"][0].startswith("hot hot.py \u2014 9,000")
+    assert r["elided"]["hidden"] is False
+    assert r["elided"]["text"].startswith("20 samples"), r["elided"]
+    assert "/srv/app/hot.py:5" in r["fullText"] and "/srv/app/" not in r["shortText"]
+    assert "hot.py:5" in r["shortText"]
+
+
 def test_empty_profile(render_tool, tmp_path):
     path = render(render_tool, tmp_path / "empty.html", "")
     page = load(path, tmp_path)

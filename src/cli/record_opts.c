@@ -106,6 +106,10 @@ static const char RUN_USAGE[] =
     "                            (the default)\n"
     "      --collapsed           folded stacks (default file collapsed_PID.txt)\n"
     "      --flamegraph          a self-contained HTML flame graph (flamegraph_PID.html)\n"
+    "      --speedscope          speedscope's JSON format (profile_PID.speedscope.json)\n"
+    "      --pprof               pprof's profile.proto, gzipped (profile_PID.pb.gz)\n"
+    "      --heatmap             HTML pages of every source line's samples, in the\n"
+    "                            directory -o names (default heatmap_PID)\n"
     "  -o, --output FILE         where to write\n"
     "      --sort KEY            pstats table: nsamples, tottime, cumtime, sample-pct,\n"
     "                            cumul-pct, nsamples-cumul, name (default nsamples)\n"
@@ -130,6 +134,9 @@ enum {
     OPT_DETACH,
     OPT_MAX_MEMORY,
     OPT_MAX_FRAMES,
+    OPT_SPEEDSCOPE,
+    OPT_PPROF,
+    OPT_HEATMAP,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -155,6 +162,9 @@ static const struct option LONG_OPTS[] = {
     {"detach", no_argument, NULL, OPT_DETACH},
     {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
     {"max-frames", required_argument, NULL, OPT_MAX_FRAMES},
+    {"speedscope", no_argument, NULL, OPT_SPEEDSCOPE},
+    {"pprof", no_argument, NULL, OPT_PPROF},
+    {"heatmap", no_argument, NULL, OPT_HEATMAP},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -218,6 +228,15 @@ static int set_flag_option(struct rec *r, int c)
         break;
     case OPT_NO_TID:
         r->tid = 0;
+        break;
+    case OPT_SPEEDSCOPE:
+        r->format = FMT_SPEEDSCOPE;
+        break;
+    case OPT_PPROF:
+        r->format = FMT_PPROF;
+        break;
+    case OPT_HEATMAP:
+        r->format = FMT_HEATMAP;
         break;
     case OPT_READ_ONLY:
         r->read_only = 1;

@@ -8,15 +8,23 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <linux/openat2.h>
 
 #include "cli/cli.h"
 #include "cli/record.h"
 #include "output/collapsed.h"
 #include "output/flamegraph.h"
+#include "output/heatmap.h"
+#include "output/pprof.h"
 #include "output/pstats.h"
+#include "output/speedscope.h"
 
-static const char *const FORMAT_NAMES[] = {"pstats", "collapsed stacks", "flame graph"};
+static const char *const FORMAT_NAMES[] = {"pstats",     "collapsed stacks", "flame graph",
+                                           "speedscope", "pprof profile",    "heatmap"};
 
 /* Write the profile in the chosen format to f. */
 static int write_format(FILE *f, const struct rec *r, const pys_profile *p, const char *title)
@@ -26,6 +34,10 @@ static int write_format(FILE *f, const struct rec *r, const pys_profile *p, cons
         return out_collapsed_write(f, p, r->tid);
     case FMT_FLAMEGRAPH:
         return out_flamegraph_write(f, p, title);
+    case FMT_SPEEDSCOPE:
+        return out_speedscope_write(f, p, title);
+    case FMT_PPROF:
+        return out_pprof_write(f, p);
     default:
         return out_pstats_write_marshal(f, p);
     }
@@ -76,12 +88,212 @@ static mode_t new_file_mode(void)
 /* The default file name of the format ("collapsed.txt" without a pid). */
 static void default_name(char *buf, size_t size, enum format fmt, int pid)
 {
-    const char *base = fmt == FMT_COLLAPSED ? "collapsed" : "flamegraph";
-    const char *ext = fmt == FMT_COLLAPSED ? "txt" : "html";
+    static const char *const base[] = {"profile", "collapsed", "flamegraph",
+                                       "profile", "profile",   "heatmap"};
+    static const char *const ext[] = {"pstats", "txt", "html", "speedscope.json", "pb.gz", ""};
+    const char *dot = *ext[fmt] ? "." : "";
     if (pid > 0)
-        snprintf(buf, size, "%s_%d.%s", base, pid, ext);
+        snprintf(buf, size, "%s_%d%s%s", base[fmt], pid, dot, ext[fmt]);
     else
-        snprintf(buf, size, "%s.%s", base, ext);
+        snprintf(buf, size, "%s%s%s", base[fmt], dot, ext[fmt]);
+}
+
+/* --- heatmap: a directory, and the sources read through the target's root --- */
+
+/* Make directory path if it is not there; 0, or -1 with errno set. */
+static int make_dir(const char *path)
+{
+    struct stat sb;
+    if (mkdir(path, 0777) == 0)
+        return 0;
+    if (errno == EEXIST && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return 0;
+    if (errno == EEXIST)
+        errno = ENOTDIR;
+    return -1;
+}
+
+/* --heatmap: -o's directory is made at once, so that one that cannot be
+ * made fails before sampling; the default one (heatmap_PID) at the end. */
+static int heatmap_prepare(struct rec_out *o, const struct rec *r, int pid)
+{
+    o->path = r->output;
+    if (!o->path && pid > 0) {
+        default_name(o->name, sizeof o->name, r->format, pid);
+        o->path = o->name;
+    }
+    if (r->output && make_dir(r->output) != 0) {
+        fprintf(stderr, "pystrobe: cannot make the directory %s: %s\n", r->output, strerror(errno));
+        return CLI_ERROR;
+    }
+    return -1;
+}
+
+/* When process pid started, in ns since the epoch; 0 if unknown. */
+static uint64_t process_start_ns(int pid)
+{
+    char path[64], buf[1024];
+    unsigned long long start = 0, btime = 0;
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *s = strrchr(buf, ')'); /* the name may hold anything */
+    /* Fields from the state (3rd) on; starttime is the 22nd. */
+    if (!s || sscanf(s + 1,
+                     " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+                     "%*d %*d %*d %llu",
+                     &start) != 1)
+        return 0;
+    if (!(f = fopen("/proc/stat", "r")))
+        return 0;
+    char line[256];
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "btime %llu", &btime) == 1)
+            break;
+    fclose(f);
+    long hz = sysconf(_SC_CLK_TCK);
+    if (!btime || hz <= 0)
+        return 0;
+    return (uint64_t)btime * 1000000000ull + (uint64_t)start * (1000000000ull / (uint64_t)hz);
+}
+
+void rec_out_target(struct rec_out *o, const struct rec *r, int pid)
+{
+    char path[64];
+    if (r->format != FMT_HEATMAP || pid <= 0)
+        return;
+    /* The directories themselves stay open after the process ends. */
+    snprintf(path, sizeof path, "/proc/%d/root", pid);
+    o->root_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    snprintf(path, sizeof path, "/proc/%d/cwd", pid);
+    o->cwd_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    o->start_ns = process_start_ns(pid);
+}
+
+/* Sources larger than this are not embedded (no Python file is). */
+#define MAX_SOURCE (16u << 20)
+
+struct source_ctx {
+    const struct rec_out *o;
+    char *buf;
+    char why[160];
+};
+
+/* Open filename as the target sees it: an absolute path inside its root (its
+ * symbolic links resolved there too, where the kernel has openat2), a
+ * relative one from its working directory. */
+static int open_in_target(const struct rec_out *o, const char *filename)
+{
+    int flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+    if (filename[0] != '/')
+        return o->cwd_fd >= 0 ? openat(o->cwd_fd, filename, flags) : open(filename, flags);
+    if (o->root_fd < 0)
+        return open(filename, flags);
+    struct open_how how = {.flags = (uint64_t)flags, .resolve = RESOLVE_IN_ROOT};
+    int fd = (int)syscall(SYS_openat2, o->root_fd, filename, &how, sizeof how);
+    if (fd < 0 && errno == ENOSYS) {
+        while (*filename == '/')
+            filename++;
+        fd = openat(o->root_fd, filename, flags);
+    }
+    return fd;
+}
+
+static void read_source(void *ctx, const char *filename, struct out_source *out)
+{
+    struct source_ctx *c = ctx;
+    struct stat sb;
+    free(c->buf);
+    c->buf = NULL;
+    out->text = NULL;
+    out->why = c->why;
+    if (filename[0] == '<' || filename[0] == '\0') {
+        snprintf(c->why, sizeof c->why, "not a file: frozen or generated code");
+        return;
+    }
+    int fd = open_in_target(c->o, filename);
+    if (fd < 0) {
+        snprintf(c->why, sizeof c->why, "%s", strerror(errno));
+        return;
+    }
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        snprintf(c->why, sizeof c->why, "not a regular file");
+        goto done;
+    }
+    if ((uint64_t)sb.st_size > MAX_SOURCE) {
+        snprintf(c->why, sizeof c->why, "larger than %u MiB", MAX_SOURCE >> 20);
+        goto done;
+    }
+    uint64_t mtime = (uint64_t)sb.st_mtim.tv_sec * 1000000000ull + (uint64_t)sb.st_mtim.tv_nsec;
+    out->changed = c->o->start_ns && mtime > c->o->start_ns;
+    /* One byte more than the size: a file that grew is cut at the bound. */
+    size_t cap = (size_t)sb.st_size + 1, len = 0;
+    if (!(c->buf = malloc(cap))) {
+        snprintf(c->why, sizeof c->why, "out of memory");
+        goto done;
+    }
+    for (ssize_t n; len < cap && (n = read(fd, c->buf + len, cap - len)) != 0; len += (size_t)n) {
+        if (n < 0) {
+            if (errno == EINTR) {
+                n = 0;
+                continue;
+            }
+            snprintf(c->why, sizeof c->why, "%s", strerror(errno));
+            goto done;
+        }
+    }
+    out->text = c->buf;
+    out->len = len;
+done:
+    close(fd);
+}
+
+/* Write the heatmap into directory path; 0 or a PYS_E code (errno set). */
+static int write_heatmap_dir(const char *path, const struct rec_out *o, const pys_profile *p,
+                             const char *title, size_t *nfiles)
+{
+    if (make_dir(path) != 0)
+        return PYS_E_IO;
+    int dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0)
+        return PYS_E_IO;
+    struct source_ctx c = {.o = o};
+    int rc = out_heatmap_write(dirfd, p, title, read_source, &c, nfiles);
+    int e = errno;
+    free(c.buf);
+    close(dirfd);
+    errno = e;
+    return rc;
+}
+
+/* --heatmap's part of rec_write_output: the directory, or a fallback one. */
+static int write_heatmap(struct rec_out *o, const pys_profile *p, const char *title, int pid)
+{
+    size_t nfiles = 0;
+    int rc = write_heatmap_dir(o->path, o, p, title, &nfiles);
+    if (rc == 0) {
+        fprintf(stderr, "Wrote heatmap to %s\n  %zu source files; open %s/index.html\n", o->path,
+                nfiles, o->path);
+        rec_out_discard(o);
+        return CLI_OK;
+    }
+    write_failed(o->path, rc, errno);
+    const char *tmpdir = getenv("TMPDIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/pystrobe_%d_XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp", pid);
+    if (mkdtemp(path) && write_heatmap_dir(path, o, p, title, &nfiles) == 0) {
+        fprintf(stderr, "pystrobe: wrote heatmap to %s/index.html instead\n", path);
+        rec_out_discard(o);
+        return CLI_FALLBACK;
+    }
+    rec_out_discard(o);
+    fprintf(stderr, "pystrobe: no fallback directory could be written either: the profile is "
+                    "lost\n");
+    return CLI_ERROR;
 }
 
 int rec_out_prepare(struct rec_out *o, const struct rec *r, int pid)
@@ -91,6 +303,9 @@ int rec_out_prepare(struct rec_out *o, const struct rec *r, int pid)
 
     memset(o, 0, sizeof *o);
     o->fd = -1;
+    o->root_fd = o->cwd_fd = -1;
+    if (r->format == FMT_HEATMAP)
+        return heatmap_prepare(o, r, pid);
     if (r->format == FMT_PSTATS && !r->output) {
         o->to_stdout = 1;
         return -1;
@@ -149,6 +364,11 @@ int rec_out_prepare(struct rec_out *o, const struct rec *r, int pid)
 
 void rec_out_discard(struct rec_out *o)
 {
+    if (o->root_fd >= 0)
+        close(o->root_fd);
+    if (o->cwd_fd >= 0)
+        close(o->cwd_fd);
+    o->root_fd = o->cwd_fd = -1;
     if (o->fd >= 0)
         close(o->fd);
     o->fd = -1;
@@ -225,7 +445,7 @@ static int write_renamed(struct rec_out *o, const struct rec *r, const pys_profi
  */
 static int write_fallback(const struct rec *r, const pys_profile *p, const char *title, int pid)
 {
-    static const char *const ext[] = {".pstats", ".txt", ".html"};
+    static const char *const ext[] = {".pstats", ".txt", ".html", ".speedscope.json", ".pb.gz", ""};
     const char *tmpdir = getenv("TMPDIR");
     const char *dirs[] = {tmpdir && *tmpdir ? tmpdir : "/tmp", "."};
     char path[4096];
@@ -388,6 +608,8 @@ int rec_write_output(const struct rec *r, struct rec_out *o, const pys_profile *
         default_name(o->name, sizeof o->name, r->format, pid);
         o->path = o->name;
     }
+    if (r->format == FMT_HEATMAP)
+        return write_heatmap(o, p, title, pid);
     if (o->in_place) {
         FILE *f = fopen(o->path, "wb");
         if (f) {

@@ -1,8 +1,10 @@
 /*
  * flamegraph: an aggregated profile as one self-contained HTML page (an
- * interactive icicle graph: zoom, search, thread filter, tooltips) that needs
- * no network. The page is src/output/flamegraph.html, embedded at build time;
- * the profile goes into it as JSON through the escaping writer (output/json.h),
+ * interactive icicle or flame graph: zoom, search, thread filter, tooltips,
+ * an inverted view, short paths, a dark theme, a panel of the hottest
+ * functions, a note of what is too narrow to draw) that needs no network.
+ * The page is src/output/flamegraph.html, embedded at build time; the
+ * profile goes into it as JSON through the escaping writer (output/json.h),
  * so nothing read from the target can end the <script> element it sits in.
  *
  * The data, in <script type="application/json" id="pystrobe-data">:

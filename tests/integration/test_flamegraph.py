@@ -424,6 +424,134 @@ tid:11;/srv/m.py:main:2;/srv/w.py:work:20 5
     assert r["tipAfterLeave"] is True
 
 
+def test_flame_view_and_dark_theme(render_tool, tmp_path):
+    """The flame view draws the root at the bottom (hovering the bottom row
+    names the thread, the top row a leaf), the icicle view at the top; the
+    dark theme changes the page's colours; neither changes the frames."""
+    stacks = """\
+# pid 11
+tid:11;/srv/m.py:main:1;/srv/alpha_file.py:alpha:2 60
+tid:11;/srv/m.py:main:1;/srv/beta_file.py:beta:3 40
+"""
+    script = r"""
+(function () {
+  var out = {}, $ = function (id) { return document.getElementById(id); };
+  var canvas = $('graph'), rowH = 18;
+  function frames() { return $('pystrobe-frames').textContent; }
+  function hover(fx, row) {
+    var r = canvas.getBoundingClientRect();
+    canvas.dispatchEvent(new MouseEvent('mousemove', { bubbles: true,
+      clientX: r.left + fx * r.width, clientY: r.top + row * rowH + rowH / 2 }));
+    return $('tooltip').querySelector('.tt-name').textContent;
+  }
+  function toggle(id, on) { var c = $(id); c.checked = on; c.dispatchEvent(new Event('change')); }
+  var sel = $('thread');
+  sel.value = '11'; sel.dispatchEvent(new Event('change'));
+  out.icicle = { view: document.body.dataset.view, root: canvas.dataset.rootRow,
+                 top: hover(0.2, 0), bottom: hover(0.2, 2), text: frames() };
+  toggle('flame-view', true);
+  canvas.getBoundingClientRect();
+  out.flame = { view: document.body.dataset.view, root: canvas.dataset.rootRow,
+                top: hover(0.2, 0), bottom: hover(0.2, 2), text: frames() };
+  out.lightBg = getComputedStyle(document.body).backgroundColor;
+  toggle('dark-theme', true);
+  out.dark = { theme: document.body.dataset.theme, cls: document.body.className,
+               bg: getComputedStyle(document.body).backgroundColor };
+  document.body.dataset.result = JSON.stringify(out);
+})();
+"""
+    path = render(render_tool, tmp_path / "flame.html", stacks)
+    page = load(with_script(path, tmp_path / "flame-test.html", script), tmp_path)
+    assert_ok(page)
+    r = json.loads(page.body.attrs["data-result"])
+    assert r["icicle"]["view"] == "icicle" and r["icicle"]["root"] == "0"
+    assert r["icicle"]["top"] == "thread 11 (main)" and r["icicle"]["bottom"] == "alpha"
+    assert r["flame"]["view"] == "flame" and r["flame"]["root"] == "2"
+    assert r["flame"]["top"] == "alpha" and r["flame"]["bottom"] == "thread 11 (main)"
+    assert r["flame"]["text"] == r["icicle"]["text"]
+    assert r["dark"]["theme"] == "dark" and "dark" in r["dark"]["cls"]
+    assert r["dark"]["bg"] != r["lightBg"]
+
+
+def test_panel_short_paths_and_elided_note(render_tool, tmp_path):
+    """The panel lists the hottest functions by self samples; short paths
+    drop directories in the text view and the panel; samples in frames too
+    narrow to draw are counted in a note."""
+    tiny = "".join(f"tid:11;/srv/app/m.py:main:1;/srv/lib/t.py:tiny{i}:2 1\n" for i in range(20))
+    stacks = f"""\
+# pid 11
+tid:11;/srv/app/m.py:main:1;/srv/app/hot.py:hot:5 9000
+tid:11;/srv/app/m.py:main:1;/srv/app/warm.py:warm:7 980
+{tiny}"""
+    script = r"""
+(function () {
+  var out = {}, $ = function (id) { return document.getElementById(id); };
+  function items() {
+    return Array.prototype.map.call($('hot-functions').children,
+      function (li) { return li.textContent; });
+  }
+  out.panel = items();
+  out.elided = { hidden: $('elided').hidden, text: $('elided').textContent };
+  out.fullText = $('pystrobe-frames').textContent;
+  var c = $('short-paths'); c.checked = true; c.dispatchEvent(new Event('change'));
+  out.shortText = $('pystrobe-frames').textContent;
+  out.shortPanel = items();
+  document.body.dataset.result = JSON.stringify(out);
+})();
+"""
+    path = render(render_tool, tmp_path / "panel.html", stacks)
+    page = load(with_script(path, tmp_path / "panel-test.html", script), tmp_path)
+    assert_ok(page)
+    r = json.loads(page.body.attrs["data-result"])
+    assert len(r["panel"]) == 10
+    assert r["panel"][0].startswith("hot /srv/app/hot.py \u2014 9,000")
+    assert r["panel"][1].startswith("warm /srv/app/warm.py \u2014 980")
+    assert r["shortPanel"][0].startswith("hot hot.py \u2014 9,000")
+    assert r["elided"]["hidden"] is False
+    assert r["elided"]["text"].startswith("20 samples"), r["elided"]
+    assert "/srv/app/hot.py:5" in r["fullText"] and "/srv/app/" not in r["shortText"]
+    assert "hot.py:5" in r["shortText"]
+
+
+def test_inverted_view(render_tool, tmp_path):
+    """Inverted: under the thread, the executing functions, then their
+    callers; the zoom, thread filter and totals work as in the normal view."""
+    stacks = """\
+# pid 11
+tid:11;/srv/m.py:main:1;/srv/m.py:a:2;/srv/m.py:leaf:3 5
+tid:11;/srv/m.py:main:1;/srv/m.py:b:4;/srv/m.py:leaf:3 3
+tid:11;/srv/m.py:main:1;/srv/m.py:c:5 2
+"""
+    script = r"""
+(function () {
+  var out = {}, $ = function (id) { return document.getElementById(id); };
+  function lines() { return $('pystrobe-frames').textContent.split('\n'); }
+  var sel = $('thread');
+  sel.value = '11'; sel.dispatchEvent(new Event('change'));
+  out.normal = lines();
+  var c = $('inverted'); c.checked = true; c.dispatchEvent(new Event('change'));
+  out.inverted = lines();
+  c.checked = false; c.dispatchEvent(new Event('change'));
+  out.back = lines();
+  document.body.dataset.result = JSON.stringify(out);
+})();
+"""
+    path = render(render_tool, tmp_path / "inv.html", stacks)
+    page = load(with_script(path, tmp_path / "inv-test.html", script), tmp_path)
+    assert_ok(page)
+    r = json.loads(page.body.attrs["data-result"])
+
+    def tree(lines):
+        return [(len(l) - len(l.lstrip()), l.split(" \u2014 ")[0].strip(),
+                 l.split(" \u2014 ")[2].split(" samples")[0]) for l in lines]
+    assert tree(r["inverted"]) == [
+        (0, "thread 11 (main)", "10"),
+        (2, "c", "2"), (4, "main", "2"),
+        (2, "leaf", "8"), (4, "a", "5"), (6, "main", "5"), (4, "b", "3"), (6, "main", "3"),
+    ]
+    assert r["back"] == r["normal"]
+
+
 def test_empty_profile(render_tool, tmp_path):
     path = render(render_tool, tmp_path / "empty.html", "")
     page = load(path, tmp_path)

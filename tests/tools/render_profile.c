@@ -4,7 +4,8 @@
  * collapsed stacks), for the tests of the outputs (and to look at one
  * without a target process).
  *
- * Usage: render_profile [--pstats | --collapsed | --collapsed-no-tid] OUT [TITLE] < STACKS
+ * Usage: render_profile [--pstats | --collapsed | --collapsed-no-tid | --speedscope | --pprof] OUT
+ * [TITLE] < STACKS
  *
  * One stack per line, outermost frame first:
  *
@@ -34,7 +35,9 @@
 
 #include "output/collapsed.h"
 #include "output/flamegraph.h"
+#include "output/pprof.h"
 #include "output/pstats.h"
+#include "output/speedscope.h"
 
 /* Equal strings must share one pointer: the profile compares addresses. */
 struct intern {
@@ -230,7 +233,8 @@ int main(int argc, char **argv)
         argv++;
     }
     if (argc < 2 || argc > 3) {
-        fputs("usage: render_profile [--pstats | --collapsed | --collapsed-no-tid] OUT "
+        fputs("usage: render_profile [--pstats | --collapsed | --collapsed-no-tid | --speedscope | "
+              "--pprof] OUT "
               "[TITLE] < STACKS\n",
               stderr);
         return 2;
@@ -261,6 +265,10 @@ int main(int argc, char **argv)
         rc = out_collapsed_write(out, p, 1);
     else if (strcmp(format, "--collapsed-no-tid") == 0)
         rc = out_collapsed_write(out, p, 0);
+    else if (strcmp(format, "--pprof") == 0)
+        rc = out_pprof_write(out, p);
+    else if (strcmp(format, "--speedscope") == 0)
+        rc = out_speedscope_write(out, p, argc == 3 ? argv[2] : in.title);
     else
         rc = out_flamegraph_write(out, p, argc == 3 ? argv[2] : in.title);
     if (fclose(out) != 0 && rc == 0)

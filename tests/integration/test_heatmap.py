@@ -1,0 +1,184 @@
+"""--heatmap: the directory of pages, from `run` and `attach` of real
+targets on 3.8, 3.12 and sid-3.15 (whose files only its root holds: the
+sources must be read through the target's /proc/PID/root).
+
+What the pages must do: list every file with samples under its group, each
+file once, totals never above the samples; show every line of the source
+with its self and total samples (a file's lines adding up to its self
+samples),
+link a call site to its callee and a function to its callers; say when a
+file changed after the target started and still count a file that cannot
+be read; and keep every name and line of source text (no element, no script
+from the target, checked in headless Chromium's DOM).
+"""
+import html
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from format_runs import SplitRun, note_split, rtarget, rwork  # noqa: F401 (fixtures)
+from test_flamegraph import chromium
+from test_sampling import LongRunning, def_line
+
+ROW = re.compile(r'<tr id="L(-?\d+)"><td class="n">.*?</td>(?:<td class="h\d+">(\d+)</td>'
+                 r'<td class="h\d+">(\d+)</td>|<td></td><td></td>)<td class="src[^"]*">(.*?)</td>'
+                 r'<td class="nav">(.*?)</td></tr>')
+INDEX_ROW = re.compile(r'<tr><td class="f"><a href="(file_\d{4}\.html)">(.*?)</a></td>'
+                       r'<td>(\d+)</td><td>([\d.]+)</td><td>(\d+)</td><td>([\d.]+)</td>')
+
+
+class Heatmap:
+    def __init__(self, d):
+        self.dir = Path(d)
+        index = (self.dir / "index.html").read_text(encoding="utf-8")
+        self.index = index
+        m = re.search(r"(\d+) samples with Python frames", index)
+        assert m, index[:2000]
+        self.samples = int(m.group(1))
+        # {file name: (page, total, self)}, and the group each is under.
+        self.files, self.groups = {}, {}
+        for part in re.split(r'<h2 id="g\d">', index)[1:]:
+            group = part.split(" (", 1)[0]
+            for page, name, total, _, self_, _ in INDEX_ROW.findall(part):
+                name = html.unescape(name)
+                assert name not in self.files, f"{name} listed twice"
+                self.files[name] = (page, int(total), int(self_))
+                self.groups[name] = group
+
+    def page(self, name):
+        return (self.dir / self.files[name][0]).read_text(encoding="utf-8")
+
+    def lines(self, name):
+        """{line: (self, total, source text, nav html)} of a file's page."""
+        out = {}
+        for ln, s, t, src, nav in ROW.findall(self.page(name)):
+            out[int(ln)] = (int(s or 0), int(t or 0), html.unescape(src), nav)
+        return out
+
+
+def check_consistent(hm):
+    assert hm.files, "no files in the index"
+    for name, (page, total, self_) in hm.files.items():
+        assert 0 < total <= hm.samples and self_ <= total, (name, total, self_, hm.samples)
+        lines = hm.lines(name)
+        assert sum(s for s, _, _, _ in lines.values()) == self_, name
+        assert all(s <= t <= total for s, t, _, _ in lines.values()), name
+
+
+# --- split_3_1.py, run and attach -------------------------------------------------
+
+@pytest.fixture(scope="module")
+def split_heatmap(pystrobe, rwork, tmp_path_factory):
+    return SplitRun(pystrobe, rwork, tmp_path_factory.mktemp("heatmap"), ["--heatmap"],
+                    "run_heatmap", "attach_heatmap")
+
+
+def test_split_run_and_attach(split_heatmap, rwork):
+    """The script is "your code", its source is on its page, alpha's and
+    beta's lines hold samples, the call site links to both and each
+    function's first line to its caller."""
+    sp = split_heatmap
+    script = rwork.path("split_3_1.py")
+    host_script = rwork.host("split_3_1.py")
+    source = host_script.read_text().splitlines()
+    a_def, b_def = def_line(host_script, "alpha"), def_line(host_script, "beta")
+    for what, out, r0, r1 in sp.windows():
+        hm = Heatmap(out)
+        check_consistent(hm)
+        assert hm.groups[script] == "Your code", hm.groups
+        lines = hm.lines(script)
+        # Every line of the source is there, as it is.
+        assert [lines[i + 1][2] for i in range(len(source))] == source, what
+        assert 'id="changed"' not in hm.page(script), f"{what}: the script is marked changed"
+        alpha = sum(lines[i][0] for i in range(a_def, b_def))
+        beta = sum(lines[i][0] for i in range(b_def, b_def + 6))
+        note_split(f"{what} heatmap self samples", alpha, beta, r0, r1)
+        page = hm.files[script][0]
+        calls = [ln for ln, (_, _, _, nav) in lines.items()
+                 if f'href="{page}#L{a_def}"' in nav and f'href="{page}#L{b_def}"' in nav]
+        assert calls, f"{what}: no line links to alpha and beta"
+        assert f'href="{page}#L{calls[0]}"' in lines[a_def][3], \
+            f"{what}: alpha's first line does not link to its caller at line {calls[0]}"
+
+
+# --- changed, gone and hostile files ----------------------------------------------
+
+HOSTILE_FILE = "\"><img src=x onerror=\"document.title='pwned1'\">.py"
+HOSTILE_NAME = "</script><script>document.title='pwned2'</script>"
+
+
+@pytest.fixture(scope="module")
+def odd_heatmap(pystrobe, rwork, tmp_path_factory):
+    """heatmap_target.py attached to, after changed.py was rewritten."""
+    out = tmp_path_factory.mktemp("odd")
+    d_host, d_target = rwork.target.stage_dir()
+    target = LongRunning(rwork.target, [rwork.path("heatmap_target.py"), d_target])
+    try:
+        time.sleep(0.05)
+        p = Path(d_host) / "changed.py"
+        p.write_text(p.read_text() + "# changed while the target runs\n")
+        res = subprocess.run([str(pystrobe), "attach", "-r", "1khz", "-d", "1.5", "--heatmap",
+                              "-o", str(out / "hm"), str(target.pid)],
+                             capture_output=True, timeout=60)
+        assert res.returncode == 0, res.stderr.decode()
+        assert b"Wrote heatmap to" in res.stderr, res.stderr.decode()
+    finally:
+        target.close()
+        shutil.rmtree(d_host, ignore_errors=True)
+    return Heatmap(out / "hm"), d_target
+
+
+def test_changed_file_is_marked(odd_heatmap):
+    hm, d = odd_heatmap
+    page = hm.page(f"{d}/changed.py")
+    assert 'id="changed"' in page
+    lines = hm.lines(f"{d}/changed.py")
+    assert lines[1][2] == "def changed_spin(n):" and lines[3][1] > 0, lines
+
+
+def test_unreadable_file_keeps_counts(odd_heatmap):
+    hm, d = odd_heatmap
+    name = f"{d}/gone.py"
+    page = hm.page(name)
+    assert 'id="unreadable"' in page and "No such file" in page, page[:3000]
+    lines = hm.lines(name)
+    assert lines and sum(t for _, t, _, _ in lines.values()) > 0, lines
+    assert all(src == "" for _, _, src, _ in lines.values())
+    # Code with a name that is no file: counted, under "Other".
+    assert hm.groups[HOSTILE_NAME] == "Other"
+    assert hm.files[HOSTILE_NAME][1] > 0
+
+
+def test_hostile_names_and_source_stay_text(odd_heatmap, tmp_path):
+    """Every page in headless Chromium: no element and no script from the
+    target; the names and the source are shown as they are."""
+    hm, d = odd_heatmap
+    hostile_path = f"{d}/{HOSTILE_FILE}"
+    assert hostile_path in hm.files and HOSTILE_NAME in hm.files, sorted(hm.files)
+    lines = hm.lines(hostile_path)
+    assert lines[1][2].startswith("# </script><script>document.title='pwned3'</script> <b>")
+    import test_flamegraph
+    for page in ["index.html"] + [p for p, _, _ in hm.files.values()]:
+        dom, err = chromium(hm.dir / page, tmp_path, "--dump-dom")
+        doc = test_flamegraph.Page(dom)
+        assert not doc.all("img") and not doc.all("b"), f"{page}: markup from the target"
+        scripts = doc.all("script")
+        assert not scripts, f"{page}: a script element: {[s.text() for s in scripts]}"
+    dom, _ = chromium(hm.dir / "index.html", tmp_path, "--dump-dom")
+    text = html.unescape(re.sub(r"<[^>]+>", "", dom))
+    assert HOSTILE_NAME in text and HOSTILE_FILE in text
+
+
+def test_directory_that_cannot_be_made_fails_first(pystrobe, tmp_path):
+    """-o naming a regular file: an error before anything runs, the file kept."""
+    f = tmp_path / "a_file"
+    f.write_text("keep")
+    marker = tmp_path / "ran"
+    res = subprocess.run([str(pystrobe), "run", "--heatmap", "-o", str(f), "--", "touch",
+                          str(marker)], capture_output=True, timeout=60)
+    assert res.returncode != 0 and b"cannot make the directory" in res.stderr, res.stderr
+    assert f.read_text() == "keep" and not marker.exists()

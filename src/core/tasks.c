@@ -58,9 +58,86 @@ struct task_ix {
     size_t frame0, await0;
 };
 
+/*
+ * The reads of one pass over the graph go through a cache of whole pages
+ * (the objects of a graph cluster on few pages of the heap), emptied at the
+ * start of each pass; the check after it reads the target itself.
+ */
+#define PAGE_SIZE_ 4096u
+#define PAGE_SLOTS 256u /* direct-mapped by page number: 1 MiB */
+
+struct page_src {
+    struct mem_source base;
+    struct mem_source *inner;
+    uint64_t pass; /* entries of other passes are empty */
+    struct {
+        uint64_t page, pass;
+    } tag[PAGE_SLOTS];
+    uint8_t *data; /* PAGE_SLOTS pages */
+};
+
+static int page_read(struct mem_source *src, uint64_t addr, void *buf, size_t len)
+{
+    struct page_src *ps = (struct page_src *)src;
+    uint8_t *out = buf;
+    while (len > 0) {
+        uint64_t page = addr & ~(uint64_t)(PAGE_SIZE_ - 1);
+        size_t off = (size_t)(addr - page), n = PAGE_SIZE_ - off;
+        if (n > len)
+            n = len;
+        size_t slot = (size_t)(page / PAGE_SIZE_) % PAGE_SLOTS;
+        uint8_t *p = ps->data + slot * PAGE_SIZE_;
+        if (ps->tag[slot].pass != ps->pass || ps->tag[slot].page != page) {
+            int rc = ps->inner->ops->read(ps->inner, page, p, PAGE_SIZE_);
+            if (rc < 0) {
+                ps->tag[slot].pass = 0;
+                /* The page is not all there (a mapping's last one, say):
+                 * what was asked for may be. */
+                return ps->inner->ops->read(ps->inner, addr, out, len);
+            }
+            ps->tag[slot].page = page;
+            ps->tag[slot].pass = ps->pass;
+        }
+        memcpy(out, p + off, n);
+        out += n;
+        addr += n;
+        len -= n;
+    }
+    return 0;
+}
+
+static int page_readv(struct mem_source *src, const struct mem_seg *segs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        int rc = page_read(src, segs[i].addr, segs[i].buf, segs[i].len);
+        if (rc < 0)
+            return i > 0 ? (int)i : rc;
+    }
+    return (int)n;
+}
+
+static int page_write(struct mem_source *src, uint64_t addr, const void *buf, size_t len)
+{
+    (void)src;
+    (void)addr;
+    (void)buf;
+    (void)len;
+    return PYS_E_PERM; /* the task graph is only read */
+}
+
+static uint64_t page_clock(struct mem_source *src)
+{
+    struct page_src *ps = (struct page_src *)src;
+    return ps->inner->ops->clock_ns(ps->inner);
+}
+
+static const struct mem_source_ops PAGE_OPS = {page_read, page_readv, page_write, page_clock};
+
 struct pys_tasks {
     pys_session *s;
-    struct mem mem; /* our own reader: no prefetch, no effect on snapshots' */
+    struct page_src pages;
+    struct mem mem;   /* a pass's reads, through `pages` */
+    struct mem fresh; /* the check's, from the target itself */
     struct cpy_asyncio_offsets ao;
     int have_ao;
     char err[256];
@@ -96,7 +173,7 @@ struct pys_tasks {
     /* What the types awaited objects had are (TYPE_*), by type address:
      * a few types, looked up by name once each. */
     struct {
-        uint64_t type;
+        uint64_t type, flags;
         int kind;
     } types[16];
     size_t ntypes;
@@ -137,13 +214,18 @@ int pys_tasks_new(pys_session *s, pys_tasks **out, char *errtext, size_t errlen)
     if (!(t = calloc(1, sizeof *t)))
         return PYS_E_NOMEM;
     t->s = s;
-    mem_init(&t->mem, s->mem.src);
+    t->pages.base.ops = &PAGE_OPS;
+    t->pages.inner = s->mem.src;
+    t->pages.pass = 1;
+    t->pages.data = malloc((size_t)PAGE_SLOTS * PAGE_SIZE_);
+    mem_init(&t->mem, &t->pages.base);
+    mem_init(&t->fresh, s->mem.src);
     t->raw_max = s->walk_max;
     t->tsbuf = malloc(cpy_thread_bufsize(&s->off));
     t->raw = malloc(t->raw_max * sizeof *t->raw);
     t->keys = malloc(CPY_SET_MAX_SLOTS * sizeof *t->keys);
     t->path = malloc(AWAIT_PATH_MAX * sizeof *t->path);
-    if (!t->tsbuf || !t->raw || !t->keys || !t->path) {
+    if (!t->tsbuf || !t->raw || !t->keys || !t->path || !t->pages.data) {
         pys_tasks_free(t);
         return PYS_E_NOMEM;
     }
@@ -156,6 +238,8 @@ void pys_tasks_free(pys_tasks *t)
     if (!t)
         return;
     mem_release(&t->mem);
+    mem_release(&t->fresh);
+    free(t->pages.data);
     cpy_stack_release(&t->stack);
     util_htab_release(&t->index);
     free(t->tsbuf);
@@ -211,7 +295,7 @@ static int find_table(struct pys_tasks *t)
                 uint64_t addr = m->start - bin_image_base_vaddr(img) + sec.addr;
                 uint8_t buf[CPY_ASYNCIO_TABLE_SIZE];
                 char why[200];
-                if ((rc = mem_read(&t->mem, addr, buf, sizeof buf)) < 0) {
+                if ((rc = mem_read(&t->fresh, addr, buf, sizeof buf)) < 0) {
                     tfail(t, rc, "cannot read asyncio's debug table in %s", m->path);
                 } else if ((rc = cpy_asyncio_parse(buf, sizeof buf, &s->off, &t->ao, why,
                                                    sizeof why)) < 0) {
@@ -331,32 +415,45 @@ static int add_frame(struct pys_tasks *t, const struct cpy_raw_frame *rf)
 #define TYPE_GEN 1   /* a coroutine, generator or async generator: its frame follows */
 #define TYPE_ASEND 2 /* an async generator's __anext__() awaitable: its generator follows */
 
-static int type_kind(struct pys_tasks *t, uint64_t type, int *kind)
+/* The tp_flags and kind (TYPE_*) of the type object at type; either out
+ * may be NULL. */
+static int type_info(struct pys_tasks *t, uint64_t type, uint64_t *flags, int *kind)
 {
     const struct cpy_offsets *o = &t->s->off;
-    for (size_t i = 0; i < t->ntypes; i++)
-        if (t->types[i].type == type) {
-            *kind = t->types[i].kind;
+    size_t i;
+    for (i = 0; i < t->ntypes && t->types[i].type != type; i++)
+        ;
+    if (i == t->ntypes) {
+        uint64_t name, fl;
+        char buf[24];
+        int rc = mem_read_u64(&t->mem, type + o->type_object.tp_name, &name);
+        if (rc < 0 || (rc = mem_read(&t->mem, name, buf, sizeof buf)) < 0 ||
+            (rc = cpy_type_flags(&t->mem, o, type, &fl)) < 0)
+            return rc;
+        buf[sizeof buf - 1] = '\0';
+        int k = !strcmp(buf, "coroutine") || !strcmp(buf, "generator") ||
+                        !strcmp(buf, "async_generator")
+                    ? TYPE_GEN
+                : !strcmp(buf, "async_generator_asend") ? TYPE_ASEND
+                                                        : TYPE_OTHER;
+        /* Types are few and live as long as the program: the first ones
+         * seen are remembered (past those, each is read again). */
+        if (t->ntypes == sizeof t->types / sizeof t->types[0]) {
+            if (flags)
+                *flags = fl;
+            if (kind)
+                *kind = k;
             return 0;
         }
-    uint64_t name;
-    char buf[24];
-    int rc = mem_read_u64(&t->mem, type + o->type_object.tp_name, &name);
-    if (rc < 0 || (rc = mem_read(&t->mem, name, buf, sizeof buf)) < 0)
-        return rc;
-    buf[sizeof buf - 1] = '\0';
-    *kind =
-        !strcmp(buf, "coroutine") || !strcmp(buf, "generator") || !strcmp(buf, "async_generator")
-            ? TYPE_GEN
-        : !strcmp(buf, "async_generator_asend") ? TYPE_ASEND
-                                                : TYPE_OTHER;
-    /* Types are few and live as long as the program: remember the first
-     * ones seen (a type freed and another made at its address would need
-     * a new name at it: it is read again once the table is full). */
-    if (t->ntypes < sizeof t->types / sizeof t->types[0]) {
-        t->types[t->ntypes].type = type;
-        t->types[t->ntypes++].kind = *kind;
+        t->types[i].type = type;
+        t->types[i].flags = fl;
+        t->types[i].kind = k;
+        t->ntypes++;
     }
+    if (flags)
+        *flags = t->types[i].flags;
+    if (kind)
+        *kind = t->types[i].kind;
     return 0;
 }
 
@@ -385,14 +482,15 @@ static int add_chain(struct pys_tasks *t, uint64_t coro)
             return rc;
         if (c->cleared)
             break;
-        if ((rc = note(t, c->frame.addr + o->interpreter_frame.instr_ptr, c->frame.instr_ptr, 8)) <
-            0)
+        /* A suspended frame's position stays put (a running one moves). */
+        if (c->suspended && (rc = note(t, c->frame.addr + o->interpreter_frame.instr_ptr,
+                                       c->frame.instr_ptr, 8)) < 0)
             return rc;
         n++;
         if (!c->awaiting)
             break;
         int kind;
-        if ((rc = type_kind(t, c->awaiting_type, &kind)) < 0)
+        if ((rc = type_info(t, c->awaiting_type, NULL, &kind)) < 0)
             return tfail(t, rc, "the type of an awaited object is unreadable");
         if (kind == TYPE_OTHER)
             break;
@@ -431,8 +529,9 @@ static int add_stack(struct pys_tasks *t, const struct cpy_thread *th, uint64_t 
     int n = cpy_stack_walk(&t->mem, o, th, &t->stack, t->raw, t->raw_max);
     int rc;
     *found = 0;
-    if (n < 0)
-        return n == PYS_E_TOODEEP ? tfail(t, n, "a cyclic thread stack") : n;
+    if (n < 0) /* a cycle too: a torn walk can look like one; read again */
+        return tfail(t, n == PYS_E_TOODEEP ? PYS_E_CORRUPT : n, "thread stack unreadable: %s",
+                     pys_strerror(n));
     size_t k;
     for (k = 0; k < (size_t)n && t->raw[k].addr != task_frame; k++)
         ;
@@ -498,7 +597,12 @@ static int add_task(struct pys_tasks *t, uint64_t addr, const struct cpy_thread 
     ix->await0 = t->nawaiters;
     if (task.is_task) {
         pt->flags |= PYS_TASK_IS_TASK;
-        rc = cpy_task_name_read(&t->mem, o, task.name, t->opt.max_name_chars, &name);
+        uint64_t type, flags;
+        rc = mem_read_u64(&t->mem, task.name + o->pyobject.ob_type, &type);
+        if (rc == 0)
+            rc = type_info(t, type, &flags, NULL);
+        if (rc == 0)
+            rc = cpy_task_name_read(&t->mem, o, task.name, flags, t->opt.max_name_chars, &name);
         if (rc < 0)
             return tfail(t, rc, "name of task 0x%llx unreadable", (unsigned long long)addr);
         pt->name = prof_intern_str(&s->strings, name, strlen(name));
@@ -673,6 +777,7 @@ static int read_graph(struct pys_tasks *t, int *missing)
     uint64_t iaddr;
     int rc;
     t->nlists = t->ntasks = t->nframes = t->nawaiters = t->nchk = 0;
+    t->pages.pass++; /* this pass reads the target anew */
     if (t->index.cap)
         memset(t->index.slot, 0, t->index.cap * sizeof *t->index.slot);
     *missing = 0;
@@ -753,8 +858,15 @@ static int verify(struct pys_tasks *t)
         t->got[i] = 0;
         t->segs[i] = (struct mem_seg){t->chk[i].addr, &t->got[i], t->chk[i].len};
     }
-    if ((rc = mem_readv(&t->mem, t->segs, t->nchk)) < 0)
-        return rc == PYS_E_EXITED || rc == PYS_E_PERM ? rc : 0;
+    /* Small pieces scattered over the heap: read as they are, 1024 to a
+     * system call (coalesced, they would span megabytes). */
+    for (size_t i = 0; i < t->nchk; i += 1024) {
+        size_t n = t->nchk - i < 1024 ? t->nchk - i : 1024;
+        if ((rc = mem_readv_some(&t->fresh, t->segs + i, n)) < 0)
+            return rc;
+        if ((size_t)rc < n)
+            return 0; /* freed meanwhile */
+    }
     for (size_t i = 0; i < t->nchk; i++)
         if ((t->got[i] & t->chk[i].mask) != t->chk[i].want)
             return 0;
@@ -811,6 +923,7 @@ int pys_tasks_read(pys_tasks *t, const struct pys_tasks_options *opt,
             return rc;
         if (rc == 0) {
             int same = verify(t);
+
             if (same < 0)
                 return tfail(t, same, "%s", pys_strerror(same));
             /* Held still; a running task whose frame was not on its thread's

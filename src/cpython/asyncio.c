@@ -25,12 +25,16 @@
  * one more value above it). */
 static const struct {
     uint32_t minor;
-    int8_t yield_from, yield_from_locked, cleared;
+    int8_t suspended, yield_from, yield_from_locked, cleared;
     uint8_t awaited_slot;
 } FRAME_STATES[] = {
-    {14, -1, -1, 4, 1},
-    {15, 2, 3, 5, 2},
+    {14, -2, -1, -1, 4, 1},
+    {15, 1, 2, 3, 5, 2},
 };
+
+/* Bytes read after a coroutine's frame in the same read (its locals and
+ * the bottom of its stack). */
+#define CORO_WINDOW 256
 
 /* Largest task object read: TaskObj is 168 bytes in 3.15. */
 #define TASK_MAX_SIZE 4096
@@ -132,6 +136,7 @@ int cpy_asyncio_parse(const uint8_t *buf, size_t len, const struct cpy_offsets *
     }
     if (!inside(o->llist_node.next, 8, 16))
         return fail(PYS_E_CORRUPT, err, errlen, "debug offsets: llist_node.next");
+    a.state_suspended = FRAME_STATES[i].suspended;
     a.state_yield_from = FRAME_STATES[i].yield_from;
     a.state_yield_from_locked = FRAME_STATES[i].yield_from_locked;
     a.state_cleared = FRAME_STATES[i].cleared;
@@ -156,13 +161,8 @@ int cpy_task_read(struct mem *m, const struct cpy_asyncio_offsets *ao, uint64_t 
     return 0;
 }
 
-/* The type flags of the object at addr. */
-static int type_flags(struct mem *m, const struct cpy_offsets *o, uint64_t addr, uint64_t *flags)
+int cpy_type_flags(struct mem *m, const struct cpy_offsets *o, uint64_t type, uint64_t *flags)
 {
-    uint64_t type;
-    int rc = mem_read_u64(m, addr + o->pyobject.ob_type, &type);
-    if (rc < 0)
-        return rc;
     return mem_read_u64(m, type + o->type_object.tp_flags, flags);
 }
 
@@ -186,15 +186,12 @@ static int long_read(struct mem *m, const struct cpy_offsets *o, uint64_t addr, 
     return 0;
 }
 
-int cpy_task_name_read(struct mem *m, const struct cpy_offsets *o, uint64_t name, size_t max_chars,
-                       char **out)
+int cpy_task_name_read(struct mem *m, const struct cpy_offsets *o, uint64_t name, uint64_t flags,
+                       size_t max_chars, char **out)
 {
-    uint64_t flags;
     int rc;
     if (name == 0)
         return PYS_E_CORRUPT;
-    if ((rc = type_flags(m, o, name, &flags)) < 0)
-        return rc;
     if (flags & TPFLAGS_LONG) {
         int64_t v;
         char tmp[32];
@@ -213,20 +210,27 @@ int cpy_task_name_read(struct mem *m, const struct cpy_offsets *o, uint64_t name
 int cpy_coro_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_asyncio_offsets *ao,
                   uint64_t addr, struct cpy_coro *out)
 {
-    /* The object's head and its frame, which it holds inside, in one read. */
-    uint8_t buf[1024];
+    /* The object's head and its frame, which it holds inside, in one read,
+     * with the first words of the frame's locals and stack after it, where
+     * an awaited object usually is (if they are not mapped, without). */
+    uint8_t buf[1024 + CORO_WINDOW];
     uint64_t fo = o->gen_object.gi_iframe;
-    size_t len = (size_t)(fo + o->interpreter_frame.size);
+    size_t len = (size_t)(fo + o->interpreter_frame.size), got = len + CORO_WINDOW;
     int rc;
-    if (len > sizeof buf || o->gen_object.gi_frame_state >= len)
+    if (len > 1024 || o->gen_object.gi_frame_state >= len)
         return PYS_E_CORRUPT;
-    if ((rc = mem_read(m, addr, buf, len)) < 0)
-        return rc;
+    if (mem_read(m, addr, buf, got) < 0) {
+        got = len;
+        if ((rc = mem_read(m, addr, buf, len)) < 0)
+            return rc;
+    }
     memset(out, 0, sizeof *out);
     out->addr = addr;
     out->type = load_u64(buf + o->pyobject.ob_type);
     out->state = (int8_t)buf[o->gen_object.gi_frame_state];
     out->cleared = out->state == ao->state_cleared;
+    out->suspended = out->state == ao->state_suspended || out->state == ao->state_yield_from ||
+                     out->state == ao->state_yield_from_locked;
     const uint8_t *fr = buf + fo;
     out->frame.addr = addr + fo;
     out->frame.code = load_u64(fr + o->interpreter_frame.executable) & ~o->stackref_mask;
@@ -245,7 +249,9 @@ int cpy_coro_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_a
     if (sp < out->frame.addr + o->interpreter_frame.size || sp > out->frame.addr + (1u << 24))
         return sp == 0 ? 0 : PYS_E_CORRUPT;
     uint64_t aw;
-    if ((rc = mem_read_u64(m, at, &aw)) < 0)
+    if (at >= addr && at + 8 <= addr + got)
+        aw = load_u64(buf + (at - addr));
+    else if ((rc = mem_read_u64(m, at, &aw)) < 0)
         return rc;
     out->awaiting_at = at;
     out->awaiting_word = aw;

@@ -30,7 +30,7 @@ struct cpy_asyncio_offsets {
     } thread;
     /* gi_frame_state values of the version (PyFrameState): suspended in an
      * await (and 3.15's locked form of it), and cleared. */
-    int8_t state_yield_from, state_yield_from_locked, state_cleared;
+    int8_t state_suspended, state_yield_from, state_yield_from_locked, state_cleared;
     /* A frame suspended in `await x` has x this many words below its stack
      * pointer. */
     uint8_t awaited_slot;
@@ -64,10 +64,14 @@ int cpy_task_read(struct mem *m, const struct cpy_asyncio_offsets *ao, uint64_t 
 /*
  * A task's name as UTF-8 (allocated, *out): a str cut at max_chars code
  * points, or for an int name N "Task-N" (asyncio names its tasks so).
- * PYS_E_CORRUPT if the object is neither.
+ * flags: the tp_flags of the name's type (cpy_type_flags). PYS_E_CORRUPT
+ * if the object is neither.
  */
-int cpy_task_name_read(struct mem *m, const struct cpy_offsets *o, uint64_t name, size_t max_chars,
-                       char **out);
+int cpy_task_name_read(struct mem *m, const struct cpy_offsets *o, uint64_t name, uint64_t flags,
+                       size_t max_chars, char **out);
+
+/* The tp_flags of the type object at type. */
+int cpy_type_flags(struct mem *m, const struct cpy_offsets *o, uint64_t type, uint64_t *flags);
 
 /* One coroutine (or generator) object and its frame, as read. */
 struct cpy_coro {
@@ -75,6 +79,7 @@ struct cpy_coro {
     uint64_t type;              /* its ob_type */
     int8_t state;               /* gi_frame_state */
     int cleared;                /* finished: no frame to show */
+    int suspended;              /* not running: its frame stays put */
     struct cpy_raw_frame frame; /* its frame, inside the object */
     /* Suspended in an await: the object it awaits (0 if none), and that
      * object's type. */

@@ -177,7 +177,8 @@ struct pys_tasks {
         int kind;
     } types[16];
     size_t ntypes;
-    uint64_t gen; /* the main interpreter's code object generation, last seen */
+    uint64_t looked_ns; /* when find_table last looked for the table */
+    uint64_t gen;       /* the main interpreter's code object generation, last seen */
     int gen_valid;
     struct pys_task_graph graph;
 };
@@ -271,6 +272,12 @@ static int find_table(struct pys_tasks *t)
     int rc;
     if (s->pid <= 0)
         return tfail(t, PYS_E_NOTFOUND, "no process to look for asyncio's debug table in");
+    /* Looking reads the process's maps and files: at most ten times a
+     * second while the target has not loaded asyncio. */
+    uint64_t now = t->pages.inner->ops->clock_ns(t->pages.inner);
+    if (t->looked_ns && now - t->looked_ns < 100000000u)
+        return PYS_E_NOTFOUND;
+    t->looked_ns = now;
     if ((rc = plat_maps_read(s->pid, &maps)) < 0)
         return tfail(t, rc, "cannot read the memory map of process %d", s->pid);
     rc = PYS_E_NOTFOUND;
@@ -412,7 +419,7 @@ static int add_frame(struct pys_tasks *t, const struct cpy_raw_frame *rf)
 
 /* What an awaited object is, for following a chain through it. */
 #define TYPE_OTHER 0 /* a future, an iterator: the chain ends */
-#define TYPE_GEN 1   /* a coroutine, generator or async generator: its frame follows */
+#define TYPE_GEN 1   /* a coroutine or async generator: its frame follows */
 #define TYPE_ASEND 2 /* an async generator's __anext__() awaitable: its generator follows */
 
 /* The tp_flags and kind (TYPE_*) of the type object at type; either out
@@ -431,11 +438,11 @@ static int type_info(struct pys_tasks *t, uint64_t type, uint64_t *flags, int *k
             (rc = cpy_type_flags(&t->mem, o, type, &fl)) < 0)
             return rc;
         buf[sizeof buf - 1] = '\0';
-        int k = !strcmp(buf, "coroutine") || !strcmp(buf, "generator") ||
-                        !strcmp(buf, "async_generator")
-                    ? TYPE_GEN
-                : !strcmp(buf, "async_generator_asend") ? TYPE_ASEND
-                                                        : TYPE_OTHER;
+        /* Plain generators (a @types.coroutine awaited) end a chain, as
+         * in CPython's own reader. */
+        int k = !strcmp(buf, "coroutine") || !strcmp(buf, "async_generator") ? TYPE_GEN
+                : !strcmp(buf, "async_generator_asend")                      ? TYPE_ASEND
+                                                                             : TYPE_OTHER;
         /* Types are few and live as long as the program: the first ones
          * seen are remembered (past those, each is read again). */
         if (t->ntypes == sizeof t->types / sizeof t->types[0]) {

@@ -6,8 +6,8 @@ Builds, in the main thread's loop: a TaskGroup tree of named tasks, a gather
 of leaf tasks, tasks waiting on an Event, a task draining an async
 generator with `async for`, an eager task, a task awaited by several tasks
 one of which was then cancelled (its awaiter set holds a tombstone), a chain
-of DEPTH coroutines each awaiting the next, and a task with a 10,000-char
-name; and in a second thread, its own loop with two tasks. Once all are
+of DEPTH coroutines each awaiting the next, a task awaiting a
+generator-based coroutine, and a task with a 10,000-char name; and in a second thread, its own loop with two tasks. Once all are
 suspended it writes REPORT (JSON: per loop's thread, each task's name,
 address and coroutine chain as cr_await shows it) and prints "ready".
 """
@@ -15,6 +15,7 @@ import asyncio
 import json
 import sys
 import threading
+import types
 
 REPORT = sys.argv[1]
 DEPTH = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
@@ -43,6 +44,15 @@ async def ticker():
         yield i
     await event.wait()
     yield 3
+
+
+@types.coroutine
+def generator_based(fut):
+    yield from fut
+
+
+async def gen_user(fut):
+    await generator_based(fut)
 
 
 async def agen_consumer():
@@ -113,6 +123,7 @@ async def main():
         ws = [tg.create_task(leaf(), name=f"awaiter-{i}") for i in range(3)]
         tg.create_task(deep(DEPTH), name="deep")
         tg.create_task(leaf(), name=LONG_NAME)
+        tg.create_task(gen_user(loop.create_future()), name="generator-based")
         loop.set_task_factory(asyncio.eager_task_factory)
         tg.create_task(leaf(), name="eager")
         loop.set_task_factory(None)

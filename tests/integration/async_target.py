@@ -139,9 +139,11 @@ async def main():
         other = [t for t in asyncio.all_tasks(th_loop[0])] if th_loop else []
         with open(REPORT, "w") as f:
             json.dump({"main_tid": threading.get_native_id(), "thread_tid": th.native_id,
+                       "writer": id(asyncio.current_task()),
                        "main": report_loop(asyncio.all_tasks()),
                        "thread": report_loop(other)}, f)
-        print("ready", flush=True)
+        # Said from a callback, once this task is suspended: no task runs.
+        loop.call_soon(lambda: print("ready", flush=True))
         await asyncio.sleep(3600)
 
 

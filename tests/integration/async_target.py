@@ -7,7 +7,8 @@ of leaf tasks, tasks waiting on an Event, a task draining an async
 generator with `async for`, an eager task, a task awaited by several tasks
 one of which was then cancelled (its awaiter set holds a tombstone), a chain
 of DEPTH coroutines each awaiting the next, a task awaiting a
-generator-based coroutine, and a task with a 10,000-char name; and in a second thread, its own loop with two tasks. Once all are
+generator-based coroutine, one inside `asyncio.timeout`, a staggered_race,
+and a task with a 10,000-char name; and in a second thread, its own loop with two tasks. Once all are
 suspended it writes REPORT (JSON: per loop's thread, each task's name,
 address and coroutine chain as cr_await shows it) and prints "ready".
 """
@@ -53,6 +54,16 @@ def generator_based(fut):
 
 async def gen_user(fut):
     await generator_based(fut)
+
+
+async def with_timeout():
+    async with asyncio.timeout(3600):
+        await event.wait()
+
+
+async def racer():
+    from asyncio.staggered import staggered_race
+    await staggered_race([leaf, leaf], delay=None)
 
 
 async def agen_consumer():
@@ -124,6 +135,8 @@ async def main():
         tg.create_task(deep(DEPTH), name="deep")
         tg.create_task(leaf(), name=LONG_NAME)
         tg.create_task(gen_user(loop.create_future()), name="generator-based")
+        tg.create_task(with_timeout(), name="timeout")
+        tg.create_task(racer(), name="racer")
         loop.set_task_factory(asyncio.eager_task_factory)
         tg.create_task(leaf(), name="eager")
         loop.set_task_factory(None)

@@ -327,6 +327,23 @@ def test_all_mode_counts_every_leaf(target, sid_root, tmp_path):
         proc.wait()
 
 
+@pytest.mark.parametrize("target", ASYNC_TARGETS, ids=repr)
+def test_run_pstats_and_flamegraph(target, sid_root, tmp_path):
+    """run --async-aware: the pstats table and the flame graph name tasks."""
+    script = target.stage(SPLIT)
+    r = run_pystrobe(BUILD / "pystrobe", "run", "--async-aware", "-d", "2", "--",
+                     *target.argv, "-B", script, "0", "30")
+    assert r.returncode == 0, r.stderr.decode()
+    out = r.stdout.decode()
+    assert "<task>:0(heavy)" in out and "<task>:0(Task-1)" in out, out
+    html = tmp_path / "f.html"
+    r = run_pystrobe(BUILD / "pystrobe", "run", "--async-aware", "--flamegraph", "-o", html,
+                     "-d", "2", "--", *target.argv, "-B", script, "0", "30")
+    assert r.returncode == 0, r.stderr.decode()
+    text = html.read_text()
+    assert '"heavy"' in text and '"\\u003ctask\\u003e"' in text
+
+
 # --- refusals ------------------------------------------------------------------
 
 @pytest.mark.parametrize("args,word", [

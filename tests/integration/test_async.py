@@ -7,9 +7,12 @@
   says of itself (asyncio.all_tasks(), the cr_await chains) and stops in
   that state. pystrobe's module is compared with that report and, on the
   same stopped target, with the interpreter's own _remote_debugging.
+- Running mode against the reference on a busy loop stopped at random.
+- A churning target: no graph mixes two moments (the second-copy check).
 - The CLI: dump --async-aware against the same report; the bounds it keeps
   (chain, name); the 3:1 CPU split of two tasks recovered from
-  `attach --async-aware --collapsed`; refusals.
+  `attach --async-aware --collapsed`; run with pstats and flame graph;
+  refusals.
 """
 import json
 import os
@@ -29,6 +32,33 @@ BUILD = Path(os.environ.get("PYSTROBE_BUILD", ROOT / "build"))
 TARGET = HERE / "async_target.py"
 PROBE = HERE / "async_probe.py"
 SPLIT = HERE / "workloads" / "async_split.py"
+CHURN = HERE / "workloads" / "async_churn.py"
+
+# Run in the target's interpreter: read the graph of a churning target for
+# SECONDS; print the good reads, the failed ones and the tasks shown with
+# the other kind's coroutine (a graph mixing two moments).
+CHURN_CHECK = r"""
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import pystrobe
+u = pystrobe.RemoteUnwinder(int(sys.argv[2]))
+ok = failed = mixed = 0
+end = time.monotonic() + float(sys.argv[3])
+while time.monotonic() < end:
+    try:
+        r = u.get_all_awaited_by()
+    except RuntimeError:
+        failed += 1
+        continue
+    ok += 1
+    for info in r:
+        for t in info.awaited_by:
+            fn = [f.funcname for c in t.coroutine_stack for f in c.call_stack]
+            if (t.task_name.startswith("a-") and "b_job" in fn or
+                    t.task_name.startswith("b-") and "a_job" in fn):
+                mixed += 1
+print(ok, failed, mixed)
+"""
 SIDROOT_SH = ROOT / "scripts" / "sidroot.sh"
 MODULE_IN_ROOT = "/tmp/pystrobe-async-module"
 NAME_MAX_MODULE = 255   # the reference's cut
@@ -308,6 +338,26 @@ def test_running_task_matches_reference(target, sid_root):
             assert r["ours"] == r["ref"]
             seen += bool(r["ours"])
         assert seen > 0 and dropped <= 2, (seen, dropped)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize("target", ASYNC_TARGETS[-1:], ids=repr)
+def test_churning_graph_never_mixes_moments(target, sid_root):
+    """Tasks made and freed without pause (new ones at old addresses): a
+    graph read across a change would show a task with another's coroutine;
+    the second copy's check reads such a graph again."""
+    script = target.stage(CHURN)
+    proc = target.popen(["-B", script], stdout=subprocess.PIPE)
+    try:
+        assert wait_ready(proc) == "ready"
+        r = target.run(["-c", CHURN_CHECK, MODULE_IN_ROOT, str(proc.pid), "6"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=PROBE_TIMEOUT)
+        assert r.returncode == 0, r.stderr.decode()
+        ok, failed, mixed = map(int, r.stdout.split())
+        assert mixed == 0, (ok, failed, mixed)
+        assert ok > 10 * failed, (ok, failed)
     finally:
         proc.kill()
         proc.wait()

@@ -343,9 +343,9 @@ PYS_EXTERN void pys_tasks_free(pys_tasks *t);
 PYS_EXTERN const char *pys_tasks_last_error(const pys_tasks *t);
 
 /* pys_task.flags */
-#define PYS_TASK_IS_TASK 1u /* an asyncio.Task (an awaiter may be a plain Future) */
-#define PYS_TASK_RUNNING 2u /* its thread's running task: frames are the thread's own */
-#define PYS_TASK_DONE 4u    /* its coroutine has finished (no frames) */
+#define PYS_TASK_IS_TASK 1u  /* an asyncio.Task (an awaiter may be a plain Future) */
+#define PYS_TASK_RUNNING 2u  /* its thread's running task: frames are the thread's own */
+#define PYS_TASK_DONE 4u     /* its coroutine has finished (no frames) */
 #define PYS_TASK_AWAITING 8u /* it awaits another task of the graph (not a leaf) */
 
 struct pys_task {

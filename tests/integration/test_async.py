@@ -275,8 +275,7 @@ def test_dump_running_mode_on_stopped_loop(stopped):
     assert all(l["tasks"] == [] for l in doc["task_lists"])
 
 
-@pytest.mark.parametrize("target", [t for t in ASYNC_TARGETS if t.version >= (3, 15)] or
-                         ASYNC_TARGETS, ids=repr)
+@pytest.mark.parametrize("target", ASYNC_TARGETS, ids=repr)
 def test_cpu_split_by_task(target, sid_root, tmp_path):
     """heavy spins 3 units for light's 1: --async-aware collapsed output
     gives each task its share."""

@@ -322,6 +322,107 @@ PYS_EXTERN const struct pys_frame *pys_profile_frame(const pys_profile *p, uint3
 PYS_EXTERN struct pys_profile_info *pys_profile_info(pys_profile *p);
 PYS_EXTERN const struct pys_profile_info *pys_profile_info_get(const pys_profile *p);
 
+/* --- asyncio task graphs (CPython 3.14+) ------------------------------- */
+
+/*
+ * The target's asyncio tasks, read from the layouts its _asyncio module
+ * publishes (the ".AsyncioDebug" section, CPython 3.14+): each thread's
+ * running task and task list, the interpreter's list of tasks whose thread
+ * is gone, each task's name, the chain of coroutines it is suspended in,
+ * and what awaits it. A handle on a session; its results are valid until
+ * its next call or pys_tasks_free (strings until pys_session_free).
+ */
+typedef struct pys_tasks pys_tasks;
+
+/* PYS_E_VERSION (with the reason in errtext) for a target older than 3.14,
+ * which publishes no such layouts. The section itself is looked for at each
+ * pys_tasks_read until found (3.14 loads _asyncio on `import asyncio`). */
+PYS_EXTERN int pys_tasks_new(pys_session *s, pys_tasks **out, char *errtext, size_t errlen);
+PYS_EXTERN void pys_tasks_free(pys_tasks *t);
+/* Detail of the handle's last error ("" when none). */
+PYS_EXTERN const char *pys_tasks_last_error(const pys_tasks *t);
+
+/* pys_task.flags */
+#define PYS_TASK_IS_TASK 1u  /* an asyncio.Task (an awaiter may be a plain Future) */
+#define PYS_TASK_RUNNING 2u  /* its thread's running task: frames are the thread's own */
+#define PYS_TASK_DONE 4u     /* its coroutine has finished (no frames) */
+#define PYS_TASK_AWAITING 8u /* it awaits another task of the graph (not a leaf) */
+
+struct pys_task {
+    uint64_t addr;    /* the Task object's address */
+    const char *name; /* "Task-N" for an int name; cut at max_name_chars */
+    uint32_t flags;
+    /* Innermost first: the coroutine chain it is suspended in, or for a
+     * running task the thread's frames down to the task's coroutine. A
+     * chain past max_chain keeps its innermost max_chain - 1 frames and ends
+     * with a PYS_FRAME_TRUNCATED marker. */
+    size_t nframes;
+    const struct pys_frame *frames;
+    /* What awaits it (task or future addresses), in the target's order. */
+    size_t nawaiters;
+    const uint64_t *awaiters;
+};
+
+struct pys_task_list {
+    int64_t interp_id;
+    /* The thread whose list this is (kernel id as the target sees it), or 0
+     * for the interpreter's list of tasks whose thread is gone. */
+    uint64_t native_id;
+    uint64_t tstate; /* 0 for the interpreter's list */
+    uint64_t running_task; /* 0 when its loop runs no task (or no loop runs) */
+    /* 0, or why the running task's stack is missing (PYS_TASKS_RUNNING:
+     * its coroutine's frame was not on the thread's stack, read after read). */
+    int error;
+    size_t ntasks;
+    const struct pys_task *tasks;
+};
+
+struct pys_task_graph {
+    size_t nlists;
+    const struct pys_task_list *lists; /* per interpreter: its threads, then its own list */
+};
+
+#define PYS_TASKS_ALL 0     /* every task of every list */
+#define PYS_TASKS_RUNNING 1 /* per thread: its running task, then what awaits it, transitively */
+
+struct pys_tasks_options {
+    int mode;              /* PYS_TASKS_ALL or PYS_TASKS_RUNNING */
+    size_t max_name_chars; /* 0: PYS_TASK_NAME_DEFAULT */
+    size_t max_chain;      /* frames per task; 0: PYS_TASK_CHAIN_DEFAULT */
+    size_t max_tasks;      /* tasks per graph; 0: PYS_TASK_MAX_DEFAULT */
+};
+#define PYS_TASK_NAME_DEFAULT 4096
+#define PYS_TASK_CHAIN_DEFAULT 512
+#define PYS_TASK_MAX_DEFAULT 65536
+
+/*
+ * Read the task graph. A graph that changed while it was read (its second
+ * copy differs) is read again; PYS_E_CORRUPT when it never held still,
+ * PYS_E_NOTFOUND when the target has no ".AsyncioDebug" section (yet),
+ * PYS_E_EXITED when the target is gone; more tasks than max_tasks or a
+ * cyclic chain are PYS_E_TOODEEP. Detail in pys_tasks_last_error.
+ */
+PYS_EXTERN int pys_tasks_read(pys_tasks *t, const struct pys_tasks_options *opt,
+                              const struct pys_task_graph **out);
+/* The task at addr in the last graph read, or NULL. */
+PYS_EXTERN const struct pys_task *pys_task_graph_find(const pys_tasks *t, uint64_t addr);
+
+/* The filename of the frames pys_task_stack adds to name a task. */
+#define PYS_TASK_FRAME_FILENAME "<task>"
+
+/*
+ * The stack of task (one of the last graph) as async-aware profiles show
+ * it, innermost first: its frames, then a frame naming it (filename
+ * PYS_TASK_FRAME_FILENAME, qualname its name, line 0), then the same for
+ * the task awaiting it (the first of its awaiters that is a task of the
+ * graph: the target's order decides where a task awaited by several is
+ * counted), and so on to a task nobody awaits (or a task met twice). At
+ * most max frames: a longer stack keeps its innermost max - 1 and ends with
+ * a PYS_FRAME_TRUNCATED marker. Returns the number of frames written.
+ */
+PYS_EXTERN size_t pys_task_stack(const pys_tasks *t, const struct pys_task *task,
+                                 struct pys_frame *out, size_t max);
+
 #ifdef __cplusplus
 }
 #endif

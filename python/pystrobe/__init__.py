@@ -1,8 +1,9 @@
 """pystrobe: read the Python stacks of another, running CPython process.
 
-A drop-in for the stack-sampling half of CPython 3.15's private
-``_remote_debugging`` module, usable from any host interpreter 3.8+ against
-any target pystrobe supports (CPython 3.13, 3.14, 3.15; GIL builds; Linux)::
+A drop-in for CPython 3.15's private ``_remote_debugging`` module (stack
+sampling and asyncio task graphs), usable from any host interpreter 3.8+
+against any target pystrobe supports (CPython 3.8 to 3.15; GIL builds;
+Linux; task graphs need a 3.14+ target)::
 
     import pystrobe
 
@@ -14,16 +15,19 @@ any target pystrobe supports (CPython 3.13, 3.14, 3.15; GIL builds; Linux)::
                 print(frame.funcname, frame.filename, frame.location)
 
 ``RemoteUnwinder``, ``InterpreterInfo``, ``ThreadInfo``, ``FrameInfo``,
-``LocationInfo``, the ``THREAD_STATUS_*`` constants, ``is_python_process``
-and ``get_child_pids`` behave as in ``_remote_debugging`` (docs/python.md).
-The ``PROFILING_MODE_*`` constants name the values of ``mode``.
+``LocationInfo``, ``AwaitedInfo``, ``TaskInfo``, ``CoroInfo``, the
+``THREAD_STATUS_*`` constants, ``is_python_process`` and ``get_child_pids``
+behave as in ``_remote_debugging`` (docs/python.md). The
+``PROFILING_MODE_*`` constants name the values of ``mode``.
+
+``get_all_awaited_by()`` and ``get_async_stack_trace()`` read the target's
+asyncio tasks (CPython 3.14+; an older target raises ``RuntimeError``
+saying so). A graph that changes while it is read is read again, never
+returned half-old; a coroutine chain longer than 2,048 frames keeps its
+innermost part over a ``<truncated>`` frame (the reference raises).
 
 Known gaps:
 
-- ``FrameInfo.opcode`` is always ``None``, also with ``opcodes=True``: the
-  library does not read the instruction byte yet.
-- ``get_async_stack_trace()`` and ``get_all_awaited_by()`` raise
-  ``NotImplementedError``: asyncio task graphs come with async support.
 - ``pause_threads()`` and ``resume_threads()`` raise ``NotImplementedError``.
 - Only ``cache_frames=True`` writes into the target (3.15+ targets), as the
   reference's frame cache does; otherwise nothing is written.
@@ -45,10 +49,13 @@ from ._pystrobe import (  # noqa: F401 (re-exported)
     THREAD_STATUS_MAIN_THREAD,
     THREAD_STATUS_ON_CPU,
     THREAD_STATUS_UNKNOWN,
+    AwaitedInfo,
+    CoroInfo,
     FrameInfo,
     InterpreterInfo,
     LocationInfo,
     RemoteUnwinder,
+    TaskInfo,
     ThreadInfo,
     get_child_pids,
     is_python_process,
@@ -62,6 +69,9 @@ __all__ = [
     "ThreadInfo",
     "FrameInfo",
     "LocationInfo",
+    "AwaitedInfo",
+    "TaskInfo",
+    "CoroInfo",
     "is_python_process",
     "get_child_pids",
     "THREAD_STATUS_HAS_GIL",

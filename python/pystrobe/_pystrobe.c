@@ -7,8 +7,9 @@
  * The binding is thin: one session per RemoteUnwinder, one snapshot per
  * get_stack_trace() call, then the reference's thread selection and mode
  * filtering applied to the snapshot and its arrays turned into structseqs.
- * Built against the limited API of 3.8 (abi3), so one build loads in every
- * later interpreter; no private or version-specific API is used.
+ * The asyncio calls read the task graph (pys_tasks, made on first use) and
+ * give it the reference's shape. Built against the limited API of 3.8 (abi3), so one build loads in
+ * every later interpreter; no private or version-specific API is used.
  */
 #ifndef Py_LIMITED_API
 #define Py_LIMITED_API 0x03080000
@@ -43,6 +44,16 @@ static PyTypeObject *ThreadInfo_Type;
 static PyTypeObject *FrameInfo_Type;
 static PyTypeObject *LocationInfo_Type;
 static PyTypeObject *RemoteUnwinder_Type;
+static PyTypeObject *AwaitedInfo_Type;
+static PyTypeObject *TaskInfo_Type;
+static PyTypeObject *CoroInfo_Type;
+
+/* Task names are cut where the reference cuts them (asyncio.c: 255). */
+#define TASK_NAME_MAX 255
+/* Coroutine chains: the reference returns chains of 1,024 frames and refuses
+ * some length between that and 1,536 ("Too many coroutine frames"); past
+ * this bound pystrobe returns the innermost part and a <truncated> frame. */
+#define TASK_CHAIN_MAX 2048
 
 /* --- result types ---------------------------------------------------------- */
 
@@ -67,7 +78,7 @@ static PyStructSequence_Field frame_info_fields[] = {
     {"filename", "Source code filename"},
     {"location", "LocationInfo structseq or None for synthetic frames"},
     {"funcname", "Function name (the code object's qualified name)"},
-    {"opcode", "Opcode being executed (None: pystrobe does not read opcodes yet)"},
+    {"opcode", "Opcode being executed (with opcodes=True), else None"},
     {NULL, NULL},
 };
 static PyStructSequence_Desc frame_info_desc = {"pystrobe.FrameInfo", "Information about a frame",
@@ -84,6 +95,32 @@ static PyStructSequence_Desc location_info_desc = {
     "pystrobe.LocationInfo",
     "Source location information: (lineno, end_lineno, col_offset, end_col_offset)",
     location_info_fields, 4};
+
+static PyStructSequence_Field awaited_info_fields[] = {
+    {"thread_id", "Thread ID (the kernel's), 0 for the interpreter's own task list"},
+    {"awaited_by", "List of TaskInfo"},
+    {NULL, NULL},
+};
+static PyStructSequence_Desc awaited_info_desc = {
+    "pystrobe.AwaitedInfo", "The asyncio tasks of a thread", awaited_info_fields, 2};
+
+static PyStructSequence_Field task_info_fields[] = {
+    {"task_id", "Address of the Task object"},
+    {"task_name", "Name of the task"},
+    {"coroutine_stack", "List of CoroInfo: the task's own coroutine stack"},
+    {"awaited_by", "List of CoroInfo: the tasks awaiting it"},
+    {NULL, NULL},
+};
+static PyStructSequence_Desc task_info_desc = {"pystrobe.TaskInfo", "Information about a task",
+                                               task_info_fields, 4};
+
+static PyStructSequence_Field coro_info_fields[] = {
+    {"call_stack", "List of FrameInfo, innermost first"},
+    {"task_name", "Address of the task (or future) the stack belongs to"},
+    {NULL, NULL},
+};
+static PyStructSequence_Desc coro_info_desc = {"pystrobe.CoroInfo", "The coroutine stack of a task",
+                                               coro_info_fields, 2};
 
 /* --- object caches --------------------------------------------------------- */
 
@@ -104,12 +141,12 @@ static PyStructSequence_Desc location_info_desc = {
 #define OBJCACHE_MAX 65536
 
 struct objcache {
-    size_t keysize;  /* bytes per key; a multiple of 8 */
+    size_t keysize; /* bytes per key; a multiple of 8 */
     uint8_t *keys;
     PyObject **vals; /* NULL: empty slot */
     size_t cap;      /* a power of two, or 0 */
     size_t n;
-    int bounded;     /* empty it at OBJCACHE_MAX entries */
+    int bounded; /* empty it at OBJCACHE_MAX entries */
 };
 
 static size_t objcache_slot(const struct objcache *c, const void *key)
@@ -288,8 +325,7 @@ static int memo_reserve(struct thread_memo *mm, size_t n)
 
 /* How many bottom frames of cur (n of them, innermost first) equal the
  * memo's. */
-static size_t memo_same_bottom(const struct thread_memo *mm, const struct pys_frame *cur,
-                               size_t n)
+static size_t memo_same_bottom(const struct thread_memo *mm, const struct pys_frame *cur, size_t n)
 {
     size_t most = n < mm->n ? n : mm->n, same = 0;
     const struct pys_frame *a = cur + n, *b = mm->frames + mm->cap;
@@ -415,14 +451,15 @@ struct unwinder {
     int opcodes;
     int cache_frames;
     int stats;
-    int gone;                 /* the process exited: every later call raises */
-    int thread_error;         /* the error of the thread that failed the last call */
-    uint64_t samples;         /* get_stack_trace() calls */
-    uint64_t frames_reported; /* Python frames turned into FrameInfo */
-    struct objcache names;  /* str objects, by interned name pointer */
-    struct objcache frames; /* FrameInfo objects, by frame_key */
+    int gone;                  /* the process exited: every later call raises */
+    int thread_error;          /* the error of the thread that failed the last call */
+    uint64_t samples;          /* get_stack_trace() calls */
+    uint64_t frames_reported;  /* Python frames turned into FrameInfo */
+    struct objcache names;     /* str objects, by interned name pointer */
+    struct objcache frames;    /* FrameInfo objects, by frame_key */
     struct thread_memo *memos; /* by thread state, in the order last seen */
     size_t nmemos, capmemos, memo_next;
+    pys_tasks *tasks; /* the asyncio task graph reader, made on first use */
 };
 
 static void memos_release(struct unwinder *self)
@@ -557,6 +594,8 @@ static void unwinder_dealloc(PyObject *op)
     memos_release(self);
     objcache_release(&self->frames);
     objcache_release(&self->names);
+    pys_tasks_free(self->tasks);
+    self->tasks = NULL;
     pys_session_free(self->session);
     self->session = NULL;
     freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
@@ -877,8 +916,8 @@ static int select_threads(struct unwinder *self, const struct pys_snapshot *snap
          * last holder), not the threads' own flags, which a hand-over
          * caught half-way may leave all clear. */
         size_t k = 0;
-        while (k < newest->nthreads && (newest->gil_holder == 0 ||
-                                        newest->threads[k].tstate != newest->gil_holder))
+        while (k < newest->nthreads &&
+               (newest->gil_holder == 0 || newest->threads[k].tstate != newest->gil_holder))
             k++;
         if (k == newest->nthreads)
             return 0;
@@ -1059,27 +1098,127 @@ fail:
     return NULL;
 }
 
-static PyObject *unwinder_not_yet(const char *what)
+/* A new structseq of type tp holding the n new references in v (stolen,
+ * also on failure). */
+static PyObject *new_seq(PyTypeObject *tp, PyObject **v, Py_ssize_t n)
 {
-    PyErr_Format(PyExc_NotImplementedError,
-                 "%s is not supported by pystrobe yet: asyncio task graphs come with its "
-                 "async support; get_stack_trace() shows the threads' stacks",
-                 what);
+    PyObject *o = NULL;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!v[i])
+            goto fail;
+    if (!(o = PyStructSequence_New(tp)))
+        goto fail;
+    for (Py_ssize_t i = 0; i < n; i++)
+        PyStructSequence_SetItem(o, i, v[i]);
+    return o;
+fail:
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_XDECREF(v[i]);
     return NULL;
+}
+
+/* CoroInfo(call_stack, task address): the frames of task (NULL: none, as
+ * the reference gives a future or a task it did not read). */
+static PyObject *new_coro(struct unwinder *self, const struct pys_task *task, uint64_t addr)
+{
+    PyObject *v[2];
+    v[0] = task ? new_frame_list(self, task->frames, task->nframes) : PyList_New(0);
+    v[1] = PyLong_FromUnsignedLongLong(addr);
+    return new_seq(CoroInfo_Type, v, 2);
+}
+
+static int append_new(PyObject *list, PyObject *item)
+{
+    if (!item)
+        return -1;
+    int rc = PyList_Append(list, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+/* TaskInfo(task_id, task_name, [CoroInfo of its own stack], [CoroInfo of
+ * each awaiter, in the target's order]). */
+static PyObject *new_task(struct unwinder *self, const struct pys_task *task)
+{
+    PyObject *v[4];
+    v[0] = PyLong_FromUnsignedLongLong(task->addr);
+    v[1] = PyUnicode_DecodeUTF8(task->name, (Py_ssize_t)strlen(task->name), "replace");
+    v[2] = PyList_New(0);
+    v[3] = PyList_New(0);
+    if (v[2] && append_new(v[2], new_coro(self, (task->flags & PYS_TASK_IS_TASK) ? task : NULL,
+                                          task->addr)) < 0)
+        Py_CLEAR(v[2]);
+    for (size_t i = 0; v[3] && i < task->nawaiters; i++) {
+        const struct pys_task *w = pys_task_graph_find(self->tasks, task->awaiters[i]);
+        if (w && !(w->flags & PYS_TASK_IS_TASK))
+            w = NULL;
+        if (append_new(v[3], new_coro(self, w, task->awaiters[i])) < 0)
+            Py_CLEAR(v[3]);
+    }
+    return new_seq(TaskInfo_Type, v, 4);
+}
+
+/* The task graph in the reference's shape: one AwaitedInfo per list (with
+ * running, only those of threads running a task). */
+static PyObject *task_graph(struct unwinder *self, int mode, const char *what)
+{
+    const struct pys_task_graph *g;
+    char err[256] = "";
+    int rc;
+    if (check_session(self) < 0)
+        return NULL;
+    if (self->gone) {
+        raise_gone();
+        return NULL;
+    }
+    if (!self->tasks && (rc = pys_tasks_new(self->session, &self->tasks, err, sizeof err)) < 0) {
+        if (rc == PYS_E_NOMEM)
+            return PyErr_NoMemory();
+        PyErr_Format(PyExc_RuntimeError, "%s: %s", what, err[0] ? err : pys_strerror(rc));
+        return NULL;
+    }
+    struct pys_tasks_options opt = {mode, TASK_NAME_MAX, TASK_CHAIN_MAX, 0};
+    if ((rc = pys_tasks_read(self->tasks, &opt, &g)) < 0) {
+        const char *detail = pys_tasks_last_error(self->tasks);
+        if (rc == PYS_E_EXITED || process_gone(self->pid)) {
+            self->gone = 1;
+            raise_gone();
+        } else if (rc == PYS_E_NOMEM) {
+            PyErr_NoMemory();
+        } else if (rc == PYS_E_NOTFOUND) {
+            PyErr_SetString(PyExc_RuntimeError, "AsyncioDebug section not available");
+        } else {
+            PyErr_SetString(PyExc_RuntimeError, detail[0] ? detail : pys_strerror(rc));
+        }
+        return NULL;
+    }
+    PyObject *result = PyList_New(0);
+    for (size_t i = 0; result && i < g->nlists; i++) {
+        const struct pys_task_list *l = &g->lists[i];
+        if (mode == PYS_TASKS_RUNNING && (l->error || l->ntasks == 0))
+            continue;
+        PyObject *v[2];
+        v[0] = PyLong_FromUnsignedLongLong(l->native_id);
+        v[1] = PyList_New(0);
+        for (size_t k = 0; v[1] && k < l->ntasks; k++)
+            if (append_new(v[1], new_task(self, &l->tasks[k])) < 0)
+                Py_CLEAR(v[1]);
+        if (append_new(result, new_seq(AwaitedInfo_Type, v, 2)) < 0)
+            Py_CLEAR(result);
+    }
+    return result;
 }
 
 static PyObject *unwinder_get_all_awaited_by(PyObject *op, PyObject *unused)
 {
-    (void)op;
     (void)unused;
-    return unwinder_not_yet("get_all_awaited_by()");
+    return task_graph((struct unwinder *)op, PYS_TASKS_ALL, "get_all_awaited_by()");
 }
 
 static PyObject *unwinder_get_async_stack_trace(PyObject *op, PyObject *unused)
 {
-    (void)op;
     (void)unused;
-    return unwinder_not_yet("get_async_stack_trace()");
+    return task_graph((struct unwinder *)op, PYS_TASKS_RUNNING, "get_async_stack_trace()");
 }
 
 static PyObject *unwinder_pause_threads(PyObject *op, PyObject *unused)
@@ -1110,9 +1249,17 @@ static PyMethodDef unwinder_methods[] = {
      "Counters of this unwinder (needs stats=True): the keys of\n"
      "_remote_debugging; those pystrobe does not count are 0."},
     {"get_all_awaited_by", unwinder_get_all_awaited_by, METH_NOARGS,
-     "Not supported yet: raises NotImplementedError."},
+     "get_all_awaited_by()\n--\n\n"
+     "Every asyncio task of the target (CPython 3.14+): list[AwaitedInfo], one per\n"
+     "thread, then one with thread_id 0 for the interpreter's tasks whose thread\n"
+     "is gone. Each TaskInfo holds the task's coroutine stack and the stacks of\n"
+     "the tasks awaiting it. RuntimeError for a target before 3.14, or when the\n"
+     "graph kept changing while it was read (retry)."},
     {"get_async_stack_trace", unwinder_get_async_stack_trace, METH_NOARGS,
-     "Not supported yet: raises NotImplementedError."},
+     "get_async_stack_trace()\n--\n\n"
+     "For each thread whose event loop is running a task: AwaitedInfo(thread_id,\n"
+     "[the running task, whose stack is the thread's own down to its coroutine,\n"
+     "then every task awaiting it, transitively]). [] when no task runs."},
     {"pause_threads", unwinder_pause_threads, METH_NOARGS,
      "Not supported: raises NotImplementedError (pystrobe never stops the target)."},
     {"resume_threads", unwinder_resume_threads, METH_NOARGS,
@@ -1127,7 +1274,8 @@ static const char unwinder_doc[] =
     "Attach to a running CPython process and read its threads' stacks from outside,\n"
     "as _remote_debugging.RemoteUnwinder does (docs/python.md). Nothing is written\n"
     "to the target unless cache_frames=True (3.15+ targets: the reference's frame\n"
-    "cache protocol). opcodes=True gives None (not read yet).";
+    "cache protocol). opcodes=True fills FrameInfo.opcode with the byte at each\n"
+    "frame's instruction.";
 
 static PyType_Slot unwinder_slots[] = {
     {Py_tp_doc, (void *)unwinder_doc},   {Py_tp_new, (void *)PyType_GenericNew},
@@ -1257,8 +1405,14 @@ PyMODINIT_FUNC PyInit__pystrobe(void)
         FrameInfo_Type = PyStructSequence_NewType(&frame_info_desc);
         LocationInfo_Type = PyStructSequence_NewType(&location_info_desc);
         RemoteUnwinder_Type = (PyTypeObject *)PyType_FromSpec(&unwinder_spec);
+        AwaitedInfo_Type = PyStructSequence_NewType(&awaited_info_desc);
+        TaskInfo_Type = PyStructSequence_NewType(&task_info_desc);
+        CoroInfo_Type = PyStructSequence_NewType(&coro_info_desc);
         if (!InterpreterInfo_Type || !ThreadInfo_Type || !FrameInfo_Type || !LocationInfo_Type ||
-            !RemoteUnwinder_Type) {
+            !RemoteUnwinder_Type || !AwaitedInfo_Type || !TaskInfo_Type || !CoroInfo_Type) {
+            Py_CLEAR(AwaitedInfo_Type);
+            Py_CLEAR(TaskInfo_Type);
+            Py_CLEAR(CoroInfo_Type);
             Py_CLEAR(InterpreterInfo_Type);
             Py_CLEAR(ThreadInfo_Type);
             Py_CLEAR(FrameInfo_Type);
@@ -1271,7 +1425,9 @@ PyMODINIT_FUNC PyInit__pystrobe(void)
         add_type(m, "ThreadInfo", ThreadInfo_Type) < 0 ||
         add_type(m, "FrameInfo", FrameInfo_Type) < 0 ||
         add_type(m, "LocationInfo", LocationInfo_Type) < 0 ||
-        add_type(m, "RemoteUnwinder", RemoteUnwinder_Type) < 0)
+        add_type(m, "RemoteUnwinder", RemoteUnwinder_Type) < 0 ||
+        add_type(m, "AwaitedInfo", AwaitedInfo_Type) < 0 ||
+        add_type(m, "TaskInfo", TaskInfo_Type) < 0 || add_type(m, "CoroInfo", CoroInfo_Type) < 0)
         goto fail;
     const struct {
         const char *name;

@@ -15,10 +15,15 @@
 
 static const char DUMP_USAGE[] =
     "usage: pystrobe dump [--json] [--max-frames N] PID\n"
+    "       pystrobe dump --async-aware [--async-mode all|running] [--json] PID\n"
     "\n"
     "  --json           one JSON document instead of the text\n"
     "  --max-frames N   frames kept of a stack, 16 to 1000000 (default 8192): a deeper\n"
-    "                   one keeps its innermost N-1 over a <truncated> frame\n";
+    "                   one keeps its innermost N-1 over a <truncated> frame\n"
+    "  --async-aware    the asyncio tasks (CPython 3.14+): each task's name, coroutine\n"
+    "                   stack and awaiters, per thread\n"
+    "  --async-mode M   all: every task (default); running: each thread's running task\n"
+    "                   and the tasks awaiting it\n";
 
 /* Text from the target on a terminal: control characters escaped. */
 static void put_text(FILE *f, const char *s)
@@ -55,10 +60,8 @@ static void print_text(FILE *f, const pys_session *s, const struct pys_snapshot 
                 unsigned bit;
                 const char *name;
             } flags[] = {
-                {PYS_THREAD_MAIN_THREAD, "main thread"},
-                {PYS_THREAD_HAS_GIL, "holds GIL"},
-                {PYS_THREAD_GIL_REQUESTED, "waiting for GIL"},
-                {PYS_THREAD_ON_CPU, "on CPU"},
+                {PYS_THREAD_MAIN_THREAD, "main thread"},          {PYS_THREAD_HAS_GIL, "holds GIL"},
+                {PYS_THREAD_GIL_REQUESTED, "waiting for GIL"},    {PYS_THREAD_ON_CPU, "on CPU"},
                 {PYS_THREAD_HAS_EXCEPTION, "handling exception"},
             };
             /* The host's id first, as the host's tools (ps, top) show it;
@@ -215,11 +218,22 @@ static void test_delay(void)
 
 int cli_dump(int argc, char **argv)
 {
-    int json = 0, pid = -1;
+    int json = 0, pid = -1, async_aware = 0, async_mode = PYS_TASKS_ALL, async_mode_set = 0;
     size_t max_frames = PYS_MAX_FRAMES_DEFAULT;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             json = 1;
+        } else if (strcmp(argv[i], "--async-aware") == 0) {
+            async_aware = 1;
+        } else if (strcmp(argv[i], "--async-mode") == 0) {
+            const char *v = i + 1 < argc ? argv[++i] : "";
+            if (strcmp(v, "all") != 0 && strcmp(v, "running") != 0) {
+                fprintf(stderr, "pystrobe: bad --async-mode '%s' (all, running)\n%s", v,
+                        DUMP_USAGE);
+                return CLI_USAGE;
+            }
+            async_mode = strcmp(v, "all") == 0 ? PYS_TASKS_ALL : PYS_TASKS_RUNNING;
+            async_mode_set = 1;
         } else if (strcmp(argv[i], "--max-frames") == 0) {
             if (i + 1 == argc || cli_parse_max_frames(argv[i + 1], &max_frames) < 0) {
                 fprintf(stderr, "pystrobe: bad --max-frames '%s' (%d to %d)\n%s",
@@ -249,6 +263,10 @@ int cli_dump(int argc, char **argv)
         fprintf(stderr, "pystrobe: dump needs a process id\n%s", DUMP_USAGE);
         return CLI_USAGE;
     }
+    if (async_mode_set && !async_aware) {
+        fprintf(stderr, "pystrobe: --async-mode needs --async-aware\n%s", DUMP_USAGE);
+        return CLI_USAGE;
+    }
     struct pys_options opt = {.cpu_state = 1, .max_frames = max_frames};
     pys_session *s = NULL;
     char err[512];
@@ -256,6 +274,15 @@ int cli_dump(int argc, char **argv)
     if (rc < 0)
         return cli_report(rc, err);
     test_delay();
+    if (async_aware) {
+        int status = cli_dump_tasks(s, async_mode, json);
+        pys_session_free(s);
+        if (status == CLI_OK && (fflush(stdout) != 0 || ferror(stdout))) {
+            perror("pystrobe: writing the dump");
+            return CLI_ERROR;
+        }
+        return status;
+    }
     const struct pys_snapshot *snap;
     rc = pys_session_snapshot(s, &snap);
     if (rc < 0) {

@@ -93,6 +93,13 @@ static int job_setup(struct job *j)
     if (rc != -1)
         return rc;
     rec_out_target(&j->out, r, j->pid);
+    if (r->async_aware && (rc = rec_async_check(j->s)) != -1) {
+        rec_out_discard(&j->out);
+        pys_session_free(j->s);
+        if (j->child > 0 && !r->detach)
+            rec_child_stop(j->child, j->pid, 0);
+        return rc;
+    }
 
     j->prof = pys_profile_new();
     if (!j->prof) {

@@ -41,6 +41,9 @@ struct rec {
     uint64_t max_memory; /* the profile's bound in bytes; 0 = none */
     char **argv;         /* run: what to execute */
     int detach;          /* run: leave the command running when sampling ends early */
+    /* --async-aware: task stacks (record_async.c) instead of thread stacks;
+     * async_mode: PYS_TASKS_RUNNING (default) or PYS_TASKS_ALL. */
+    int async_aware, async_mode, async_mode_set;
 };
 
 /* Why sampling ended. END_NOT_PYTHON: the process exec'd a program that
@@ -112,6 +115,25 @@ void rec_abort_cleanup(pid_t child, pid_t python, const char *tmp_path);
  * --main-thread-only filters. */
 enum end rec_sample_loop(const struct rec *r, struct rec_sessions *ss, pys_profile *prof,
                          const struct rec_sinks *sinks, uint64_t *unmatched);
+
+/* record_async.c: --async-aware. */
+struct rec_async {
+    pys_tasks *tasks;
+    pys_session *s; /* the session tasks reads */
+    struct pys_frame *buf;
+    size_t cap;
+};
+/* Can --async-aware sample session s? -1, or the exit status to end with
+ * after saying why (a target before CPython 3.14). */
+int rec_async_check(pys_session *s);
+/* One async-aware sample of session s into prof, each stack under its
+ * thread: per r->async_mode, the running task of each thread, or every
+ * task nobody awaits (a leaf of the task graph). 0, or a PYS_E code (the
+ * sample failed; PYS_E_EXITED and PYS_E_NOMEM end sampling). *stacks: the
+ * stacks added; *truncated: one was cut. */
+int rec_async_sample(struct rec_async *a, const struct rec *r, pys_session *s, pys_profile *prof,
+                     int *stacks, int *truncated);
+void rec_async_release(struct rec_async *a);
 
 /* record_child.c */
 /* Start argv; unless detach, the child gets SIGKILL if pystrobe dies first. */

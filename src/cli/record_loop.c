@@ -198,6 +198,7 @@ struct loop {
     uint64_t next;   /* the next sample's deadline */
     uint64_t waited; /* time spent waiting for exec'd programs to become Python */
     struct timing tm;
+    struct rec_async async; /* --async-aware's reader */
 };
 
 static void realtime_line(const struct timing *tm, uint64_t samples, uint64_t failed, uint64_t now)
@@ -327,9 +328,35 @@ static int feed_sinks(const struct loop *l, uint64_t t0, uint64_t t1,
     return 1;
 }
 
+/* --async-aware: sample_one's work on the task graph. */
+static int sample_tasks(struct loop *l, uint64_t t0, enum end *why)
+{
+    int stacks, truncated;
+    int rc = rec_async_sample(&l->async, l->r, l->s, l->prof, &stacks, &truncated);
+    uint64_t t1 = rec_now_ns();
+    if (rc == PYS_E_EXITED) {
+        *why = END_EXITED;
+        return 0;
+    }
+    if (rc == PYS_E_NOMEM) {
+        fprintf(stderr, "pystrobe: out of memory: stopping\n");
+        *why = END_SIGNAL;
+        return 0;
+    }
+    l->info->samples++;
+    if (rc < 0)
+        l->info->failed++;
+    else
+        l->info->truncated += (uint64_t)truncated;
+    sample_done(l, t0, t1);
+    return 1;
+}
+
 /* Take one sample, begun at t0. Returns 1 to go on, else 0 with *why. */
 static int sample_one(struct loop *l, uint64_t t0, enum end *why)
 {
+    if (l->r->async_aware)
+        return sample_tasks(l, t0, why);
     const struct pys_snapshot *snap;
     int rc = pys_session_snapshot(l->s, &snap);
     uint64_t t1 = rec_now_ns();
@@ -396,6 +423,7 @@ enum end rec_sample_loop(const struct rec *r, struct rec_sessions *ss, pys_profi
     }
     if (r->realtime)
         fputc('\n', stderr);
+    rec_async_release(&l.async);
     l.info->duration_ns = rec_now_ns() - l.start - l.waited;
     return why;
 }

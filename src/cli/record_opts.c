@@ -114,7 +114,14 @@ static const char RUN_USAGE[] =
     "      --sort KEY            pstats table: nsamples, tottime, cumtime, sample-pct,\n"
     "                            cumul-pct, nsamples-cumul, name (default nsamples)\n"
     "  -l, --limit N             pstats table rows (default 15)\n"
-    "      --no-tid              collapsed: no tid:N root frame; threads merged\n";
+    "      --no-tid              collapsed: no tid:N root frame; threads merged\n"
+    "Async-aware (CPython 3.14+):\n"
+    "      --async-aware         stacks of asyncio tasks: a task's coroutine frames, a\n"
+    "                            <task> frame naming it, then the task awaiting it, up\n"
+    "                            to the root task (not with --native, --mode other than\n"
+    "                            wall, --main-thread-only)\n"
+    "      --async-mode MODE     running: the task each thread's loop runs at each sample\n"
+    "                            (default); all: every task nobody awaits, each sample\n";
 
 enum {
     OPT_MAIN_ONLY = 256,
@@ -137,6 +144,8 @@ enum {
     OPT_SPEEDSCOPE,
     OPT_PPROF,
     OPT_HEATMAP,
+    OPT_ASYNC_AWARE,
+    OPT_ASYNC_MODE,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -165,6 +174,8 @@ static const struct option LONG_OPTS[] = {
     {"speedscope", no_argument, NULL, OPT_SPEEDSCOPE},
     {"pprof", no_argument, NULL, OPT_PPROF},
     {"heatmap", no_argument, NULL, OPT_HEATMAP},
+    {"async-aware", no_argument, NULL, OPT_ASYNC_AWARE},
+    {"async-mode", required_argument, NULL, OPT_ASYNC_MODE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -193,6 +204,26 @@ static void rec_defaults(struct rec *r, int attach)
     r->limit = 15;
     r->python = "python3";
     r->max_memory = PYS_PROFILE_MAX_MEMORY_DEFAULT;
+    r->async_mode = PYS_TASKS_RUNNING;
+}
+
+/* --async-aware's companions and conflicts: -1, or the exit status. */
+static int check_async(const struct rec *r)
+{
+    if (r->async_mode_set && !r->async_aware)
+        return usage_error("%s", "--async-mode needs --async-aware");
+    if (!r->async_aware)
+        return -1;
+    if (r->native)
+        return usage_error("%s", "--async-aware cannot be combined with --native (task stacks "
+                                 "are made of coroutine frames)");
+    if (r->mode != MODE_WALL)
+        return usage_error("--async-aware cannot be combined with --mode %s (tasks are sampled "
+                           "in wall-clock time)",
+                           rec_mode_names[r->mode]);
+    if (r->main_only)
+        return usage_error("%s", "--async-aware cannot be combined with --main-thread-only");
+    return -1;
 }
 
 /* An option that sets a field and takes no value: returns 1 if c is one
@@ -246,6 +277,9 @@ static int set_flag_option(struct rec *r, int c)
         break;
     case OPT_DETACH:
         r->detach = 1;
+        break;
+    case OPT_ASYNC_AWARE:
+        r->async_aware = 1;
         break;
     default:
         return 0;
@@ -316,6 +350,15 @@ static int set_value_option(struct rec *r, int c, const char *arg)
             return usage_error("bad --max-frames '%s' (%d to %d)", arg, PYS_MAX_FRAMES_MIN,
                                PYS_MAX_FRAMES_MAX);
         return -1;
+    case OPT_ASYNC_MODE:
+        if (strcmp(arg, "running") == 0)
+            r->async_mode = PYS_TASKS_RUNNING;
+        else if (strcmp(arg, "all") == 0)
+            r->async_mode = PYS_TASKS_ALL;
+        else
+            return usage_error("bad --async-mode '%s' (running, all)", arg);
+        r->async_mode_set = 1;
+        return -1;
     case OPT_SORT:
         r->sort = out_pstats_sort_parse(arg);
         if (r->sort < 0)
@@ -358,6 +401,9 @@ static char **python_argv(const char *python, const char *module, char **args, i
 static int finish_args(struct rec *r, int argc, char **argv, int first, const char *module,
                        int *pid)
 {
+    int bad = check_async(r);
+    if (bad != -1)
+        return bad;
     r->interval_ns = (uint64_t)(1e9 / r->rate_hz + 0.5);
     if (r->interval_ns == 0)
         r->interval_ns = 1;

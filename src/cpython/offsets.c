@@ -38,10 +38,12 @@ static const enum cpy_field FIELD_SIZE[CPY_F_COUNT] = {
 #define CPY_FIELD_SIZE_(g, n, w) [CPY_F_##g##_##n] = CPY_F_##g##_size,
 #define CPY_F_err_stackitem_size CPY_F_COUNT
 #define CPY_F_cframe_size CPY_F_COUNT
+#define CPY_F_llist_node_size CPY_F_COUNT
 #define CPY_F_var_object_size CPY_F_bytes_object_size
     CPY_FIELDS(CPY_FIELD_SIZE_)
 #undef CPY_F_err_stackitem_size
 #undef CPY_F_cframe_size
+#undef CPY_F_llist_node_size
 #undef CPY_F_var_object_size
 #undef CPY_FIELD_SIZE_
 };

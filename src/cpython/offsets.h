@@ -71,6 +71,7 @@
     X(interpreter_frame, is_entry, 1)                                                              \
     X(interpreter_frame, lasti, 4)                                                                 \
     X(interpreter_frame, executing, 1)                                                             \
+    X(interpreter_frame, stackpointer, 8)                                                          \
     X(code_object, size, 0)                                                                        \
     X(code_object, filename, 8)                                                                    \
     X(code_object, name, 8)                                                                        \
@@ -86,6 +87,7 @@
     X(var_object, ob_size, 8)                                                                      \
     X(type_object, size, 0)                                                                        \
     X(type_object, tp_name, 8)                                                                     \
+    X(type_object, tp_flags, 8)                                                                    \
     X(bytes_object, size, 0)                                                                       \
     X(bytes_object, ob_size, 8)                                                                    \
     X(bytes_object, ob_sval, 0)                                                                    \
@@ -96,7 +98,18 @@
     X(unicode_object, compactunicodeobject_size, 0)                                                \
     X(gc, size, 0)                                                                                 \
     X(gc, collecting, 4)                                                                           \
-    X(gc, frame, 8)
+    X(gc, frame, 8)                                                                                \
+    X(set_object, size, 0)                                                                         \
+    X(set_object, used, 8)                                                                         \
+    X(set_object, table, 8)                                                                        \
+    X(set_object, mask, 8)                                                                         \
+    X(long_object, size, 0)                                                                        \
+    X(long_object, lv_tag, 8)                                                                      \
+    X(long_object, ob_digit, 0)                                                                    \
+    X(gen_object, size, 0)                                                                         \
+    X(gen_object, gi_iframe, 0)                                                                    \
+    X(gen_object, gi_frame_state, 1)                                                               \
+    X(llist_node, next, 8)
 
 enum cpy_field {
 #define CPY_FIELD_ENUM_(g, n, w) CPY_F_##g##_##n,
@@ -131,7 +144,8 @@ struct cpy_offsets {
         uint64_t current_frame;
     } cframe;
     struct cpy_frame_offsets {
-        uint64_t size, previous, executable, instr_ptr, owner, is_entry, lasti, executing;
+        uint64_t size, previous, executable, instr_ptr, owner, is_entry, lasti, executing,
+            stackpointer;
     } interpreter_frame;
     struct {
         uint64_t size, filename, name, qualname, linetable, firstlineno, firsttraceable, framesize,
@@ -144,7 +158,7 @@ struct cpy_offsets {
         uint64_t ob_size;
     } var_object;
     struct {
-        uint64_t size, tp_name;
+        uint64_t size, tp_name, tp_flags;
     } type_object;
     struct {
         uint64_t size, ob_size, ob_sval;
@@ -155,6 +169,19 @@ struct cpy_offsets {
     struct {
         uint64_t size, collecting, frame;
     } gc;
+    /* 3.14+ (asyncio task graphs, cpython/asyncio.c); CPY_ABSENT before. */
+    struct {
+        uint64_t size, used, table, mask;
+    } set_object;
+    struct {
+        uint64_t size, lv_tag, ob_digit;
+    } long_object;
+    struct {
+        uint64_t size, gi_iframe, gi_frame_state;
+    } gen_object;
+    struct {
+        uint64_t next;
+    } llist_node;
 
     /* Constants of the version, not offsets. */
     struct cpy_traits {

@@ -334,7 +334,7 @@ def test_build_is_abi3(module_dir):
 
 def test_module_contents(pystrobe):
     names = ["RemoteUnwinder", "InterpreterInfo", "ThreadInfo", "FrameInfo", "LocationInfo",
-             "is_python_process", "get_child_pids"]
+             "AwaitedInfo", "TaskInfo", "CoroInfo", "is_python_process", "get_child_pids"]
     for n in names:
         assert hasattr(pystrobe, n), n
     assert (pystrobe.THREAD_STATUS_HAS_GIL, pystrobe.THREAD_STATUS_ON_CPU,
@@ -345,8 +345,8 @@ def test_module_contents(pystrobe):
             pystrobe.PROFILING_MODE_GIL, pystrobe.PROFILING_MODE_ALL,
             pystrobe.PROFILING_MODE_EXCEPTION) == (0, 1, 2, 3, 4)
     doc = pystrobe.__doc__
-    assert "opcode" in doc and "None" in doc, "the opcode gap must be documented"
-    assert "get_async_stack_trace" in doc
+    assert "get_async_stack_trace" in doc and "3.14" in doc
+    assert "always ``None``" not in doc, "opcodes are read (opcodes=True)"
 
 
 def test_result_types(pystrobe):
@@ -355,6 +355,9 @@ def test_result_types(pystrobe):
         pystrobe.ThreadInfo: ("thread_id", "status", "frame_info"),
         pystrobe.FrameInfo: ("filename", "location", "funcname", "opcode"),
         pystrobe.LocationInfo: ("lineno", "end_lineno", "col_offset", "end_col_offset"),
+        pystrobe.AwaitedInfo: ("thread_id", "awaited_by"),
+        pystrobe.TaskInfo: ("task_id", "task_name", "coroutine_stack", "awaited_by"),
+        pystrobe.CoroInfo: ("call_stack", "task_name"),
     }
     for t, names in fields.items():
         assert t.n_fields == len(names)
@@ -373,13 +376,25 @@ def test_result_types(pystrobe):
     assert f.location.end_col_offset == 6 and hash(f) == hash(("f.py", (3, 4, 5, 6), "fn", None))
 
 
-def test_async_methods_not_implemented(pystrobe, procs):
+def test_async_methods_without_tasks(pystrobe, procs):
+    """A target with no asyncio task: per thread an empty AwaitedInfo, then
+    the interpreter's (thread_id 0); nothing running. (Task graphs
+    themselves: test_async.py.)"""
     t = newest_target()
     p = start_python(t, SLEEPER_THREADS_CODE, procs)
     u = pystrobe.RemoteUnwinder(p.pid)
-    for name in ("get_async_stack_trace", "get_all_awaited_by"):
-        with pytest.raises(NotImplementedError, match="async support"):
-            getattr(u, name)()
+    if t.version < (3, 14):
+        for name in ("get_async_stack_trace", "get_all_awaited_by"):
+            with pytest.raises(RuntimeError, match="3.14"):
+                getattr(u, name)()
+        return
+    if t.version == (3, 14):
+        return  # _asyncio not loaded: the section appears with `import asyncio`
+    result = u.get_all_awaited_by()
+    assert result[-1].thread_id == 0
+    assert all(type(a).__name__ == "AwaitedInfo" and a.awaited_by == [] for a in result)
+    assert len(result) >= 2
+    assert u.get_async_stack_trace() == []
 
 
 # --- 3.15: pystrobe and _remote_debugging side by side ------------------------

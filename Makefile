@@ -14,7 +14,7 @@ WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wfor
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fvisibility=hidden -fPIC -Iinclude -Isrc -I$(B)/gen \
               $(WARN) $(CFLAGS) $(SAN)
-LDLIBS  := -lelf -lz
+LDLIBS  := -lelf -lz -lzstd -lpthread
 LDFLAGS ?=
 
 LIB_SRC := $(wildcard src/util/*.c src/platform/*.c src/binfmt/*.c src/mem/*.c src/cpython/*.c \

@@ -7,6 +7,9 @@
 
 #include <stddef.h>
 
+/* (main.c defines it too, identically.) */
+#define PYSTROBE_VERSION "0.1.0"
+
 /* Exit statuses, documented in docs/cli.md. */
 enum cli_exit {
     CLI_OK = 0,
@@ -40,5 +43,7 @@ int cli_parse_max_frames(const char *s, size_t *out);
 int cli_dump(int argc, char **argv);
 /* `run` (attach == 0) and `attach` (attach == 1). */
 int cli_record(int argc, char **argv, int attach);
+/* `replay FILE`: a recording into any output (replay.c). */
+int cli_replay(int argc, char **argv);
 
 #endif

@@ -24,6 +24,8 @@ static const char USAGE[] =
     "                      profile a running process until it exits or Ctrl-C\n"
     "  dump [--json] [--max-frames N] PID\n"
     "                      print every thread's Python stack of a running process\n"
+    "  replay [options] FILE\n"
+    "                      write a recording (--binary) in another format\n"
     "  help                this text\n"
     "  version             pystrobe's version\n"
     "\n"
@@ -125,6 +127,8 @@ int main(int argc, char **argv)
         return cli_record(argc - 1, argv + 1, 0);
     if (strcmp(cmd, "attach") == 0)
         return cli_record(argc - 1, argv + 1, 1);
+    if (strcmp(cmd, "replay") == 0)
+        return cli_replay(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         fputs(USAGE, stdout);
         return CLI_OK;

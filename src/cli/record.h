@@ -41,7 +41,13 @@ struct rec {
     uint64_t max_memory; /* the profile's bound in bytes; 0 = none */
     char **argv;         /* run: what to execute */
     int detach;          /* run: leave the command running when sampling ends early */
+    /* The recording (record_bin.c). */
+    int binary;              /* --binary: the recording is the output (-o names it) */
+    const char *record_path; /* where it goes: -o with --binary, --record FILE; NULL:
+                              * the default name (with --binary), or none */
+    int compression;         /* REC_COMPRESSION_* */
 };
+enum { REC_COMPRESSION_AUTO, REC_COMPRESSION_ZSTD, REC_COMPRESSION_NONE };
 
 /* Why sampling ended. END_NOT_PYTHON: the process exec'd a program that
  * did not become Python (or one pystrobe cannot read). */
@@ -154,5 +160,17 @@ void rec_print_stats(const pys_session *s, const struct pys_profile_info *info);
  * rec_sample_loop says why). Returns an exit status. */
 int rec_write_output(const struct rec *r, struct rec_out *o, const pys_profile *p, int pid,
                      uint64_t unmatched);
+
+/* record_bin.c: the recording, a sink. rec_bin_open creates the file
+ * (r->record_path, or recording_PID.pysr) or says why not and returns NULL;
+ * rec_bin_start writes its start (-1, or an exit status); rec_bin_sample is
+ * the sink; rec_bin_finish writes the end and closes it (an exit status). */
+struct rec_bin;
+struct rec_bin *rec_bin_open(const struct rec *r, int pid);
+int rec_bin_start(struct rec_bin *b, const pys_session *s, int pid);
+int rec_bin_sample(void *ctx, const struct rec_sample *smp);
+int rec_bin_finish(struct rec_bin *b, const struct pys_profile_info *info);
+const char *rec_bin_path(const struct rec_bin *b);
+void rec_bin_free(struct rec_bin *b);
 
 #endif

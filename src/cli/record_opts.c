@@ -110,7 +110,12 @@ static const char RUN_USAGE[] =
     "      --sort KEY            pstats table: nsamples, tottime, cumtime, sample-pct,\n"
     "                            cumul-pct, nsamples-cumul, name (default nsamples)\n"
     "  -l, --limit N             pstats table rows (default 15)\n"
-    "      --no-tid              collapsed: no tid:N root frame; threads merged\n";
+    "      --no-tid              collapsed: no tid:N root frame; threads merged\n"
+    "Recording (docs/format.md; pystrobe replay turns it into any output):\n"
+    "      --binary              the output is a recording of every sample\n"
+    "                            (default file recording_PID.pysr)\n"
+    "      --record FILE         a recording too, beside the output asked for\n"
+    "      --compression C       the recording's: auto (zstd), zstd or none\n";
 
 enum {
     OPT_MAIN_ONLY = 256,
@@ -130,6 +135,10 @@ enum {
     OPT_DETACH,
     OPT_MAX_MEMORY,
     OPT_MAX_FRAMES,
+    /* recordings */
+    OPT_BINARY,
+    OPT_RECORD,
+    OPT_COMPRESSION,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -155,6 +164,9 @@ static const struct option LONG_OPTS[] = {
     {"detach", no_argument, NULL, OPT_DETACH},
     {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
     {"max-frames", required_argument, NULL, OPT_MAX_FRAMES},
+    {"binary", no_argument, NULL, OPT_BINARY},
+    {"record", required_argument, NULL, OPT_RECORD},
+    {"compression", required_argument, NULL, OPT_COMPRESSION},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -228,6 +240,9 @@ static int set_flag_option(struct rec *r, int c)
     case OPT_DETACH:
         r->detach = 1;
         break;
+    case OPT_BINARY:
+        r->binary = 1;
+        break;
     default:
         return 0;
     }
@@ -297,6 +312,19 @@ static int set_value_option(struct rec *r, int c, const char *arg)
             return usage_error("bad --max-frames '%s' (%d to %d)", arg, PYS_MAX_FRAMES_MIN,
                                PYS_MAX_FRAMES_MAX);
         return -1;
+    case OPT_RECORD:
+        r->record_path = arg;
+        return -1;
+    case OPT_COMPRESSION:
+        if (strcmp(arg, "auto") == 0)
+            r->compression = REC_COMPRESSION_AUTO;
+        else if (strcmp(arg, "zstd") == 0)
+            r->compression = REC_COMPRESSION_ZSTD;
+        else if (strcmp(arg, "none") == 0)
+            r->compression = REC_COMPRESSION_NONE;
+        else
+            return usage_error("bad compression '%s' (auto, zstd, none)", arg);
+        return -1;
     case OPT_SORT:
         r->sort = out_pstats_sort_parse(arg);
         if (r->sort < 0)
@@ -339,6 +367,10 @@ static char **python_argv(const char *python, const char *module, char **args, i
 static int finish_args(struct rec *r, int argc, char **argv, int first, const char *module,
                        int *pid)
 {
+    if (r->binary && r->record_path)
+        return usage_error("%s", "--binary writes the recording to -o: not --record too");
+    if (r->binary)
+        r->record_path = r->output;
     r->interval_ns = (uint64_t)(1e9 / r->rate_hz + 0.5);
     if (r->interval_ns == 0)
         r->interval_ns = 1;

@@ -27,7 +27,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 TOOL_SRC := $(wildcard tests/tools/*.c)
 TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(B)/tests/%)
 
-.PHONY: all deps sidroot test test-unit test-integration test-one demo clean fuzz format module bench bench-austin soak images
+.PHONY: fuzz-recording all deps sidroot test test-unit test-integration test-one demo clean fuzz format module bench bench-austin soak images
 
 all: $(B)/pystrobe $(B)/libpystrobe.so $(UNIT_BIN) $(TOOL_BIN)
 
@@ -177,3 +177,9 @@ clean:
 SOAK_ARGS ?=
 soak: sidroot all
 	$(PYTHON) tests/soak/soak.py --build $(B) --out $(B)/soak $(SOAK_ARGS)
+
+# --- recordings ---------------------------------------------------------------
+
+# The recording reader's fuzzer alone (`make fuzz` runs it with the others).
+fuzz-recording: $(B)/gen/flamegraph_html.h
+	$(MAKE) --no-print-directory fuzz FUZZ_SRC=tests/fuzz/fuzz_recording.c

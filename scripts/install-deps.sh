@@ -3,7 +3,7 @@
 set -eu
 PKGS="make gcc clang libclang-rt-dev libelf-dev zlib1g-dev libcmocka-dev pkg-config python3 python3-pytest
       python3-dev python3-setuptools python3-wheel
-      libzstd-dev
+      libzstd-dev zstd
       debootstrap util-linux procps chromium"
 missing=""
 for p in $PKGS; do

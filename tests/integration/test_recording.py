@@ -1,0 +1,256 @@
+"""Recordings (docs/format.md; docs/cli.md, "Recordings"): `--binary` and
+`--record FILE` write every sample as it is taken, `pystrobe replay` turns a
+recording into the outputs byte for byte as sampling live wrote them, a
+pystrobe killed with SIGKILL leaves a file readable up to its last complete
+block, and a damaged or foreign file is refused or read up to the damage
+with one clear line. recording_format.py, a reader written from
+docs/format.md alone, checks the files against the specification."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+import recording_format
+from conftest import run_pystrobe, wait_ready
+from targets import ROOT, supported_targets
+
+WORKLOADS = ROOT / "tests" / "integration" / "workloads"
+CHAINS = WORKLOADS / "random_chains.py"
+DEEP = WORKLOADS / "deep.py"
+# pyenv 3.8 (frame objects), 3.12, sid 3.15 (the frame cache, <GC> frames).
+TARGETS = [t for t in supported_targets() if t.name in ("pyenv-3.8.18", "pyenv-3.12.1", "sid-3.15")]
+FAST = [t for t in TARGETS if t.name in ("pyenv-3.12.1", "sid-3.15")]
+
+pytestmark = pytest.mark.skipif(not TARGETS, reason="no CPython 3.8/3.12/3.15 target")
+
+
+@pytest.fixture
+def chains(spawn):
+    """start(target) -> pid of random_chains.py on target, ready."""
+    def start(target, *args):
+        script = target.stage(CHAINS)
+        p = spawn(target.argv + ["-B", script, "600", *args], stdout=subprocess.PIPE)
+        assert wait_ready(p) == "ready"
+        return p
+    return start
+
+
+def replay(pystrobe, *args):
+    return run_pystrobe(pystrobe, "replay", *args)
+
+
+FORMATS = {"collapsed": ("--collapsed",), "flamegraph": ("--flamegraph",),
+           "pstats": ("--pstats",), "table": ()}
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+@pytest.mark.parametrize("target", TARGETS, ids=repr)
+def test_replay_writes_the_same_bytes(pystrobe, chains, tmp_path, target, fmt):
+    """One run writes its profile and, beside it, a recording; replaying the
+    recording writes the same bytes (the pstats table on stdout too)."""
+    p = chains(target)
+    rec = tmp_path / "rec.pysr"
+    out = [] if fmt == "table" else ["-o", tmp_path / "live"]
+    r = run_pystrobe(pystrobe, "attach", "-d", "2", "-r", "2000", *FORMATS[fmt], *out,
+                     "--record", rec, p.pid)
+    assert r.returncode == 0, r.stderr.decode()
+    assert b"Wrote recording to" in r.stderr
+    out2 = [] if fmt == "table" else ["-o", tmp_path / "replayed"]
+    r2 = replay(pystrobe, *FORMATS[fmt], *out2, rec)
+    assert r2.returncode == 0, r2.stderr.decode()
+    if fmt == "table":
+        live, again = r.stdout, r2.stdout
+    else:
+        live, again = (tmp_path / "live").read_bytes(), (tmp_path / "replayed").read_bytes()
+    assert len(live) > 100
+    assert live == again
+    n = int(re.search(rb"Captured (\d+) samples", r.stderr).group(1))
+    assert f"Replayed {n} samples of process {p.pid}".encode() in r2.stderr
+
+
+@pytest.mark.parametrize("target", FAST, ids=repr)
+def test_binary_file_as_specified(pystrobe, chains, tmp_path, target):
+    """--binary -o FILE: the independent reader finds the run's facts, one
+    sample per sample taken with its time, thread ids and whole stacks."""
+    p = chains(target)
+    rec = tmp_path / "rec.pysr"
+    before = time.time_ns()
+    r = run_pystrobe(pystrobe, "attach", "-d", "2.5", "--binary", "-o", rec, p.pid)
+    assert r.returncode == 0, r.stderr.decode()
+    d = recording_format.read(rec)
+    assert d["complete"] and not d["cut"] and d["blocks"] >= 2
+    m, st = d["meta"], d["stats"]
+    assert m["pid"] == p.pid and m["mode"] == "wall" and m["interval_ns"] == 1000000
+    assert m["python_version_text"].startswith("%d.%d" % target.version)
+    assert m["tool"].startswith("pystrobe ")
+    assert before - 60e9 < m["start_realtime_ns"] < time.time_ns() + 60e9
+    assert st["final"] == 1
+    n = int(re.search(rb"Captured (\d+) samples", r.stderr).group(1))
+    assert st["samples"] == n == len(d["samples"]) > 100
+    times = [s[0] for s in d["samples"]]
+    assert times == sorted(times)
+    assert times[-1] - times[0] < 2.5e9 + 1e8
+    stacks = [th for s in d["samples"] for th in s[2]]
+    assert stacks and all(th[0] for th in stacks)
+    funcs = {f[1] for th in stacks for f in th[3]}
+    assert "f0" in funcs or any(re.fullmatch(r"f\d+", f) for f in funcs)
+    main = [th for th in stacks if th[2] & 32]
+    assert main, "no sample has the main-thread status bit"
+
+
+def test_deep_stack_is_whole(pystrobe, spawn, tmp_path):
+    """A 3,000-frame stack is stored whole (the reference cuts at 256), and
+    its replay equals the live collapsed output."""
+    target = next((t for t in TARGETS if t.name == "pyenv-3.12.1"), None)
+    if target is None:
+        pytest.skip("no pyenv 3.12.1")
+    p = spawn(target.argv + [str(DEEP), "3000"], stdout=subprocess.PIPE)
+    assert wait_ready(p) == "ready"
+    rec = tmp_path / "rec.pysr"
+    r = run_pystrobe(pystrobe, "attach", "-d", "1.5", "--collapsed", "-o", tmp_path / "live",
+                     "--record", rec, p.pid)
+    assert r.returncode == 0, r.stderr.decode()
+    d = recording_format.read(rec)
+    depth = max(len(th[3]) for s in d["samples"] for th in s[2])
+    assert depth > 3000
+    r2 = replay(pystrobe, "--collapsed", "-o", tmp_path / "again", rec)
+    assert r2.returncode == 0, r2.stderr.decode()
+    assert (tmp_path / "live").read_bytes() == (tmp_path / "again").read_bytes()
+
+
+def test_compression_none_and_zstd(pystrobe, chains, tmp_path):
+    """--compression none stores blocks as they are; zstd (the default) is
+    smaller; both replay to the same samples."""
+    target = FAST[0] if FAST else TARGETS[0]
+    p = chains(target)
+    sizes = {}
+    for c in ("none", "zstd"):
+        rec = tmp_path / f"{c}.pysr"
+        r = run_pystrobe(pystrobe, "attach", "-d", "1.5", "--binary", "--compression", c,
+                         "-o", rec, p.pid)
+        assert r.returncode == 0, r.stderr.decode()
+        comps = {b[1] for b in recording_format.blocks(rec.read_bytes())}
+        assert comps == {0 if c == "none" else 1}
+        sizes[c] = rec.stat().st_size / len(recording_format.read(rec)["samples"])
+    assert sizes["zstd"] < sizes["none"]
+    r = run_pystrobe(pystrobe, "attach", "--compression", "lz4", "--binary", p.pid)
+    assert r.returncode == 2 and b"bad compression 'lz4'" in r.stderr
+
+
+def test_sigkill_leaves_a_readable_file(pystrobe, chains, tmp_path):
+    """pystrobe killed with SIGKILL in the middle of a recording: replay reads
+    every complete block (a warning, exit 0), and the samples it has reach to
+    within a few seconds of the kill (blocks close each second; the bound is
+    generous for a loaded machine)."""
+    target = FAST[0] if FAST else TARGETS[0]
+    p = chains(target)
+    rec = tmp_path / "rec.pysr"
+    proc = subprocess.Popen([str(pystrobe), "attach", "--binary", "-o", str(rec), str(p.pid)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert time.monotonic() < deadline, "fewer than 3 blocks after 60 s"
+            try:
+                n = len(recording_format.blocks(rec.read_bytes()))
+            except (recording_format.Cut, FileNotFoundError, AssertionError):
+                n = 0
+            if n >= 3:
+                break
+            time.sleep(0.1)
+        time.sleep(0.5)  # into the next block
+        killed_at = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stderr.close()
+    d = recording_format.read(rec)
+    assert not d["complete"] and d["blocks"] >= 3
+    last = d["samples"][-1][0]
+    assert killed_at - last < 5e9, f"{(killed_at - last) / 1e9:.2f} s of samples lost"
+    r = replay(pystrobe, "--collapsed", "-o", tmp_path / "out.txt", rec)
+    assert r.returncode == 0, r.stderr.decode()
+    assert b"the recording was not finished" in r.stderr
+    assert f"Replayed {len(d['samples'])} samples".encode() in r.stderr
+    total = sum(int(line.rsplit(b" ", 1)[1]) for line in (tmp_path / "out.txt").read_bytes().splitlines())
+    assert total == sum(len(s[2]) for s in d["samples"])
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory):
+    """A finished recording of several blocks, made once for the tests of bad
+    files."""
+    target = FAST[0] if FAST else TARGETS[0]
+    d = tmp_path_factory.mktemp("rec")
+    script = target.stage(CHAINS)
+    p = subprocess.Popen(target.argv + ["-B", script, "600"], stdout=subprocess.PIPE)
+    try:
+        assert wait_ready(p) == "ready"
+        from conftest import pystrobe_path
+        rec = d / "rec.pysr"
+        r = run_pystrobe(pystrobe_path(), "attach", "-d", "3.5", "-r", "500", "--binary",
+                         "-o", rec, p.pid)
+        assert r.returncode == 0, r.stderr.decode()
+    finally:
+        p.kill()
+        p.wait()
+    return rec
+
+
+def test_replay_refuses_a_newer_major_version(pystrobe, recording, tmp_path):
+    data = bytearray(recording.read_bytes())
+    data[8] = 2
+    bad = tmp_path / "newer.pysr"
+    bad.write_bytes(bytes(data))
+    r = replay(pystrobe, "--collapsed", "-o", tmp_path / "out", bad)
+    assert r.returncode == 8
+    assert b"recording format 2.0 is newer than this pystrobe reads (1.x)" in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("content", [b"", b"PYSTREC", b"not a recording at all\n" * 10,
+                                     b"PYSTREC\n\0\0\0\0\0\0\0\0"])
+def test_replay_refuses_what_is_not_a_recording(pystrobe, tmp_path, content):
+    bad = tmp_path / "bad.pysr"
+    bad.write_bytes(content)
+    r = replay(pystrobe, "--collapsed", "-o", tmp_path / "out", bad)
+    assert r.returncode == 8, r.stderr.decode()
+    assert r.stderr.count(b"\n") == 1 and b"not a pystrobe recording" in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_replay_reads_up_to_a_damaged_block(pystrobe, recording, tmp_path):
+    """A byte flipped inside the second block: the first block's samples are
+    written, the damage named in one line, exit 8."""
+    data = bytearray(recording.read_bytes())
+    bl = recording_format.blocks(bytes(data))
+    assert len(bl) >= 3
+    off = bl[1][0]
+    data[off + 20 + 5] ^= 0x55
+    bad = tmp_path / "damaged.pysr"
+    bad.write_bytes(bytes(data))
+    r = replay(pystrobe, "--collapsed", "-o", tmp_path / "out", bad)
+    assert r.returncode == 8
+    assert f"block 1 at offset {off}: checksum mismatch".encode() in r.stderr
+    assert (tmp_path / "out").stat().st_size > 0
+
+
+@pytest.mark.parametrize("cut", [17, 30, -1, -7])
+def test_replay_reads_a_cut_file(pystrobe, recording, tmp_path, cut):
+    """A file cut anywhere (as a killed writer leaves it) is read up to its
+    last complete block; exit 0 with a warning, or 9 when that is nothing."""
+    data = recording.read_bytes()
+    bad = tmp_path / "cut.pysr"
+    bad.write_bytes(data[:cut])
+    r = replay(pystrobe, "--collapsed", "-o", tmp_path / "out", bad)
+    assert b"the recording was not finished" in r.stderr
+    if cut > 0:
+        assert r.returncode == 9, r.stderr.decode()
+    else:
+        assert r.returncode == 0, r.stderr.decode()
+        assert (tmp_path / "out").stat().st_size > 0

@@ -204,6 +204,16 @@ int cli_record(int argc, char **argv, int attach)
         }
     }
 
+    if ((rc = rec_stream_start(&j.r, j.s, j.pid, &sinks)) != -1) {
+        rec_bin_free(j.bin);
+        rec_out_discard(&j.out);
+        if (j.child > 0 && !j.r.detach)
+            rec_child_stop(j.child, j.pid, 0);
+        pys_profile_free(j.prof);
+        pys_session_free(j.s);
+        return rc;
+    }
+
     struct rec_sessions ss = {.v = {j.s}, .n = 1, .opt = &j.opt};
     enum end why = rec_sample_loop(&j.r, &ss, j.prof, &sinks, &unmatched);
     const struct pys_profile_info *info = pys_profile_info(j.prof);
@@ -220,6 +230,7 @@ int cli_record(int argc, char **argv, int attach)
     if (j.child > 0)
         status = end_child(&j, why, status);
 
+    rec_stream_free(&j.r);
     pys_profile_free(j.prof);
     for (size_t i = 0; i < ss.n; i++)
         pys_session_free(ss.v[i]);

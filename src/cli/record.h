@@ -19,7 +19,7 @@
 
 #include <pystrobe/pystrobe.h>
 
-enum format { FMT_PSTATS, FMT_COLLAPSED, FMT_FLAMEGRAPH };
+enum format { FMT_PSTATS, FMT_COLLAPSED, FMT_FLAMEGRAPH, FMT_JSONL };
 enum mode { MODE_WALL, MODE_CPU, MODE_GIL, MODE_EXCEPTION };
 extern const char *const rec_mode_names[];
 
@@ -46,6 +46,8 @@ struct rec {
     const char *record_path; /* where it goes: -o with --binary, --record FILE; NULL:
                               * the default name (with --binary), or none */
     int compression;         /* REC_COMPRESSION_* */
+    int jsonl_samples;       /* --jsonl-samples: a record per sample too */
+    struct out_jsonl *jsonl; /* FMT_JSONL's writer, fed by the sample stream */
 };
 enum { REC_COMPRESSION_AUTO, REC_COMPRESSION_ZSTD, REC_COMPRESSION_NONE };
 
@@ -172,5 +174,13 @@ int rec_bin_sample(void *ctx, const struct rec_sample *smp);
 int rec_bin_finish(struct rec_bin *b, const struct pys_profile_info *info);
 const char *rec_bin_path(const struct rec_bin *b);
 void rec_bin_free(struct rec_bin *b);
+/* The run's facts for recordings and the outputs fed by the sample stream:
+ * made at the first call (the start), the same at every later one. */
+struct out_rec_meta;
+const struct out_rec_meta *rec_run_meta(const struct rec *r, const pys_session *s, int pid);
+/* The sample-stream outputs (--jsonl): the writer made in r->jsonl, and its
+ * sink. -1, or an exit status. */
+int rec_stream_start(struct rec *r, const pys_session *s, int pid, struct rec_sinks *ks);
+void rec_stream_free(struct rec *r);
 
 #endif

@@ -18,6 +18,7 @@
 
 #include "cli/cli.h"
 #include "cli/record.h"
+#include "output/jsonl.h"
 #include "output/recording.h"
 
 /* A block is cut once its first sample is this old, or at this many bytes
@@ -26,7 +27,7 @@
 #define BLOCK_BYTES ((size_t)8 << 20)
 /* Blocks waiting for the writer thread; past this the sampler waits. */
 #define QUEUE 8
-#define ZSTD_LEVEL 5
+#define ZSTD_LEVEL 9
 
 struct rec_bin {
     const struct rec *r;
@@ -46,6 +47,7 @@ struct rec_bin {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct out_rec_buf q[QUEUE];
+    int qlast[QUEUE]; /* the file's last block */
     size_t qhead, qn;
     int stop;
     int werr; /* errno of the first write failure, or -1 for out of memory */
@@ -71,6 +73,7 @@ static void *writer_main(void *arg)
 {
     struct rec_bin *b = arg;
     struct out_rec_buf packed = {0};
+    out_rec_packer *k = out_rec_packer_new(b->comp, ZSTD_LEVEL);
     pthread_mutex_lock(&b->mu);
     for (;;) {
         while (b->qn == 0 && !b->stop)
@@ -78,10 +81,13 @@ static void *writer_main(void *arg)
         if (b->qn == 0)
             break;
         struct out_rec_buf raw = b->q[b->qhead];
+        int last = b->qlast[b->qhead];
         pthread_mutex_unlock(&b->mu);
         int err = 0;
-        if (!b->werr) {
-            int rc = out_rec_block_pack(raw.p, raw.len, b->comp, ZSTD_LEVEL, &packed);
+        if (!k) {
+            err = ENOMEM;
+        } else if (!b->werr) {
+            int rc = out_rec_block_pack(k, raw.p, raw.len, last, &packed);
             if (rc < 0)
                 err = rc == PYS_E_NOMEM ? ENOMEM : EIO;
             else if ((err = write_all(b->fd, packed.p, packed.len)) == 0 && fdatasync(b->fd) != 0 &&
@@ -100,12 +106,13 @@ static void *writer_main(void *arg)
     }
     pthread_mutex_unlock(&b->mu);
     out_rec_buf_release(&packed);
+    out_rec_packer_free(k);
     return NULL;
 }
 
 /* Hand the records so far to the writer thread (waiting if its queue is
  * full). Returns the writer's error (errno), or 0. */
-static int ship(struct rec_bin *b)
+static int ship(struct rec_bin *b, int last)
 {
     struct out_rec_buf raw;
     out_rec_enc_take(b->enc, &raw);
@@ -113,6 +120,7 @@ static int ship(struct rec_bin *b)
     while (b->qn == QUEUE)
         pthread_cond_wait(&b->cv, &b->mu);
     b->q[(b->qhead + b->qn) % QUEUE] = raw;
+    b->qlast[(b->qhead + b->qn) % QUEUE] = last;
     b->qn++;
     int err = b->werr;
     pthread_cond_broadcast(&b->cv);
@@ -151,13 +159,15 @@ const char *rec_bin_path(const struct rec_bin *b)
     return b->path;
 }
 
-int rec_bin_start(struct rec_bin *b, const pys_session *s, int pid)
+const struct out_rec_meta *rec_run_meta(const struct rec *r, const pys_session *s, int pid)
 {
-    const struct rec *r = b->r;
+    static struct out_rec_meta m;
+    static int made;
+    if (made)
+        return &m;
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
-    b->start_ns = rec_now_ns();
-    struct out_rec_meta m = {
+    m = (struct out_rec_meta){
         .pid = pid,
         .python_version = pys_session_python_version(s),
         .python_version_text = pys_session_python_version_text(s),
@@ -166,13 +176,21 @@ int rec_bin_start(struct rec_bin *b, const pys_session *s, int pid)
         .interval_ns = r->interval_ns,
         .rate_hz = r->rate_hz,
         .start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec,
-        .start_monotonic_ns = b->start_ns,
+        .start_monotonic_ns = rec_now_ns(),
         .max_frames = r->max_frames ? r->max_frames : PYS_MAX_FRAMES_DEFAULT,
         .max_memory = r->max_memory,
         .native = r->native,
         .gc = r->gc,
         .main_only = r->main_only,
     };
+    made = 1;
+    return &m;
+}
+
+int rec_bin_start(struct rec_bin *b, const pys_session *s, int pid)
+{
+    const struct out_rec_meta *m = rec_run_meta(b->r, s, pid);
+    b->start_ns = m->start_monotonic_ns;
     uint8_t hdr[OUT_REC_FILE_HEADER];
     out_rec_file_header(hdr);
     int err = write_all(b->fd, hdr, sizeof hdr);
@@ -182,7 +200,7 @@ int rec_bin_start(struct rec_bin *b, const pys_session *s, int pid)
     }
     b->bytes = sizeof hdr;
     b->enc = out_rec_enc_new();
-    if (!b->enc || out_rec_enc_meta(b->enc, &m) < 0) {
+    if (!b->enc || out_rec_enc_meta(b->enc, m) < 0) {
         fprintf(stderr, "pystrobe: out of memory\n");
         return CLI_ERROR;
     }
@@ -214,13 +232,13 @@ static int say_write_error(struct rec_bin *b, int err)
     return PYS_E_IO;
 }
 
-int rec_bin_sample(void *ctx, const struct rec_sample *smp)
+/* The threads of snap the outputs keep (as the profile does: a stack, no
+ * error, rec_thread_matches) into *th (grown as needed); -1 if out of
+ * memory. *unmatched counts a sample with stacks of which none was kept. */
+static ssize_t kept_threads(const struct rec *r, const struct pys_snapshot *snap,
+                            struct out_rec_thread **th, size_t *capth, uint64_t *unmatched)
 {
-    struct rec_bin *b = ctx;
-    if (b->failed)
-        return PYS_E_NOMEM;
     size_t n = 0, stacks = 0;
-    const struct pys_snapshot *snap = smp->snap;
     for (size_t i = 0; snap && i < snap->ninterps; i++) {
         const struct pys_interp *in = &snap->interps[i];
         for (size_t k = 0; k < in->nthreads; k++) {
@@ -228,26 +246,39 @@ int rec_bin_sample(void *ctx, const struct rec_sample *smp)
             if (t->error || t->nframes == 0)
                 continue;
             stacks++;
-            if (!rec_thread_matches(b->r, t))
+            if (!rec_thread_matches(r, t))
                 continue;
-            if (n == b->capth) {
-                size_t cap = b->capth ? b->capth * 2 : 16;
-                void *p = realloc(b->th, cap * sizeof *b->th);
+            if (n == *capth) {
+                size_t cap = *capth ? *capth * 2 : 16;
+                void *p = realloc(*th, cap * sizeof **th);
                 if (!p)
-                    goto nomem;
-                b->th = p;
-                b->capth = cap;
+                    return -1;
+                *th = p;
+                *capth = cap;
             }
             uint64_t id = t->host_id ? t->host_id : t->native_id;
-            b->th[n++] = (struct out_rec_thread){.id = id,
+            (*th)[n++] = (struct out_rec_thread){.id = id,
                                                  .ns_id = id != t->native_id ? t->native_id : 0,
                                                  .status = t->status,
                                                  .nframes = t->nframes,
                                                  .frames = t->frames};
         }
     }
-    b->unmatched += stacks > 0 && n == 0;
-    if (out_rec_enc_sample(b->enc, smp->t_ns, smp->end_ns, snap ? 0 : smp->rc, b->th, n) < 0)
+    *unmatched += stacks > 0 && n == 0;
+    return (ssize_t)n;
+}
+
+int rec_bin_sample(void *ctx, const struct rec_sample *smp)
+{
+    struct rec_bin *b = ctx;
+    if (b->failed)
+        return PYS_E_NOMEM;
+    const struct pys_snapshot *snap = smp->snap;
+    ssize_t kept = kept_threads(b->r, snap, &b->th, &b->capth, &b->unmatched);
+    if (kept < 0)
+        goto nomem;
+    size_t n = (size_t)kept;
+    if (out_rec_enc_sample(b->enc, smp->t_ns, snap ? 0 : smp->rc, b->th, n) < 0)
         goto nomem;
     if (!b->block_t)
         b->block_t = smp->t_ns ? smp->t_ns : 1;
@@ -256,7 +287,7 @@ int rec_bin_sample(void *ctx, const struct rec_sample *smp)
         stats_of(b, smp->info, smp->end_ns - b->start_ns, 0, &st);
         if (out_rec_enc_stats(b->enc, &st) < 0)
             goto nomem;
-        int err = ship(b);
+        int err = ship(b, 0);
         if (err)
             return say_write_error(b, err);
     }
@@ -277,7 +308,7 @@ int rec_bin_finish(struct rec_bin *b, const struct pys_profile_info *info)
             fprintf(stderr, "pystrobe: out of memory for the recording\n");
             status = CLI_ERROR;
         } else if (b->thread_started) {
-            ship(b);
+            ship(b, 1);
         }
     }
     if (b->thread_started) {
@@ -325,4 +356,58 @@ void rec_bin_free(struct rec_bin *b)
     pthread_mutex_destroy(&b->mu);
     pthread_cond_destroy(&b->cv);
     free(b);
+}
+
+/* --- outputs fed by the sample stream (--jsonl) ---------------------------- */
+
+struct stream_sink {
+    struct rec *r;
+    struct out_rec_thread *th;
+    size_t capth;
+    uint64_t unmatched;
+    FILE *spool;
+};
+
+static struct stream_sink stream;
+
+static int stream_sample(void *ctx, const struct rec_sample *smp)
+{
+    struct stream_sink *k = ctx;
+    ssize_t n = kept_threads(k->r, smp->snap, &k->th, &k->capth, &k->unmatched);
+    struct out_rec_sample s = {smp->t_ns, smp->snap ? 0 : smp->rc, n < 0 ? 0 : (size_t)n, k->th};
+    int rc = n < 0 ? PYS_E_NOMEM : out_jsonl_sample(k->r->jsonl, &s);
+    if (rc < 0)
+        fprintf(stderr, "pystrobe: %s for the JSON lines: stopping\n",
+                rc == PYS_E_NOMEM ? "out of memory" : "cannot write the scratch file");
+    return rc;
+}
+
+int rec_stream_start(struct rec *r, const pys_session *s, int pid, struct rec_sinks *ks)
+{
+    if (r->format != FMT_JSONL)
+        return -1;
+    stream.r = r;
+    if (r->jsonl_samples && !(stream.spool = tmpfile())) {
+        fprintf(stderr, "pystrobe: cannot make a scratch file: %s\n", strerror(errno));
+        return CLI_ERROR;
+    }
+    r->jsonl = out_jsonl_new(rec_run_meta(r, s, pid), r->jsonl_samples, stream.spool);
+    if (!r->jsonl) {
+        fprintf(stderr, "pystrobe: out of memory\n");
+        return CLI_ERROR;
+    }
+    rec_sinks_add(ks, &stream, stream_sample);
+    return -1;
+}
+
+void rec_stream_free(struct rec *r)
+{
+    out_jsonl_free(r->jsonl);
+    r->jsonl = NULL;
+    if (stream.spool)
+        fclose(stream.spool);
+    stream.spool = NULL;
+    free(stream.th);
+    stream.th = NULL;
+    stream.capth = 0;
 }

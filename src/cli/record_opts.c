@@ -115,7 +115,10 @@ static const char RUN_USAGE[] =
     "      --binary              the output is a recording of every sample\n"
     "                            (default file recording_PID.pysr)\n"
     "      --record FILE         a recording too, beside the output asked for\n"
-    "      --compression C       the recording's: auto (zstd), zstd or none\n";
+    "      --compression C       the recording's: auto (zstd), zstd or none\n"
+    "      --jsonl               JSON lines as CPython 3.15's profiler writes them\n"
+    "                            (default file jsonl_PID.jsonl)\n"
+    "      --jsonl-samples       with --jsonl: a record per sample too (time, threads)\n";
 
 enum {
     OPT_MAIN_ONLY = 256,
@@ -139,6 +142,8 @@ enum {
     OPT_BINARY,
     OPT_RECORD,
     OPT_COMPRESSION,
+    OPT_JSONL,
+    OPT_JSONL_SAMPLES,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -167,6 +172,8 @@ static const struct option LONG_OPTS[] = {
     {"binary", no_argument, NULL, OPT_BINARY},
     {"record", required_argument, NULL, OPT_RECORD},
     {"compression", required_argument, NULL, OPT_COMPRESSION},
+    {"jsonl", no_argument, NULL, OPT_JSONL},
+    {"jsonl-samples", no_argument, NULL, OPT_JSONL_SAMPLES},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -242,6 +249,12 @@ static int set_flag_option(struct rec *r, int c)
         break;
     case OPT_BINARY:
         r->binary = 1;
+        break;
+    case OPT_JSONL:
+        r->format = FMT_JSONL;
+        break;
+    case OPT_JSONL_SAMPLES:
+        r->jsonl_samples = 1;
         break;
     default:
         return 0;

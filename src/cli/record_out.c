@@ -14,9 +14,11 @@
 #include "cli/record.h"
 #include "output/collapsed.h"
 #include "output/flamegraph.h"
+#include "output/jsonl.h"
 #include "output/pstats.h"
 
-static const char *const FORMAT_NAMES[] = {"pstats", "collapsed stacks", "flame graph"};
+static const char *const FORMAT_NAMES[] = {"pstats", "collapsed stacks", "flame graph",
+                                           "JSON lines"};
 
 /* Write the profile in the chosen format to f. */
 static int write_format(FILE *f, const struct rec *r, const pys_profile *p, const char *title)
@@ -26,6 +28,8 @@ static int write_format(FILE *f, const struct rec *r, const pys_profile *p, cons
         return out_collapsed_write(f, p, r->tid);
     case FMT_FLAMEGRAPH:
         return out_flamegraph_write(f, p, title);
+    case FMT_JSONL: /* fed by the sample stream (record_bin.c) */
+        return out_jsonl_write(r->jsonl, f);
     default:
         return out_pstats_write_marshal(f, p);
     }
@@ -76,8 +80,10 @@ static mode_t new_file_mode(void)
 /* The default file name of the format ("collapsed.txt" without a pid). */
 static void default_name(char *buf, size_t size, enum format fmt, int pid)
 {
-    const char *base = fmt == FMT_COLLAPSED ? "collapsed" : "flamegraph";
-    const char *ext = fmt == FMT_COLLAPSED ? "txt" : "html";
+    const char *base = fmt == FMT_COLLAPSED ? "collapsed"
+                       : fmt == FMT_JSONL   ? "jsonl"
+                                            : "flamegraph";
+    const char *ext = fmt == FMT_COLLAPSED ? "txt" : fmt == FMT_JSONL ? "jsonl" : "html";
     if (pid > 0)
         snprintf(buf, size, "%s_%d.%s", base, pid, ext);
     else
@@ -225,7 +231,7 @@ static int write_renamed(struct rec_out *o, const struct rec *r, const pys_profi
  */
 static int write_fallback(const struct rec *r, const pys_profile *p, const char *title, int pid)
 {
-    static const char *const ext[] = {".pstats", ".txt", ".html"};
+    static const char *const ext[] = {".pstats", ".txt", ".html", ".jsonl"};
     const char *tmpdir = getenv("TMPDIR");
     const char *dirs[] = {tmpdir && *tmpdir ? tmpdir : "/tmp", "."};
     char path[4096];

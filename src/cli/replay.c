@@ -18,6 +18,7 @@
 
 #include "cli/cli.h"
 #include "cli/record.h"
+#include "output/jsonl.h"
 #include "output/pstats.h"
 #include "output/recording.h"
 
@@ -29,12 +30,14 @@ static const char REPLAY_USAGE[] =
     "                            (the default)\n"
     "      --collapsed           folded stacks (default file collapsed_PID.txt)\n"
     "      --flamegraph          a self-contained HTML flame graph (flamegraph_PID.html)\n"
+    "      --jsonl               JSON lines as CPython 3.15's profiler writes them\n"
+    "      --jsonl-samples       with --jsonl: a record per sample too (time, threads)\n"
     "  -o, --output FILE         where to write\n"
     "      --sort KEY            pstats table: as for run\n"
     "  -l, --limit N             pstats table rows (default 15)\n"
     "      --no-tid              collapsed: no tid:N root frame; threads merged\n";
 
-enum { O_PSTATS = 256, O_COLLAPSED, O_FLAMEGRAPH, O_SORT, O_NO_TID };
+enum { O_PSTATS = 256, O_COLLAPSED, O_FLAMEGRAPH, O_SORT, O_NO_TID, O_JSONL, O_JSONL_SAMPLES };
 
 static const struct option LONG_OPTS[] = {
     {"pstats", no_argument, NULL, O_PSTATS},
@@ -44,11 +47,15 @@ static const struct option LONG_OPTS[] = {
     {"sort", required_argument, NULL, O_SORT},
     {"limit", required_argument, NULL, 'l'},
     {"no-tid", no_argument, NULL, O_NO_TID},
+    {"jsonl", no_argument, NULL, O_JSONL},
+    {"jsonl-samples", no_argument, NULL, O_JSONL_SAMPLES},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
 struct replay {
+    struct rec *r;
+    FILE *spool; /* --jsonl-samples' scratch file */
     pys_profile *prof;
     struct out_rec_meta meta;
     char mode[32], version[64];
@@ -70,6 +77,13 @@ static int on_meta(void *ctx, const struct out_rec_meta *m)
              m->python_version_text ? m->python_version_text : "");
     x->have_meta = 1;
     pys_profile_set_max_memory(x->prof, m->max_memory);
+    if (x->r->format == FMT_JSONL) {
+        x->r->jsonl = out_jsonl_new(m, x->r->jsonl_samples, x->spool);
+        if (!x->r->jsonl) {
+            x->nomem = 1;
+            return 1;
+        }
+    }
     return 0;
 }
 
@@ -95,6 +109,8 @@ static int on_sample(void *ctx, const struct out_rec_sample *s)
         if (pys_profile_add(x->prof, t->id, t->frames, t->nframes, 1) < 0)
             goto nomem;
     }
+    if (x->r->jsonl && out_jsonl_sample(x->r->jsonl, s) < 0)
+        goto nomem;
     return 0;
 nomem:
     x->nomem = 1;
@@ -123,6 +139,12 @@ static int parse(struct rec *r, int argc, char **argv, const char **file)
             break;
         case O_NO_TID:
             r->tid = 0;
+            break;
+        case O_JSONL:
+            r->format = FMT_JSONL;
+            break;
+        case O_JSONL_SAMPLES:
+            r->jsonl_samples = 1;
             break;
         case 'o':
             r->output = optarg;
@@ -207,6 +229,11 @@ int cli_replay(int argc, char **argv)
 
     struct replay x;
     memset(&x, 0, sizeof x);
+    x.r = &r;
+    if (r.jsonl_samples && r.format == FMT_JSONL && !(x.spool = tmpfile())) {
+        fprintf(stderr, "pystrobe: cannot make a scratch file: %s\n", strerror(errno));
+        return CLI_ERROR;
+    }
     x.prof = pys_profile_new();
     if (!x.prof) {
         fprintf(stderr, "pystrobe: out of memory\n");
@@ -223,12 +250,24 @@ int cli_replay(int argc, char **argv)
         fprintf(stderr, "pystrobe: out of memory replaying %s\n", file);
         pys_profile_free(x.prof);
         out_rec_read_info_release(&ri);
+        out_jsonl_free(r.jsonl);
+        if (x.spool)
+            fclose(x.spool);
         return CLI_ERROR;
     }
-    if (rc == PYS_E_VERSION || (rc < 0 && x.samples == 0 && !ri.cut)) {
-        fprintf(stderr, "pystrobe: %s: %s\n", file, err);
+    if (r.format == FMT_JSONL && !r.jsonl && rc == 0) {
+        fprintf(stderr, "pystrobe: %s: the recording has no META record\n", file);
+        rc = PYS_E_CORRUPT;
+    }
+    if (rc == PYS_E_VERSION || (rc < 0 && x.samples == 0 && !ri.cut) ||
+        (r.format == FMT_JSONL && !r.jsonl)) {
+        if (err[0])
+            fprintf(stderr, "pystrobe: %s: %s\n", file, err);
         pys_profile_free(x.prof);
         out_rec_read_info_release(&ri);
+        out_jsonl_free(r.jsonl);
+        if (x.spool)
+            fclose(x.spool);
         return CLI_ERROR;
     }
     if (rc < 0 && ri.cut) {
@@ -276,5 +315,8 @@ int cli_replay(int argc, char **argv)
         rc = rec_write_output(&r, &o, x.prof, pid, x.have_stats ? x.stats.unmatched : 0);
     pys_profile_free(x.prof);
     out_rec_read_info_release(&ri);
+    out_jsonl_free(r.jsonl);
+    if (x.spool)
+        fclose(x.spool);
     return rc == CLI_OK ? status : rc;
 }

@@ -6,7 +6,8 @@
  * Encoding a sample costs O(depth) comparisons per thread against the
  * thread's previous stack, and a table lookup only for frames that changed:
  * a stack is stored as how many of the previous stack's outermost frames it
- * keeps, then the frames pushed on top of them.
+ * keeps (given as how many of its innermost it drops: a small number that
+ * repeats, whatever the depth), then the frames pushed on top of them.
  */
 #include "output/recording.h"
 
@@ -133,7 +134,8 @@ struct thread_ent {
 struct out_rec_enc {
     struct out_rec_buf buf;  /* the records since the last take */
     struct out_rec_buf part; /* scratch: a sample's thread parts */
-    uint64_t last_t;         /* the time of the last sample, or the start */
+    uint64_t last_us;        /* the time of the last sample, or the start (us) */
+    int64_t interval_us;     /* the interval asked (us): times are stored against it */
     struct str_ent *strs;
     size_t nstrs, capstrs;
     struct util_htab strtab; /* ids are index + 1 */
@@ -368,7 +370,7 @@ static int enc_thread(out_rec_enc *e, const struct out_rec_thread *t, struct out
         te->cap = n;
     }
     /* keep: the outermost frames shared with the last stack. */
-    size_t keep = 0;
+    size_t keep = 0, te_prev_n = te->n;
     while (keep < n && keep < te->n && same_frame(&te->frames[keep], &t->frames[n - 1 - keep]))
         keep++;
     for (size_t i = keep; i < n; i++) {
@@ -383,15 +385,15 @@ static int enc_thread(out_rec_enc *e, const struct out_rec_thread *t, struct out
         return PYS_E_NOMEM;
     put_var(part, ti);
     put_var(part, t->status);
-    put_var(part, keep);
+    put_var(part, te_prev_n - keep);
     put_var(part, n - keep);
     for (size_t i = keep; i < n; i++)
         put_var(part, te->ids[i]);
     return 0;
 }
 
-int out_rec_enc_sample(out_rec_enc *e, uint64_t t_ns, uint64_t end_ns, int rc,
-                       const struct out_rec_thread *threads, size_t n)
+int out_rec_enc_sample(out_rec_enc *e, uint64_t t_ns, int rc, const struct out_rec_thread *threads,
+                       size_t n)
 {
     /* Definitions go before the SAMPLE record that names them, so the
      * threads' parts are gathered apart and appended after. */
@@ -402,13 +404,16 @@ int out_rec_enc_sample(out_rec_enc *e, uint64_t t_ns, uint64_t end_ns, int rc,
             return PYS_E_NOMEM;
     if (buf_reserve(&e->buf, 1 + 4 * 10 + part->len) < 0)
         return PYS_E_NOMEM;
-    uint64_t dt = t_ns >= e->last_t ? t_ns - e->last_t : 0;
-    e->last_t += dt;
+    /* Microseconds since the last sample, less the interval: on schedule,
+     * a number near 0 that compresses well. */
+    uint64_t t_us = t_ns / 1000;
+    uint64_t dt = t_us >= e->last_us ? t_us - e->last_us : 0;
+    e->last_us += dt;
     put_u8(&e->buf, R_SAMPLE);
-    put_var(&e->buf, dt);
-    put_var(&e->buf, end_ns >= t_ns ? end_ns - t_ns : 0);
-    put_var(&e->buf, zz(rc));
-    put_var(&e->buf, n);
+    put_var(&e->buf, zz((int64_t)dt - e->interval_us));
+    put_var(&e->buf, (uint64_t)n << 1 | (rc != 0));
+    if (rc != 0)
+        put_var(&e->buf, zz(rc));
     memcpy(e->buf.p + e->buf.len, part->p, part->len);
     e->buf.len += part->len;
     return 0;
@@ -474,7 +479,8 @@ int out_rec_enc_meta(out_rec_enc *e, const struct out_rec_meta *m)
     put_uint_field(b, "main_only", (uint64_t) !!m->main_only);
     put_uint_field(b, "opcodes", (uint64_t) !!m->opcodes);
     put_uint_field(b, "format_minor", OUT_REC_MINOR);
-    e->last_t = m->start_monotonic_ns;
+    e->last_us = m->start_monotonic_ns / 1000;
+    e->interval_us = (int64_t)(m->interval_ns / 1000);
     return 0;
 }
 
@@ -528,28 +534,64 @@ size_t out_rec_enc_memory(const out_rec_enc *e)
 
 /* --- blocks ----------------------------------------------------------------- */
 
-int out_rec_block_pack(const uint8_t *raw, size_t len, enum out_rec_compression c, int zstd_level,
+struct out_rec_packer {
+    enum out_rec_compression c;
+    ZSTD_CCtx *cc;
+};
+
+out_rec_packer *out_rec_packer_new(enum out_rec_compression c, int zstd_level)
+{
+    out_rec_packer *k = calloc(1, sizeof *k);
+    if (!k)
+        return NULL;
+    k->c = c;
+    if (c == OUT_REC_ZSTD) {
+        k->cc = ZSTD_createCCtx();
+        if (!k->cc ||
+            ZSTD_isError(ZSTD_CCtx_setParameter(k->cc, ZSTD_c_compressionLevel, zstd_level))) {
+            out_rec_packer_free(k);
+            return NULL;
+        }
+    }
+    return k;
+}
+
+void out_rec_packer_free(out_rec_packer *k)
+{
+    if (!k)
+        return;
+    ZSTD_freeCCtx(k->cc);
+    free(k);
+}
+
+int out_rec_block_pack(out_rec_packer *k, const uint8_t *raw, size_t len, int last,
                        struct out_rec_buf *out)
 {
     struct out_rec_buf b = {0};
     if ((uint64_t)len > OUT_REC_MAX_BLOCK)
         return PYS_E_INVAL;
-    size_t bound = c == OUT_REC_ZSTD ? ZSTD_compressBound(len) : len;
+    size_t bound = k->c == OUT_REC_ZSTD ? ZSTD_compressBound(len) + 64 : len;
     if (buf_reserve(&b, OUT_REC_BLOCK_HEADER + bound) < 0)
         return PYS_E_NOMEM;
     size_t stored = len;
-    if (c == OUT_REC_ZSTD) {
-        stored = ZSTD_compress(b.p + OUT_REC_BLOCK_HEADER, bound, raw, len, zstd_level);
-        if (ZSTD_isError(stored)) {
-            out_rec_buf_release(&b);
-            return PYS_E_IO;
-        }
+    if (k->c == OUT_REC_ZSTD) {
+        ZSTD_inBuffer in = {raw, len, 0};
+        ZSTD_outBuffer o = {b.p + OUT_REC_BLOCK_HEADER, bound, 0};
+        size_t left;
+        do {
+            left = ZSTD_compressStream2(k->cc, &o, &in, last ? ZSTD_e_end : ZSTD_e_flush);
+            if (ZSTD_isError(left) || (left && o.pos == o.size)) {
+                out_rec_buf_release(&b);
+                return PYS_E_IO;
+            }
+        } while (left);
+        stored = o.pos;
     } else {
         memcpy(b.p + OUT_REC_BLOCK_HEADER, raw, len);
     }
     uint8_t *h = b.p;
     memcpy(h, BLOCK_MAGIC, 4);
-    h[4] = (uint8_t)c;
+    h[4] = (uint8_t)k->c;
     h[5] = h[6] = h[7] = 0;
     put_le(h + 8, stored, 4);
     put_le(h + 12, len, 4);
@@ -591,10 +633,12 @@ struct reader {
     size_t capsframes;
     size_t *soff; /* each sample thread's first frame in sframes */
     size_t capsoff;
-    uint64_t last_t;
+    uint64_t last_us;
+    int64_t interval_us;
     struct out_rec_meta meta;
     char meta_text[3][128]; /* python_version_text, mode, tool */
     int ended;
+    ZSTD_DCtx *dc; /* the file's zstd stream, across blocks */
 };
 
 /* A cursor over one block's records. */
@@ -801,19 +845,22 @@ static int read_fields(struct reader *r, struct cur *c, int stats, struct out_re
         r->meta.python_version_text = r->meta_text[0];
         r->meta.mode = r->meta_text[1];
         r->meta.tool = r->meta_text[2];
-        r->last_t = r->meta.start_monotonic_ns;
+        r->last_us = r->meta.start_monotonic_ns / 1000;
+        r->interval_us = r->meta.interval_ns / 1000 < ((uint64_t)1 << 40)
+                             ? (int64_t)(r->meta.interval_ns / 1000)
+                             : 0;
     }
     return 0;
 }
 
 static int read_sample(struct reader *r, struct cur *c)
 {
-    uint64_t dt, dur, rcz, n;
-    if (get_var(c, &dt) < 0 || get_var(c, &dur) < 0 || get_var(c, &rcz) < 0 || get_var(c, &n) < 0 ||
-        n > left(c) / 4)
+    uint64_t dtz, rcz = 0, n;
+    if (get_var(c, &dtz) < 0 || get_var(c, &n) < 0 || ((n & 1) && get_var(c, &rcz) < 0))
         return -1;
     int64_t rc = unzz(rcz);
-    if (rc < -1000 || rc > 0)
+    n >>= 1;
+    if (n > left(c) / 4 || rc < -1000 || rc > 0)
         return -1;
     if (n > r->capsthreads) {
         void *p = realloc(r->sthreads, n * sizeof *r->sthreads);
@@ -828,13 +875,14 @@ static int read_sample(struct reader *r, struct cur *c)
     }
     size_t total = 0;
     for (uint64_t i = 0; i < n; i++) {
-        uint64_t ti, status, keep, push;
+        uint64_t ti, status, pop, push;
         if (get_var(c, &ti) < 0 || ti >= r->nthreads || get_var(c, &status) < 0 ||
-            status > UINT32_MAX || get_var(c, &keep) < 0 || get_var(c, &push) < 0)
+            status > UINT32_MAX || get_var(c, &pop) < 0 || get_var(c, &push) < 0)
             return -1;
         struct rthread *t = &r->threads[ti];
-        if (keep > t->n || push > left(c))
+        if (pop > t->n || push > left(c))
             return -1;
+        uint64_t keep = t->n - pop;
         size_t nn = (size_t)(keep + push);
         if (nn > t->cap) {
             uint32_t *s = realloc(t->stack, nn * sizeof *s);
@@ -871,8 +919,13 @@ static int read_sample(struct reader *r, struct cur *c)
     }
     for (uint64_t i = 0; i < n; i++)
         r->sthreads[i].frames = r->sframes + r->soff[i];
-    r->last_t += dt;
-    struct out_rec_sample smp = {r->last_t, r->last_t + dur, (int)rc, (size_t)n, r->sthreads};
+    int64_t d = unzz(dtz);
+    if (d < -r->interval_us || d > ((int64_t)1 << 50))
+        return -1;
+    r->last_us += (uint64_t)(r->interval_us + d);
+    if (r->last_us > UINT64_MAX / 1000)
+        return -1;
+    struct out_rec_sample smp = {r->last_us * 1000, (int)rc, (size_t)n, r->sthreads};
     r->info->samples++;
     if (r->cb->sample) {
         int x = r->cb->sample(r->cb->ctx, &smp);
@@ -976,24 +1029,25 @@ static int unpack_block(struct reader *r, const uint8_t *data, size_t size, size
         return 0;
     }
     /* Decompressed in steps, so that a size the header claims costs memory
-     * only as far as the data really goes. */
-    ZSTD_DCtx *dc = ZSTD_createDCtx();
-    struct out_rec_buf b = {0};
-    int rc = 0;
-    if (!dc) {
+     * only as far as the data really goes. The stream goes on across
+     * blocks: each block's payload ends at a flush, so it decompresses
+     * whole with what came before it. */
+    if (!r->dc && !(r->dc = ZSTD_createDCtx())) {
         snprintf(r->err, r->errlen, "out of memory");
         return PYS_E_NOMEM;
     }
+    ZSTD_DCtx *dc = r->dc;
+    struct out_rec_buf b = {0};
+    int rc = 0;
     ZSTD_inBuffer in = {payload, (size_t)stored, 0};
-    size_t ret = 1;
-    while (ret != 0) {
-        size_t want = b.len + 65536 < rawlen ? 65536 : (size_t)rawlen - b.len;
+    for (;;) {
+        size_t want = rawlen - b.len < 65536 ? (size_t)rawlen - b.len : 65536;
         if (want == 0) {
-            /* Full, yet the frame has not ended: more than the header says. */
+            /* Full: anything more is more than the header says. */
             uint8_t probe;
             ZSTD_outBuffer o1 = {&probe, 1, 0};
-            ret = ZSTD_decompressStream(dc, &o1, &in);
-            if (ZSTD_isError(ret) || o1.pos || ret != 0) {
+            size_t ret = ZSTD_decompressStream(dc, &o1, &in);
+            if (ZSTD_isError(ret) || o1.pos) {
                 rc = fail(r, "block larger than its header says", block, off);
                 goto done;
             }
@@ -1006,16 +1060,14 @@ static int unpack_block(struct reader *r, const uint8_t *data, size_t size, size
         }
         ZSTD_outBuffer o = {b.p + b.len, want, 0};
         size_t in_before = in.pos;
-        ret = ZSTD_decompressStream(dc, &o, &in);
+        size_t ret = ZSTD_decompressStream(dc, &o, &in);
         if (ZSTD_isError(ret)) {
             rc = fail(r, "bad compressed data", block, off);
             goto done;
         }
         b.len += o.pos;
-        if (ret != 0 && o.pos == 0 && in.pos == in_before) {
-            rc = fail(r, "compressed data cut short", block, off);
-            goto done;
-        }
+        if (o.pos == 0 && in.pos == in_before)
+            break; /* no progress: the payload is used up */
     }
     if (b.len != rawlen || in.pos != in.size) {
         rc = fail(r, "block size differs from its header", block, off);
@@ -1026,7 +1078,6 @@ static int unpack_block(struct reader *r, const uint8_t *data, size_t size, size
     *owned = b.p;
     b.p = NULL;
 done:
-    ZSTD_freeDCtx(dc);
     out_rec_buf_release(&b);
     return rc;
 }
@@ -1097,6 +1148,7 @@ int out_rec_read(const uint8_t *data, size_t size, const struct out_rec_reader_c
         free(r.threads[i].stack);
     free(r.threads);
     free(r.sthreads);
+    ZSTD_freeDCtx(r.dc);
     free(r.sframes);
     free(r.soff);
     return rc;

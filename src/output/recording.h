@@ -10,7 +10,7 @@
  *
  * Writing is in two halves so that the sampling thread never compresses:
  * the encoder (out_rec_enc) turns samples into records in memory, and
- * out_rec_block_pack, which keeps no state of the encoder's, turns a detached
+ * a packer (out_rec_packer), which keeps no state of the encoder's, turns a detached
  * buffer of records into a block another thread writes.
  *
  * Reading (out_rec_read) validates everything: a file is untrusted input.
@@ -85,14 +85,14 @@ void out_rec_enc_free(out_rec_enc *e);
 int out_rec_enc_meta(out_rec_enc *e, const struct out_rec_meta *m);
 /* Append a STATS record. 0 or PYS_E_NOMEM. */
 int out_rec_enc_stats(out_rec_enc *e, const struct out_rec_stats *s);
-/* Append a sample taken at t_ns (CLOCK_MONOTONIC) and complete at end_ns,
- * with the snapshot's result rc and the threads kept. The frames' strings
+/* Append a sample taken at t_ns (CLOCK_MONOTONIC; stored to the
+ * microsecond), with the snapshot's result rc and the threads kept. The frames' strings
  * must stay valid and unchanged while the encoder lives (a session's
  * interned strings do): the encoder compares them by address. 0 or
  * PYS_E_NOMEM (the encoder is then unusable: its tables may lack what
  * records name). */
-int out_rec_enc_sample(out_rec_enc *e, uint64_t t_ns, uint64_t end_ns, int rc,
-                       const struct out_rec_thread *threads, size_t n);
+int out_rec_enc_sample(out_rec_enc *e, uint64_t t_ns, int rc, const struct out_rec_thread *threads,
+                       size_t n);
 /* Append the END record (nothing may follow it). */
 int out_rec_enc_end(out_rec_enc *e);
 /* Bytes of records appended since the last take. */
@@ -103,10 +103,18 @@ void out_rec_enc_take(out_rec_enc *e, struct out_rec_buf *out);
 /* Bytes the encoder holds for its tables and per-thread stacks. */
 size_t out_rec_enc_memory(const out_rec_enc *e);
 
-/* Make the block of raw records (len bytes) in *out (replaced; release it).
- * zstd_level is used for OUT_REC_ZSTD. 0, PYS_E_NOMEM or PYS_E_IO (the
- * compressor failed). Stateless: may run on any thread. */
-int out_rec_block_pack(const uint8_t *raw, size_t len, enum out_rec_compression c, int zstd_level,
+/* Makes blocks. With zstd, the blocks of a file are consecutive pieces of
+ * one zstd stream, each ending at a flush (later blocks refer back to
+ * earlier ones' data: better compression than blocks on their own). One
+ * packer per file; it may run on another thread than the encoder. */
+typedef struct out_rec_packer out_rec_packer;
+/* NULL if out of memory. */
+out_rec_packer *out_rec_packer_new(enum out_rec_compression c, int zstd_level);
+void out_rec_packer_free(out_rec_packer *k);
+/* Make the block of raw records (len bytes) in *out (replaced; release it);
+ * last: the file's last block (its zstd frame ends there). 0, PYS_E_NOMEM, PYS_E_INVAL (too large)
+ * or PYS_E_IO (the compressor failed; the packer is then unusable). */
+int out_rec_block_pack(out_rec_packer *k, const uint8_t *raw, size_t len, int last,
                        struct out_rec_buf *out);
 
 /* --- reading ---------------------------------------------------------------- */
@@ -114,7 +122,7 @@ int out_rec_block_pack(const uint8_t *raw, size_t len, enum out_rec_compression 
 /* A sample as read: threads in recorded order, frames innermost first,
  * valid during the callback only. */
 struct out_rec_sample {
-    uint64_t t_ns, end_ns;
+    uint64_t t_ns; /* to the microsecond */
     int rc;
     size_t nthreads;
     const struct out_rec_thread *threads;

@@ -41,7 +41,6 @@ static int on_sample(void *ctx, const struct out_rec_sample *s)
             sink_len += strlen(f->filename) + strlen(f->qualname);
         }
     }
-    check(s->end_ns >= s->t_ns);
     return 0;
 }
 

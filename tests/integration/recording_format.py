@@ -31,24 +31,35 @@ def _zz(b, i):
 
 def blocks(data):
     """[(offset, compression, payload bytes)] of the complete blocks; Cut if
-    the file ends inside one."""
+    the file ends inside one (with the complete ones as its argument)."""
     assert data[:8] == MAGIC, "bad magic"
-    out, off = [], 16
+    heads, off, cut = [], 16, False
     while off < len(data):
         if len(data) - off < 20:
-            raise Cut(out)
+            cut = True
+            break
         magic, comp, stored, raw, crc = struct.unpack_from("<4sB3xIII", data, off)
         assert magic == b"PBLK", f"bad block magic at {off}"
         if off + 20 + stored > len(data):
-            raise Cut(out)
+            cut = True
+            break
         payload = data[off + 20:off + 20 + stored]
         assert zlib.crc32(payload) == crc, f"checksum at {off}"
+        heads.append((off, comp, raw, payload))
+        off += 20 + stored
+    # zstd blocks are pieces of one stream: decompressed together (an
+    # unfinished stream makes zstd complain after writing all it has).
+    stream = b"".join(p for _, c, _, p in heads if c == 1)
+    dec = subprocess.run(["zstd", "-d", "-c", "-q"], input=stream,
+                         capture_output=True).stdout if stream else b""
+    out, pos = [], 0
+    for off, comp, raw, payload in heads:
         if comp == 1:
-            payload = subprocess.run(["zstd", "-d", "-c", "-q"], input=payload,
-                                     capture_output=True, check=True).stdout
+            payload, pos = dec[pos:pos + raw], pos + raw
         assert len(payload) == raw, f"raw length at {off}"
         out.append((off, comp, payload))
-        off += 20 + stored
+    if cut:
+        raise Cut(out)
     return out
 
 
@@ -78,7 +89,8 @@ def _fields(b, i):
 
 def read(path):
     """{"meta", "stats" (the last), "samples": [(t_ns, rc, [(tid, ns_id,
-    status, [(file, qualname, line) innermost first])])], "complete",
+    status, [(file, qualname, line, end_line, col, end_col, kind, firstlineno,
+    opcode) innermost first])])], "complete",
     "cut", "blocks"}."""
     data = open(path, "rb").read()
     cut = False
@@ -97,7 +109,8 @@ def read(path):
             i += 1
             if typ == 1:
                 res["meta"], i = _fields(b, i)
-                t = res["meta"]["start_monotonic_ns"]
+                t = res["meta"]["start_monotonic_ns"] // 1000
+                interval = res["meta"]["interval_ns"] // 1000
             elif typ == 2:
                 n, i = _var(b, i)
                 strings.append(b[i:i + n].decode("utf-8", "replace"))
@@ -107,11 +120,13 @@ def read(path):
                 q, i = _var(b, i)
                 first, i = _zz(b, i)
                 line, i = _zz(b, i)
-                for _ in range(3):
-                    _, i = _zz(b, i)
-                _, i = _var(b, i)
-                _, i = _zz(b, i)
-                frames.append((strings[f], strings[q], line))
+                dl, i = _zz(b, i)
+                col, i = _zz(b, i)
+                dc, i = _zz(b, i)
+                kind, i = _var(b, i)
+                op, i = _zz(b, i)
+                frames.append((strings[f], strings[q], line, line + dl, col, col + dc, kind,
+                               first, op))
             elif typ == 4:
                 tid, i = _var(b, i)
                 ns, i = _var(b, i)
@@ -119,25 +134,28 @@ def read(path):
             elif typ == 5:
                 res["stats"], i = _fields(b, i)
             elif typ == 6:
-                dt, i = _var(b, i)
-                _, i = _var(b, i)
-                rc, i = _zz(b, i)
+                dt, i = _zz(b, i)
                 n, i = _var(b, i)
-                t += dt
+                rc = 0
+                if n & 1:
+                    rc, i = _zz(b, i)
+                n >>= 1
+                t += interval + dt
                 ths = []
                 for _ in range(n):
                     ti, i = _var(b, i)
                     status, i = _var(b, i)
-                    keep, i = _var(b, i)
+                    pop, i = _var(b, i)
                     push, i = _var(b, i)
-                    st = stacks.get(ti, [])[:keep]
+                    st = stacks.get(ti, [])
+                    st = st[:len(st) - pop]
                     for _ in range(push):
                         fid, i = _var(b, i)
                         st.append(fid)
                     stacks[ti] = st
                     ths.append((threads[ti][0], threads[ti][1], status,
                                 [frames[x] for x in reversed(st)]))
-                res["samples"].append((t, rc, ths))
+                res["samples"].append((t * 1000, rc, ths))
             elif typ == 7:
                 res["complete"] = True
                 return res

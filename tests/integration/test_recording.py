@@ -254,3 +254,113 @@ def test_replay_reads_a_cut_file(pystrobe, recording, tmp_path, cut):
     else:
         assert r.returncode == 0, r.stderr.decode()
         assert (tmp_path / "out").stat().st_size > 0
+
+
+# --- JSON lines ---------------------------------------------------------------
+
+def jsonl_records(path):
+    import json
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("samples", [False, True], ids=["agg", "samples"])
+def test_jsonl_replay_writes_the_same_bytes(pystrobe, chains, tmp_path, samples):
+    target = FAST[0] if FAST else TARGETS[0]
+    p = chains(target)
+    rec = tmp_path / "rec.pysr"
+    extra = ["--jsonl-samples"] if samples else []
+    r = run_pystrobe(pystrobe, "attach", "-d", "1.5", "--jsonl", *extra, "-o",
+                     tmp_path / "live.jsonl", "--record", rec, p.pid)
+    assert r.returncode == 0, r.stderr.decode()
+    r2 = replay(pystrobe, "--jsonl", *extra, "-o", tmp_path / "again.jsonl", rec)
+    assert r2.returncode == 0, r2.stderr.decode()
+    live = (tmp_path / "live.jsonl").read_bytes()
+    assert live == (tmp_path / "again.jsonl").read_bytes()
+    types = [x["type"] for x in jsonl_records(tmp_path / "live.jsonl")]
+    assert ("sample" in types) == samples
+
+
+def test_jsonl_records_as_the_reference(pystrobe, chains, tmp_path):
+    """The reference's record types, fields and order (meta, string_table,
+    frame_table, agg, end; chunks of at most 256), and counts that agree
+    with the collapsed stacks of the same samples: self per frame is the
+    leaf count, samples_total the thread stacks."""
+    target = FAST[0] if FAST else TARGETS[0]
+    p = chains(target)
+    rec = tmp_path / "rec.pysr"
+    r = run_pystrobe(pystrobe, "attach", "-d", "2", "--binary", "-o", rec, p.pid)
+    assert r.returncode == 0, r.stderr.decode()
+    assert replay(pystrobe, "--jsonl", "-o", tmp_path / "o.jsonl", rec).returncode == 0
+    assert replay(pystrobe, "--collapsed", "-o", tmp_path / "o.txt", rec).returncode == 0
+    recs = jsonl_records(tmp_path / "o.jsonl")
+    order = {"meta": 0, "string_table": 1, "frame_table": 2, "agg": 3, "end": 4}
+    assert [order[x["type"]] for x in recs] == sorted(order[x["type"]] for x in recs)
+    assert recs[0]["type"] == "meta" and recs[-1]["type"] == "end"
+    run_id = recs[0]["run_id"]
+    assert re.fullmatch(r"[0-9a-f]{32}", run_id)
+    for x in recs:
+        assert x["v"] == 0 and x["run_id"] == run_id
+    assert set(recs[0]) == {"type", "v", "run_id", "sample_interval_usec", "mode"}
+    assert recs[0]["sample_interval_usec"] == 1000 and recs[0]["mode"] == "wall"
+    strings, frames, entries = {}, {}, {}
+    for x in recs:
+        if x["type"] == "string_table":
+            assert 0 < len(x["strings"]) <= 256
+            for s in x["strings"]:
+                assert set(s) == {"str_id", "value"}
+                strings[s["str_id"]] = s["value"]
+        elif x["type"] == "frame_table":
+            assert 0 < len(x["frames"]) <= 256
+            for f in x["frames"]:
+                assert {"frame_id", "path_str_id", "func_str_id", "line"} <= set(f) <= {
+                    "frame_id", "path_str_id", "func_str_id", "line", "end_line", "col", "end_col"}
+                frames[f["frame_id"]] = f
+        elif x["type"] == "agg":
+            assert x["kind"] == "frame" and x["scope"] == "final"
+            assert 0 < len(x["entries"]) <= 256
+            for e in x["entries"]:
+                assert set(e) == {"frame_id", "self", "cumulative"}
+                assert e["cumulative"] >= e["self"]
+                entries[e["frame_id"]] = e
+    assert sorted(strings) == list(range(len(strings)))
+    assert sorted(frames) == sorted(entries) == list(range(len(frames)))
+    total = recs[-1]["samples_total"]
+    assert sum(e["self"] for e in entries.values()) == total
+    # The leaf counts by file:function:line, as the collapsed stacks have them.
+    leaf = {}
+    for line in (tmp_path / "o.txt").read_text().splitlines():
+        stack, n = line.rsplit(" ", 1)
+        leaf[stack.split(";")[-1]] = leaf.get(stack.split(";")[-1], 0) + int(n)
+    assert sum(leaf.values()) == total
+    by_line = {}
+    for fid, f in frames.items():
+        path, func = strings[f["path_str_id"]], strings[f["func_str_id"]]
+        key = f"{path}:{func}:{f['line']}" if path != "~" else func
+        by_line[key] = by_line.get(key, 0) + entries[fid]["self"]
+    assert {k: v for k, v in by_line.items() if v} == leaf
+
+
+def test_jsonl_samples_times_and_threads(pystrobe, chains, tmp_path):
+    """--jsonl-samples: one sample record per sample, times rising from 0 in
+    microseconds over the run, the main thread's id and status, stacks of
+    defined frame ids (defined before first use)."""
+    target = FAST[0] if FAST else TARGETS[0]
+    p = chains(target)
+    r = run_pystrobe(pystrobe, "attach", "-d", "1.5", "--jsonl", "--jsonl-samples", "-o",
+                     tmp_path / "o.jsonl", p.pid)
+    assert r.returncode == 0, r.stderr.decode()
+    n = int(re.search(rb"Captured (\d+) samples", r.stderr).group(1))
+    defined, samples = set(), []
+    for x in jsonl_records(tmp_path / "o.jsonl"):
+        if x["type"] == "frame_table":
+            defined |= {f["frame_id"] for f in x["frames"]}
+        elif x["type"] == "sample":
+            for th in x["threads"]:
+                assert set(th["frames"]) <= defined
+            samples.append(x)
+    assert len(samples) == n
+    times = [s["t_us"] for s in samples]
+    assert times == sorted(times) and 0 <= times[0] and times[-1] < 1.5e6 + 1e5
+    tids = {th["tid"] for s in samples for th in s["threads"]}
+    assert p.pid in tids
+    assert any(th["status"] & 32 for s in samples for th in s["threads"] if th["tid"] == p.pid)

@@ -19,7 +19,7 @@
 
 #include <pystrobe/pystrobe.h>
 
-enum format { FMT_PSTATS, FMT_COLLAPSED, FMT_FLAMEGRAPH, FMT_JSONL };
+enum format { FMT_PSTATS, FMT_COLLAPSED, FMT_FLAMEGRAPH, FMT_JSONL, FMT_GECKO };
 enum mode { MODE_WALL, MODE_CPU, MODE_GIL, MODE_EXCEPTION };
 extern const char *const rec_mode_names[];
 
@@ -48,6 +48,7 @@ struct rec {
     int compression;         /* REC_COMPRESSION_* */
     int jsonl_samples;       /* --jsonl-samples: a record per sample too */
     struct out_jsonl *jsonl; /* FMT_JSONL's writer, fed by the sample stream */
+    struct out_gecko *gecko; /* FMT_GECKO's */
 };
 enum { REC_COMPRESSION_AUTO, REC_COMPRESSION_ZSTD, REC_COMPRESSION_NONE };
 
@@ -178,8 +179,8 @@ void rec_bin_free(struct rec_bin *b);
  * made at the first call (the start), the same at every later one. */
 struct out_rec_meta;
 const struct out_rec_meta *rec_run_meta(const struct rec *r, const pys_session *s, int pid);
-/* The sample-stream outputs (--jsonl): the writer made in r->jsonl, and its
- * sink. -1, or an exit status. */
+/* The sample-stream outputs (--jsonl, --gecko): the writer made in
+ * r->jsonl or r->gecko, and its sink. -1, or an exit status. */
 int rec_stream_start(struct rec *r, const pys_session *s, int pid, struct rec_sinks *ks);
 void rec_stream_free(struct rec *r);
 

@@ -18,6 +18,7 @@
 
 #include "cli/cli.h"
 #include "cli/record.h"
+#include "output/gecko.h"
 #include "output/jsonl.h"
 #include "output/recording.h"
 
@@ -375,18 +376,28 @@ static int stream_sample(void *ctx, const struct rec_sample *smp)
     struct stream_sink *k = ctx;
     ssize_t n = kept_threads(k->r, smp->snap, &k->th, &k->capth, &k->unmatched);
     struct out_rec_sample s = {smp->t_ns, smp->snap ? 0 : smp->rc, n < 0 ? 0 : (size_t)n, k->th};
-    int rc = n < 0 ? PYS_E_NOMEM : out_jsonl_sample(k->r->jsonl, &s);
+    int rc = n < 0         ? PYS_E_NOMEM
+             : k->r->gecko ? out_gecko_sample(k->r->gecko, &s)
+                           : out_jsonl_sample(k->r->jsonl, &s);
     if (rc < 0)
-        fprintf(stderr, "pystrobe: %s for the JSON lines: stopping\n",
+        fprintf(stderr, "pystrobe: %s for the output: stopping\n",
                 rc == PYS_E_NOMEM ? "out of memory" : "cannot write the scratch file");
     return rc;
 }
 
 int rec_stream_start(struct rec *r, const pys_session *s, int pid, struct rec_sinks *ks)
 {
-    if (r->format != FMT_JSONL)
+    if (r->format != FMT_JSONL && r->format != FMT_GECKO)
         return -1;
     stream.r = r;
+    if (r->format == FMT_GECKO) {
+        if (!(r->gecko = out_gecko_new(rec_run_meta(r, s, pid)))) {
+            fprintf(stderr, "pystrobe: out of memory\n");
+            return CLI_ERROR;
+        }
+        rec_sinks_add(ks, &stream, stream_sample);
+        return -1;
+    }
     if (r->jsonl_samples && !(stream.spool = tmpfile())) {
         fprintf(stderr, "pystrobe: cannot make a scratch file: %s\n", strerror(errno));
         return CLI_ERROR;
@@ -404,6 +415,8 @@ void rec_stream_free(struct rec *r)
 {
     out_jsonl_free(r->jsonl);
     r->jsonl = NULL;
+    out_gecko_free(r->gecko);
+    r->gecko = NULL;
     if (stream.spool)
         fclose(stream.spool);
     stream.spool = NULL;

@@ -118,7 +118,9 @@ static const char RUN_USAGE[] =
     "      --compression C       the recording's: auto (zstd), zstd or none\n"
     "      --jsonl               JSON lines as CPython 3.15's profiler writes them\n"
     "                            (default file jsonl_PID.jsonl)\n"
-    "      --jsonl-samples       with --jsonl: a record per sample too (time, threads)\n";
+    "      --jsonl-samples       with --jsonl: a record per sample too (time, threads)\n"
+    "      --gecko               a Firefox Profiler profile (gecko_PID.json): a track per\n"
+    "                            thread, real times, GIL/CPU/GC/exception markers\n";
 
 enum {
     OPT_MAIN_ONLY = 256,
@@ -144,6 +146,7 @@ enum {
     OPT_COMPRESSION,
     OPT_JSONL,
     OPT_JSONL_SAMPLES,
+    OPT_GECKO,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -174,6 +177,7 @@ static const struct option LONG_OPTS[] = {
     {"compression", required_argument, NULL, OPT_COMPRESSION},
     {"jsonl", no_argument, NULL, OPT_JSONL},
     {"jsonl-samples", no_argument, NULL, OPT_JSONL_SAMPLES},
+    {"gecko", no_argument, NULL, OPT_GECKO},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -255,6 +259,9 @@ static int set_flag_option(struct rec *r, int c)
         break;
     case OPT_JSONL_SAMPLES:
         r->jsonl_samples = 1;
+        break;
+    case OPT_GECKO:
+        r->format = FMT_GECKO;
         break;
     default:
         return 0;

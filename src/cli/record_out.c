@@ -14,11 +14,12 @@
 #include "cli/record.h"
 #include "output/collapsed.h"
 #include "output/flamegraph.h"
+#include "output/gecko.h"
 #include "output/jsonl.h"
 #include "output/pstats.h"
 
 static const char *const FORMAT_NAMES[] = {"pstats", "collapsed stacks", "flame graph",
-                                           "JSON lines"};
+                                           "JSON lines", "Firefox Profiler profile"};
 
 /* Write the profile in the chosen format to f. */
 static int write_format(FILE *f, const struct rec *r, const pys_profile *p, const char *title)
@@ -30,6 +31,8 @@ static int write_format(FILE *f, const struct rec *r, const pys_profile *p, cons
         return out_flamegraph_write(f, p, title);
     case FMT_JSONL: /* fed by the sample stream (record_bin.c) */
         return out_jsonl_write(r->jsonl, f);
+    case FMT_GECKO:
+        return out_gecko_write(r->gecko, f);
     default:
         return out_pstats_write_marshal(f, p);
     }
@@ -231,7 +234,7 @@ static int write_renamed(struct rec_out *o, const struct rec *r, const pys_profi
  */
 static int write_fallback(const struct rec *r, const pys_profile *p, const char *title, int pid)
 {
-    static const char *const ext[] = {".pstats", ".txt", ".html", ".jsonl"};
+    static const char *const ext[] = {".pstats", ".txt", ".html", ".jsonl", ".json"};
     const char *tmpdir = getenv("TMPDIR");
     const char *dirs[] = {tmpdir && *tmpdir ? tmpdir : "/tmp", "."};
     char path[4096];

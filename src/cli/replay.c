@@ -18,6 +18,7 @@
 
 #include "cli/cli.h"
 #include "cli/record.h"
+#include "output/gecko.h"
 #include "output/jsonl.h"
 #include "output/pstats.h"
 #include "output/recording.h"
@@ -32,12 +33,22 @@ static const char REPLAY_USAGE[] =
     "      --flamegraph          a self-contained HTML flame graph (flamegraph_PID.html)\n"
     "      --jsonl               JSON lines as CPython 3.15's profiler writes them\n"
     "      --jsonl-samples       with --jsonl: a record per sample too (time, threads)\n"
+    "      --gecko               a Firefox Profiler profile (gecko_PID.json)\n"
     "  -o, --output FILE         where to write\n"
     "      --sort KEY            pstats table: as for run\n"
     "  -l, --limit N             pstats table rows (default 15)\n"
     "      --no-tid              collapsed: no tid:N root frame; threads merged\n";
 
-enum { O_PSTATS = 256, O_COLLAPSED, O_FLAMEGRAPH, O_SORT, O_NO_TID, O_JSONL, O_JSONL_SAMPLES };
+enum {
+    O_PSTATS = 256,
+    O_COLLAPSED,
+    O_FLAMEGRAPH,
+    O_SORT,
+    O_NO_TID,
+    O_JSONL,
+    O_JSONL_SAMPLES,
+    O_GECKO
+};
 
 static const struct option LONG_OPTS[] = {
     {"pstats", no_argument, NULL, O_PSTATS},
@@ -49,6 +60,7 @@ static const struct option LONG_OPTS[] = {
     {"no-tid", no_argument, NULL, O_NO_TID},
     {"jsonl", no_argument, NULL, O_JSONL},
     {"jsonl-samples", no_argument, NULL, O_JSONL_SAMPLES},
+    {"gecko", no_argument, NULL, O_GECKO},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -77,6 +89,10 @@ static int on_meta(void *ctx, const struct out_rec_meta *m)
              m->python_version_text ? m->python_version_text : "");
     x->have_meta = 1;
     pys_profile_set_max_memory(x->prof, m->max_memory);
+    if (x->r->format == FMT_GECKO && !(x->r->gecko = out_gecko_new(m))) {
+        x->nomem = 1;
+        return 1;
+    }
     if (x->r->format == FMT_JSONL) {
         x->r->jsonl = out_jsonl_new(m, x->r->jsonl_samples, x->spool);
         if (!x->r->jsonl) {
@@ -110,6 +126,8 @@ static int on_sample(void *ctx, const struct out_rec_sample *s)
             goto nomem;
     }
     if (x->r->jsonl && out_jsonl_sample(x->r->jsonl, s) < 0)
+        goto nomem;
+    if (x->r->gecko && out_gecko_sample(x->r->gecko, s) < 0)
         goto nomem;
     return 0;
 nomem:
@@ -145,6 +163,9 @@ static int parse(struct rec *r, int argc, char **argv, const char **file)
             break;
         case O_JSONL_SAMPLES:
             r->jsonl_samples = 1;
+            break;
+        case O_GECKO:
+            r->format = FMT_GECKO;
             break;
         case 'o':
             r->output = optarg;
@@ -251,21 +272,24 @@ int cli_replay(int argc, char **argv)
         pys_profile_free(x.prof);
         out_rec_read_info_release(&ri);
         out_jsonl_free(r.jsonl);
+        out_gecko_free(r.gecko);
         if (x.spool)
             fclose(x.spool);
         return CLI_ERROR;
     }
-    if (r.format == FMT_JSONL && !r.jsonl && rc == 0) {
+    int streamed = r.format == FMT_JSONL || r.format == FMT_GECKO;
+    if (streamed && !r.jsonl && !r.gecko && rc == 0) {
         fprintf(stderr, "pystrobe: %s: the recording has no META record\n", file);
         rc = PYS_E_CORRUPT;
     }
     if (rc == PYS_E_VERSION || (rc < 0 && x.samples == 0 && !ri.cut) ||
-        (r.format == FMT_JSONL && !r.jsonl)) {
+        (streamed && !r.jsonl && !r.gecko)) {
         if (err[0])
             fprintf(stderr, "pystrobe: %s: %s\n", file, err);
         pys_profile_free(x.prof);
         out_rec_read_info_release(&ri);
         out_jsonl_free(r.jsonl);
+        out_gecko_free(r.gecko);
         if (x.spool)
             fclose(x.spool);
         return CLI_ERROR;
@@ -316,6 +340,7 @@ int cli_replay(int argc, char **argv)
     pys_profile_free(x.prof);
     out_rec_read_info_release(&ri);
     out_jsonl_free(r.jsonl);
+    out_gecko_free(r.gecko);
     if (x.spool)
         fclose(x.spool);
     return rc == CLI_OK ? status : rc;

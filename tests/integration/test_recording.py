@@ -364,3 +364,121 @@ def test_jsonl_samples_times_and_threads(pystrobe, chains, tmp_path):
     tids = {th["tid"] for s in samples for th in s["threads"]}
     assert p.pid in tids
     assert any(th["status"] & 32 for s in samples for th in s["threads"] if th["tid"] == p.pid)
+
+
+# --- Firefox Profiler ---------------------------------------------------------
+
+PROFILER_CLI = ROOT / ".cache" / "profiler-cli" / "package" / "dist" / "profiler-cli.js"
+
+
+class ProfilerCli:
+    """The Firefox Profiler's own importer (npm @firefox-devtools/profiler-cli
+    0.10.0, from scripts/install-deps.sh), with a session directory of the
+    test's own; its daemon is stopped at the end."""
+
+    def __init__(self, d):
+        self.env = dict(os.environ, PROFILER_CLI_SESSION_DIR=str(d))
+
+    def run(self, *args):
+        return subprocess.run(["node", str(PROFILER_CLI), *args], capture_output=True,
+                              env=self.env, timeout=120)
+
+    def load(self, path):
+        # On a loaded machine the daemon may miss the client's first 500 ms
+        # wait; it still starts, and the next command finds it.
+        r = self.run("load", str(path))
+        if r.returncode != 0 and b"did not become ready" in r.stderr + r.stdout:
+            for _ in range(20):
+                time.sleep(0.5)
+                info = self.run("profile", "info")
+                if info.returncode == 0:
+                    return info
+        return r
+
+    def stop(self):
+        self.run("stop", "--all")
+
+
+@pytest.fixture
+def profiler_cli(tmp_path):
+    if not PROFILER_CLI.exists():
+        pytest.fail(f"{PROFILER_CLI} missing: run scripts/install-deps.sh", pytrace=False)
+    cli = ProfilerCli(tmp_path / "sessions")
+    yield cli
+    cli.stop()
+
+
+def test_gecko_loads_in_the_firefox_profiler(pystrobe, chains, tmp_path, profiler_cli):
+    """--gecko: the profiler's importer loads the file; its per-function
+    sample counts (self and total) equal pystrobe's pstats counts of the same
+    samples; the start is today's date, the thread the target's main thread
+    with its pid; the replay writes the same bytes."""
+    import json
+    import pstats
+    target = FAST[0] if FAST else TARGETS[0]
+    p = chains(target)
+    rec = tmp_path / "rec.pysr"
+    gecko = tmp_path / "g.json"
+    r = run_pystrobe(pystrobe, "attach", "-d", "2", "--gecko", "-o", gecko, "--record", rec,
+                     p.pid)
+    assert r.returncode == 0, r.stderr.decode()
+    r2 = replay(pystrobe, "--gecko", "-o", tmp_path / "again.json", rec)
+    assert r2.returncode == 0 and gecko.read_bytes() == (tmp_path / "again.json").read_bytes()
+    assert replay(pystrobe, "--pstats", "-o", tmp_path / "p.pstats", rec).returncode == 0
+
+    r = profiler_cli.load(gecko)
+    assert r.returncode == 0, (r.stdout + r.stderr).decode()
+    meta = profiler_cli.run("profile", "meta")
+    assert meta.returncode == 0
+    started = re.search(rb"Started: (\d{4})-", meta.stdout)
+    assert started and int(started.group(1)) == time.gmtime().tm_year, meta.stdout.decode()
+    info = profiler_cli.run("profile", "info").stdout.decode()
+    assert f"[pid {p.pid}]" in info and f"MainThread {p.pid}" in info, info
+    s = profiler_cli.run("thread", "samples", "--json", "--limit", "100000")
+    assert s.returncode == 0, s.stderr.decode()
+    got = json.loads(s.stdout)
+    st = pstats.Stats(str(tmp_path / "p.pstats")).stats
+    want = {}
+    for (file, _line, func), (direct, cumulative, *_rest) in st.items():
+        want[f"{file}!{func}" if file != "~" else func] = (direct, cumulative)
+    total = {f["name"]: f["totalSamples"] for f in got["topFunctionsByTotal"]}
+    self_ = {f["name"]: f["selfSamples"] for f in got["topFunctionsBySelf"]}
+    assert total and self_
+    for name, n in total.items():
+        assert want[name][1] == n, name
+    for name, n in self_.items():
+        assert want[name][0] == n, name
+    assert got["categoryBreakdown"]["totalSamples"] == sum(d for d, _ in want.values())
+
+
+def test_gecko_markers(pystrobe, spawn, tmp_path, profiler_cli):
+    """Thread-state markers as the profiler reads them: the thread spinning
+    with the GIL has "Has GIL" intervals, the one asleep in an except block
+    "Has exception"; markers lie inside the run."""
+    import json
+    target = next((t for t in TARGETS if t.name == "sid-3.15"), FAST[0] if FAST else TARGETS[0])
+    script = target.stage(WORKLOADS / "modes.py")
+    p = spawn(target.argv + ["-B", script], stdout=subprocess.PIPE)
+    wait_ready(p)
+    gecko = tmp_path / "g.json"
+    r = run_pystrobe(pystrobe, "attach", "-d", "2", "--gecko", "-o", gecko, p.pid)
+    assert r.returncode == 0, r.stderr.decode()
+    d = json.loads(gecko.read_text())
+    strings = d["shared"]["stringArray"]
+    names = set()
+    for th in d["threads"]:
+        mk = th["markers"]
+        assert mk["length"] == len(mk["name"]) == len(mk["startTime"]) == len(mk["endTime"])
+        last = th["samples"]["time"][-1]
+        for i in range(mk["length"]):
+            assert 0 <= mk["startTime"][i] <= mk["endTime"][i] <= last
+            names.add(strings[mk["name"][i]])
+    assert {"Has GIL", "Has exception"} <= names, names
+    r = profiler_cli.load(gecko)
+    assert r.returncode == 0, (r.stdout + r.stderr).decode()
+    seen = b""
+    for i in range(len(d["threads"])):
+        m = profiler_cli.run("thread", "markers", "--thread", f"t-{i}")
+        assert m.returncode == 0, m.stderr.decode()
+        seen += m.stdout
+    assert b"Has GIL" in seen and b"Has exception" in seen, seen.decode()

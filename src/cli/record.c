@@ -138,7 +138,9 @@ static int job_setup(struct job *j)
         fprintf(stderr, "pystrobe: out of memory\n");
         return CLI_ERROR;
     }
-    pys_profile_set_max_memory(j->prof, r->max_memory);
+    /* With --binary the profile only keeps the run's counters: bounded
+     * small, so that memory stays flat however many stacks are recorded. */
+    pys_profile_set_max_memory(j->prof, r->binary ? (uint64_t)1 << 20 : r->max_memory);
     struct pys_profile_info *info = pys_profile_info(j->prof);
     info->pid = j->pid;
     info->python_version = pys_session_python_version(j->s);
@@ -218,7 +220,8 @@ int cli_record(int argc, char **argv, int attach)
     enum end why = rec_sample_loop(&j.r, &ss, j.prof, &sinks, &unmatched);
     const struct pys_profile_info *info = pys_profile_info(j.prof);
     rec_print_summary(info, j.r.rate_hz);
-    rec_print_folded(j.prof, j.r.max_memory);
+    if (!j.r.binary)
+        rec_print_folded(j.prof, j.r.max_memory);
     if (j.r.stats)
         rec_print_stats(ss.v[ss.n - 1], info);
     int status = j.r.binary ? CLI_OK : rec_write_output(&j.r, &j.out, j.prof, j.pid, unmatched);

@@ -22,6 +22,7 @@
 #include "output/jsonl.h"
 #include "output/pstats.h"
 #include "output/recording.h"
+#include "output/tach.h"
 
 static const char REPLAY_USAGE[] =
     "usage: pystrobe replay [options] FILE\n"
@@ -263,7 +264,9 @@ int cli_replay(int argc, char **argv)
     struct out_rec_reader_cb cb = {&x, on_meta, on_stats, on_sample, 1};
     struct out_rec_read_info ri;
     char err[512];
-    rc = out_rec_read(data, size, &cb, &ri, err, sizeof err);
+    /* CPython 3.15's own binary profiles too. */
+    rc = out_tach_is(data, size) ? out_tach_read(data, size, &cb, &ri, err, sizeof err)
+                                 : out_rec_read(data, size, &cb, &ri, err, sizeof err);
     if (size > 0)
         munmap((void *)data, size);
     int status = CLI_OK;

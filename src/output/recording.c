@@ -414,7 +414,8 @@ int out_rec_enc_sample(out_rec_enc *e, uint64_t t_ns, int rc, const struct out_r
     put_var(&e->buf, (uint64_t)n << 1 | (rc != 0));
     if (rc != 0)
         put_var(&e->buf, zz(rc));
-    memcpy(e->buf.p + e->buf.len, part->p, part->len);
+    if (part->len) /* (no threads: part->p may be NULL) */
+        memcpy(e->buf.p + e->buf.len, part->p, part->len);
     e->buf.len += part->len;
     return 0;
 }
@@ -587,7 +588,8 @@ int out_rec_block_pack(out_rec_packer *k, const uint8_t *raw, size_t len, int la
         } while (left);
         stored = o.pos;
     } else {
-        memcpy(b.p + OUT_REC_BLOCK_HEADER, raw, len);
+        if (len)
+            memcpy(b.p + OUT_REC_BLOCK_HEADER, raw, len);
     }
     uint8_t *h = b.p;
     memcpy(h, BLOCK_MAGIC, 4);

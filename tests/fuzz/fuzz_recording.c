@@ -7,10 +7,15 @@
  * and the result is 0 or a PYS_E code with a message. Half the inputs get
  * their blocks' checksums recomputed, so mutations reach the records.
  *
+ * Each input is also read as CPython 3.15's binary format (output/tach.h),
+ * with its magic set.
+ *
  * Seeds (tests/fuzz/seeds/fuzz_recording/): short recordings of a real
- * target, zstd and stored, a cut one and one of a newer major version.
+ * target, zstd and stored, a cut one and one of a newer major version, and
+ * small files of CPython 3.15's own writer.
  */
 #include "output/recording.h"
+#include "output/tach.h"
 
 #include <pystrobe/pystrobe.h>
 
@@ -89,6 +94,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < info.nstrings; i++)
         sink_len += strlen(info.strings[i]);
     out_rec_read_info_release(&info);
+    /* CPython 3.15's format, which replay reads too (seed: tach_zstd.bin). */
+    if (size >= 4) {
+        memcpy(copy, "HCAT", 4);
+        rc = out_tach_read(copy, size, &cb, &info, err, sizeof err);
+        check(rc == 0 || rc == PYS_E_CORRUPT || rc == PYS_E_VERSION || rc == PYS_E_NOMEM);
+        check(rc == 0 || err[0] != '\0');
+        out_rec_read_info_release(&info);
+    }
     free(copy);
     return 0;
 }

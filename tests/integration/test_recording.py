@@ -482,3 +482,90 @@ def test_gecko_markers(pystrobe, spawn, tmp_path, profiler_cli):
         assert m.returncode == 0, m.stderr.decode()
         seen += m.stdout
     assert b"Has GIL" in seen and b"Has exception" in seen, seen.decode()
+
+
+# --- CPython 3.15's own binary profiles ------------------------------------------
+
+SID = next((t for t in supported_targets() if t.name == "sid-3.15"), None)
+
+# Writes a TACH file with the real _remote_debugging.BinaryWriter (threads,
+# repeats, pops and pushes, a <GC> marker, a 300-frame stack), then reads it
+# back with the real profiling.sampling BinaryReader into collapsed counts
+# (root first, as pystrobe's --no-tid collapsed output names frames).
+TACH_SCRIPT = r"""
+import json, sys, _remote_debugging as r
+from profiling.sampling.binary_reader import BinaryReader
+out, comp = sys.argv[1], int(sys.argv[2])
+def fr(f, fn, line):
+    return r.FrameInfo((f, r.LocationInfo((line, line, 0, 4)), fn, None))
+gc = r.FrameInfo(("~", None, "<GC>", None))
+w = r.BinaryWriter(out, 1000, 5000000, compression=comp)
+t = 5000000
+for i in range(3000):
+    t += 1000
+    main = [fr("/app/m.py", "leaf", 10 + i % 3), fr("/app/m.py", "mid", 20), fr("/app/m.py", "main", 1)]
+    if i % 7 == 0:
+        main = [gc] + main[1:]
+    other = [fr("/app/w.py", "work", 5 + (i // 500))] + [fr("/app/w.py", "rec", 9)] * (300 if i % 11 == 0 else 3)
+    w.write_sample([r.InterpreterInfo((0, [r.ThreadInfo((101, 33, main)), r.ThreadInfo((102, 1, other))]))], t)
+w.finalize()
+class C:
+    def __init__(self): self.c = {}
+    def collect(self, frames, timestamps_us=None):
+        n = len(timestamps_us) if timestamps_us else 1
+        for interp in frames:
+            for th in interp.threads:
+                names = [x.funcname if x.filename == "~" else f"{x.filename}:{x.funcname}:{x.location[0]}"
+                         for x in reversed(th.frame_info)]
+                k = ";".join(names)
+                self.c[k] = self.c.get(k, 0) + n
+    def export(self, *a): pass
+c = C()
+with BinaryReader(out) as rd:
+    rd.replay_samples(c)
+json.dump(c.c, sys.stdout)
+"""
+
+
+@pytest.mark.skipif(SID is None, reason="no sid-root CPython 3.15")
+@pytest.mark.parametrize("comp", [0, 1], ids=["none", "zstd"])
+def test_replay_reads_cpython_binary_profiles(pystrobe, tmp_path, comp):
+    """A file CPython 3.15's own writer made replays into the stacks its own
+    reader finds in it, sample for sample (deep stacks past its 256 cap are
+    not in such files; 300 frames are cut by the writer, and both readers
+    agree on what it kept)."""
+    import json
+    host_dir, target_dir = SID.stage_dir()
+    try:
+        r = SID.run(["-c", TACH_SCRIPT, f"{target_dir}/t.bin", str(comp)], capture_output=True)
+        assert r.returncode == 0, r.stderr.decode()
+        want = json.loads(r.stdout)
+        out = tmp_path / "c.txt"
+        r = replay(pystrobe, "--collapsed", "--no-tid", "-o", out, host_dir / "t.bin")
+        assert r.returncode == 0, r.stderr.decode()
+        assert b"Replayed 6000 samples" in r.stderr
+        got = {}
+        for line in out.read_text().splitlines():
+            k, n = line.rsplit(" ", 1)
+            got[k] = got.get(k, 0) + int(n)
+        assert got == want
+    finally:
+        import shutil
+        shutil.rmtree(host_dir, ignore_errors=True)
+
+
+@pytest.mark.skipif(SID is None, reason="no sid-root CPython 3.15")
+def test_replay_refuses_a_damaged_cpython_profile(pystrobe, tmp_path):
+    host_dir, target_dir = SID.stage_dir()
+    try:
+        r = SID.run(["-c", TACH_SCRIPT, f"{target_dir}/t.bin", "1"], capture_output=True)
+        assert r.returncode == 0, r.stderr.decode()
+        data = (host_dir / "t.bin").read_bytes()
+    finally:
+        import shutil
+        shutil.rmtree(host_dir, ignore_errors=True)
+    bad = tmp_path / "cut.bin"
+    bad.write_bytes(data[:len(data) // 2])
+    r = replay(pystrobe, "--collapsed", "-o", tmp_path / "o", bad)
+    assert r.returncode == 8
+    assert b"CPython binary profile: bad header or footer" in r.stderr

@@ -46,6 +46,7 @@ struct rec {
     const char *record_path; /* where it goes: -o with --binary, --record FILE; NULL:
                               * the default name (with --binary), or none */
     int compression;         /* REC_COMPRESSION_* */
+    int compression_set;     /* --compression given */
     int jsonl_samples;       /* --jsonl-samples: a record per sample too */
     struct out_jsonl *jsonl; /* FMT_JSONL's writer, fed by the sample stream */
     struct out_gecko *gecko; /* FMT_GECKO's */

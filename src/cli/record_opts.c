@@ -336,6 +336,7 @@ static int set_value_option(struct rec *r, int c, const char *arg)
         r->record_path = arg;
         return -1;
     case OPT_COMPRESSION:
+        r->compression_set = 1;
         if (strcmp(arg, "auto") == 0)
             r->compression = REC_COMPRESSION_AUTO;
         else if (strcmp(arg, "zstd") == 0)
@@ -391,6 +392,10 @@ static int finish_args(struct rec *r, int argc, char **argv, int first, const ch
         return usage_error("%s", "--binary writes the recording to -o: not --record too");
     if (r->binary)
         r->record_path = r->output;
+    if (r->compression_set && !r->binary && !r->record_path)
+        return usage_error("%s", "--compression is for a recording (--binary, --record FILE)");
+    if (r->jsonl_samples && r->format != FMT_JSONL)
+        return usage_error("%s", "--jsonl-samples goes with --jsonl");
     r->interval_ns = (uint64_t)(1e9 / r->rate_hz + 0.5);
     if (r->interval_ns == 0)
         r->interval_ns = 1;

@@ -569,3 +569,15 @@ def test_replay_refuses_a_damaged_cpython_profile(pystrobe, tmp_path):
     r = replay(pystrobe, "--collapsed", "-o", tmp_path / "o", bad)
     assert r.returncode == 8
     assert b"CPython binary profile: bad header or footer" in r.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--compression", "zstd"], b"--compression is for a recording"),
+    (["--jsonl-samples"], b"--jsonl-samples goes with --jsonl"),
+    (["--binary", "--record", "x.pysr"], b"--binary writes the recording to -o"),
+])
+def test_recording_options_misused(pystrobe, args, message):
+    """Options that would be ignored are refused (exit 2) before anything
+    starts: the reference accepts --compression silently without --binary."""
+    r = run_pystrobe(pystrobe, "attach", *args, "1")
+    assert r.returncode == 2 and message in r.stderr, r.stderr.decode()

@@ -14,7 +14,7 @@ WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wfor
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fvisibility=hidden -fPIC -Iinclude -Isrc -I$(B)/gen \
               $(WARN) $(CFLAGS) $(SAN)
-LDLIBS  := -lelf -lz
+LDLIBS  := -lelf -lz -lzstd -lpthread
 LDFLAGS ?=
 
 LIB_SRC := $(wildcard src/util/*.c src/platform/*.c src/binfmt/*.c src/mem/*.c src/cpython/*.c \
@@ -39,7 +39,7 @@ $(PROTO_C): src/output/profile.proto
 	protoc-c --proto_path=src/output --c_out=$(B)/gen $<
 $(B)/obj/src/output/pprof.o: $(B)/gen/profile.pb-c.h
 
-.PHONY: all deps sidroot test test-unit test-integration test-one demo clean fuzz format module bench bench-austin soak images
+.PHONY: fuzz-recording all deps sidroot test test-unit test-integration test-one demo clean fuzz format module bench bench-austin soak images
 
 all: $(B)/pystrobe $(B)/libpystrobe.so $(UNIT_BIN) $(TOOL_BIN)
 
@@ -218,7 +218,7 @@ $(B)/gen/version.h: FORCE
 	@mkdir -p $(dir $@)
 	@tools/gen_version.sh > $@.tmp && { cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@; }
 
-$(B)/obj/src/cli/main.o: $(B)/gen/version.h
+$(B)/obj/src/cli/main.o $(B)/obj/src/cli/record_bin.o: $(B)/gen/version.h
 
 docs: $(DOCS)
 
@@ -285,3 +285,9 @@ deb: dist
 	cd $(B)/deb/pystrobe-$(VERSION) && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
 	    dpkg-buildpackage -us -uc -b -j2
 	lintian --fail-on error $(B)/deb/*.changes
+
+# --- recordings ---------------------------------------------------------------
+
+# The recording reader's fuzzer alone (`make fuzz` runs it with the others).
+fuzz-recording: $(B)/gen/flamegraph_html.h
+	$(MAKE) --no-print-directory fuzz FUZZ_SRC=tests/fuzz/fuzz_recording.c

@@ -45,5 +45,7 @@ int cli_dump(int argc, char **argv);
 int cli_dump_tasks(pys_session *s, int mode, int json);
 /* `run` (attach == 0) and `attach` (attach == 1). */
 int cli_record(int argc, char **argv, int attach);
+/* `replay FILE`: a recording into any output (replay.c). */
+int cli_replay(int argc, char **argv);
 
 #endif

@@ -23,6 +23,8 @@ static const char USAGE[] =
     "                      profile a running process until it exits or Ctrl-C\n"
     "  dump [--json] [--max-frames N] PID\n"
     "                      print every thread's Python stack of a running process\n"
+    "  replay [options] FILE\n"
+    "                      write a recording (--binary) in another format\n"
     "  help [COMMAND]      this text, or COMMAND's options (as COMMAND --help)\n"
     "  version, --version  pystrobe's version and the commit it was built from\n"
     "\n"
@@ -40,6 +42,8 @@ static int help_command(const char *cmd)
         return cli_record(2, argv, 0);
     if (strcmp(cmd, "attach") == 0)
         return cli_record(2, argv, 1);
+    if (strcmp(cmd, "replay") == 0)
+        return cli_replay(2, argv);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "version") == 0) {
         fputs(USAGE, stdout);
         return CLI_OK;
@@ -143,6 +147,8 @@ int main(int argc, char **argv)
         return cli_record(argc - 1, argv + 1, 0);
     if (strcmp(cmd, "attach") == 0)
         return cli_record(argc - 1, argv + 1, 1);
+    if (strcmp(cmd, "replay") == 0)
+        return cli_replay(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         if (argc > 2)
             return help_command(argv[2]);

@@ -31,7 +31,43 @@ struct job {
     pid_t child;    /* run's command, or -1 */
     pys_session *s; /* the session sampling starts with, once attached */
     pys_profile *prof;
+    struct rec_bin *bin; /* the recording, or NULL */
 };
+
+/* The outputs made ready: the profile's file (none with --binary) and the
+ * recording's where its name is known. Returns -1, or the exit status to
+ * end with. */
+static int prepare_outputs(struct job *j)
+{
+    const struct rec *r = &j->r;
+    j->out.fd = -1;
+    if (!r->binary) {
+        int rc = rec_out_prepare(&j->out, r, r->attach ? j->pid : -1);
+        if (rc != -1)
+            return rc;
+    }
+    if (r->record_path || (r->binary && r->attach)) {
+        j->bin = rec_bin_open(r, j->pid);
+        if (!j->bin) {
+            rec_out_discard(&j->out);
+            return CLI_ERROR;
+        }
+    }
+    return -1;
+}
+
+/* The recording started (its file named after the target if not yet
+ * open), a sink in ks. Returns -1, or the exit status to end with. */
+static int start_recording(struct job *j, struct rec_sinks *ks)
+{
+    if (!j->bin && !(j->bin = rec_bin_open(&j->r, j->pid)))
+        return CLI_ERROR;
+    int rc = rec_bin_start(j->bin, j->s, j->pid);
+    if (rc != -1)
+        return rc;
+    rec_sinks_add(ks, j->bin, rec_bin_sample);
+    return -1;
+}
 
 /* attach: attach to j->pid. Returns -1, or the exit status to end with
  * (the output discarded). */
@@ -85,7 +121,7 @@ static int job_setup(struct job *j)
     prctl(PR_SET_TIMERSLACK, 1UL);
     rec_signals_install();
     /* Before anything starts: a profile that cannot be written is not taken. */
-    int rc = rec_out_prepare(&j->out, r, r->attach ? j->pid : -1);
+    int rc = prepare_outputs(j);
     if (rc != -1)
         return rc;
     rec_abort_cleanup(-1, -1, named_tmp(&j->out));
@@ -110,7 +146,9 @@ static int job_setup(struct job *j)
         fprintf(stderr, "pystrobe: out of memory\n");
         return CLI_ERROR;
     }
-    pys_profile_set_max_memory(j->prof, r->max_memory);
+    /* With --binary the profile only keeps the run's counters: bounded
+     * small, so that memory stays flat however many stacks are recorded. */
+    pys_profile_set_max_memory(j->prof, r->binary ? (uint64_t)1 << 20 : r->max_memory);
     struct pys_profile_info *info = pys_profile_info(j->prof);
     info->pid = j->pid;
     info->python_version = pys_session_python_version(j->s);
@@ -162,17 +200,48 @@ int cli_record(int argc, char **argv, int attach)
     if (rc != -1)
         return rc;
 
+    struct rec_sinks sinks = {.n = 0};
+    if (j.r.binary || j.r.record_path) {
+        rc = start_recording(&j, &sinks);
+        if (rc != -1) {
+            rec_bin_free(j.bin);
+            rec_out_discard(&j.out);
+            if (j.child > 0 && !j.r.detach)
+                rec_child_stop(j.child, j.pid, 0);
+            pys_profile_free(j.prof);
+            pys_session_free(j.s);
+            return rc;
+        }
+    }
+
+    if ((rc = rec_stream_start(&j.r, j.s, j.pid, &sinks)) != -1) {
+        rec_bin_free(j.bin);
+        rec_out_discard(&j.out);
+        if (j.child > 0 && !j.r.detach)
+            rec_child_stop(j.child, j.pid, 0);
+        pys_profile_free(j.prof);
+        pys_session_free(j.s);
+        return rc;
+    }
+
     struct rec_sessions ss = {.v = {j.s}, .n = 1, .opt = &j.opt};
-    enum end why = rec_sample_loop(&j.r, &ss, j.prof, NULL, &unmatched);
+    enum end why = rec_sample_loop(&j.r, &ss, j.prof, &sinks, &unmatched);
     const struct pys_profile_info *info = pys_profile_info(j.prof);
     rec_print_summary(info, j.r.rate_hz);
-    rec_print_folded(j.prof, j.r.max_memory);
+    if (!j.r.binary)
+        rec_print_folded(j.prof, j.r.max_memory);
     if (j.r.stats)
         rec_print_stats(ss.v[ss.n - 1], info);
-    int status = rec_write_output(&j.r, &j.out, j.prof, j.pid, unmatched);
+    int status = j.r.binary ? CLI_OK : rec_write_output(&j.r, &j.out, j.prof, j.pid, unmatched);
+    if (j.bin) {
+        int st = rec_bin_finish(j.bin, info);
+        status = status == CLI_OK ? st : status;
+        rec_bin_free(j.bin);
+    }
     if (j.child > 0)
         status = end_child(&j, why, status);
 
+    rec_stream_free(&j.r);
     pys_profile_free(j.prof);
     for (size_t i = 0; i < ss.n; i++)
         pys_session_free(ss.v[i]);

@@ -19,7 +19,16 @@
 
 #include <pystrobe/pystrobe.h>
 
-enum format { FMT_PSTATS, FMT_COLLAPSED, FMT_FLAMEGRAPH, FMT_SPEEDSCOPE, FMT_PPROF, FMT_HEATMAP };
+enum format {
+    FMT_PSTATS,
+    FMT_COLLAPSED,
+    FMT_FLAMEGRAPH,
+    FMT_SPEEDSCOPE,
+    FMT_PPROF,
+    FMT_HEATMAP,
+    FMT_JSONL,
+    FMT_GECKO
+};
 enum mode { MODE_WALL, MODE_CPU, MODE_GIL, MODE_EXCEPTION };
 extern const char *const rec_mode_names[];
 
@@ -44,7 +53,17 @@ struct rec {
     /* --async-aware: task stacks (record_async.c) instead of thread stacks;
      * async_mode: PYS_TASKS_RUNNING (default) or PYS_TASKS_ALL. */
     int async_aware, async_mode, async_mode_set;
+    /* The recording (record_bin.c). */
+    int binary;              /* --binary: the recording is the output (-o names it) */
+    const char *record_path; /* where it goes: -o with --binary, --record FILE; NULL:
+                              * the default name (with --binary), or none */
+    int compression;         /* REC_COMPRESSION_* */
+    int compression_set;     /* --compression given */
+    int jsonl_samples;       /* --jsonl-samples: a record per sample too */
+    struct out_jsonl *jsonl; /* FMT_JSONL's writer, fed by the sample stream */
+    struct out_gecko *gecko; /* FMT_GECKO's */
 };
+enum { REC_COMPRESSION_AUTO, REC_COMPRESSION_ZSTD, REC_COMPRESSION_NONE };
 
 /* Why sampling ended. END_NOT_PYTHON: the process exec'd a program that
  * did not become Python (or one pystrobe cannot read). */
@@ -183,5 +202,25 @@ void rec_print_stats(const pys_session *s, const struct pys_profile_info *info);
  * rec_sample_loop says why). Returns an exit status. */
 int rec_write_output(const struct rec *r, struct rec_out *o, const pys_profile *p, int pid,
                      uint64_t unmatched);
+
+/* record_bin.c: the recording, a sink. rec_bin_open creates the file
+ * (r->record_path, or recording_PID.pysr) or says why not and returns NULL;
+ * rec_bin_start writes its start (-1, or an exit status); rec_bin_sample is
+ * the sink; rec_bin_finish writes the end and closes it (an exit status). */
+struct rec_bin;
+struct rec_bin *rec_bin_open(const struct rec *r, int pid);
+int rec_bin_start(struct rec_bin *b, const pys_session *s, int pid);
+int rec_bin_sample(void *ctx, const struct rec_sample *smp);
+int rec_bin_finish(struct rec_bin *b, const struct pys_profile_info *info);
+const char *rec_bin_path(const struct rec_bin *b);
+void rec_bin_free(struct rec_bin *b);
+/* The run's facts for recordings and the outputs fed by the sample stream:
+ * made at the first call (the start), the same at every later one. */
+struct out_rec_meta;
+const struct out_rec_meta *rec_run_meta(const struct rec *r, const pys_session *s, int pid);
+/* The sample-stream outputs (--jsonl, --gecko): the writer made in
+ * r->jsonl or r->gecko, and its sink. -1, or an exit status. */
+int rec_stream_start(struct rec *r, const pys_session *s, int pid, struct rec_sinks *ks);
+void rec_stream_free(struct rec *r);
 
 #endif

@@ -121,7 +121,17 @@ static const char RUN_USAGE[] =
     "                            to the root task (not with --native, --mode other than\n"
     "                            wall, --main-thread-only)\n"
     "      --async-mode MODE     running: the task each thread's loop runs at each sample\n"
-    "                            (default); all: every task nobody awaits, each sample\n";
+    "                            (default); all: every task nobody awaits, each sample\n"
+    "Recording (docs/format.md; pystrobe replay turns it into any output):\n"
+    "      --binary              the output is a recording of every sample\n"
+    "                            (default file recording_PID.pysr)\n"
+    "      --record FILE         a recording too, beside the output asked for\n"
+    "      --compression C       the recording's: auto (zstd), zstd or none\n"
+    "      --jsonl               JSON lines as CPython 3.15's profiler writes them\n"
+    "                            (default file jsonl_PID.jsonl)\n"
+    "      --jsonl-samples       with --jsonl: a record per sample too (time, threads)\n"
+    "      --gecko               a Firefox Profiler profile (gecko_PID.json): a track per\n"
+    "                            thread, real times, GIL/CPU/GC/exception markers\n";
 
 enum {
     OPT_MAIN_ONLY = 256,
@@ -146,6 +156,13 @@ enum {
     OPT_HEATMAP,
     OPT_ASYNC_AWARE,
     OPT_ASYNC_MODE,
+    /* recordings */
+    OPT_BINARY,
+    OPT_RECORD,
+    OPT_COMPRESSION,
+    OPT_JSONL,
+    OPT_JSONL_SAMPLES,
+    OPT_GECKO,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -176,6 +193,12 @@ static const struct option LONG_OPTS[] = {
     {"heatmap", no_argument, NULL, OPT_HEATMAP},
     {"async-aware", no_argument, NULL, OPT_ASYNC_AWARE},
     {"async-mode", required_argument, NULL, OPT_ASYNC_MODE},
+    {"binary", no_argument, NULL, OPT_BINARY},
+    {"record", required_argument, NULL, OPT_RECORD},
+    {"compression", required_argument, NULL, OPT_COMPRESSION},
+    {"jsonl", no_argument, NULL, OPT_JSONL},
+    {"jsonl-samples", no_argument, NULL, OPT_JSONL_SAMPLES},
+    {"gecko", no_argument, NULL, OPT_GECKO},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -223,6 +246,10 @@ static int check_async(const struct rec *r)
                            rec_mode_names[r->mode]);
     if (r->main_only)
         return usage_error("%s", "--async-aware cannot be combined with --main-thread-only");
+    /* Task stacks do not go through the sample stream yet. */
+    if (r->binary || r->record_path || r->format == FMT_JSONL || r->format == FMT_GECKO)
+        return usage_error("%s", "--async-aware cannot be combined with --binary, --record, "
+                                 "--jsonl or --gecko yet");
     return -1;
 }
 
@@ -280,6 +307,18 @@ static int set_flag_option(struct rec *r, int c)
         break;
     case OPT_ASYNC_AWARE:
         r->async_aware = 1;
+        break;
+    case OPT_BINARY:
+        r->binary = 1;
+        break;
+    case OPT_JSONL:
+        r->format = FMT_JSONL;
+        break;
+    case OPT_JSONL_SAMPLES:
+        r->jsonl_samples = 1;
+        break;
+    case OPT_GECKO:
+        r->format = FMT_GECKO;
         break;
     default:
         return 0;
@@ -359,6 +398,20 @@ static int set_value_option(struct rec *r, int c, const char *arg)
             return usage_error("bad --async-mode '%s' (running, all)", arg);
         r->async_mode_set = 1;
         return -1;
+    case OPT_RECORD:
+        r->record_path = arg;
+        return -1;
+    case OPT_COMPRESSION:
+        r->compression_set = 1;
+        if (strcmp(arg, "auto") == 0)
+            r->compression = REC_COMPRESSION_AUTO;
+        else if (strcmp(arg, "zstd") == 0)
+            r->compression = REC_COMPRESSION_ZSTD;
+        else if (strcmp(arg, "none") == 0)
+            r->compression = REC_COMPRESSION_NONE;
+        else
+            return usage_error("bad compression '%s' (auto, zstd, none)", arg);
+        return -1;
     case OPT_SORT:
         r->sort = out_pstats_sort_parse(arg);
         if (r->sort < 0)
@@ -401,6 +454,14 @@ static char **python_argv(const char *python, const char *module, char **args, i
 static int finish_args(struct rec *r, int argc, char **argv, int first, const char *module,
                        int *pid)
 {
+    if (r->binary && r->record_path)
+        return usage_error("%s", "--binary writes the recording to -o: not --record too");
+    if (r->binary)
+        r->record_path = r->output;
+    if (r->compression_set && !r->binary && !r->record_path)
+        return usage_error("%s", "--compression is for a recording (--binary, --record FILE)");
+    if (r->jsonl_samples && r->format != FMT_JSONL)
+        return usage_error("%s", "--jsonl-samples goes with --jsonl");
     int bad = check_async(r);
     if (bad != -1)
         return bad;

@@ -20,11 +20,14 @@
 #include "output/flamegraph.h"
 #include "output/heatmap.h"
 #include "output/pprof.h"
+#include "output/gecko.h"
+#include "output/jsonl.h"
 #include "output/pstats.h"
 #include "output/speedscope.h"
 
-static const char *const FORMAT_NAMES[] = {"pstats",     "collapsed stacks", "flame graph",
-                                           "speedscope", "pprof profile",    "heatmap"};
+static const char *const FORMAT_NAMES[] = {"pstats",     "collapsed stacks",        "flame graph",
+                                           "speedscope", "pprof profile",           "heatmap",
+                                           "JSON lines", "Firefox Profiler profile"};
 
 /* Write the profile in the chosen format to f. */
 static int write_format(FILE *f, const struct rec *r, const pys_profile *p, const char *title)
@@ -38,6 +41,10 @@ static int write_format(FILE *f, const struct rec *r, const pys_profile *p, cons
         return out_speedscope_write(f, p, title);
     case FMT_PPROF:
         return out_pprof_write(f, p);
+    case FMT_JSONL: /* fed by the sample stream (record_bin.c) */
+        return out_jsonl_write(r->jsonl, f);
+    case FMT_GECKO:
+        return out_gecko_write(r->gecko, f);
     default:
         return out_pstats_write_marshal(f, p);
     }
@@ -88,9 +95,10 @@ static mode_t new_file_mode(void)
 /* The default file name of the format ("collapsed.txt" without a pid). */
 static void default_name(char *buf, size_t size, enum format fmt, int pid)
 {
-    static const char *const base[] = {"profile", "collapsed", "flamegraph",
-                                       "profile", "profile",   "heatmap"};
-    static const char *const ext[] = {"pstats", "txt", "html", "speedscope.json", "pb.gz", ""};
+    static const char *const base[] = {"profile", "collapsed", "flamegraph", "profile",
+                                       "profile", "heatmap",   "jsonl",      "gecko"};
+    static const char *const ext[] = {"pstats", "txt", "html",  "speedscope.json",
+                                      "pb.gz",  "",    "jsonl", "json"};
     const char *dot = *ext[fmt] ? "." : "";
     if (pid > 0)
         snprintf(buf, size, "%s_%d%s%s", base[fmt], pid, dot, ext[fmt]);
@@ -445,7 +453,8 @@ static int write_renamed(struct rec_out *o, const struct rec *r, const pys_profi
  */
 static int write_fallback(const struct rec *r, const pys_profile *p, const char *title, int pid)
 {
-    static const char *const ext[] = {".pstats", ".txt", ".html", ".speedscope.json", ".pb.gz", ""};
+    static const char *const ext[] = {".pstats", ".txt", ".html",  ".speedscope.json",
+                                      ".pb.gz",  "",     ".jsonl", ".json"};
     const char *tmpdir = getenv("TMPDIR");
     const char *dirs[] = {tmpdir && *tmpdir ? tmpdir : "/tmp", "."};
     char path[4096];

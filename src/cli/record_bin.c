@@ -1,0 +1,427 @@
+/*
+ * record_bin: the recording (--binary, --record FILE), a consumer of the
+ * sample stream. The sampling thread only encodes (output/recording.h);
+ * a thread of its own compresses each block, writes it and syncs it, so a
+ * block reaches the file at most about a second after its first sample and
+ * a pystrobe killed at any point leaves a file readable up to its last
+ * complete block (docs/format.md).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "version.h" /* generated: PYS_VERSION */
+#include "cli/record.h"
+#include "output/gecko.h"
+#include "output/jsonl.h"
+#include "output/recording.h"
+
+/* A block is cut once its first sample is this old, or at this many bytes
+ * of records. */
+#define BLOCK_NS 1000000000ull
+#define BLOCK_BYTES ((size_t)8 << 20)
+/* Blocks waiting for the writer thread; past this the sampler waits. */
+#define QUEUE 8
+#define ZSTD_LEVEL 9
+
+struct rec_bin {
+    const struct rec *r;
+    char path[4096];
+    int fd;
+    enum out_rec_compression comp;
+    out_rec_enc *enc;
+    uint64_t block_t; /* the first sample of the open block, 0: none */
+    uint64_t start_ns;
+    uint64_t unmatched;
+    struct out_rec_thread *th;
+    size_t capth;
+    int failed; /* the encoder ran out of memory */
+    /* The writer thread and its queue. */
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct out_rec_buf q[QUEUE];
+    int qlast[QUEUE]; /* the file's last block */
+    size_t qhead, qn;
+    int stop;
+    int werr; /* errno of the first write failure, or -1 for out of memory */
+    int told;
+    uint64_t bytes; /* written to the file */
+};
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? errno : EIO;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static void *writer_main(void *arg)
+{
+    struct rec_bin *b = arg;
+    struct out_rec_buf packed = {0};
+    out_rec_packer *k = out_rec_packer_new(b->comp, ZSTD_LEVEL);
+    pthread_mutex_lock(&b->mu);
+    for (;;) {
+        while (b->qn == 0 && !b->stop)
+            pthread_cond_wait(&b->cv, &b->mu);
+        if (b->qn == 0)
+            break;
+        struct out_rec_buf raw = b->q[b->qhead];
+        int last = b->qlast[b->qhead];
+        pthread_mutex_unlock(&b->mu);
+        int err = 0;
+        if (!k) {
+            err = ENOMEM;
+        } else if (!b->werr) {
+            int rc = out_rec_block_pack(k, raw.p, raw.len, last, &packed);
+            if (rc < 0)
+                err = rc == PYS_E_NOMEM ? ENOMEM : EIO;
+            else if ((err = write_all(b->fd, packed.p, packed.len)) == 0 && fdatasync(b->fd) != 0 &&
+                     errno != EINVAL && errno != EROFS)
+                err = errno;
+        }
+        out_rec_buf_release(&raw);
+        pthread_mutex_lock(&b->mu);
+        if (err && !b->werr)
+            b->werr = err;
+        else if (!err)
+            b->bytes += packed.len;
+        b->qhead = (b->qhead + 1) % QUEUE;
+        b->qn--;
+        pthread_cond_broadcast(&b->cv);
+    }
+    pthread_mutex_unlock(&b->mu);
+    out_rec_buf_release(&packed);
+    out_rec_packer_free(k);
+    return NULL;
+}
+
+/* Hand the records so far to the writer thread (waiting if its queue is
+ * full). Returns the writer's error (errno), or 0. */
+static int ship(struct rec_bin *b, int last)
+{
+    struct out_rec_buf raw;
+    out_rec_enc_take(b->enc, &raw);
+    pthread_mutex_lock(&b->mu);
+    while (b->qn == QUEUE)
+        pthread_cond_wait(&b->cv, &b->mu);
+    b->q[(b->qhead + b->qn) % QUEUE] = raw;
+    b->qlast[(b->qhead + b->qn) % QUEUE] = last;
+    b->qn++;
+    int err = b->werr;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    b->block_t = 0;
+    return err;
+}
+
+struct rec_bin *rec_bin_open(const struct rec *r, int pid)
+{
+    struct rec_bin *b = calloc(1, sizeof *b);
+    if (!b) {
+        fprintf(stderr, "pystrobe: out of memory\n");
+        return NULL;
+    }
+    b->r = r;
+    b->fd = -1;
+    b->comp = r->compression == REC_COMPRESSION_NONE ? OUT_REC_NONE : OUT_REC_ZSTD;
+    if (r->record_path)
+        snprintf(b->path, sizeof b->path, "%s", r->record_path);
+    else
+        snprintf(b->path, sizeof b->path, "recording_%d.pysr", pid);
+    b->fd = open(b->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (b->fd < 0) {
+        fprintf(stderr, "pystrobe: cannot write to %s: %s\n", b->path, strerror(errno));
+        free(b);
+        return NULL;
+    }
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+    return b;
+}
+
+const char *rec_bin_path(const struct rec_bin *b)
+{
+    return b->path;
+}
+
+const struct out_rec_meta *rec_run_meta(const struct rec *r, const pys_session *s, int pid)
+{
+    static struct out_rec_meta m;
+    static int made;
+    if (made)
+        return &m;
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    m = (struct out_rec_meta){
+        .pid = pid,
+        .python_version = pys_session_python_version(s),
+        .python_version_text = pys_session_python_version_text(s),
+        .mode = rec_mode_names[r->mode],
+        .tool = "pystrobe " PYS_VERSION,
+        .interval_ns = r->interval_ns,
+        .rate_hz = r->rate_hz,
+        .start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec,
+        .start_monotonic_ns = rec_now_ns(),
+        .max_frames = r->max_frames ? r->max_frames : PYS_MAX_FRAMES_DEFAULT,
+        .max_memory = r->max_memory,
+        .native = r->native,
+        .gc = r->gc,
+        .main_only = r->main_only,
+    };
+    made = 1;
+    return &m;
+}
+
+int rec_bin_start(struct rec_bin *b, const pys_session *s, int pid)
+{
+    const struct out_rec_meta *m = rec_run_meta(b->r, s, pid);
+    b->start_ns = m->start_monotonic_ns;
+    uint8_t hdr[OUT_REC_FILE_HEADER];
+    out_rec_file_header(hdr);
+    int err = write_all(b->fd, hdr, sizeof hdr);
+    if (err) {
+        fprintf(stderr, "pystrobe: writing %s failed: %s\n", b->path, strerror(err));
+        return CLI_ERROR;
+    }
+    b->bytes = sizeof hdr;
+    b->enc = out_rec_enc_new();
+    if (!b->enc || out_rec_enc_meta(b->enc, m) < 0) {
+        fprintf(stderr, "pystrobe: out of memory\n");
+        return CLI_ERROR;
+    }
+    if (pthread_create(&b->thread, NULL, writer_main, b) != 0) {
+        fprintf(stderr, "pystrobe: cannot start the recording's writer thread\n");
+        return CLI_ERROR;
+    }
+    b->thread_started = 1;
+    return -1;
+}
+
+static void stats_of(const struct rec_bin *b, const struct pys_profile_info *info,
+                     uint64_t duration_ns, int final, struct out_rec_stats *st)
+{
+    *st = (struct out_rec_stats){.samples = info->samples,
+                                 .failed = info->failed,
+                                 .missed = info->missed,
+                                 .truncated = info->truncated,
+                                 .unmatched = b->unmatched,
+                                 .duration_ns = duration_ns,
+                                 .final = final};
+}
+
+static int say_write_error(struct rec_bin *b, int err)
+{
+    if (!b->told)
+        fprintf(stderr, "pystrobe: writing %s failed: %s: stopping\n", b->path, strerror(err));
+    b->told = 1;
+    return PYS_E_IO;
+}
+
+/* The threads of snap the outputs keep (as the profile does: a stack, no
+ * error, rec_thread_matches) into *th (grown as needed); -1 if out of
+ * memory. *unmatched counts a sample with stacks of which none was kept. */
+static ssize_t kept_threads(const struct rec *r, const struct pys_snapshot *snap,
+                            struct out_rec_thread **th, size_t *capth, uint64_t *unmatched)
+{
+    size_t n = 0, stacks = 0;
+    for (size_t i = 0; snap && i < snap->ninterps; i++) {
+        const struct pys_interp *in = &snap->interps[i];
+        for (size_t k = 0; k < in->nthreads; k++) {
+            const struct pys_thread *t = &in->threads[k];
+            if (t->error || t->nframes == 0)
+                continue;
+            stacks++;
+            if (!rec_thread_matches(r, t))
+                continue;
+            if (n == *capth) {
+                size_t cap = *capth ? *capth * 2 : 16;
+                void *p = realloc(*th, cap * sizeof **th);
+                if (!p)
+                    return -1;
+                *th = p;
+                *capth = cap;
+            }
+            uint64_t id = t->host_id ? t->host_id : t->native_id;
+            (*th)[n++] = (struct out_rec_thread){.id = id,
+                                                 .ns_id = id != t->native_id ? t->native_id : 0,
+                                                 .status = t->status,
+                                                 .nframes = t->nframes,
+                                                 .frames = t->frames};
+        }
+    }
+    *unmatched += stacks > 0 && n == 0;
+    return (ssize_t)n;
+}
+
+int rec_bin_sample(void *ctx, const struct rec_sample *smp)
+{
+    struct rec_bin *b = ctx;
+    if (b->failed)
+        return PYS_E_NOMEM;
+    const struct pys_snapshot *snap = smp->snap;
+    ssize_t kept = kept_threads(b->r, snap, &b->th, &b->capth, &b->unmatched);
+    if (kept < 0)
+        goto nomem;
+    size_t n = (size_t)kept;
+    if (out_rec_enc_sample(b->enc, smp->t_ns, snap ? 0 : smp->rc, b->th, n) < 0)
+        goto nomem;
+    if (!b->block_t)
+        b->block_t = smp->t_ns ? smp->t_ns : 1;
+    if (smp->end_ns - b->block_t >= BLOCK_NS || out_rec_enc_pending(b->enc) >= BLOCK_BYTES) {
+        struct out_rec_stats st;
+        stats_of(b, smp->info, smp->end_ns - b->start_ns, 0, &st);
+        if (out_rec_enc_stats(b->enc, &st) < 0)
+            goto nomem;
+        int err = ship(b, 0);
+        if (err)
+            return say_write_error(b, err);
+    }
+    return 0;
+nomem:
+    b->failed = 1;
+    fprintf(stderr, "pystrobe: out of memory for the recording: stopping\n");
+    return PYS_E_NOMEM;
+}
+
+int rec_bin_finish(struct rec_bin *b, const struct pys_profile_info *info)
+{
+    int status = CLI_OK;
+    if (b->enc && !b->failed) {
+        struct out_rec_stats st;
+        stats_of(b, info, info->duration_ns, 1, &st);
+        if (out_rec_enc_stats(b->enc, &st) < 0 || out_rec_enc_end(b->enc) < 0) {
+            fprintf(stderr, "pystrobe: out of memory for the recording\n");
+            status = CLI_ERROR;
+        } else if (b->thread_started) {
+            ship(b, 1);
+        }
+    }
+    if (b->thread_started) {
+        pthread_mutex_lock(&b->mu);
+        b->stop = 1;
+        pthread_cond_broadcast(&b->cv);
+        pthread_mutex_unlock(&b->mu);
+        pthread_join(b->thread, NULL);
+    }
+    if (b->werr) {
+        say_write_error(b, b->werr);
+        status = CLI_ERROR;
+    }
+    if (b->fd >= 0 && (fsync(b->fd) != 0 && errno != EINVAL && errno != EROFS)) {
+        say_write_error(b, errno);
+        status = CLI_ERROR;
+    }
+    if (b->fd >= 0 && close(b->fd) != 0 && status == CLI_OK) {
+        say_write_error(b, errno);
+        status = CLI_ERROR;
+    }
+    b->fd = -1;
+    if (status == CLI_OK)
+        fprintf(stderr, "Wrote recording to %s (%llu bytes, %.1f bytes per sample)\n", b->path,
+                (unsigned long long)b->bytes,
+                info->samples ? (double)b->bytes / (double)info->samples : 0.0);
+    return status;
+}
+
+void rec_bin_free(struct rec_bin *b)
+{
+    if (!b)
+        return;
+    if (b->thread_started && !b->stop) {
+        pthread_mutex_lock(&b->mu);
+        b->stop = 1;
+        pthread_cond_broadcast(&b->cv);
+        pthread_mutex_unlock(&b->mu);
+        pthread_join(b->thread, NULL);
+    }
+    if (b->fd >= 0)
+        close(b->fd);
+    out_rec_enc_free(b->enc);
+    free(b->th);
+    pthread_mutex_destroy(&b->mu);
+    pthread_cond_destroy(&b->cv);
+    free(b);
+}
+
+/* --- outputs fed by the sample stream (--jsonl) ---------------------------- */
+
+struct stream_sink {
+    struct rec *r;
+    struct out_rec_thread *th;
+    size_t capth;
+    uint64_t unmatched;
+    FILE *spool;
+};
+
+static struct stream_sink stream;
+
+static int stream_sample(void *ctx, const struct rec_sample *smp)
+{
+    struct stream_sink *k = ctx;
+    ssize_t n = kept_threads(k->r, smp->snap, &k->th, &k->capth, &k->unmatched);
+    struct out_rec_sample s = {smp->t_ns, smp->snap ? 0 : smp->rc, n < 0 ? 0 : (size_t)n, k->th};
+    int rc = n < 0         ? PYS_E_NOMEM
+             : k->r->gecko ? out_gecko_sample(k->r->gecko, &s)
+                           : out_jsonl_sample(k->r->jsonl, &s);
+    if (rc < 0)
+        fprintf(stderr, "pystrobe: %s for the output: stopping\n",
+                rc == PYS_E_NOMEM ? "out of memory" : "cannot write the scratch file");
+    return rc;
+}
+
+int rec_stream_start(struct rec *r, const pys_session *s, int pid, struct rec_sinks *ks)
+{
+    if (r->format != FMT_JSONL && r->format != FMT_GECKO)
+        return -1;
+    stream.r = r;
+    if (r->format == FMT_GECKO) {
+        if (!(r->gecko = out_gecko_new(rec_run_meta(r, s, pid)))) {
+            fprintf(stderr, "pystrobe: out of memory\n");
+            return CLI_ERROR;
+        }
+        rec_sinks_add(ks, &stream, stream_sample);
+        return -1;
+    }
+    if (r->jsonl_samples && !(stream.spool = tmpfile())) {
+        fprintf(stderr, "pystrobe: cannot make a scratch file: %s\n", strerror(errno));
+        return CLI_ERROR;
+    }
+    r->jsonl = out_jsonl_new(rec_run_meta(r, s, pid), r->jsonl_samples, stream.spool);
+    if (!r->jsonl) {
+        fprintf(stderr, "pystrobe: out of memory\n");
+        return CLI_ERROR;
+    }
+    rec_sinks_add(ks, &stream, stream_sample);
+    return -1;
+}
+
+void rec_stream_free(struct rec *r)
+{
+    out_jsonl_free(r->jsonl);
+    r->jsonl = NULL;
+    out_gecko_free(r->gecko);
+    r->gecko = NULL;
+    if (stream.spool)
+        fclose(stream.spool);
+    stream.spool = NULL;
+    free(stream.th);
+    stream.th = NULL;
+    stream.capth = 0;
+}

@@ -1,0 +1,1166 @@
+/*
+ * recording: the encoder, the block packer and the reader of pystrobe's
+ * recording format. docs/format.md is the specification; this file follows
+ * it and the constants below are the ones it names.
+ *
+ * Encoding a sample costs O(depth) comparisons per thread against the
+ * thread's previous stack, and a table lookup only for frames that changed:
+ * a stack is stored as how many of the previous stack's outermost frames it
+ * keeps (given as how many of its innermost it drops: a small number that
+ * repeats, whatever the depth), then the frames pushed on top of them.
+ */
+#include "output/recording.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "util/hashtab.h"
+
+static const uint8_t FILE_MAGIC[8] = {'P', 'Y', 'S', 'T', 'R', 'E', 'C', '\n'};
+static const uint8_t BLOCK_MAGIC[4] = {'P', 'B', 'L', 'K'};
+
+enum rec_type {
+    R_META = 1,
+    R_STRING = 2,
+    R_FRAME = 3,
+    R_THREAD = 4,
+    R_STATS = 5,
+    R_SAMPLE = 6,
+    R_END = 7,
+};
+
+/* Value types of META and STATS fields. */
+enum { V_UINT = 0, V_INT = 1, V_STR = 2, V_F64 = 3 };
+
+/* --- buffers ---------------------------------------------------------------- */
+
+void out_rec_buf_release(struct out_rec_buf *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+static int buf_reserve(struct out_rec_buf *b, size_t more)
+{
+    if (b->cap - b->len >= more)
+        return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap - b->len < more) {
+        if (cap > SIZE_MAX / 2)
+            return PYS_E_NOMEM;
+        cap *= 2;
+    }
+    uint8_t *p = realloc(b->p, cap);
+    if (!p)
+        return PYS_E_NOMEM;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+/* Writers below assume room reserved by the caller (at most 10 bytes a
+ * varint). */
+static void put_u8(struct out_rec_buf *b, uint8_t v)
+{
+    b->p[b->len++] = v;
+}
+
+static void put_var(struct out_rec_buf *b, uint64_t v)
+{
+    while (v >= 0x80) {
+        b->p[b->len++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    b->p[b->len++] = (uint8_t)v;
+}
+
+static uint64_t zz(int64_t v)
+{
+    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+static int64_t unzz(uint64_t u)
+{
+    return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+}
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+void out_rec_file_header(uint8_t out[OUT_REC_FILE_HEADER])
+{
+    memcpy(out, FILE_MAGIC, 8);
+    put_le(out + 8, OUT_REC_MAJOR, 2);
+    put_le(out + 10, OUT_REC_MINOR, 2);
+    put_le(out + 12, 0, 4);
+}
+
+/* --- the encoder ------------------------------------------------------------ */
+
+struct str_ent {
+    const char *s; /* owned copy */
+    size_t len;
+    uint64_t hash;
+};
+
+struct frame_ent {
+    uint32_t file, qual; /* string ids */
+    int32_t firstlineno, lineno, end_lineno, col, end_col, kind, opcode;
+};
+
+/* A thread's last stack, outermost first: the frames as the session gave
+ * them (to compare by field and string address) and their ids. */
+struct thread_ent {
+    uint64_t id, ns_id;
+    struct pys_frame *frames;
+    uint32_t *ids;
+    size_t n, cap;
+};
+
+struct out_rec_enc {
+    struct out_rec_buf buf;  /* the records since the last take */
+    struct out_rec_buf part; /* scratch: a sample's thread parts */
+    uint64_t last_us;        /* the time of the last sample, or the start (us) */
+    int64_t interval_us;     /* the interval asked (us): times are stored against it */
+    struct str_ent *strs;
+    size_t nstrs, capstrs;
+    struct util_htab strtab; /* ids are index + 1 */
+    struct frame_ent *frames;
+    size_t nframes, capframes;
+    struct util_htab frametab;
+    struct thread_ent *threads;
+    size_t nthreads, capthreads;
+    struct util_htab threadtab;
+    /* A one-entry cache of string addresses to ids: the filename of one
+     * frame is most often the filename of the last. */
+    const char *last_ptr[2];
+    uint32_t last_id[2];
+};
+
+static uint64_t str_hash_of(const void *ctx, uint32_t id)
+{
+    return ((const struct str_ent *)ctx)[id - 1].hash;
+}
+
+static uint64_t frame_hash(const struct frame_ent *f)
+{
+    uint64_t h = util_hash_add(0, f->file);
+    h = util_hash_add(h, f->qual);
+    h = util_hash_add(h, (uint32_t)f->firstlineno);
+    h = util_hash_add(h, (uint32_t)f->lineno);
+    h = util_hash_add(h, (uint32_t)f->end_lineno);
+    h = util_hash_add(h, (uint32_t)f->col);
+    h = util_hash_add(h, (uint32_t)f->end_col);
+    h = util_hash_add(h, (uint32_t)f->kind);
+    h = util_hash_add(h, (uint32_t)f->opcode);
+    return util_hash_u64(h);
+}
+
+static uint64_t frame_hash_of(const void *ctx, uint32_t id)
+{
+    return frame_hash(&((const struct frame_ent *)ctx)[id - 1]);
+}
+
+static uint64_t thread_hash_of(const void *ctx, uint32_t id)
+{
+    return util_hash_u64(((const struct thread_ent *)ctx)[id - 1].id);
+}
+
+/* Grow an array of *cap elements of size sz to hold n + 1. */
+static int grow(void *pp, size_t *cap, size_t n, size_t sz)
+{
+    if (n < *cap)
+        return 0;
+    size_t c = *cap ? *cap * 2 : 64;
+    if (c > SIZE_MAX / sz)
+        return PYS_E_NOMEM;
+    void *p = realloc(*(void **)pp, c * sz);
+    if (!p)
+        return PYS_E_NOMEM;
+    *(void **)pp = p;
+    *cap = c;
+    return 0;
+}
+
+out_rec_enc *out_rec_enc_new(void)
+{
+    return calloc(1, sizeof(out_rec_enc));
+}
+
+void out_rec_enc_free(out_rec_enc *e)
+{
+    if (!e)
+        return;
+    out_rec_buf_release(&e->buf);
+    out_rec_buf_release(&e->part);
+    for (size_t i = 0; i < e->nstrs; i++)
+        free((void *)e->strs[i].s);
+    free(e->strs);
+    free(e->frames);
+    for (size_t i = 0; i < e->nthreads; i++) {
+        free(e->threads[i].frames);
+        free(e->threads[i].ids);
+    }
+    free(e->threads);
+    util_htab_release(&e->strtab);
+    util_htab_release(&e->frametab);
+    util_htab_release(&e->threadtab);
+    free(e);
+}
+
+/* The id of string s, defining it (a STRING record) if new. */
+static int intern_str(out_rec_enc *e, const char *s, uint32_t *out)
+{
+    if (!s)
+        s = "";
+    for (int k = 0; k < 2; k++)
+        if (e->last_ptr[k] == s) {
+            *out = e->last_id[k];
+            return 0;
+        }
+    size_t len = strlen(s);
+    uint64_t h = util_hash_bytes(s, len);
+    uint32_t id;
+    if (e->strtab.cap)
+        for (size_t j = util_htab_first(&e->strtab, h); (id = e->strtab.slot[j]);
+             j = util_htab_next(&e->strtab, j)) {
+            const struct str_ent *x = &e->strs[id - 1];
+            if (x->hash == h && x->len == len && memcmp(x->s, s, len) == 0)
+                goto found;
+        }
+    if (e->nstrs >= UINT32_MAX - 1 ||
+        util_htab_reserve(&e->strtab, 256, 1, (uint32_t)e->nstrs + 1, str_hash_of, e->strs) < 0 ||
+        grow(&e->strs, &e->capstrs, e->nstrs, sizeof *e->strs) < 0 ||
+        buf_reserve(&e->buf, len + 12) < 0)
+        return PYS_E_NOMEM;
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return PYS_E_NOMEM;
+    memcpy(copy, s, len + 1);
+    e->strs[e->nstrs] = (struct str_ent){copy, len, h};
+    id = (uint32_t)++e->nstrs;
+    util_htab_set(&e->strtab, util_htab_free_slot(&e->strtab, h), id);
+    put_u8(&e->buf, R_STRING);
+    put_var(&e->buf, len);
+    memcpy(e->buf.p + e->buf.len, s, len);
+    e->buf.len += len;
+found:
+    e->last_ptr[1] = e->last_ptr[0];
+    e->last_id[1] = e->last_id[0];
+    e->last_ptr[0] = s;
+    e->last_id[0] = id;
+    *out = id;
+    return 0;
+}
+
+/* The id (0-based, as records name it) of frame f, defining it if new. */
+static int intern_frame(out_rec_enc *e, const struct pys_frame *f, uint32_t *out)
+{
+    struct frame_ent k;
+    memset(&k, 0, sizeof k);
+    if (intern_str(e, f->filename, &k.file) < 0 || intern_str(e, f->qualname, &k.qual) < 0)
+        return PYS_E_NOMEM;
+    k.firstlineno = f->firstlineno;
+    k.lineno = f->lineno;
+    k.end_lineno = f->end_lineno;
+    k.col = f->col;
+    k.end_col = f->end_col;
+    k.kind = f->kind;
+    k.opcode = f->opcode;
+    uint64_t h = frame_hash(&k);
+    uint32_t id;
+    if (e->frametab.cap)
+        for (size_t j = util_htab_first(&e->frametab, h); (id = e->frametab.slot[j]);
+             j = util_htab_next(&e->frametab, j))
+            if (memcmp(&e->frames[id - 1], &k, sizeof k) == 0) {
+                *out = id - 1;
+                return 0;
+            }
+    if (e->nframes >= UINT32_MAX - 1 ||
+        util_htab_reserve(&e->frametab, 256, 1, (uint32_t)e->nframes + 1, frame_hash_of,
+                          e->frames) < 0 ||
+        grow(&e->frames, &e->capframes, e->nframes, sizeof *e->frames) < 0 ||
+        buf_reserve(&e->buf, 1 + 9 * 10) < 0)
+        return PYS_E_NOMEM;
+    e->frames[e->nframes] = k;
+    id = (uint32_t)++e->nframes;
+    util_htab_set(&e->frametab, util_htab_free_slot(&e->frametab, h), id);
+    struct out_rec_buf *b = &e->buf;
+    put_u8(b, R_FRAME);
+    put_var(b, k.file - 1);
+    put_var(b, k.qual - 1);
+    put_var(b, zz(k.firstlineno));
+    put_var(b, zz(k.lineno));
+    put_var(b, zz((int64_t)k.end_lineno - k.lineno));
+    put_var(b, zz(k.col));
+    put_var(b, zz((int64_t)k.end_col - k.col));
+    put_var(b, (uint32_t)k.kind);
+    put_var(b, zz(k.opcode));
+    *out = id - 1;
+    return 0;
+}
+
+/* The thread entry of id (index into e->threads), defining it if new. */
+static int intern_thread(out_rec_enc *e, uint64_t tid, uint64_t ns_id, size_t *out)
+{
+    uint64_t h = util_hash_u64(tid);
+    uint32_t id;
+    if (e->threadtab.cap)
+        for (size_t j = util_htab_first(&e->threadtab, h); (id = e->threadtab.slot[j]);
+             j = util_htab_next(&e->threadtab, j))
+            if (e->threads[id - 1].id == tid && e->threads[id - 1].ns_id == ns_id) {
+                *out = id - 1;
+                return 0;
+            }
+    if (e->nthreads >= UINT32_MAX - 1 ||
+        util_htab_reserve(&e->threadtab, 16, 1, (uint32_t)e->nthreads + 1, thread_hash_of,
+                          e->threads) < 0 ||
+        grow(&e->threads, &e->capthreads, e->nthreads, sizeof *e->threads) < 0 ||
+        buf_reserve(&e->buf, 21) < 0)
+        return PYS_E_NOMEM;
+    e->threads[e->nthreads] = (struct thread_ent){.id = tid, .ns_id = ns_id};
+    id = (uint32_t)++e->nthreads;
+    util_htab_set(&e->threadtab, util_htab_free_slot(&e->threadtab, h), id);
+    put_u8(&e->buf, R_THREAD);
+    put_var(&e->buf, tid);
+    put_var(&e->buf, ns_id);
+    *out = id - 1;
+    return 0;
+}
+
+static int same_frame(const struct pys_frame *a, const struct pys_frame *b)
+{
+    return a->filename == b->filename && a->qualname == b->qualname && a->lineno == b->lineno &&
+           a->firstlineno == b->firstlineno && a->end_lineno == b->end_lineno && a->col == b->col &&
+           a->end_col == b->end_col && a->kind == b->kind && a->opcode == b->opcode;
+}
+
+/* One thread's part of a SAMPLE record, appended to part; the strings,
+ * frames and thread it defines go to e->buf. */
+static int enc_thread(out_rec_enc *e, const struct out_rec_thread *t, struct out_rec_buf *part)
+{
+    size_t ti;
+    if (intern_thread(e, t->id, t->ns_id, &ti) < 0)
+        return PYS_E_NOMEM;
+    struct thread_ent *te = &e->threads[ti];
+    size_t n = t->nframes;
+    if (n > te->cap) {
+        struct pys_frame *f = realloc(te->frames, n * sizeof *f);
+        if (!f)
+            return PYS_E_NOMEM;
+        te->frames = f;
+        uint32_t *ids = realloc(te->ids, n * sizeof *ids);
+        if (!ids)
+            return PYS_E_NOMEM;
+        te->ids = ids;
+        te->cap = n;
+    }
+    /* keep: the outermost frames shared with the last stack. */
+    size_t keep = 0, te_prev_n = te->n;
+    while (keep < n && keep < te->n && same_frame(&te->frames[keep], &t->frames[n - 1 - keep]))
+        keep++;
+    for (size_t i = keep; i < n; i++) {
+        te->frames[i] = t->frames[n - 1 - i];
+        if (intern_frame(e, &te->frames[i], &te->ids[i]) < 0) {
+            te->n = i;
+            return PYS_E_NOMEM;
+        }
+    }
+    te->n = n;
+    if (n > SIZE_MAX / 8 || buf_reserve(part, 40 + (n - keep) * 5) < 0)
+        return PYS_E_NOMEM;
+    put_var(part, ti);
+    put_var(part, t->status);
+    put_var(part, te_prev_n - keep);
+    put_var(part, n - keep);
+    for (size_t i = keep; i < n; i++)
+        put_var(part, te->ids[i]);
+    return 0;
+}
+
+int out_rec_enc_sample(out_rec_enc *e, uint64_t t_ns, int rc, const struct out_rec_thread *threads,
+                       size_t n)
+{
+    /* Definitions go before the SAMPLE record that names them, so the
+     * threads' parts are gathered apart and appended after. */
+    struct out_rec_buf *part = &e->part;
+    part->len = 0;
+    for (size_t i = 0; i < n; i++)
+        if (enc_thread(e, &threads[i], part) < 0)
+            return PYS_E_NOMEM;
+    if (buf_reserve(&e->buf, 1 + 4 * 10 + part->len) < 0)
+        return PYS_E_NOMEM;
+    /* Microseconds since the last sample, less the interval: on schedule,
+     * a number near 0 that compresses well. */
+    uint64_t t_us = t_ns / 1000;
+    uint64_t dt = t_us >= e->last_us ? t_us - e->last_us : 0;
+    e->last_us += dt;
+    put_u8(&e->buf, R_SAMPLE);
+    put_var(&e->buf, zz((int64_t)dt - e->interval_us));
+    put_var(&e->buf, (uint64_t)n << 1 | (rc != 0));
+    if (rc != 0)
+        put_var(&e->buf, zz(rc));
+    if (part->len) /* (no threads: part->p may be NULL) */
+        memcpy(e->buf.p + e->buf.len, part->p, part->len);
+    e->buf.len += part->len;
+    return 0;
+}
+
+/* A META or STATS field. */
+static void put_key(struct out_rec_buf *b, const char *key, int type)
+{
+    size_t len = strlen(key);
+    put_var(b, len);
+    memcpy(b->p + b->len, key, len);
+    b->len += len;
+    put_u8(b, (uint8_t)type);
+}
+
+static void put_uint_field(struct out_rec_buf *b, const char *key, uint64_t v)
+{
+    put_key(b, key, V_UINT);
+    put_var(b, v);
+}
+
+static void put_str_field(struct out_rec_buf *b, const char *key, const char *v)
+{
+    v = v ? v : "";
+    size_t len = strlen(v);
+    put_key(b, key, V_STR);
+    put_var(b, len);
+    memcpy(b->p + b->len, v, len);
+    b->len += len;
+}
+
+static void put_f64_field(struct out_rec_buf *b, const char *key, double v)
+{
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    put_key(b, key, V_F64);
+    put_le(b->p + b->len, bits, 8);
+    b->len += 8;
+}
+
+int out_rec_enc_meta(out_rec_enc *e, const struct out_rec_meta *m)
+{
+    size_t strs = (m->python_version_text ? strlen(m->python_version_text) : 0) +
+                  (m->mode ? strlen(m->mode) : 0) + (m->tool ? strlen(m->tool) : 0);
+    if (buf_reserve(&e->buf, 1024 + strs) < 0)
+        return PYS_E_NOMEM;
+    struct out_rec_buf *b = &e->buf;
+    put_u8(b, R_META);
+    put_var(b, 16);
+    put_uint_field(b, "pid", (uint64_t)(m->pid < 0 ? 0 : m->pid));
+    put_uint_field(b, "python_version", m->python_version);
+    put_str_field(b, "python_version_text", m->python_version_text);
+    put_str_field(b, "mode", m->mode);
+    put_str_field(b, "tool", m->tool);
+    put_uint_field(b, "interval_ns", m->interval_ns);
+    put_f64_field(b, "rate_hz", m->rate_hz);
+    put_uint_field(b, "start_realtime_ns", m->start_realtime_ns);
+    put_uint_field(b, "start_monotonic_ns", m->start_monotonic_ns);
+    put_uint_field(b, "max_frames", m->max_frames);
+    put_uint_field(b, "max_memory", m->max_memory);
+    put_uint_field(b, "native", (uint64_t) !!m->native);
+    put_uint_field(b, "gc", (uint64_t) !!m->gc);
+    put_uint_field(b, "main_only", (uint64_t) !!m->main_only);
+    put_uint_field(b, "opcodes", (uint64_t) !!m->opcodes);
+    put_uint_field(b, "format_minor", OUT_REC_MINOR);
+    e->last_us = m->start_monotonic_ns / 1000;
+    e->interval_us = (int64_t)(m->interval_ns / 1000);
+    return 0;
+}
+
+int out_rec_enc_stats(out_rec_enc *e, const struct out_rec_stats *s)
+{
+    if (buf_reserve(&e->buf, 512) < 0)
+        return PYS_E_NOMEM;
+    struct out_rec_buf *b = &e->buf;
+    put_u8(b, R_STATS);
+    put_var(b, 7);
+    put_uint_field(b, "samples", s->samples);
+    put_uint_field(b, "failed", s->failed);
+    put_uint_field(b, "missed", s->missed);
+    put_uint_field(b, "truncated", s->truncated);
+    put_uint_field(b, "unmatched", s->unmatched);
+    put_uint_field(b, "duration_ns", s->duration_ns);
+    put_uint_field(b, "final", (uint64_t) !!s->final);
+    return 0;
+}
+
+int out_rec_enc_end(out_rec_enc *e)
+{
+    if (buf_reserve(&e->buf, 1) < 0)
+        return PYS_E_NOMEM;
+    put_u8(&e->buf, R_END);
+    return 0;
+}
+
+size_t out_rec_enc_pending(const out_rec_enc *e)
+{
+    return e->buf.len;
+}
+
+void out_rec_enc_take(out_rec_enc *e, struct out_rec_buf *out)
+{
+    *out = e->buf;
+    memset(&e->buf, 0, sizeof e->buf);
+}
+
+size_t out_rec_enc_memory(const out_rec_enc *e)
+{
+    size_t m = sizeof *e + e->buf.cap + e->part.cap + e->capstrs * sizeof *e->strs +
+               e->capframes * sizeof *e->frames + e->capthreads * sizeof *e->threads +
+               (e->strtab.cap + e->frametab.cap + e->threadtab.cap) * sizeof(uint32_t);
+    for (size_t i = 0; i < e->nstrs; i++)
+        m += e->strs[i].len + 1;
+    for (size_t i = 0; i < e->nthreads; i++)
+        m += e->threads[i].cap * (sizeof(struct pys_frame) + sizeof(uint32_t));
+    return m;
+}
+
+/* --- blocks ----------------------------------------------------------------- */
+
+struct out_rec_packer {
+    enum out_rec_compression c;
+    ZSTD_CCtx *cc;
+};
+
+out_rec_packer *out_rec_packer_new(enum out_rec_compression c, int zstd_level)
+{
+    out_rec_packer *k = calloc(1, sizeof *k);
+    if (!k)
+        return NULL;
+    k->c = c;
+    if (c == OUT_REC_ZSTD) {
+        k->cc = ZSTD_createCCtx();
+        if (!k->cc ||
+            ZSTD_isError(ZSTD_CCtx_setParameter(k->cc, ZSTD_c_compressionLevel, zstd_level))) {
+            out_rec_packer_free(k);
+            return NULL;
+        }
+    }
+    return k;
+}
+
+void out_rec_packer_free(out_rec_packer *k)
+{
+    if (!k)
+        return;
+    ZSTD_freeCCtx(k->cc);
+    free(k);
+}
+
+int out_rec_block_pack(out_rec_packer *k, const uint8_t *raw, size_t len, int last,
+                       struct out_rec_buf *out)
+{
+    struct out_rec_buf b = {0};
+    if ((uint64_t)len > OUT_REC_MAX_BLOCK)
+        return PYS_E_INVAL;
+    size_t bound = k->c == OUT_REC_ZSTD ? ZSTD_compressBound(len) + 64 : len;
+    if (buf_reserve(&b, OUT_REC_BLOCK_HEADER + bound) < 0)
+        return PYS_E_NOMEM;
+    size_t stored = len;
+    if (k->c == OUT_REC_ZSTD) {
+        ZSTD_inBuffer in = {raw, len, 0};
+        ZSTD_outBuffer o = {b.p + OUT_REC_BLOCK_HEADER, bound, 0};
+        size_t left;
+        do {
+            left = ZSTD_compressStream2(k->cc, &o, &in, last ? ZSTD_e_end : ZSTD_e_flush);
+            if (ZSTD_isError(left) || (left && o.pos == o.size)) {
+                out_rec_buf_release(&b);
+                return PYS_E_IO;
+            }
+        } while (left);
+        stored = o.pos;
+    } else {
+        if (len)
+            memcpy(b.p + OUT_REC_BLOCK_HEADER, raw, len);
+    }
+    uint8_t *h = b.p;
+    memcpy(h, BLOCK_MAGIC, 4);
+    h[4] = (uint8_t)k->c;
+    h[5] = h[6] = h[7] = 0;
+    put_le(h + 8, stored, 4);
+    put_le(h + 12, len, 4);
+    uLong crc = crc32(0L, Z_NULL, 0);
+    crc = crc32(crc, b.p + OUT_REC_BLOCK_HEADER, (uInt)stored);
+    put_le(h + 16, crc, 4);
+    b.len = OUT_REC_BLOCK_HEADER + stored;
+    out_rec_buf_release(out);
+    *out = b;
+    return 0;
+}
+
+/* --- the reader ------------------------------------------------------------- */
+
+struct rstr {
+    char *s;
+};
+
+struct rthread {
+    struct out_rec_thread t; /* id, ns_id */
+    uint32_t *stack;         /* frame ids, outermost first */
+    size_t n, cap;
+};
+
+struct reader {
+    const struct out_rec_reader_cb *cb;
+    struct out_rec_read_info *info;
+    char *err;
+    size_t errlen;
+    char **strs;
+    size_t nstrs, capstrs;
+    struct pys_frame *frames;
+    size_t nframes, capframes;
+    struct rthread *threads;
+    size_t nthreads, capthreads;
+    struct out_rec_thread *sthreads; /* a sample's threads */
+    size_t capsthreads;
+    struct pys_frame *sframes; /* a sample's frames, all threads */
+    size_t capsframes;
+    size_t *soff; /* each sample thread's first frame in sframes */
+    size_t capsoff;
+    uint64_t last_us;
+    int64_t interval_us;
+    struct out_rec_meta meta;
+    char meta_text[3][128]; /* python_version_text, mode, tool */
+    int ended;
+    ZSTD_DCtx *dc; /* the file's zstd stream, across blocks */
+};
+
+/* A cursor over one block's records. */
+struct cur {
+    const uint8_t *p, *end;
+};
+
+static int get_var(struct cur *c, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 10; i++) {
+        if (c->p >= c->end)
+            return -1;
+        uint8_t byte = *c->p++;
+        if (i == 9 && byte > 1)
+            return -1; /* beyond 64 bits */
+        v |= (uint64_t)(byte & 0x7f) << (7 * i);
+        if (!(byte & 0x80)) {
+            *out = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int get_i32(struct cur *c, int32_t *out)
+{
+    uint64_t u;
+    if (get_var(c, &u) < 0)
+        return -1;
+    int64_t v = unzz(u);
+    if (v < INT32_MIN || v > INT32_MAX)
+        return -1;
+    *out = (int32_t)v;
+    return 0;
+}
+
+static size_t left(const struct cur *c)
+{
+    return (size_t)(c->end - c->p);
+}
+
+static int fail(struct reader *r, const char *what, uint64_t block, size_t off)
+{
+    snprintf(r->err, r->errlen, "block %llu at offset %zu: %s", (unsigned long long)block, off,
+             what);
+    return PYS_E_CORRUPT;
+}
+
+static int read_string(struct reader *r, struct cur *c)
+{
+    uint64_t len;
+    if (get_var(c, &len) < 0 || len > left(c))
+        return -1;
+    if (r->nstrs >= UINT32_MAX - 1 || grow(&r->strs, &r->capstrs, r->nstrs, sizeof *r->strs) < 0)
+        return PYS_E_NOMEM;
+    char *s = malloc(len + 1);
+    if (!s)
+        return PYS_E_NOMEM;
+    memcpy(s, c->p, len);
+    /* A NUL inside would cut the name short: written as '?'. */
+    for (size_t i = 0; i < len; i++)
+        if (!s[i])
+            s[i] = '?';
+    s[len] = '\0';
+    c->p += len;
+    r->strs[r->nstrs++] = s;
+    return 0;
+}
+
+static int read_frame(struct reader *r, struct cur *c)
+{
+    uint64_t file, qual, kind;
+    int32_t dl, dc;
+    struct pys_frame f;
+    memset(&f, 0, sizeof f);
+    if (get_var(c, &file) < 0 || get_var(c, &qual) < 0 || file >= r->nstrs || qual >= r->nstrs ||
+        get_i32(c, &f.firstlineno) < 0 || get_i32(c, &f.lineno) < 0 || get_i32(c, &dl) < 0 ||
+        get_i32(c, &f.col) < 0 || get_i32(c, &dc) < 0 || get_var(c, &kind) < 0 ||
+        kind > PYS_FRAME_TRUNCATED || get_i32(c, &f.opcode) < 0)
+        return -1;
+    f.filename = r->strs[file];
+    f.qualname = r->strs[qual];
+    f.end_lineno = (int32_t)((uint32_t)f.lineno + (uint32_t)dl);
+    f.end_col = (int32_t)((uint32_t)f.col + (uint32_t)dc);
+    f.kind = (int32_t)kind;
+    f.lasti = -1;
+    if (r->nframes >= UINT32_MAX - 1 ||
+        grow(&r->frames, &r->capframes, r->nframes, sizeof *r->frames) < 0)
+        return PYS_E_NOMEM;
+    r->frames[r->nframes++] = f;
+    return 0;
+}
+
+static int read_thread(struct reader *r, struct cur *c)
+{
+    uint64_t id, ns;
+    if (get_var(c, &id) < 0 || get_var(c, &ns) < 0)
+        return -1;
+    if (r->nthreads >= UINT32_MAX - 1 ||
+        grow(&r->threads, &r->capthreads, r->nthreads, sizeof *r->threads) < 0)
+        return PYS_E_NOMEM;
+    r->threads[r->nthreads++] = (struct rthread){.t = {.id = id, .ns_id = ns}};
+    return 0;
+}
+
+/* META and STATS: fields of (key, type, value); unknown keys skipped. */
+static int read_fields(struct reader *r, struct cur *c, int stats, struct out_rec_stats *st)
+{
+    uint64_t n;
+    if (get_var(c, &n) < 0 || n > left(c))
+        return -1;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t klen, v = 0, slen = 0;
+        char key[64];
+        const uint8_t *sv = NULL;
+        if (get_var(c, &klen) < 0 || klen > left(c) || klen >= sizeof key)
+            return -1;
+        memcpy(key, c->p, klen);
+        key[klen] = '\0';
+        c->p += klen;
+        if (left(c) < 1)
+            return -1;
+        int type = *c->p++;
+        switch (type) {
+        case V_UINT:
+        case V_INT:
+            if (get_var(c, &v) < 0)
+                return -1;
+            break;
+        case V_STR:
+            if (get_var(c, &slen) < 0 || slen > left(c))
+                return -1;
+            sv = c->p;
+            c->p += slen;
+            break;
+        case V_F64:
+            if (left(c) < 8)
+                return -1;
+            v = get_le(c->p, 8);
+            c->p += 8;
+            break;
+        default:
+            return -1;
+        }
+        if (stats) {
+            if (!strcmp(key, "samples"))
+                st->samples = v;
+            else if (!strcmp(key, "failed"))
+                st->failed = v;
+            else if (!strcmp(key, "missed"))
+                st->missed = v;
+            else if (!strcmp(key, "truncated"))
+                st->truncated = v;
+            else if (!strcmp(key, "unmatched"))
+                st->unmatched = v;
+            else if (!strcmp(key, "duration_ns"))
+                st->duration_ns = v;
+            else if (!strcmp(key, "final"))
+                st->final = v != 0;
+            continue;
+        }
+        struct out_rec_meta *m = &r->meta;
+        static const char *const text_keys[3] = {"python_version_text", "mode", "tool"};
+        int done = 0;
+        for (int k = 0; k < 3; k++)
+            if (type == V_STR && !strcmp(key, text_keys[k])) {
+                size_t l = slen < sizeof r->meta_text[k] - 1 ? slen : sizeof r->meta_text[k] - 1;
+                memcpy(r->meta_text[k], sv, l);
+                r->meta_text[k][l] = '\0';
+                for (size_t j = 0; j < l; j++)
+                    if (!r->meta_text[k][j])
+                        r->meta_text[k][j] = '?';
+                done = 1;
+            }
+        if (done || type == V_STR)
+            continue;
+        if (!strcmp(key, "pid"))
+            m->pid = v <= 0x7fffffff ? (int)v : -1;
+        else if (!strcmp(key, "python_version"))
+            m->python_version = (uint32_t)v;
+        else if (!strcmp(key, "interval_ns"))
+            m->interval_ns = v;
+        else if (!strcmp(key, "rate_hz") && type == V_F64)
+            memcpy(&m->rate_hz, &v, sizeof v);
+        else if (!strcmp(key, "start_realtime_ns"))
+            m->start_realtime_ns = v;
+        else if (!strcmp(key, "start_monotonic_ns"))
+            m->start_monotonic_ns = v;
+        else if (!strcmp(key, "max_frames"))
+            m->max_frames = v;
+        else if (!strcmp(key, "max_memory"))
+            m->max_memory = v;
+        else if (!strcmp(key, "native"))
+            m->native = v != 0;
+        else if (!strcmp(key, "gc"))
+            m->gc = v != 0;
+        else if (!strcmp(key, "main_only"))
+            m->main_only = v != 0;
+        else if (!strcmp(key, "opcodes"))
+            m->opcodes = v != 0;
+    }
+    if (!stats) {
+        r->meta.python_version_text = r->meta_text[0];
+        r->meta.mode = r->meta_text[1];
+        r->meta.tool = r->meta_text[2];
+        r->last_us = r->meta.start_monotonic_ns / 1000;
+        r->interval_us = r->meta.interval_ns / 1000 < ((uint64_t)1 << 40)
+                             ? (int64_t)(r->meta.interval_ns / 1000)
+                             : 0;
+    }
+    return 0;
+}
+
+static int read_sample(struct reader *r, struct cur *c)
+{
+    uint64_t dtz, rcz = 0, n;
+    if (get_var(c, &dtz) < 0 || get_var(c, &n) < 0 || ((n & 1) && get_var(c, &rcz) < 0))
+        return -1;
+    int64_t rc = unzz(rcz);
+    n >>= 1;
+    if (n > left(c) / 4 || rc < -1000 || rc > 0)
+        return -1;
+    if (n > r->capsthreads) {
+        void *p = realloc(r->sthreads, n * sizeof *r->sthreads);
+        if (!p)
+            return PYS_E_NOMEM;
+        r->sthreads = p;
+        p = realloc(r->soff, n * sizeof *r->soff);
+        if (!p)
+            return PYS_E_NOMEM;
+        r->soff = p;
+        r->capsthreads = r->capsoff = n;
+    }
+    size_t total = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t ti, status, pop, push;
+        if (get_var(c, &ti) < 0 || ti >= r->nthreads || get_var(c, &status) < 0 ||
+            status > UINT32_MAX || get_var(c, &pop) < 0 || get_var(c, &push) < 0)
+            return -1;
+        struct rthread *t = &r->threads[ti];
+        if (pop > t->n || push > left(c))
+            return -1;
+        uint64_t keep = t->n - pop;
+        size_t nn = (size_t)(keep + push);
+        if (nn > t->cap) {
+            uint32_t *s = realloc(t->stack, nn * sizeof *s);
+            if (!s)
+                return PYS_E_NOMEM;
+            t->stack = s;
+            t->cap = nn;
+        }
+        for (size_t j = (size_t)keep; j < nn; j++) {
+            uint64_t fid;
+            if (get_var(c, &fid) < 0 || fid >= r->nframes)
+                return -1;
+            t->stack[j] = (uint32_t)fid;
+        }
+        t->n = nn;
+        /* The sample's frames, innermost first, one thread after another. */
+        if (total + nn > r->capsframes) {
+            size_t cap = r->capsframes ? r->capsframes : 256;
+            while (cap < total + nn)
+                cap *= 2;
+            void *p = realloc(r->sframes, cap * sizeof *r->sframes);
+            if (!p)
+                return PYS_E_NOMEM;
+            r->sframes = p;
+            r->capsframes = cap;
+        }
+        for (size_t j = 0; j < nn; j++)
+            r->sframes[total + j] = r->frames[t->stack[nn - 1 - j]];
+        r->soff[i] = total;
+        total += nn;
+        r->sthreads[i] = t->t;
+        r->sthreads[i].status = (uint32_t)status;
+        r->sthreads[i].nframes = nn;
+    }
+    for (uint64_t i = 0; i < n; i++)
+        r->sthreads[i].frames = r->sframes + r->soff[i];
+    int64_t d = unzz(dtz);
+    if (d < -r->interval_us || d > ((int64_t)1 << 50))
+        return -1;
+    r->last_us += (uint64_t)(r->interval_us + d);
+    if (r->last_us > UINT64_MAX / 1000)
+        return -1;
+    struct out_rec_sample smp = {r->last_us * 1000, (int)rc, (size_t)n, r->sthreads};
+    r->info->samples++;
+    if (r->cb->sample) {
+        int x = r->cb->sample(r->cb->ctx, &smp);
+        if (x)
+            return x > 0 ? x + 0x10000 : x;
+    }
+    return 0;
+}
+
+/* Decode block payload [raw, raw+len). Callback stops come back as
+ * 0x10000 + their value. */
+static int read_records(struct reader *r, const uint8_t *raw, size_t len, uint64_t block,
+                        size_t off)
+{
+    struct cur c = {raw, raw + len};
+    while (c.p < c.end && !r->ended) {
+        int type = *c.p++, rc = 0;
+        struct out_rec_stats st;
+        switch (type) {
+        case R_META:
+            memset(&r->meta, 0, sizeof r->meta);
+            rc = read_fields(r, &c, 0, NULL);
+            if (rc == 0 && r->cb->meta)
+                rc = r->cb->meta(r->cb->ctx, &r->meta) ? 0x10000 : 0;
+            break;
+        case R_STRING:
+            rc = read_string(r, &c);
+            break;
+        case R_FRAME:
+            rc = read_frame(r, &c);
+            break;
+        case R_THREAD:
+            rc = read_thread(r, &c);
+            break;
+        case R_STATS:
+            memset(&st, 0, sizeof st);
+            rc = read_fields(r, &c, 1, &st);
+            if (rc == 0 && r->cb->stats)
+                rc = r->cb->stats(r->cb->ctx, &st) ? 0x10000 : 0;
+            break;
+        case R_SAMPLE:
+            rc = read_sample(r, &c);
+            break;
+        case R_END:
+            r->ended = 1;
+            break;
+        default:
+            if (type >= 32) { /* a record a later minor version added: skipped */
+                uint64_t l;
+                if (get_var(&c, &l) < 0 || l > left(&c))
+                    rc = -1;
+                else
+                    c.p += l;
+                break;
+            }
+            rc = -1;
+        }
+        if (rc == -1)
+            return fail(r, type >= 1 && type <= 7 ? "malformed record" : "unknown record type",
+                        block, off);
+        if (rc == PYS_E_NOMEM) {
+            snprintf(r->err, r->errlen, "out of memory");
+            return rc;
+        }
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* The payload of the block at data[off..], checked: *raw and *len, with
+ * *owned to free. */
+static int unpack_block(struct reader *r, const uint8_t *data, size_t size, size_t off,
+                        uint64_t block, const uint8_t **raw, size_t *len, uint8_t **owned,
+                        size_t *next)
+{
+    const uint8_t *h = data + off;
+    if (size - off < OUT_REC_BLOCK_HEADER) {
+        r->info->cut = 1;
+        return fail(r, "cut short in its header (the writer did not finish it)", block, off);
+    }
+    if (memcmp(h, BLOCK_MAGIC, 4) != 0 || h[5] || h[6] || h[7] || h[4] > OUT_REC_ZSTD)
+        return fail(r, "bad block header", block, off);
+    uint64_t stored = get_le(h + 8, 4), rawlen = get_le(h + 12, 4), crc = get_le(h + 16, 4);
+    if (stored > size - off - OUT_REC_BLOCK_HEADER) {
+        r->info->cut = 1;
+        return fail(r, "cut short (the writer did not finish it)", block, off);
+    }
+    if (rawlen > OUT_REC_MAX_BLOCK || (h[4] == OUT_REC_NONE && rawlen != stored))
+        return fail(r, "bad block sizes", block, off);
+    const uint8_t *payload = h + OUT_REC_BLOCK_HEADER;
+    uLong c = crc32(0L, Z_NULL, 0);
+    c = crc32(c, payload, (uInt)stored);
+    if (c != crc)
+        return fail(r, "checksum mismatch", block, off);
+    *next = off + OUT_REC_BLOCK_HEADER + (size_t)stored;
+    *owned = NULL;
+    if (h[4] == OUT_REC_NONE) {
+        *raw = payload;
+        *len = (size_t)stored;
+        return 0;
+    }
+    /* Decompressed in steps, so that a size the header claims costs memory
+     * only as far as the data really goes. The stream goes on across
+     * blocks: each block's payload ends at a flush, so it decompresses
+     * whole with what came before it. */
+    if (!r->dc && !(r->dc = ZSTD_createDCtx())) {
+        snprintf(r->err, r->errlen, "out of memory");
+        return PYS_E_NOMEM;
+    }
+    ZSTD_DCtx *dc = r->dc;
+    struct out_rec_buf b = {0};
+    int rc = 0;
+    ZSTD_inBuffer in = {payload, (size_t)stored, 0};
+    for (;;) {
+        size_t want = rawlen - b.len < 65536 ? (size_t)rawlen - b.len : 65536;
+        if (want == 0) {
+            /* Full: anything more is more than the header says. */
+            uint8_t probe;
+            ZSTD_outBuffer o1 = {&probe, 1, 0};
+            size_t ret = ZSTD_decompressStream(dc, &o1, &in);
+            if (ZSTD_isError(ret) || o1.pos) {
+                rc = fail(r, "block larger than its header says", block, off);
+                goto done;
+            }
+            break;
+        }
+        if (buf_reserve(&b, want) < 0) {
+            snprintf(r->err, r->errlen, "out of memory");
+            rc = PYS_E_NOMEM;
+            goto done;
+        }
+        ZSTD_outBuffer o = {b.p + b.len, want, 0};
+        size_t in_before = in.pos;
+        size_t ret = ZSTD_decompressStream(dc, &o, &in);
+        if (ZSTD_isError(ret)) {
+            rc = fail(r, "bad compressed data", block, off);
+            goto done;
+        }
+        b.len += o.pos;
+        if (o.pos == 0 && in.pos == in_before)
+            break; /* no progress: the payload is used up */
+    }
+    if (b.len != rawlen || in.pos != in.size) {
+        rc = fail(r, "block size differs from its header", block, off);
+        goto done;
+    }
+    *raw = b.p;
+    *len = b.len;
+    *owned = b.p;
+    b.p = NULL;
+done:
+    out_rec_buf_release(&b);
+    return rc;
+}
+
+int out_rec_read(const uint8_t *data, size_t size, const struct out_rec_reader_cb *cb,
+                 struct out_rec_read_info *info, char *err, size_t errlen)
+{
+    struct reader r;
+    struct out_rec_read_info dummy;
+    memset(&r, 0, sizeof r);
+    if (!info)
+        info = &dummy;
+    memset(info, 0, sizeof *info);
+    r.cb = cb;
+    r.info = info;
+    r.err = err;
+    r.errlen = errlen;
+    if (errlen)
+        err[0] = '\0';
+    if (size < OUT_REC_FILE_HEADER || memcmp(data, FILE_MAGIC, 8) != 0) {
+        snprintf(err, errlen, "not a pystrobe recording");
+        return PYS_E_CORRUPT;
+    }
+    info->major = (uint16_t)get_le(data + 8, 2);
+    info->minor = (uint16_t)get_le(data + 10, 2);
+    if (info->major > OUT_REC_MAJOR) {
+        snprintf(err, errlen,
+                 "recording format %u.%u is newer than this pystrobe reads (%d.x): "
+                 "use a newer pystrobe",
+                 info->major, info->minor, OUT_REC_MAJOR);
+        return PYS_E_VERSION;
+    }
+    if (info->major == 0) {
+        snprintf(err, errlen, "not a pystrobe recording (format version 0)");
+        return PYS_E_CORRUPT;
+    }
+    size_t off = OUT_REC_FILE_HEADER;
+    int rc = 0;
+    info->bytes = off;
+    while (off < size && !r.ended) {
+        const uint8_t *raw;
+        size_t len, next;
+        uint8_t *owned;
+        rc = unpack_block(&r, data, size, off, info->blocks, &raw, &len, &owned, &next);
+        if (rc)
+            break;
+        rc = read_records(&r, raw, len, info->blocks, off);
+        free(owned);
+        if (rc)
+            break;
+        info->blocks++;
+        off = next;
+        info->bytes = off;
+    }
+    if (rc >= 0x10000)
+        rc -= 0x10000;
+    info->complete = r.ended;
+    if (cb->keep_strings) {
+        info->strings = r.strs;
+        info->nstrings = r.nstrs;
+    } else {
+        for (size_t i = 0; i < r.nstrs; i++)
+            free(r.strs[i]);
+        free(r.strs);
+    }
+    free(r.frames);
+    for (size_t i = 0; i < r.nthreads; i++)
+        free(r.threads[i].stack);
+    free(r.threads);
+    free(r.sthreads);
+    ZSTD_freeDCtx(r.dc);
+    free(r.sframes);
+    free(r.soff);
+    return rc;
+}
+
+void out_rec_read_info_release(struct out_rec_read_info *info)
+{
+    for (size_t i = 0; i < info->nstrings; i++)
+        free(info->strings[i]);
+    free(info->strings);
+    info->strings = NULL;
+    info->nstrings = 0;
+}

@@ -321,9 +321,10 @@ struct pys_session {
      * position in the list: the code cache is emptied when one moves. */
     uint64_t gen_interp[PROF_GEN_SLOTS], gen_seen[PROF_GEN_SLOTS];
     /* The main interpreter's generation as a walk read it after its frames
-     * (prof_fcache_walk), and mem.stats.reads just after that read: if no
-     * read came since, it is the latest look. */
-    uint64_t gen_after, gen_after_reads;
+     * (prof_fcache_walk), and mem_mark just after that read: if no read
+     * came since, it is the latest look. */
+    uint64_t gen_after;
+    struct mem_mark gen_after_mark;
 
     /* Scratch and results of the last snapshot. */
     struct cpy_stack stack;
@@ -341,10 +342,10 @@ struct pys_session {
     /* ... and where its chain was cut: the caller of its last frame, or 0
      * for a whole chain. */
     uint64_t walk_cut;
-    /* mem.stats.reads just before the current thread's state was read: if
-     * still the same after its walk, the state and the frames all came from
-     * the snapshot's one batched read. */
-    uint64_t reads_at_thread;
+    /* mem_mark just before the current thread's state was read: if no read
+     * came since, the state and the frames all came from the snapshot's
+     * one batched read. */
+    struct mem_mark thread_mark;
     uint64_t *code_addrs; /* scratch: the code objects of one walk (3.8-3.13) */
     /* 3.8-3.13: the code objects this snapshot's frames were named after,
      * checked in one read once every thread is walked (snapshot_codes_ok),

@@ -97,12 +97,12 @@ int prof_walk_with_state(const struct pys_session *s)
      * from the snapshot's one batched read. Frames read on their own
      * (generators') are left out: in practice those race with resumes even
      * within one batch. */
-    return s->stack.direct == 0 && s->mem.stats.reads == s->reads_at_thread;
+    return s->stack.direct == 0 && !mem_read_since(&s->mem, s->thread_mark);
 }
 
 size_t prof_top_settled(const struct pys_session *s, const struct cpy_raw_frame *raw, size_t n)
 {
-    if (n < 2 || s->mem.paused)
+    if (n < 2 || mem_batch_paused(&s->mem))
         return 0;
     return cpy_stack_copied_after(&s->stack, raw[0].addr, raw[1].addr,
                                   (size_t)s->off.interpreter_frame.size)
@@ -160,7 +160,7 @@ static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_th
     if (mem_readv_fresh(&s->mem, segs, n) < 0)
         return 0;
     if (gen)
-        s->gen_after_reads = s->mem.stats.reads;
+        s->gen_after_mark = mem_mark(&s->mem);
     if (t && (now_anchor != anchor || now_seq != seq))
         return 0;
     for (size_t i = from; i < k; i++)
@@ -232,7 +232,7 @@ int prof_chain_rechecked(struct pys_session *s, const struct cpy_thread *t,
     size_t pw = cpy_frame_pos_field(&s->off, &po);
     /* Second copies are read after the batch's first ones, not after a
      * read made since. */
-    if (s->mem.stats.reads != s->reads_at_thread)
+    if (mem_read_since(&s->mem, s->thread_mark))
         return -1;
     int missing = 0;
     uint64_t a, b;
@@ -549,7 +549,7 @@ static int ask_second_copy(struct pys_session *s, const struct cpy_thread *t)
 static int walk_rechecked(struct pys_session *s, const struct cpy_raw_frame *raw, size_t from,
                           size_t k, uint64_t last_prev, int pos_k, uint64_t anchor, uint64_t seq)
 {
-    if (s->mem.stats.reads != s->stack.second_reads)
+    if (mem_read_since(&s->mem, s->stack.second_mark))
         return -1;
     int r = cpy_stack_second_matches(&s->off, &s->stack, raw, from, k, last_prev, pos_k);
     if (r == 1 && (s->fcache.after[0] != anchor || s->fcache.after[1] != seq))
@@ -598,7 +598,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
                     : PYS_E_NOTFOUND;
         s->stack.note_from = 0;
         if (gen_asked && s->stack.second_len > 0)
-            s->gen_after_reads = s->stack.second_reads;
+            s->gen_after_mark = s->stack.second_mark;
         /* The chain was torn (it ended short of the base frame), or memory
          * the thread state names is gone (a chunk freed as the stack
          * unwound: that state is out of date): no whole walk of the same

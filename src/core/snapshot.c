@@ -304,7 +304,7 @@ static void retry_generation(struct pys_session *s)
     if (!CPY_HAS(&s->off, interpreter_state, code_object_generation) || s->gen_interp[0] == 0)
         return;
     if (!mem_prefetch_late_value(&s->mem, &late)) {
-        s->mem.unbatched++;
+        mem_force_recheck(&s->mem);
         return;
     }
     if (late != s->gen_seen[0]) {
@@ -393,7 +393,7 @@ static int put_off_checks(struct pys_session *s)
         struct pys_thread *pt = &s->res.threads[po->ti];
         struct cpy_thread t;
         mem_log_mark(&s->mem);
-        s->reads_at_thread = s->mem.stats.reads;
+        s->thread_mark = mem_mark(&s->mem);
         int trc = cpy_thread_read(&s->mem, &s->off, &s->sym, pt->tstate, s->tsbuf, &t);
         if (trc == PYS_E_EXITED)
             return trc;
@@ -429,7 +429,7 @@ static int put_off_checks(struct pys_session *s)
 static int later_top(struct pys_session *s, struct cpy_thread *cur)
 {
     uint64_t cf = cur->current_frame;
-    if (s->off.traits.frames != CPY_FRAMES_DIRECT || s->mem.stats.reads != s->reads_at_thread ||
+    if (s->off.traits.frames != CPY_FRAMES_DIRECT || mem_read_since(&s->mem, s->thread_mark) ||
         (cf >= cur->datastack_chunk && cf < cur->datastack_top))
         return 0;
     const uint8_t *c =
@@ -483,7 +483,7 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
              * and frames among it), so that the next walk sees one moment. */
             mem_prefetch_retry(&s->mem);
             retry_generation(s);
-            s->reads_at_thread = s->mem.stats.reads;
+            s->thread_mark = mem_mark(&s->mem);
             rc = cpy_thread_read(&s->mem, &s->off, &s->sym, t->addr, s->tsbuf, &cur);
             if (rc < 0)
                 break;
@@ -578,7 +578,7 @@ static int take_over_threads(struct pys_session *s, const struct cpy_interp *in,
         if (prof_idle_must_read(s, taddr)) {
             struct cpy_thread t;
             mem_log_mark(&s->mem);
-            s->reads_at_thread = s->mem.stats.reads;
+            s->thread_mark = mem_mark(&s->mem);
             rc = cpy_thread_read(&s->mem, &s->off, &s->sym, taddr, s->tsbuf, &t);
             if (rc == PYS_E_EXITED)
                 return rc;
@@ -641,7 +641,7 @@ static int generation_moved(struct pys_session *s)
     uint64_t at = s->gen_interp[0] + s->off.interpreter_state.code_object_generation;
     /* Read after all else by the last walk's own second copy: no need to
      * read it again. */
-    if (s->gen_after_reads == s->mem.stats.reads)
+    if (!mem_read_since(&s->mem, s->gen_after_mark))
         gen = s->gen_after;
     else if (mem_read_fresh(&s->mem, at, &gen, sizeof gen) < 0)
         return 0;
@@ -663,7 +663,7 @@ static int generation_moved(struct pys_session *s)
  * not (they are read again at the next use: the snapshot must be taken
  * again), or a read error.
  */
-static int snapshot_codes_ok(struct pys_session *s, uint64_t unbatched)
+static int snapshot_codes_ok(struct pys_session *s, struct mem_mark batch)
 {
     if (!s->codes.validate || s->check_each_walk || s->nsnap_codes == 0)
         return 1;
@@ -673,7 +673,7 @@ static int snapshot_codes_ok(struct pys_session *s, uint64_t unbatched)
     prof_codecache_hint(&s->codes, &s->mem, &s->off, s->snap_codes, s->nsnap_codes);
     size_t left = s->nsnap_codes;
     int rc = 0;
-    if (s->mem.unbatched == unbatched)
+    if (!mem_past_batch_since(&s->mem, batch))
         rc = prof_codecache_rechecked(&s->codes, &s->mem, &s->off, s->snap_codes,
                                       s->nsnap_codes, &left);
     if (rc == 0 && left > 0)
@@ -743,7 +743,7 @@ again:
     if ((rc = prof_idle_begin(s, tries)) < 0)
         goto fail;
     mem_prefetch_begin(&s->mem);
-    uint64_t unbatched = s->mem.unbatched;
+    struct mem_mark batch = mem_mark(&s->mem);
     if ((rc = first_interp(s, &iaddr)) < 0)
         goto fail;
     uint64_t head = iaddr;
@@ -792,7 +792,7 @@ again:
             if ((rc = reserve_threads(s, s->res.nthreads + 1)) < 0)
                 goto fail;
             mem_log_mark(&s->mem);
-            s->reads_at_thread = s->mem.stats.reads;
+            s->thread_mark = mem_mark(&s->mem);
             rc = cpy_thread_read(&s->mem, &s->off, &s->sym, taddr, s->tsbuf, &t);
             if (rc == PYS_E_EXITED)
                 goto fail;
@@ -820,12 +820,13 @@ again:
     }
     if ((rc = put_off_checks(s)) < 0)
         goto fail;
-    if (s->mem.unbatched != unbatched && tries + 1 < GENERATION_TRIES && generation_moved(s)) {
+    if (mem_past_batch_since(&s->mem, batch) && tries + 1 < GENERATION_TRIES &&
+        generation_moved(s)) {
         tries++;
         mem_prefetch_end(&s->mem);
         goto again;
     }
-    if ((rc = snapshot_codes_ok(s, unbatched)) < 0)
+    if ((rc = snapshot_codes_ok(s, batch)) < 0)
         goto fail;
     if (rc == 0) {
         tries++;

@@ -165,7 +165,7 @@ struct cpy_stack {
      * prefetch does not hold is read twice in one system call, then the
      * `after` segments (mem_read_twice). A walk's second copy: `second`,
      * of [second_addr, second_addr + second_len) (0: the last walk made
-     * none), with the after segments read; second_reads is the read count
+     * none), with the after segments read; second_mark is mem_mark
      * just after that call (a read since: not the latest). */
     struct mem_seg after[MEM_TWICE_AFTER_MAX];
     size_t nafter;
@@ -173,7 +173,7 @@ struct cpy_stack {
     size_t second_cap;
     uint64_t second_addr;
     size_t second_len;
-    uint64_t second_reads;
+    struct mem_mark second_mark;
 };
 void cpy_stack_release(struct cpy_stack *st);
 

@@ -412,7 +412,7 @@ static int copy_above(struct mem *m, const struct cpy_thread *t, struct cpy_stac
         if (rc == 1) {
             st->second_addr = stop;
             st->second_len = len;
-            st->second_reads = m->stats.reads;
+            st->second_mark = mem_mark(m);
             rc = 0;
         }
     } else if (rc == 0) {

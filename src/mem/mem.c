@@ -54,6 +54,51 @@ void mem_init(struct mem *m, struct mem_source *src)
     m->keep_snapshots = KEEP_SNAPSHOTS;
 }
 
+struct mem_mark mem_mark(const struct mem *m)
+{
+    return (struct mem_mark){m->epoch, m->outside};
+}
+
+int mem_read_since(const struct mem *m, struct mem_mark mk)
+{
+    return m->epoch != mk.epoch;
+}
+
+int mem_past_batch_since(const struct mem *m, struct mem_mark mk)
+{
+    return m->outside != mk.outside;
+}
+
+void mem_force_recheck(struct mem *m)
+{
+    m->outside++;
+}
+
+int mem_batch_paused(const struct mem *m)
+{
+    return m->paused;
+}
+
+void mem_stats_add(const struct mem *m, struct mem_stats *sum)
+{
+    sum->reads += m->stats.reads;
+    sum->pieces += m->stats.pieces;
+    sum->prefetched += m->stats.prefetched;
+    sum->bytes += m->stats.bytes;
+    sum->failures += m->stats.failures;
+    sum->writes += m->stats.writes;
+}
+
+void mem_set_keep(struct mem *m, uint64_t snapshots)
+{
+    m->keep_snapshots = snapshots;
+}
+
+void mem_set_source(struct mem *m, struct mem_source *src)
+{
+    m->src = src;
+}
+
 uint64_t mem_clock_ns(struct mem *m)
 {
     return m->src ? m->src->ops->clock_ns(m->src) : 0;
@@ -168,6 +213,7 @@ static int read_now(struct mem *m, uint64_t addr, void *buf, size_t len)
 {
     int rc;
     m->stats.reads++;
+    m->epoch++;
     m->stats.pieces++;
     m->stats.bytes += len;
     rc = m->src ? m->src->ops->read(m->src, addr, buf, len) : PYS_E_BADADDR;
@@ -216,7 +262,7 @@ int mem_read_noting(struct mem *m, uint64_t addr, void *buf, size_t len, uint64_
         log_noted(m, addr, len, note_addr, note_len);
         return 0;
     }
-    m->unbatched++;
+    m->outside++;
     int rc = read_now(m, addr, buf, len);
     if (rc == 0)
         log_noted(m, addr, len, note_addr, note_len);
@@ -235,7 +281,7 @@ int mem_read_twice(struct mem *m, uint64_t addr, void *buf, void *second, size_t
     segs[1] = (struct mem_seg){addr, second, len};
     if (nafter > 0)
         memcpy(segs + 2, after, nafter * sizeof *after);
-    m->unbatched++;
+    m->outside++;
     int got = mem_readv_some(m, segs, 2 + nafter);
     if (got <= 0) /* not even the first copy: unmapped, or the errors it tells */
         return got < 0 ? got : PYS_E_BADADDR;
@@ -252,7 +298,7 @@ int mem_read_then(struct mem *m, uint64_t addr, void *buf, size_t len,
     struct mem_seg segs[1 + MEM_THEN_MAX];
     segs[0] = (struct mem_seg){addr, buf, len};
     memcpy(segs + 1, more, nmore * sizeof *more);
-    m->unbatched++;
+    m->outside++;
     int got = mem_readv_some(m, segs, 1 + nmore);
     if (got <= 0) /* not even the first: unmapped, or the errors it tells */
         return got < 0 ? got : PYS_E_BADADDR;
@@ -486,6 +532,7 @@ static void read_plan(struct mem *m, const struct mem_span *plan, size_t n)
                                ? (struct mem_seg){plan[last].addr, m->pfbuf + o, plan[last].len}
                                : (struct mem_seg){m->late_addr, &m->late_val, 8};
         m->stats.reads++;
+        m->epoch++;
         m->stats.pieces += total;
         int rc = m->src->ops->readv(m->src, seg, total);
         size_t got = rc < 0 ? 0 : (size_t)rc;
@@ -755,6 +802,7 @@ static int readv_now(struct mem *m, const struct mem_seg *segs, size_t n)
             m->stats.bytes += ps[k].len;
         }
         m->stats.reads++;
+        m->epoch++;
         m->stats.pieces += k;
         int got = m->src->ops->readv(m->src, ps, k);
         if (got < 0) {
@@ -787,6 +835,7 @@ int mem_readv_some(struct mem *m, const struct mem_seg *segs, size_t n)
     if (k == 0)
         return 0;
     m->stats.reads++;
+    m->epoch++;
     m->stats.pieces += k;
     int got = m->src->ops->readv(m->src, segs, k);
     if (got == PYS_E_BADADDR)
@@ -890,7 +939,7 @@ int mem_readv(struct mem *m, const struct mem_seg *segs, size_t n)
             memcpy(segs[i].buf, prefetched(m, segs[i].addr, segs[i].len), segs[i].len);
         m->stats.prefetched += n;
     } else {
-        m->unbatched++;
+        m->outside++;
         rc = mem_readv_fresh(m, segs, n);
     }
     if (rc == 0)

@@ -857,7 +857,7 @@ static int fcache_walk(struct pys_session *s, struct cpy_thread *t, uint8_t *ts,
     if (!walk)
         return 0;
     s->snapshots++;
-    s->reads_at_thread = s->mem.stats.reads;
+    s->thread_mark = mem_mark(&s->mem);
     int n = prof_fcache_walk(s, t);
     if (n >= 0)
         prof_fcache_resolved(s, (size_t)n, 1);

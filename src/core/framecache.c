@@ -65,8 +65,6 @@
 /* How much of the data stack below the anchor the next prefetch takes: a
  * few frames, for an anchor that returns and moves to a caller. */
 #define NOTE_BELOW 512
-/* How far past the data stack's top the second copies of a chain reach. */
-#define HINT_SLACK 512
 /* A thread's anchor found where neither pystrobe nor the interpreter put it
  * PROF_FCACHE_OTHER_STRIKES times (core.h) within OTHER_WINDOW walks has a
  * second writer. A few are not enough: a cached chain that was torn after
@@ -75,232 +73,6 @@
  * unwinding); another profiler's writes come at each of its samples, so
  * it reaches any such count within as many walks. */
 #define OTHER_WINDOW 4096
-
-/* prof_chain_unchanged, also checking in the same read that the thread's
- * anchor and its sequence number are still `anchor` and `seq`, and with
- * pos_k, raw[k]'s position too (cpy_frame_pos_checked). */
-static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_thread *t,
-                                      const struct cpy_raw_frame *raw, size_t from, size_t k,
-                                      uint64_t last_prev, int pos_k, uint64_t anchor, uint64_t seq);
-
-int prof_walk_one_moment(const struct pys_session *s)
-{
-    /* A frame read on its own is never taken on trust, even alone: a
-     * generator's (or 3.8-3.10's heap) frame can be caught suspended, its
-     * caller already unlinked. */
-    return s->stack.direct == 0 && (s->stack.regions == 1 || prof_walk_with_state(s));
-}
-
-int prof_walk_with_state(const struct pys_session *s)
-{
-    /* No read reached the target since the thread state was read: all came
-     * from the snapshot's one batched read. Frames read on their own
-     * (generators') are left out: in practice those race with resumes even
-     * within one batch. */
-    return s->stack.direct == 0 && !mem_read_since(&s->mem, s->thread_mark);
-}
-
-size_t prof_top_settled(const struct pys_session *s, const struct cpy_raw_frame *raw, size_t n)
-{
-    if (n < 2 || mem_batch_paused(&s->mem))
-        return 0;
-    return cpy_stack_copied_after(&s->stack, raw[0].addr, raw[1].addr,
-                                  (size_t)s->off.interpreter_frame.size)
-               ? 1
-               : 0;
-}
-
-int prof_chain_unchanged(struct pys_session *s, const struct cpy_raw_frame *raw, size_t from,
-                         size_t k, uint64_t last_prev)
-{
-    return chain_and_anchor_unchanged(s, NULL, raw, from, k, last_prev, 0, 0, 0);
-}
-
-static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_thread *t,
-                                      const struct cpy_raw_frame *raw, size_t from, size_t k,
-                                      uint64_t last_prev, int pos_k, uint64_t anchor,
-                                      uint64_t seq)
-{
-    const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
-    struct prof_fcache *fc = &s->fcache;
-    if (!fc->verify) {
-        fc->verify = malloc((s->opt.max_frames + 1) * sizeof *fc->verify);
-        fc->segs = malloc((3 * s->opt.max_frames + 4) * sizeof *fc->segs);
-        if (!fc->verify || !fc->segs)
-            return 0;
-    }
-    uint64_t (*got)[3] = fc->verify;
-    uint64_t po;
-    size_t pw = cpy_frame_pos_field(&s->off, &po);
-    size_t kp = k + (pos_k != 0);
-    struct mem_seg *segs = fc->segs;
-    uint64_t now_anchor = 0, now_seq = 0;
-    size_t n = 0;
-    if (t) {
-        segs[n++] = (struct mem_seg){t->addr + s->off.thread_state.last_profiled_frame,
-                                     &now_anchor, 8};
-        segs[n++] = (struct mem_seg){t->addr + s->off.thread_state.last_profiled_frame_seq,
-                                     &now_seq, 8};
-    }
-    for (size_t i = from; i < kp; i++) {
-        if (i < k) {
-            segs[n++] = (struct mem_seg){raw[i].addr + f->executable, &got[i][0], 8};
-            segs[n++] = (struct mem_seg){raw[i].addr + f->previous, &got[i][1], 8};
-        }
-        got[i][2] = 0;
-        if (cpy_frame_pos_checked(raw, i))
-            segs[n++] = (struct mem_seg){raw[i].addr + po, &got[i][2], pw};
-    }
-    /* Last, the code object generation: read after every code pointer so
-     * far, it spares the snapshot's end a call (generation_moved). */
-    int gen = CPY_HAS(&s->off, interpreter_state, code_object_generation) && s->gen_interp[0] != 0;
-    if (gen)
-        segs[n++] = (struct mem_seg){
-            s->gen_interp[0] + s->off.interpreter_state.code_object_generation, &s->gen_after, 8};
-    if (mem_readv_fresh(&s->mem, segs, n) < 0)
-        return 0;
-    if (gen)
-        s->gen_after_mark = mem_mark(&s->mem);
-    if (t && (now_anchor != anchor || now_seq != seq))
-        return 0;
-    for (size_t i = from; i < k; i++)
-        if (!cpy_frame_unmoved(&s->off, raw, i, k, last_prev, got[i][0], got[i][1],
-                               cpy_frame_pos_value(&s->off, got[i][2])))
-            return 0;
-    if (kp > k && cpy_frame_pos_checked(raw, k) &&
-        cpy_frame_pos_value(&s->off, got[k][2]) != raw[k].instr_ptr)
-        return 0;
-    return 1;
-}
-
-void prof_chain_hint(struct pys_session *s, const struct cpy_thread *t,
-                     const struct cpy_raw_frame *raw, size_t from, size_t k, int pos_k)
-{
-    const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
-    uint64_t po;
-    size_t pw = cpy_frame_pos_field(&s->off, &po);
-    /* Code object, caller and position: one span where they lie close. */
-    uint64_t lo = f->executable < f->previous ? f->executable : f->previous;
-    uint64_t hi = (f->executable < f->previous ? f->previous : f->executable) + 8;
-    uint64_t plo = po < lo ? po : lo, phi = po + pw > hi ? po + pw : hi;
-    /* From the first frame to a little past the stack's top, within its
-     * page (mapped: the stack's top is in it), hinted first: the frames
-     * below merge into it. */
-    uint64_t top = t->datastack_top;
-    uint64_t page_end = (top + MEM_PAGE_SIZE - 1) & ~(uint64_t)(MEM_PAGE_SIZE - 1);
-    uint64_t end = page_end - top > HINT_SLACK ? top + HINT_SLACK : page_end;
-    if (k > from && raw[from].addr >= t->datastack_chunk && raw[from].addr < top &&
-        end - raw[from].addr <= MEM_RECHECK_SPAN)
-        mem_recheck_hint(&s->mem, raw[from].addr, (size_t)(end - raw[from].addr));
-    for (size_t i = from; i < k + (pos_k != 0); i++) {
-        int pos = cpy_frame_pos_checked(raw, i);
-        if (i == k) {
-            if (pos)
-                mem_recheck_hint(&s->mem, raw[i].addr + po, pw);
-        } else if (pos && phi - plo <= 64) {
-            mem_recheck_hint(&s->mem, raw[i].addr + plo, (size_t)(phi - plo));
-        } else {
-            if (hi - lo <= 64) {
-                mem_recheck_hint(&s->mem, raw[i].addr + lo, (size_t)(hi - lo));
-            } else {
-                mem_recheck_hint(&s->mem, raw[i].addr + f->executable, 8);
-                mem_recheck_hint(&s->mem, raw[i].addr + f->previous, 8);
-            }
-            if (pos)
-                mem_recheck_hint(&s->mem, raw[i].addr + po, pw);
-        }
-    }
-}
-
-/* The batch's second copy of the len (at most 8) bytes at addr into *v,
- * zero-extended; 0 if none. */
-static int second_copy(struct pys_session *s, uint64_t addr, size_t len, uint64_t *v)
-{
-    const uint8_t *c = mem_recheck_view(&s->mem, addr, len);
-    *v = 0;
-    if (c)
-        memcpy(v, c, len);
-    return c != NULL;
-}
-
-int prof_chain_rechecked(struct pys_session *s, const struct cpy_thread *t,
-                         const struct cpy_raw_frame *raw, size_t from, size_t k,
-                         uint64_t last_prev, int pos_k)
-{
-    const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
-    uint64_t po;
-    size_t pw = cpy_frame_pos_field(&s->off, &po);
-    /* Second copies are read after the batch's first ones, not after a
-     * read made since. */
-    if (mem_read_since(&s->mem, s->thread_mark))
-        return -1;
-    int missing = 0;
-    uint64_t a, b;
-    if (t) {
-        if (!second_copy(s, t->addr + s->off.thread_state.last_profiled_frame, 8, &a) ||
-            !second_copy(s, t->addr + s->off.thread_state.last_profiled_frame_seq, 8, &b))
-            missing = 1;
-        else if (a != t->last_profiled_frame || b != t->last_profiled_frame_seq)
-            return 0;
-    }
-
-    uint64_t p;
-    for (size_t i = from; i < k + (pos_k != 0); i++) {
-        int pos = cpy_frame_pos_checked(raw, i);
-        if (pos && !second_copy(s, raw[i].addr + po, pw, &p)) {
-            missing = 1;
-            continue;
-        }
-        p = pos ? cpy_frame_pos_value(&s->off, p) : 0;
-        if (i == k) {
-            if (pos && p != raw[i].instr_ptr)
-                return 0;
-            continue;
-        }
-        if (!second_copy(s, raw[i].addr + f->executable, 8, &a) ||
-            !second_copy(s, raw[i].addr + f->previous, 8, &b)) {
-            missing = 1;
-            continue;
-        }
-        if (!cpy_frame_unmoved(&s->off, raw, i, k, last_prev, a, b, p))
-            return 0;
-    }
-    return missing ? -1 : 1;
-}
-
-void prof_anchor_hint(struct pys_session *s, const struct cpy_thread *t)
-{
-    /* The GIL flag (prof_thread_may_move), a few words from the anchor in
-     * the thread state: the same piece. */
-    if (t->holds_gil >= 0)
-        mem_recheck_hint(&s->mem, t->addr + s->off.thread_state.holds_gil, 4);
-    if (!s->use_fcache)
-        return;
-    uint64_t a = s->off.thread_state.last_profiled_frame,
-             q = s->off.thread_state.last_profiled_frame_seq;
-    if (q == a + 8) {
-        mem_recheck_hint(&s->mem, t->addr + a, 16);
-    } else {
-        mem_recheck_hint(&s->mem, t->addr + a, 8);
-        mem_recheck_hint(&s->mem, t->addr + q, 8);
-    }
-}
-
-int prof_thread_may_move(struct pys_session *s, const struct cpy_thread *t, uint64_t gil_holder)
-{
-    if (!prof_walk_with_state(s))
-        return 1;
-    if (t->holds_gil < 0)
-        return gil_holder == 0 || t->addr == gil_holder;
-    if (t->holds_gil)
-        return 1;
-    const uint8_t *c = mem_recheck_view(&s->mem, t->addr + s->off.thread_state.holds_gil, 4);
-    int32_t v;
-    if (!c)
-        return 1;
-    memcpy(&v, c, 4);
-    return v != 0;
-}
 
 static uint64_t entry_hash_at(const void *ctx, uint32_t id)
 {
@@ -476,18 +248,6 @@ int prof_fcache_usable(struct pys_session *s, const struct cpy_thread *t)
 }
 
 /*
- * Second copies for the next batch: of the frames above the anchor this walk
- * leaves (the next sample's walk ends there and checks only what lies above
- * it, and the anchor's position), not of the whole chain checked now.
- */
-static void hint_above_anchor(struct pys_session *s, const struct cpy_thread *t,
-                              const struct cpy_raw_frame *raw, size_t top, size_t end, size_t n)
-{
-    size_t a = next_anchor(raw, n);
-    prof_chain_hint(s, t, raw, top, end < a ? end : a, end >= a && a < n);
-}
-
-/*
  * A walk to the anchor that found it as the current frame, its code object
  * cleared (the interpreter clears a frame's as it pops it): has the anchor
  * returned since the thread state was read? Then the stack it returned to,
@@ -509,52 +269,6 @@ static int anchor_returned(struct pys_session *s, const struct prof_fcache_entry
                            e->frames[pos].code, &pc) < 0)
         return 0;
     return cpy_code_holds(&s->off, &pc->code, e->frames[pos].code, s->raw[0].instr_ptr);
-}
-
-/*
- * Have a walk down to the anchor that reads past the prefetch make its own
- * second copy in the same system call (cpy_stack.after), followed by the
- * thread's anchor and its sequence number, and the main interpreter's code
- * object generation: all a partial hit would otherwise read again in two
- * more calls (chain_and_anchor_unchanged, then generation_moved). Whether
- * the generation was asked for (a target whose interpreter has one).
- */
-static int ask_second_copy(struct pys_session *s, const struct cpy_thread *t)
-{
-    struct cpy_stack *st = &s->stack;
-    struct prof_fcache *fc = &s->fcache;
-    uint64_t a = t->addr + s->off.thread_state.last_profiled_frame,
-             q = t->addr + s->off.thread_state.last_profiled_frame_seq;
-    size_t n = 0;
-    st->second_len = 0;
-    if (q == a + 8) {
-        st->after[n++] = (struct mem_seg){a, fc->after, 16};
-    } else {
-        st->after[n++] = (struct mem_seg){a, &fc->after[0], 8};
-        st->after[n++] = (struct mem_seg){q, &fc->after[1], 8};
-    }
-    int gen = CPY_HAS(&s->off, interpreter_state, code_object_generation) && s->gen_interp[0] != 0;
-    if (gen)
-        st->after[n++] = (struct mem_seg){
-            s->gen_interp[0] + s->off.interpreter_state.code_object_generation, &s->gen_after, 8};
-    st->nafter = n;
-    return gen;
-}
-
-/*
- * The check of chain_and_anchor_unchanged, from the walk's own second copy
- * (ask_second_copy) if it made one and no read came since: 1 unchanged, 0
- * changed, -1 no such copy of every word.
- */
-static int walk_rechecked(struct pys_session *s, const struct cpy_raw_frame *raw, size_t from,
-                          size_t k, uint64_t last_prev, int pos_k, uint64_t anchor, uint64_t seq)
-{
-    if (mem_read_since(&s->mem, s->stack.second_mark))
-        return -1;
-    int r = cpy_stack_second_matches(&s->off, &s->stack, raw, from, k, last_prev, pos_k);
-    if (r == 1 && (s->fcache.after[0] != anchor || s->fcache.after[1] != seq))
-        return 0;
-    return r;
 }
 
 int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
@@ -591,7 +305,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
         uint64_t low = e->last_stop && e->last_stop < anchor ? e->last_stop : anchor;
         s->stack.note_from = low > NOTE_BELOW ? low - NOTE_BELOW : 0;
         e->last_stop = anchor;
-        int gen_asked = ask_second_copy(s, t);
+        int gen_asked = prof_torn_ask_own_copy(s, t);
         int k = pos < e->n && anchor_trusted(t, &e->frames[pos])
                     ? cpy_stack_walk_to(&s->mem, &s->off, t, &s->stack, anchor, s->raw, s->walk_max,
                                         &prev)
@@ -640,21 +354,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
              * (ask_second_copy: it read past the batch), else one more read. Not
              * an anchor found returned: it has moved by definition, and
              * with nothing read above it there is nothing to mix. */
-            size_t top = prof_top_settled(s, s->raw, (size_t)k);
-            int move = prof_thread_may_move(s, t, 0);
-            size_t check = move ? (size_t)k - 1 - top : 0;
-            /* The anchor's position too, where it calls a frame of the
-             * walk: it may have called another since the cache saw it, but
-             * not since this walk read it. */
-            int pos_k = move && k > 1;
-            int r = prof_chain_rechecked(s, t, s->raw, top, top + check, anchor, pos_k);
-            if (r < 0)
-                r = walk_rechecked(s, s->raw, top, top + check, anchor, pos_k, anchor,
-                                   t->last_profiled_frame_seq);
-            hint_above_anchor(s, t, s->raw, top, top + check, (size_t)k);
-            ok = r >= 0 ? r
-                        : chain_and_anchor_unchanged(s, t, s->raw, top, top + check, anchor, pos_k,
-                                                     anchor, t->last_profiled_frame_seq);
+            ok = prof_torn_cached(s, t, (size_t)k, anchor, next_anchor(s->raw, (size_t)k));
             /* Torn: the thread moved on since its state was read. A whole
              * walk from that same state would be torn too; the caller reads
              * the thread again and retries. The cache is still good. */
@@ -707,12 +407,7 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
          * even a chain copied in one read. A cut chain's last frame still
          * has the caller it was cut at. */
         uint64_t cut = s->stack.cut;
-        size_t top = prof_top_settled(s, s->raw, (size_t)n);
-        size_t check = prof_thread_may_move(s, t, 0) ? (size_t)n - top : 0;
-        int r = prof_chain_rechecked(s, t, s->raw, top, top + check, cut, 0);
-        hint_above_anchor(s, t, s->raw, top, top + check, (size_t)n);
-        if (r == 0 ||
-            (r < 0 && check > 0 && !prof_chain_unchanged(s, s->raw, top, top + check, cut)))
+        if (!prof_torn_whole(s, t, (size_t)n, cut, next_anchor(s->raw, (size_t)n)))
             return PYS_E_CORRUPT;
         fc->frames_read += (uint64_t)n;
         e->since_full = 0;
@@ -821,7 +516,5 @@ void prof_fcache_release(struct prof_fcache *fc)
     }
     free(fc->v);
     util_htab_release(&fc->index);
-    free(fc->verify);
-    free(fc->segs);
     memset(fc, 0, sizeof *fc);
 }

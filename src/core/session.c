@@ -144,6 +144,7 @@ void pys_session_free(pys_session *s)
     prof_process_close(s);
     prof_codecache_release(&s->codes);
     prof_fcache_release(&s->fcache);
+    prof_torn_release(&s->torn);
     mem_release(&s->mem);
     mem_release(&s->mem_idle);
     prof_intern_release(&s->strings);
@@ -153,9 +154,6 @@ void pys_session_free(pys_session *s)
     free(s->res_scratch);
     free(s->code_addrs);
     free(s->snap_codes);
-    free(s->chk_segs);
-    free(s->chk_vals);
-    free(s->chk_walks);
     free(s->seen_interps);
     free(s->op_segs);
     free(s->op_frame);

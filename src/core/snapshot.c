@@ -84,27 +84,6 @@ static void add_marker(struct pys_session *s, int kind)
  * (s->walk_cut) ends with a <truncated> marker. Returns the number of
  * frames added, or an error (the frames added are dropped).
  */
-/* The contiguous stretch of data stack holding addr, [lo, hi): the thread's
- * current chunk (up to its top) or one chunk the walk copied; 0, 0 if none. */
-static void data_stack_region(const struct pys_session *s, const struct cpy_thread *t,
-                              uint64_t addr, uint64_t *lo, uint64_t *hi)
-{
-    *lo = *hi = 0;
-    if (t->datastack_chunk && addr >= t->datastack_chunk && addr < t->datastack_top) {
-        *lo = t->datastack_chunk;
-        *hi = t->datastack_top;
-        return;
-    }
-    for (size_t i = 0; i < s->stack.nchunks; i++) {
-        uint64_t a = s->stack.chunks[i].addr;
-        if (addr >= a && addr - a < s->stack.chunks[i].len) {
-            *lo = a;
-            *hi = a + s->stack.chunks[i].len;
-            return;
-        }
-    }
-}
-
 /* pys_options.opcodes: the byte at each Python frame's instruction, for the
  * frames [start, s->res.nframes) of one thread, in one batched read. Frames whose
  * byte cannot be read keep -1: an opcode is never worth a failed sample. */
@@ -167,17 +146,10 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
             s->res.nframes = (size_t)(out - s->res.frames);
             break;
         }
-        /* One read is not one moment: the target runs on while the kernel
-         * copies, and a copy can be interrupted. A frame is cleared (its code
-         * object gone) as it returns, after the frames above it: a cleared
-         * frame below one that is not was read at two moments. */
-        if (i < s->tail_start) {
-            if (rf->code == 0 && live_above) {
-                rc = PYS_E_CORRUPT;
-                snprintf(err, errlen, "torn stack: a frame below the top has returned");
-                goto fail;
-            }
-            live_above |= rf->code != 0;
+        if (i < s->tail_start && !prof_torn_frame_order(raw, i, &live_above)) {
+            rc = PYS_E_CORRUPT;
+            snprintf(err, errlen, "torn stack: a frame below the top has returned");
+            goto fail;
         }
         if (i >= s->tail_start) {
             /* From the frame cache: resolved at an earlier sample. */
@@ -194,30 +166,10 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
                          (unsigned long long)rf->code, pys_strerror(rc));
                 goto fail;
             }
-            if (i > 0) {
-                uint64_t lo, hi;
-                data_stack_region(s, t, rf->addr, &lo, &hi);
-                if (!cpy_frames_adjacent(&raw[i - 1], rf, &pc->code, lo, hi)) {
-                    rc = PYS_E_CORRUPT;
-                    snprintf(err, errlen, "torn stack: the frame above %s is not its callee",
-                             pc->qualname);
-                    goto fail;
-                }
-            }
-            s->kind_scratch[i] = cpy_frame_incomplete(&s->off, &pc->code, rf)
-                                     ? PROF_RES_INCOMPLETE
-                                     : PROF_RES_FRAME;
-            /* A frame still in its prologue has called no Python function
-             * yet (C code it calls, a collection say, may): one that a
-             * Python frame names as its caller was read at another moment
-             * than that frame. */
-            if (s->kind_scratch[i] == PROF_RES_INCOMPLETE && i > 0 && !raw[i - 1].shim &&
-                !raw[i - 1].entry) {
-                rc = PYS_E_CORRUPT;
-                snprintf(err, errlen, "torn stack: %s, below the top, has not started",
-                         pc->qualname);
+            int incomplete = cpy_frame_incomplete(&s->off, &pc->code, rf);
+            if ((rc = prof_torn_frame_fits(s, t, raw, i, pc, incomplete, err, errlen)) < 0)
                 goto fail;
-            }
+            s->kind_scratch[i] = incomplete ? PROF_RES_INCOMPLETE : PROF_RES_FRAME;
             if (s->kind_scratch[i] == PROF_RES_FRAME) {
                 struct cpy_location loc;
                 rc = prof_codecache_locate(&s->codes, &s->off, pc, rf, &out->lasti, &loc);
@@ -313,46 +265,6 @@ static void retry_generation(struct pys_session *s)
     }
 }
 
-/*
- * Put off the second read of frames raw[from..k) of a walk (see
- * prof_chain_unchanged) to the snapshot's end, where the chains of all
- * threads are read again at once. 0, or PYS_E_NOMEM (check it now).
- */
-static int put_off_check(struct pys_session *s, size_t ti, size_t ni,
-                         const struct cpy_raw_frame *raw, size_t from, size_t k, uint64_t last_prev)
-{
-    const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
-    uint64_t po;
-    size_t pw = cpy_frame_pos_field(&s->off, &po);
-    size_t first = s->nchk, need = s->nchk + 3 * (k - from);
-    int rc = prof_reserve((void **)&s->chk_segs, &s->chk_segs_cap, need, sizeof *s->chk_segs);
-    if (rc == 0)
-        rc = prof_reserve((void **)&s->chk_vals, &s->chk_vals_cap, need, sizeof *s->chk_vals);
-    if (rc == 0)
-        rc = prof_reserve((void **)&s->chk_walks, &s->chk_walks_cap, s->nchk_walks + 1,
-                          sizeof *s->chk_walks);
-    if (rc < 0)
-        return rc;
-    for (size_t i = from; i < k; i++) {
-        /* Code object (a tagged reference from 3.14), then caller, then
-         * (a caller's: cpy_frame_pos_checked) position, as
-         * cpy_frame_pos_value has it. */
-        s->chk_segs[s->nchk] = (struct mem_seg){raw[i].addr + f->executable, NULL, 8};
-        s->chk_vals[s->nchk].kind = CHK_CODE;
-        s->chk_vals[s->nchk++].want = raw[i].code;
-        s->chk_segs[s->nchk] = (struct mem_seg){raw[i].addr + f->previous, NULL, 8};
-        s->chk_vals[s->nchk].kind = CHK_WORD;
-        s->chk_vals[s->nchk++].want = i + 1 < k ? raw[i + 1].addr : last_prev;
-        if (cpy_frame_pos_checked(raw, i)) {
-            s->chk_segs[s->nchk] = (struct mem_seg){raw[i].addr + po, NULL, pw};
-            s->chk_vals[s->nchk].kind = CHK_POS;
-            s->chk_vals[s->nchk++].want = raw[i].instr_ptr;
-        }
-    }
-    s->chk_walks[s->nchk_walks++] = (struct put_off){ti, ni, first, s->nchk - first};
-    return 0;
-}
-
 static int read_thread(struct pys_session *s, const struct cpy_interp *in,
                        const struct cpy_thread *t, size_t ti, size_t ni);
 
@@ -363,33 +275,15 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
  */
 static int put_off_checks(struct pys_session *s)
 {
-    s->put_off = 0;
-    if (s->nchk_walks == 0)
-        return 0;
-    for (size_t i = 0; i < s->nchk; i++) {
-        s->chk_vals[i].got = 0;
-        s->chk_segs[i].buf = &s->chk_vals[i].got;
-    }
-    int rc = mem_readv_fresh(&s->mem, s->chk_segs, s->nchk);
-    if (rc == PYS_E_EXITED)
-        return rc;
+    const struct prof_put_off *torn;
+    int pending = prof_torn_pending(s);
+    int n = prof_torn_deferred(s, &torn);
+    if (n < 0 || !pending)
+        return n;
     /* What is read from here on must see the target, not the batch. */
     mem_prefetch_end(&s->mem);
-    size_t nwalks = s->nchk_walks;
-    s->nchk_walks = 0;
-    for (size_t w = 0; w < nwalks; w++) {
-        const struct put_off *po = &s->chk_walks[w];
-        int same = rc == 0;
-        for (size_t j = po->first; same && j < po->first + po->n; j++) {
-            uint64_t got = s->chk_vals[j].got;
-            if (s->chk_vals[j].kind == CHK_CODE)
-                got &= ~s->off.stackref_mask;
-            else if (s->chk_vals[j].kind == CHK_POS)
-                got = cpy_frame_pos_value(&s->off, got);
-            same = got == s->chk_vals[j].want;
-        }
-        if (same)
-            continue;
+    for (int w = 0; w < n; w++) {
+        const struct prof_put_off *po = &torn[w];
         struct pys_thread *pt = &s->res.threads[po->ti];
         struct cpy_thread t;
         mem_log_mark(&s->mem);
@@ -409,39 +303,7 @@ static int put_off_checks(struct pys_session *s)
         if ((trc = read_thread(s, &s->seen_interps[po->ni], &t, po->ti, po->ni)) < 0)
             return trc;
     }
-    s->nchk = 0;
     return 0;
-}
-
-/*
- * A walk from the batch torn at a top frame that does not live on the data
- * stack (a generator that yielded between the copy of the thread state and
- * that of its frame) can start again from the frame the thread state's
- * second copy, made last in the same batch, names as current: one read
- * after every frame's first and second copies. Its chain goes through the
- * same checks, against the same second copies; the thread state's other
- * fields are the first copy's, and the anchor and its number are checked
- * unchanged between the two. 1 if cur now starts there; 0 when the top was
- * on the data stack (a stack that keeps unwinding past the anchor: read
- * again, deep went 4.3 to 4.6 µs a sample), a read came after the batch,
- * the batch has no such copy, or it names the same frame.
- */
-static int later_top(struct pys_session *s, struct cpy_thread *cur)
-{
-    uint64_t cf = cur->current_frame;
-    if (s->off.traits.frames != CPY_FRAMES_DIRECT || mem_read_since(&s->mem, s->thread_mark) ||
-        (cf >= cur->datastack_chunk && cf < cur->datastack_top))
-        return 0;
-    const uint8_t *c =
-        mem_recheck_view(&s->mem, cur->addr + s->off.thread_state.current_frame, 8);
-    uint64_t top;
-    if (!c)
-        return 0;
-    memcpy(&top, c, 8);
-    if (top == 0 || top == cur->current_frame)
-        return 0;
-    cur->current_frame = top;
-    return 1;
 }
 
 /* Read one thread: status, then frames. Returns 0 (the thread may carry its
@@ -494,35 +356,12 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
         if (s->use_fcache && prof_fcache_usable(s, &cur)) {
             rc = prof_fcache_walk(s, &cur);
         } else {
-            /* A chain put together from several reads (frames read one by
-             * one, several chunks) may mix moments: it is checked against a
-             * second read. So is one copied in one read, when its thread
-             * may have run meanwhile: the copy can be paused midway. */
             rc = cpy_stack_walk(&s->mem, &s->off, &cur, &s->stack, s->raw, s->walk_max);
-            size_t n = rc > 0 ? (size_t)rc : 0, top = n ? prof_top_settled(s, s->raw, n) : 0;
-            int one = prof_walk_one_moment(s);
-            /* Nor is the entry frame at the bottom (3.12+, on the C stack)
-             * read again: the frame above names it as its caller (checked),
-             * and it stays as it is while frames sit on it. A cut chain's
-             * last frame is not that bottom: it keeps the caller it was cut
-             * at. */
-            uint64_t cut = s->walk_cut = s->stack.cut;
-            size_t end = !cut && n > top + 1 && s->raw[n - 1].shim ? n - 1 : n;
-            uint64_t last_prev = cut ? cut : end < n ? s->raw[n - 1].addr : 0;
-            put_off = 0;
-            if (n > 0 && (!one || prof_thread_may_move(s, &cur, in->gil_holder))) {
-                /* From the batch's second copies if it has them, else with
-                 * the other threads' at the snapshot's end if it can. */
-                int r = prof_chain_rechecked(s, NULL, s->raw, top, end, last_prev, 0);
-                prof_chain_hint(s, &cur, s->raw, top, end, 0);
-                if (r >= 0)
-                    rc = r ? rc : PYS_E_CORRUPT;
-                else if (s->put_off &&
-                    put_off_check(s, ti, ni, s->raw, top, end, last_prev) == 0)
-                    put_off = 1;
-                else if (!prof_chain_unchanged(s, s->raw, top, end, last_prev))
-                    rc = PYS_E_CORRUPT;
-            }
+            s->walk_cut = s->stack.cut;
+            int v = rc >= 0 ? prof_torn_walk(s, in, &cur, (size_t)rc, ti, ni) : PROF_TORN_ONE;
+            put_off = v == PROF_TORN_LATER;
+            if (v == PROF_TORN_MIXED)
+                rc = PYS_E_CORRUPT;
         }
         if (rc < 0) {
             snprintf(err, sizeof s->res.thread_err[ti], "%s", walk_error(rc));
@@ -531,17 +370,15 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
             rc = resolve_frames(s, in, &cur, nraw, err, sizeof s->res.thread_err[ti]);
             if (s->use_fcache)
                 prof_fcache_resolved(s, nraw, rc >= 0);
-            if (rc < 0 && put_off) {
-                /* Not named: nothing to check at the end (the walk is retried). */
-                s->nchk = s->chk_walks[--s->nchk_walks].first;
-            }
+            if (rc < 0 && put_off) /* not named: nothing to check at the end */
+                prof_torn_forget_last(s);
         }
         if (rc >= 0 || rc == PYS_E_EXITED || rc == PYS_E_NOMEM)
             break;
         /* Torn by a top frame that moved on before it was copied: walk
          * again, on the same copies, from the top the batch's second copy
          * of the thread state names, once per batch and not as a try. */
-        restarted = !restarted && rc == PYS_E_CORRUPT && later_top(s, &cur);
+        restarted = !restarted && rc == PYS_E_CORRUPT && prof_torn_later_top(s, &cur);
         if (restarted)
             attempt--;
     }
@@ -732,12 +569,12 @@ int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
 again:
     s->ninterps = s->res.nthreads = s->res.nframes = 0;
     s->nsnap_codes = 0;
-    s->nchk = s->nchk_walks = 0;
+    s->torn.nchk = s->torn.nchk_walks = 0;
     s->fcache.seen = 0;
     /* The last try checks each walk's code objects before naming frames,
      * and each walk's chain right after it. */
     s->check_each_walk = tries + 1 >= GENERATION_TRIES;
-    s->put_off = !s->check_each_walk;
+    s->torn.put_off = !s->check_each_walk;
     s->err[0] = '\0';
     s->snapshots++;
     if ((rc = prof_idle_begin(s, tries)) < 0)

@@ -105,6 +105,29 @@ int prof_codecache_locate(struct prof_codecache *cc, const struct cpy_offsets *o
 void prof_codecache_clear(struct prof_codecache *cc);
 void prof_codecache_release(struct prof_codecache *cc);
 
+/* --- one walk (snapshot.c, framecache.c, torn.c) ------------------------ */
+
+/*
+ * What one walk of one thread passes to its checks and to the naming of its
+ * frames (as CPython's FrameWalkContext): made by the snapshot for each try
+ * of a thread and passed explicitly; the frames are in s->raw (or the cache
+ * entry's).
+ */
+struct prof_walk {
+    /* mem_mark just before the thread state was read: if no read came
+     * since, the state and the frames all came from the snapshot's one
+     * batched read. */
+    struct mem_mark mark;
+    /* The frame cache entry the walk used (whose frames are then the chain;
+     * s->raw holds only the frames read), and the index from which the
+     * chain's frames came from the cache, their resolutions with them
+     * (SIZE_MAX when none did). */
+    struct prof_fcache_entry *entry;
+    size_t tail_start;
+    /* Where the chain was cut: the caller of its last frame; 0: whole. */
+    uint64_t cut;
+};
+
 /* --- frame cache (framecache.c), CPython 3.15+ -------------------------- */
 
 /* Strikes that make a thread's anchor another writer's (framecache.c). */
@@ -159,12 +182,12 @@ struct pys_session;
  */
 int prof_fcache_usable(struct pys_session *s, const struct cpy_thread *t);
 /* Walk thread t into s->raw using and refreshing the cache; returns the
- * number of raw frames or an error, as cpy_stack_walk, and sets
- * s->walk_cut for a chain cut at s->walk_max. */
-int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t);
+ * number of raw frames or an error, as cpy_stack_walk, and fills w (its
+ * entry, tail and cut). */
+int prof_fcache_walk(struct pys_session *s, struct prof_walk *w, const struct cpy_thread *t);
 /* After the walk's frames were resolved (ok) or not: keep what each raw
  * frame resolved to (s->res_scratch) for the next sample's cached tail. */
-void prof_fcache_resolved(struct pys_session *s, size_t nraw, int ok);
+void prof_fcache_resolved(struct pys_session *s, const struct prof_walk *w, size_t nraw, int ok);
 /* Drop the entries of threads the last snapshot did not see. */
 void prof_fcache_sweep(struct pys_session *s);
 void prof_fcache_release(struct prof_fcache *fc);
@@ -174,8 +197,8 @@ void prof_fcache_release(struct prof_fcache *fc);
 /*
  * Is a walk one moment of the target? (torn.c's opening says how it is
  * answered.) A walk comes in with the reads it came from: s->raw and
- * s->stack, and s->thread_mark, taken just before its thread state was
- * read. The verdicts:
+ * s->stack, and w->mark, taken just before its thread state was read. The
+ * verdicts:
  */
 #define PROF_TORN_MIXED 0 /* two moments: read the thread again */
 #define PROF_TORN_ONE 1   /* one moment */
@@ -218,8 +241,8 @@ void prof_torn_release(struct prof_torn *tn);
  * walk then fail to be named, prof_torn_forget_last drops it). Has the next
  * batch make the second copies the walk needs.
  */
-int prof_torn_walk(struct pys_session *s, const struct cpy_interp *in, const struct cpy_thread *t,
-                   size_t n, size_t ti, size_t ni);
+int prof_torn_walk(struct pys_session *s, const struct prof_walk *w, const struct cpy_interp *in,
+                   const struct cpy_thread *t, size_t n, size_t ti, size_t ni);
 void prof_torn_forget_last(struct pys_session *s);
 /* Are second reads put off, waiting for prof_torn_deferred? */
 int prof_torn_pending(const struct pys_session *s);
@@ -238,7 +261,7 @@ int prof_torn_deferred(struct pys_session *s, const struct prof_put_off **torn);
  * came after the batch, the batch has no such copy, or it names the same
  * frame.
  */
-int prof_torn_later_top(struct pys_session *s, struct cpy_thread *cur);
+int prof_torn_later_top(struct pys_session *s, const struct prof_walk *w, struct cpy_thread *cur);
 
 /*
  * The frame cache's walks (3.15). prof_torn_cached: a hit's frames read
@@ -249,10 +272,10 @@ int prof_torn_later_top(struct pys_session *s, struct cpy_thread *cur);
  * too. 1 one moment, 0 torn. Both have the next batch make second copies of
  * the frames above raw[next_anchor], where the walk leaves the anchor.
  */
-int prof_torn_cached(struct pys_session *s, const struct cpy_thread *t, size_t k, uint64_t anchor,
-                     size_t next_anchor);
-int prof_torn_whole(struct pys_session *s, const struct cpy_thread *t, size_t n, uint64_t cut,
-                    size_t next_anchor);
+int prof_torn_cached(struct pys_session *s, const struct prof_walk *w, const struct cpy_thread *t,
+                     size_t k, uint64_t anchor, size_t next_anchor);
+int prof_torn_whole(struct pys_session *s, const struct prof_walk *w, const struct cpy_thread *t,
+                    size_t n, uint64_t cut, size_t next_anchor);
 /*
  * Have a walk down to the anchor that reads past the batch make its own
  * second copy in the same system call (cpy_stack.after), followed by the
@@ -269,8 +292,8 @@ int prof_torn_ask_own_copy(struct pys_session *s, const struct cpy_thread *t);
  * prof_walk_with_state: the thread state came from the same batched read
  * too, so even the state's anchor needs none.
  */
-int prof_walk_one_moment(const struct pys_session *s);
-int prof_walk_with_state(const struct pys_session *s);
+int prof_walk_one_moment(const struct pys_session *s, const struct prof_walk *w);
+int prof_walk_with_state(const struct pys_session *s, const struct prof_walk *w);
 /*
  * Could thread t have run Python code while its walk's frames were copied
  * (so that the copy, even one read, may mix two moments)? Not if it held no
@@ -280,7 +303,8 @@ int prof_walk_with_state(const struct pys_session *s);
  * none, or unknown) may have. And always when the frames came from a read
  * made after the batch.
  */
-int prof_thread_may_move(struct pys_session *s, const struct cpy_thread *t, uint64_t gil_holder);
+int prof_thread_may_move(struct pys_session *s, const struct prof_walk *w,
+                         const struct cpy_thread *t, uint64_t gil_holder);
 /*
  * How many of the walk's top frames raw[0..n) need no second read: 1 when
  * the top frame was copied with its caller, after it (the same chunk copy).
@@ -423,19 +447,6 @@ struct pys_session {
     /* The frame records a walk may read: opt.max_frames (a longer chain
      * keeps one less, and a <truncated> marker below them). */
     size_t walk_max;
-    /* The walk just made: the cache entry it used (whose frames are then the
-     * chain; raw holds only the frames read), and the index from which the
-     * chain's frames came from the cache, their resolutions with them
-     * (SIZE_MAX when none did). */
-    struct prof_fcache_entry *walk_entry;
-    size_t tail_start;
-    /* ... and where its chain was cut: the caller of its last frame, or 0
-     * for a whole chain. */
-    uint64_t walk_cut;
-    /* mem_mark just before the current thread's state was read: if no read
-     * came since, the state and the frames all came from the snapshot's
-     * one batched read. */
-    struct mem_mark thread_mark;
     uint64_t *code_addrs; /* scratch: the code objects of one walk (3.8-3.13) */
     /* 3.8-3.13: the code objects this snapshot's frames were named after,
      * checked in one read once every thread is walked (snapshot_codes_ok),

@@ -271,171 +271,150 @@ static int anchor_returned(struct pys_session *s, const struct prof_fcache_entry
     return cpy_code_holds(&s->off, &pc->code, e->frames[pos].code, s->raw[0].instr_ptr);
 }
 
-int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
+/*
+ * The walk down to the anchor of entry e (see the top of this file). 0 with
+ * *n the chain's length on a hit (*n = -1: no hit, walk the whole chain),
+ * *returned when the anchor was found returned; or an error (the caller
+ * reads the thread again; the cache is kept).
+ */
+static int walk_hit(struct pys_session *s, struct prof_walk *w, const struct cpy_thread *t,
+                    struct prof_fcache_entry *e, int *n, int *returned)
 {
     struct prof_fcache *fc = &s->fcache;
-    struct prof_fcache_entry *e = lookup(fc, t->addr, 1);
     uint64_t anchor = t->last_profiled_frame;
-    int n = -1;
-
-    if (!e)
+    size_t pos = 0;
+    while (pos < e->n && e->frames[pos].addr != anchor)
+        pos++;
+    uint64_t prev = 0;
+    /* The next prefetch takes the data stack from a little below the lower
+     * of this anchor and the last one: a stack that sits near its top is
+     * not copied whole at each sample, one that keeps unwinding to its
+     * bottom is. */
+    uint64_t low = e->last_stop && e->last_stop < anchor ? e->last_stop : anchor;
+    s->stack.note_from = low > NOTE_BELOW ? low - NOTE_BELOW : 0;
+    e->last_stop = anchor;
+    int gen_asked = prof_torn_ask_own_copy(s, t);
+    int k =
+        pos < e->n && anchor_trusted(t, &e->frames[pos])
+            ? cpy_stack_walk_to(&s->mem, &s->off, t, &s->stack, anchor, s->raw, s->walk_max, &prev)
+            : PYS_E_NOTFOUND;
+    s->stack.note_from = 0;
+    if (gen_asked && s->stack.second_len > 0)
+        s->gen_after_mark = s->stack.second_mark;
+    /* The chain was torn (it ended short of the base frame), or memory the
+     * thread state names is gone (a chunk freed as the stack unwound: that
+     * state is out of date): no whole walk of the same state can do
+     * better, it reads the same memory first. */
+    if (k == PYS_E_EXITED || k == PYS_E_NOMEM || k == PYS_E_CORRUPT || k == PYS_E_BADADDR)
+        return k;
+    uint64_t below = pos + 1 < e->n ? e->frames[pos + 1].addr : e->cut;
+    *returned = k == 1 && anchor_returned(s, e, pos, prev, below);
+    /* Read with its code object cleared, the anchor has returned since the
+     * thread state was read (that state is out of date), or a frame pushed
+     * at its address since has. Read again: the interpreter will have moved
+     * the anchor to the caller. */
+    if (k > 0 && s->raw[k - 1].code == 0 && !*returned)
+        return PYS_E_CORRUPT;
+    /* The cached frames below the anchor that follow the k read: all of
+     * them, or for a cut chain as many as fill it again (at least one, and
+     * its frames must fill it). */
+    size_t rest = pos < e->n ? e->n - pos - 1 : 0, take = rest;
+    if (e->cut && k > 0)
+        take = (size_t)k + rest >= s->walk_max - 1 && (size_t)k < s->walk_max - 1
+                   ? s->walk_max - 1 - (size_t)k
+                   : 0;
+    int ok = k > 0 && (*returned || s->raw[k - 1].code == e->frames[pos].code) && prev == below &&
+             (e->cut ? take > 0 : (size_t)k + rest <= s->walk_max);
+    /* Frames copied at different moments may mix two call chains: torn.c
+     * checks those above the anchor, and that the anchor has not returned
+     * since the thread state was read (the frames below it may no longer be
+     * the cached ones then). Not an anchor found returned: it has moved by
+     * definition, and with nothing read above it there is nothing to mix.
+     * Torn, a whole walk from the same state would be torn too: the caller
+     * reads the thread again, the cache is still good. */
+    if (ok && !*returned &&
+        !prof_torn_cached(s, w, t, (size_t)k, anchor, next_anchor(s->raw, (size_t)k)))
+        return PYS_E_CORRUPT;
+    *n = -1;
+    if (!ok)
+        return 0;
+    /* The cached tail (and what it resolved to) moves, in place, to follow
+     * the k frames just read; most often it is already there. A cut chain
+     * is cut again above the first cached frame left. */
+    if (take < rest)
+        e->cut = e->frames[pos + 1 + take].addr;
+    size_t len = (size_t)k + take;
+    if (reserve_entry(e, len) < 0) {
+        e->n = 0;
         return PYS_E_NOMEM;
-    if (e->epoch != s->snapshots) {
-        e->epoch = s->snapshots;
-        fc->seen++;
     }
-    s->walk_entry = e;
-    s->tail_start = SIZE_MAX;
-    int same_anchor_ok = anchor != e->anchor || t->last_profiled_frame_seq == e->seq;
-    int returned = 0, hit = 0;
-    /* Did the anchor written at the last sample last until this one? */
-    if (e->wrote)
-        e->wasted = anchor == e->anchor && t->last_profiled_frame_seq == e->seq ? 0
-                                                                               : e->wasted + 1;
-    e->wrote = 0;
-    if (e->n && anchor != 0 && same_anchor_ok && e->since_full < REFRESH) {
-        size_t pos = 0;
-        while (pos < e->n && e->frames[pos].addr != anchor)
-            pos++;
-        uint64_t prev = 0;
-        /* The next prefetch takes the data stack from a little below the
-         * lower of this anchor and the last one: a stack that sits near
-         * its top is not copied whole at each sample, one that keeps
-         * unwinding to its bottom is. */
-        uint64_t low = e->last_stop && e->last_stop < anchor ? e->last_stop : anchor;
-        s->stack.note_from = low > NOTE_BELOW ? low - NOTE_BELOW : 0;
-        e->last_stop = anchor;
-        int gen_asked = prof_torn_ask_own_copy(s, t);
-        int k = pos < e->n && anchor_trusted(t, &e->frames[pos])
-                    ? cpy_stack_walk_to(&s->mem, &s->off, t, &s->stack, anchor, s->raw, s->walk_max,
-                                        &prev)
-                    : PYS_E_NOTFOUND;
-        s->stack.note_from = 0;
-        if (gen_asked && s->stack.second_len > 0)
-            s->gen_after_mark = s->stack.second_mark;
-        /* The chain was torn (it ended short of the base frame), or memory
-         * the thread state names is gone (a chunk freed as the stack
-         * unwound: that state is out of date): no whole walk of the same
-         * state can do better, it reads the same memory first. The caller
-         * reads the thread again; the cache is kept. */
-        if (k == PYS_E_EXITED || k == PYS_E_NOMEM || k == PYS_E_CORRUPT || k == PYS_E_BADADDR)
-            return k;
-        uint64_t below = pos + 1 < e->n ? e->frames[pos + 1].addr : e->cut;
-        returned = k == 1 && anchor_returned(s, e, pos, prev, below);
-        /* Read with its code object cleared, the anchor has returned since
-         * the thread state was read (that state is out of date), or a frame
-         * pushed at its address since has. Read again: the interpreter will
-         * have moved the anchor to the caller. */
-        if (k > 0 && s->raw[k - 1].code == 0 && !returned)
-            return PYS_E_CORRUPT;
-        /* The cached frames below the anchor that follow the k read: all
-         * of them, or for a cut chain as many as fill it again (at least
-         * one, and its frames must fill it). */
-        size_t rest = pos < e->n ? e->n - pos - 1 : 0, take = rest;
-        if (e->cut && k > 0)
-            take = (size_t)k + rest >= s->walk_max - 1 && (size_t)k < s->walk_max - 1
-                       ? s->walk_max - 1 - (size_t)k
-                       : 0;
-        int ok = k > 0 && (returned || s->raw[k - 1].code == e->frames[pos].code) &&
-                 prev == below && (e->cut ? take > 0 : (size_t)k + rest <= s->walk_max);
-        if (ok && !returned) {
-            /* Check that the anchor has not returned since the thread
-             * state was read (the interpreter would then have moved it and
-             * bumped the sequence number: the frames below it may no longer
-             * be the cached ones), and the frames between it and the top
-             * against a second copy made after them. Frames copied at
-             * different moments may mix two call chains, and even one copy,
-             * from the batch or not, is not one moment: the kernel's copy can
-             * be paused midway (this VM's CPU taken away) while the target
-             * runs on, leaving an old caller under new callees. The anchor
-             * itself stayed (its number did not move), and so did what it
-             * calls, if that is the top frame copied after it. The batch's
-             * second copies say when it made them, else the walk's own
-             * (ask_second_copy: it read past the batch), else one more read. Not
-             * an anchor found returned: it has moved by definition, and
-             * with nothing read above it there is nothing to mix. */
-            ok = prof_torn_cached(s, t, (size_t)k, anchor, next_anchor(s->raw, (size_t)k));
-            /* Torn: the thread moved on since its state was read. A whole
-             * walk from that same state would be torn too; the caller reads
-             * the thread again and retries. The cache is still good. */
-            if (!ok)
-                return PYS_E_CORRUPT;
-        }
-        if (ok) {
-            /* The cached tail (and what it resolved to) moves, in place, to
-             * follow the k frames just read; most often it is already there.
-             * A cut chain is cut again above the first cached frame left. */
-            if (take < rest)
-                e->cut = e->frames[pos + 1 + take].addr;
-            n = k + (int)take;
-            if (reserve_entry(e, (size_t)n) < 0) {
-                e->n = 0;
-                return PYS_E_NOMEM;
-            }
-            if ((size_t)k != pos + 1) {
-                memmove(e->frames + k, e->frames + pos + 1, take * sizeof *e->frames);
-                memmove(e->res + k, e->res + pos + 1, take * sizeof *e->res);
-                memmove(e->res_kind + k, e->res_kind + pos + 1, take);
-            }
-            memcpy(e->frames, s->raw, (size_t)k * sizeof *s->raw);
-            e->n = (size_t)n;
-            s->walk_cut = e->cut;
-            if (e->res_valid)
-                s->tail_start = (size_t)k;
-            /* Full hit: our anchor still in place and at most the top frame
-             * above it. */
-            if (anchor == e->anchor && k <= 2)
-                fc->hits++;
-            else
-                fc->partial_hits++;
-            fc->frames_cached += take;
-            fc->frames_read += (uint64_t)k;
-            e->since_full++;
-            hit = 1;
-        }
+    if ((size_t)k != pos + 1) {
+        memmove(e->frames + k, e->frames + pos + 1, take * sizeof *e->frames);
+        memmove(e->res + k, e->res + pos + 1, take * sizeof *e->res);
+        memmove(e->res_kind + k, e->res_kind + pos + 1, take);
     }
-    if (n < 0) {
-        fc->misses++;
-        n = cpy_stack_walk(&s->mem, &s->off, t, &s->stack, s->raw, s->walk_max);
-        /* A chain copied in one read shows one moment; one put together
-         * from several reads is checked against a second read. A walk that
-         * fails, or is torn: the caller retries, with the cache entry as it
-         * was (nothing in it came from this walk). */
-        if (n < 0)
-            return n;
-        /* Checked as a hit's frames are (a second copy, and the anchor),
-         * even a chain copied in one read. A cut chain's last frame still
-         * has the caller it was cut at. */
-        uint64_t cut = s->stack.cut;
-        if (!prof_torn_whole(s, t, (size_t)n, cut, next_anchor(s->raw, (size_t)n)))
-            return PYS_E_CORRUPT;
-        fc->frames_read += (uint64_t)n;
-        e->since_full = 0;
-        /* Remember the chain (it reached the base frame: the walk checks). */
-        e->res_valid = 0;
-        if (reserve_entry(e, (size_t)n) < 0) {
-            e->n = 0;
-            return PYS_E_NOMEM;
-        }
-        /* A thread without frames (n = 0) may have no array yet. */
-        if (n > 0)
-            memcpy(e->frames, s->raw, (size_t)n * sizeof *s->raw);
-        e->n = (size_t)n;
-        e->cut = s->walk_cut = cut;
-    }
-    /* The anchor returned: the interpreter has moved it to its caller
-     * (bumping the sequence number); ours stays as it was, so that the next
-     * sample takes the moved one. */
-    if (returned)
+    memcpy(e->frames, s->raw, (size_t)k * sizeof *s->raw);
+    e->n = len;
+    w->cut = e->cut;
+    if (e->res_valid)
+        w->tail_start = (size_t)k;
+    /* Full hit: our anchor still in place and at most the top frame above
+     * it. */
+    if (anchor == e->anchor && k <= 2)
+        fc->hits++;
+    else
+        fc->partial_hits++;
+    fc->frames_cached += take;
+    fc->frames_read += (uint64_t)k;
+    e->since_full++;
+    *n = (int)len;
+    return 0;
+}
+
+/* A whole walk of thread t, kept in e: its length or an error (the caller
+ * retries, with e as it was: nothing in it came from this walk). */
+static int walk_whole(struct pys_session *s, struct prof_walk *w, const struct cpy_thread *t,
+                      struct prof_fcache_entry *e)
+{
+    struct prof_fcache *fc = &s->fcache;
+    fc->misses++;
+    int n = cpy_stack_walk(&s->mem, &s->off, t, &s->stack, s->raw, s->walk_max);
+    if (n < 0)
         return n;
-    /* From here on e->frames is the chain (the walk's result); the
-     * resolutions of its tail stay valid, those of the frames above it are
-     * stored by prof_fcache_resolved. Anchor it at the current frame. */
-    if (s->tail_start == SIZE_MAX)
-        e->res_valid = 0;
-    /* A thread's first walk only looks: the anchor another profiler
-     * keeps, if one does, is not overwritten before the next walk has had
-     * a chance to see it move (prof_fcache_usable). */
+    /* Checked as a hit's frames are (a second copy, and the anchor), even a
+     * chain copied in one read. A cut chain's last frame still has the
+     * caller it was cut at. */
+    uint64_t cut = s->stack.cut;
+    if (!prof_torn_whole(s, w, t, (size_t)n, cut, next_anchor(s->raw, (size_t)n)))
+        return PYS_E_CORRUPT;
+    fc->frames_read += (uint64_t)n;
+    e->since_full = 0;
+    /* Remember the chain (it reached the base frame: the walk checks). */
+    e->res_valid = 0;
+    if (reserve_entry(e, (size_t)n) < 0) {
+        e->n = 0;
+        return PYS_E_NOMEM;
+    }
+    /* A thread without frames (n = 0) may have no array yet. */
+    if (n > 0)
+        memcpy(e->frames, s->raw, (size_t)n * sizeof *s->raw);
+    e->n = (size_t)n;
+    e->cut = w->cut = cut;
+    return n;
+}
+
+/*
+ * After a walk of n frames (hit: from the cache) that e->frames now holds:
+ * leave the anchor for the next sample, writing it into the thread state
+ * where it moves. n, or PYS_E_EXITED.
+ */
+static int leave_anchor(struct pys_session *s, const struct cpy_thread *t,
+                        struct prof_fcache_entry *e, int n, int hit)
+{
+    uint64_t anchor = t->last_profiled_frame;
+    /* A thread's first walk only looks: the anchor another profiler keeps,
+     * if one does, is not overwritten before the next walk has had a chance
+     * to see it move (prof_fcache_usable). */
     if (!e->looked) {
         e->looked = 1;
         e->seq = t->last_profiled_frame_seq;
@@ -473,9 +452,49 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
     return n;
 }
 
-void prof_fcache_resolved(struct pys_session *s, size_t nraw, int ok)
+int prof_fcache_walk(struct pys_session *s, struct prof_walk *w, const struct cpy_thread *t)
 {
-    struct prof_fcache_entry *e = s->walk_entry;
+    struct prof_fcache *fc = &s->fcache;
+    struct prof_fcache_entry *e = lookup(fc, t->addr, 1);
+    uint64_t anchor = t->last_profiled_frame;
+    int n = -1, rc;
+
+    if (!e)
+        return PYS_E_NOMEM;
+    if (e->epoch != s->snapshots) {
+        e->epoch = s->snapshots;
+        fc->seen++;
+    }
+    w->entry = e;
+    w->tail_start = SIZE_MAX;
+    int same_anchor_ok = anchor != e->anchor || t->last_profiled_frame_seq == e->seq;
+    int returned = 0;
+    /* Did the anchor written at the last sample last until this one? */
+    if (e->wrote)
+        e->wasted = anchor == e->anchor && t->last_profiled_frame_seq == e->seq ? 0 : e->wasted + 1;
+    e->wrote = 0;
+    if (e->n && anchor != 0 && same_anchor_ok && e->since_full < REFRESH &&
+        (rc = walk_hit(s, w, t, e, &n, &returned)) < 0)
+        return rc;
+    int hit = n >= 0;
+    if (!hit && (n = walk_whole(s, w, t, e)) < 0)
+        return n;
+    /* The anchor returned: the interpreter has moved it to its caller
+     * (bumping the sequence number); ours stays as it was, so that the next
+     * sample takes the moved one. */
+    if (returned)
+        return n;
+    /* From here on e->frames is the chain (the walk's result); the
+     * resolutions of its tail stay valid, those of the frames above it are
+     * stored by prof_fcache_resolved. */
+    if (w->tail_start == SIZE_MAX)
+        e->res_valid = 0;
+    return leave_anchor(s, t, e, n, hit);
+}
+
+void prof_fcache_resolved(struct pys_session *s, const struct prof_walk *w, size_t nraw, int ok)
+{
+    struct prof_fcache_entry *e = w->entry;
     if (!e)
         return;
     e->res_valid = 0;
@@ -486,7 +505,7 @@ void prof_fcache_resolved(struct pys_session *s, size_t nraw, int ok)
     if (!ok || nraw != e->n || nraw > e->cap)
         return;
     /* The tail's resolutions are in place already: store the rest. */
-    size_t fresh = s->tail_start < nraw ? s->tail_start : nraw;
+    size_t fresh = w->tail_start < nraw ? w->tail_start : nraw;
     if (fresh > 0) {
         memcpy(e->res, s->res_scratch, fresh * sizeof *e->res);
         memcpy(e->res_kind, s->kind_scratch, fresh);

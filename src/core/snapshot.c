@@ -76,14 +76,6 @@ static void add_marker(struct pys_session *s, int kind)
     f->kind = kind;
 }
 
-/*
- * Turn the raw frames of a walk into pys_frames appended to s->res.frames.
- * Shim frames become one <native> marker per run of them (with the native
- * option); a <GC> marker goes directly above the frame that started a running
- * collection, in place of a <native> in the same gap. A chain the walk cut
- * (s->walk_cut) ends with a <truncated> marker. Returns the number of
- * frames added, or an error (the frames added are dropped).
- */
 /* pys_options.opcodes: the byte at each Python frame's instruction, for the
  * frames [start, s->res.nframes) of one thread, in one batched read. Frames whose
  * byte cannot be read keep -1: an opcode is never worth a failed sample. */
@@ -95,8 +87,103 @@ static void read_opcodes(struct pys_session *s, size_t nops)
         s->res.frames[s->op_frame[k]].opcode = s->op_byte[k];
 }
 
-static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
-                          const struct cpy_thread *t, size_t nraw, char *err, size_t errlen)
+/*
+ * 3.8-3.13: the cached code objects frames raw[0..nraw) above the cached
+ * tail are named after, checked after the frames were read (no generation
+ * counter before 3.14 says when they were freed): now on a snapshot's last
+ * try, else with every other thread's after the last walk. 0 or an error.
+ */
+static int note_codes(struct pys_session *s, const struct prof_walk *w,
+                      const struct cpy_raw_frame *raw, size_t nraw)
+{
+    size_t nc = 0;
+    int rc;
+    for (size_t i = 0; i < nraw && i < w->tail_start; i++)
+        if (!raw[i].shim)
+            s->code_addrs[nc++] = raw[i].code;
+    if (s->check_each_walk)
+        return (rc = prof_codecache_check(&s->codes, &s->mem, &s->off, s->code_addrs, nc)) < 0 ? rc
+                                                                                               : 0;
+    if (nc == 0)
+        return 0;
+    if ((rc = prof_reserve((void **)&s->snap_codes, &s->snap_codes_cap, s->nsnap_codes + nc,
+                           sizeof *s->snap_codes)) < 0)
+        return rc;
+    memcpy(s->snap_codes + s->nsnap_codes, s->code_addrs, nc * sizeof *s->code_addrs);
+    s->nsnap_codes += nc;
+    return 0;
+}
+
+/*
+ * Name Python frame raw[i] of thread t, read by this walk: its code object
+ * (*pc), its kind (s->kind_scratch[i]) and, for a frame past its prologue,
+ * its resolution (s->res_scratch[i]). 0, or an error with the detail in err.
+ */
+static int name_frame(struct pys_session *s, const struct cpy_thread *t,
+                      const struct cpy_raw_frame *raw, size_t i, const struct prof_code **pc,
+                      char *err, size_t errlen)
+{
+    const struct cpy_raw_frame *rf = &raw[i];
+    struct pys_frame *out = &s->res_scratch[i];
+    int rc = prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym, rf->code, pc);
+    if (rc < 0) {
+        snprintf(err, errlen, "code object at 0x%llx unreadable: %s", (unsigned long long)rf->code,
+                 pys_strerror(rc));
+        return rc;
+    }
+    const struct prof_code *c = *pc;
+    int incomplete = cpy_frame_incomplete(&s->off, &c->code, rf);
+    if ((rc = prof_torn_frame_fits(s, t, raw, i, c, incomplete, err, errlen)) < 0)
+        return rc;
+    s->kind_scratch[i] = incomplete ? PROF_RES_INCOMPLETE : PROF_RES_FRAME;
+    if (incomplete)
+        return 0;
+    struct cpy_location loc;
+    if ((rc = prof_codecache_locate(&s->codes, &s->off, c, rf, &out->lasti, &loc)) < 0) {
+        snprintf(err, errlen, "frame at 0x%llx: instruction pointer outside %s",
+                 (unsigned long long)rf->addr, c->qualname);
+        return rc;
+    }
+    out->filename = c->filename;
+    out->qualname = c->qualname;
+    out->firstlineno = c->code.firstlineno;
+    out->lineno = loc.lineno;
+    out->end_lineno = loc.end_lineno;
+    out->col = loc.col;
+    out->end_col = loc.end_col;
+    out->kind = PYS_FRAME_PYTHON;
+    out->opcode = -1;
+    return 0;
+}
+
+/* pys_options.opcodes: have read_opcodes fill frame s->res.nframes (about
+ * to be added: rf, resolved to res, code *pc if looked up) with its
+ * opcode. */
+static void want_opcode(struct pys_session *s, const struct cpy_raw_frame *rf,
+                        const struct pys_frame *res, const struct prof_code *pc, size_t *nops)
+{
+    /* The cached tail's code objects are looked up only for this. */
+    if (res->lasti < 0 || (!pc && prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off,
+                                                     &s->sym, rf->code, &pc) != 0))
+        return;
+    if ((uint64_t)res->lasti < 2 * pc->code.ncodeunits) {
+        s->op_segs[*nops] =
+            (struct mem_seg){pc->code.code_bytes + (uint64_t)res->lasti, &s->op_byte[*nops], 1};
+        s->op_frame[(*nops)++] = s->res.nframes;
+    }
+}
+
+/*
+ * Turn the raw frames of walk w into pys_frames appended to s->res.frames.
+ * Shim frames become one <native> marker per run of them (with the native
+ * option); a <GC> marker goes directly above the frame that started a running
+ * collection, in place of a <native> in the same gap. A chain the walk cut
+ * (w->cut) ends with a <truncated> marker. Returns the number of frames
+ * added, or an error (the frames added are dropped).
+ */
+static int resolve_frames(struct pys_session *s, const struct prof_walk *w,
+                          const struct cpy_interp *in, const struct cpy_thread *t, size_t nraw,
+                          char *err, size_t errlen)
 {
     size_t start = s->res.nframes, nops = 0;
     int pending_native = 0, live_above = 0;
@@ -109,26 +196,9 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
         return rc;
     /* The walk's chain: the frame cache entry's, or the scratch of a walk
      * made without the cache. */
-    const struct cpy_raw_frame *raw = s->walk_entry ? s->walk_entry->frames : s->raw;
-    if (s->codes.validate) {
-        /* Cached code objects, checked after the frames were read (no
-         * generation counter before 3.14 says when they were freed). */
-        size_t nc = 0;
-        for (size_t i = 0; i < nraw && i < s->tail_start; i++)
-            if (!raw[i].shim)
-                s->code_addrs[nc++] = raw[i].code;
-        if (s->check_each_walk) {
-            if ((rc = prof_codecache_check(&s->codes, &s->mem, &s->off, s->code_addrs, nc)) < 0)
-                return rc;
-        } else if (nc > 0) {
-            /* Checked with every other thread's, after the last walk. */
-            if ((rc = prof_reserve((void **)&s->snap_codes, &s->snap_codes_cap,
-                                   s->nsnap_codes + nc, sizeof *s->snap_codes)) < 0)
-                return rc;
-            memcpy(s->snap_codes + s->nsnap_codes, s->code_addrs, nc * sizeof *s->code_addrs);
-            s->nsnap_codes += nc;
-        }
-    }
+    const struct cpy_raw_frame *raw = w->entry ? w->entry->frames : s->raw;
+    if (s->codes.validate && (rc = note_codes(s, w, raw, nraw)) < 0)
+        return rc;
     /* Without markers or opcodes, the cached tail is its frames, copied as
      * they are (a very deep stack's tail is thousands of frames). */
     int plain_tail = !s->opt.native && !s->opt.opcodes && !(s->opt.gc && in->gc_frame != 0);
@@ -137,8 +207,8 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
         const struct pys_frame *res = &s->res_scratch[i];
         const uint8_t *kind = &s->kind_scratch[i];
         const struct prof_code *pc = NULL; /* looked up for frames read now */
-        if (i >= s->tail_start && plain_tail) {
-            const struct prof_fcache_entry *e = s->walk_entry;
+        if (i >= w->tail_start && plain_tail) {
+            const struct prof_fcache_entry *e = w->entry;
             struct pys_frame *out = s->res.frames + s->res.nframes;
             for (; i < nraw; i++)
                 if (e->res_kind[i] == PROF_RES_FRAME)
@@ -146,48 +216,19 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
             s->res.nframes = (size_t)(out - s->res.frames);
             break;
         }
-        if (i < s->tail_start && !prof_torn_frame_order(raw, i, &live_above)) {
+        if (i < w->tail_start && !prof_torn_frame_order(raw, i, &live_above)) {
             rc = PYS_E_CORRUPT;
             snprintf(err, errlen, "torn stack: a frame below the top has returned");
             goto fail;
         }
-        if (i >= s->tail_start) {
+        if (i >= w->tail_start) {
             /* From the frame cache: resolved at an earlier sample. */
-            res = &s->walk_entry->res[i];
-            kind = &s->walk_entry->res_kind[i];
+            res = &w->entry->res[i];
+            kind = &w->entry->res_kind[i];
         } else if (rf->shim) {
             s->kind_scratch[i] = PROF_RES_SHIM;
-        } else {
-            struct pys_frame *out = &s->res_scratch[i];
-            rc = prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym, rf->code,
-                                    &pc);
-            if (rc < 0) {
-                snprintf(err, errlen, "code object at 0x%llx unreadable: %s",
-                         (unsigned long long)rf->code, pys_strerror(rc));
-                goto fail;
-            }
-            int incomplete = cpy_frame_incomplete(&s->off, &pc->code, rf);
-            if ((rc = prof_torn_frame_fits(s, t, raw, i, pc, incomplete, err, errlen)) < 0)
-                goto fail;
-            s->kind_scratch[i] = incomplete ? PROF_RES_INCOMPLETE : PROF_RES_FRAME;
-            if (s->kind_scratch[i] == PROF_RES_FRAME) {
-                struct cpy_location loc;
-                rc = prof_codecache_locate(&s->codes, &s->off, pc, rf, &out->lasti, &loc);
-                if (rc < 0) {
-                    snprintf(err, errlen, "frame at 0x%llx: instruction pointer outside %s",
-                             (unsigned long long)rf->addr, pc->qualname);
-                    goto fail;
-                }
-                out->filename = pc->filename;
-                out->qualname = pc->qualname;
-                out->firstlineno = pc->code.firstlineno;
-                out->lineno = loc.lineno;
-                out->end_lineno = loc.end_lineno;
-                out->col = loc.col;
-                out->end_col = loc.end_col;
-                out->kind = PYS_FRAME_PYTHON;
-                out->opcode = -1;
-            }
+        } else if ((rc = name_frame(s, t, raw, i, &pc, err, errlen)) < 0) {
+            goto fail;
         }
         if (*kind == PROF_RES_SHIM) {
             pending_native = 1;
@@ -203,20 +244,12 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
         }
         /* 3.11 marks the first Python frame of each C-level call instead. */
         pending_native = rf->entry;
-        /* The cached tail's code objects are looked up only for this. */
-        if (s->opt.opcodes && res->lasti >= 0 &&
-            (pc || prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym,
-                                      rf->code, &pc) == 0)) {
-            if ((uint64_t)res->lasti < 2 * pc->code.ncodeunits) {
-                s->op_segs[nops] = (struct mem_seg){pc->code.code_bytes + (uint64_t)res->lasti,
-                                                    &s->op_byte[nops], 1};
-                s->op_frame[nops++] = s->res.nframes;
-            }
-        }
+        if (s->opt.opcodes)
+            want_opcode(s, rf, res, pc, &nops);
         s->res.frames[s->res.nframes++] = *res;
     }
     read_opcodes(s, nops);
-    if (s->walk_cut) {
+    if (w->cut) {
         /* C code between the frames kept and the next ones, which are not. */
         if (pending_native && s->opt.native && s->res.nframes > start)
             add_marker(s, PYS_FRAME_NATIVE);
@@ -266,7 +299,7 @@ static void retry_generation(struct pys_session *s)
 }
 
 static int read_thread(struct pys_session *s, const struct cpy_interp *in,
-                       const struct cpy_thread *t, size_t ti, size_t ni);
+                       const struct cpy_thread *t, struct mem_mark mark, size_t ti, size_t ni);
 
 /*
  * The second reads put off by this snapshot's walks, in one read. A thread
@@ -287,7 +320,7 @@ static int put_off_checks(struct pys_session *s)
         struct pys_thread *pt = &s->res.threads[po->ti];
         struct cpy_thread t;
         mem_log_mark(&s->mem);
-        s->thread_mark = mem_mark(&s->mem);
+        struct mem_mark mark = mem_mark(&s->mem);
         int trc = cpy_thread_read(&s->mem, &s->off, &s->sym, pt->tstate, s->tsbuf, &t);
         if (trc == PYS_E_EXITED)
             return trc;
@@ -300,7 +333,7 @@ static int put_off_checks(struct pys_session *s)
             s->thread_errors++;
             continue;
         }
-        if ((trc = read_thread(s, &s->seen_interps[po->ni], &t, po->ti, po->ni)) < 0)
+        if ((trc = read_thread(s, &s->seen_interps[po->ni], &t, mark, po->ti, po->ni)) < 0)
             return trc;
     }
     return 0;
@@ -309,7 +342,7 @@ static int put_off_checks(struct pys_session *s)
 /* Read one thread: status, then frames. Returns 0 (the thread may carry its
  * own error) or PYS_E_EXITED / PYS_E_NOMEM, which end the snapshot. */
 static int read_thread(struct pys_session *s, const struct cpy_interp *in,
-                       const struct cpy_thread *t, size_t ti, size_t ni)
+                       const struct cpy_thread *t, struct mem_mark mark, size_t ti, size_t ni)
 {
     struct pys_thread *pt = &s->res.threads[ti];
     char *err = s->res.thread_err[ti];
@@ -337,6 +370,7 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
     s->res.thread_frame_start[ti] = s->res.nframes;
 
     struct cpy_thread cur = *t;
+    struct prof_walk w = {.mark = mark};
     int put_off = 0, restarted = 0;
     for (int attempt = 0; attempt < WALK_TRIES; attempt++) {
         if (attempt > 0 && !restarted) {
@@ -345,20 +379,18 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
              * and frames among it), so that the next walk sees one moment. */
             mem_prefetch_retry(&s->mem);
             retry_generation(s);
-            s->thread_mark = mem_mark(&s->mem);
+            mark = mem_mark(&s->mem);
             rc = cpy_thread_read(&s->mem, &s->off, &s->sym, t->addr, s->tsbuf, &cur);
             if (rc < 0)
                 break;
         }
-        s->walk_entry = NULL;
-        s->tail_start = SIZE_MAX;
-        s->walk_cut = 0;
+        w = (struct prof_walk){.mark = mark, .tail_start = SIZE_MAX};
         if (s->use_fcache && prof_fcache_usable(s, &cur)) {
-            rc = prof_fcache_walk(s, &cur);
+            rc = prof_fcache_walk(s, &w, &cur);
         } else {
             rc = cpy_stack_walk(&s->mem, &s->off, &cur, &s->stack, s->raw, s->walk_max);
-            s->walk_cut = s->stack.cut;
-            int v = rc >= 0 ? prof_torn_walk(s, in, &cur, (size_t)rc, ti, ni) : PROF_TORN_ONE;
+            w.cut = s->stack.cut;
+            int v = rc >= 0 ? prof_torn_walk(s, &w, in, &cur, (size_t)rc, ti, ni) : PROF_TORN_ONE;
             put_off = v == PROF_TORN_LATER;
             if (v == PROF_TORN_MIXED)
                 rc = PYS_E_CORRUPT;
@@ -367,9 +399,9 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
             snprintf(err, sizeof s->res.thread_err[ti], "%s", walk_error(rc));
         } else {
             size_t nraw = (size_t)rc;
-            rc = resolve_frames(s, in, &cur, nraw, err, sizeof s->res.thread_err[ti]);
+            rc = resolve_frames(s, &w, in, &cur, nraw, err, sizeof s->res.thread_err[ti]);
             if (s->use_fcache)
-                prof_fcache_resolved(s, nraw, rc >= 0);
+                prof_fcache_resolved(s, &w, nraw, rc >= 0);
             if (rc < 0 && put_off) /* not named: nothing to check at the end */
                 prof_torn_forget_last(s);
         }
@@ -378,7 +410,7 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
         /* Torn by a top frame that moved on before it was copied: walk
          * again, on the same copies, from the top the batch's second copy
          * of the thread state names, once per batch and not as a try. */
-        restarted = !restarted && rc == PYS_E_CORRUPT && prof_torn_later_top(s, &cur);
+        restarted = !restarted && rc == PYS_E_CORRUPT && prof_torn_later_top(s, &w, &cur);
         if (restarted)
             attempt--;
     }
@@ -415,13 +447,13 @@ static int take_over_threads(struct pys_session *s, const struct cpy_interp *in,
         if (prof_idle_must_read(s, taddr)) {
             struct cpy_thread t;
             mem_log_mark(&s->mem);
-            s->thread_mark = mem_mark(&s->mem);
+            struct mem_mark mark = mem_mark(&s->mem);
             rc = cpy_thread_read(&s->mem, &s->off, &s->sym, taddr, s->tsbuf, &t);
             if (rc == PYS_E_EXITED)
                 return rc;
             if (rc < 0 || !prof_idle_links_ok(s, i, &t))
                 return 0;
-            rc = read_thread(s, in, &t, s->res.nthreads, ni);
+            rc = read_thread(s, in, &t, mark, s->res.nthreads, ni);
         } else {
             rc = prof_idle_copy_thread(s, i, s->res.nthreads);
         }
@@ -557,51 +589,94 @@ static int first_interp(struct pys_session *s, uint64_t *iaddr)
     return cpy_runtime_first_interp(&s->mem, &s->off, s->runtime, iaddr);
 }
 
-int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
+/*
+ * The threads of interpreter in (at position ni of the list), read into
+ * s->res and counted in pi. 0, or an error that ends the snapshot.
+ */
+static int read_threads(struct pys_session *s, const struct cpy_interp *in, size_t ni,
+                        struct pys_interp *pi)
+{
+    int rc;
+    uint64_t taddr = in->threads_head;
+    for (size_t nt = 0; taddr != 0; nt++) {
+        struct cpy_thread t;
+        if (nt == CPY_MAX_THREADS)
+            return prof_fail(s, PYS_E_TOODEEP, "more than %d threads", CPY_MAX_THREADS);
+        if ((rc = reserve_threads(s, s->res.nthreads + 1)) < 0)
+            return rc;
+        mem_log_mark(&s->mem);
+        struct mem_mark mark = mem_mark(&s->mem);
+        rc = cpy_thread_read(&s->mem, &s->off, &s->sym, taddr, s->tsbuf, &t);
+        if (rc == PYS_E_EXITED)
+            return rc;
+        if (rc < 0) {
+            /* The list is broken here: report the thread and stop. */
+            struct pys_thread *pt = &s->res.threads[s->res.nthreads];
+            memset(pt, 0, sizeof *pt);
+            pt->tstate = taddr;
+            pt->error = rc;
+            snprintf(s->res.thread_err[s->res.nthreads], sizeof s->res.thread_err[0],
+                     "thread state at 0x%llx unreadable: %s", (unsigned long long)taddr,
+                     pys_strerror(rc));
+            s->res.thread_frame_start[s->res.nthreads] = s->res.nframes;
+            s->res.nthreads++;
+            pi->nthreads++;
+            return 0;
+        }
+        if ((rc = read_thread(s, in, &t, mark, s->res.nthreads, ni)) < 0)
+            return rc;
+        s->res.nthreads++;
+        pi->nthreads++;
+        taddr = t.next;
+    }
+    return 0;
+}
+
+/* What one try of a snapshot ends in, besides 0 and errors. */
+#define SNAP_AGAIN 1 /* take it again: code objects were freed meanwhile (a try) */
+#define SNAP_FULL 2  /* take it again, reading every thread (idle.c; not a try) */
+
+/*
+ * Every interpreter and thread, read into s->res: 0, SNAP_AGAIN, SNAP_FULL
+ * or an error. The last try (tries + 1 == GENERATION_TRIES) checks each
+ * walk's code objects before naming frames, and each walk's chain right
+ * after it.
+ */
+static int snapshot_try(struct pys_session *s, int tries)
 {
     uint64_t iaddr;
-    int rc, tries = 0;
-
-    if (s->exec_seen)
-        return PYS_E_EXEC;
-    /* The last snapshot's results stay readable: threads may be taken over. */
-    prof_idle_keep_results(s);
-again:
+    int rc;
     s->ninterps = s->res.nthreads = s->res.nframes = 0;
     s->nsnap_codes = 0;
     s->torn.nchk = s->torn.nchk_walks = 0;
     s->fcache.seen = 0;
-    /* The last try checks each walk's code objects before naming frames,
-     * and each walk's chain right after it. */
     s->check_each_walk = tries + 1 >= GENERATION_TRIES;
     s->torn.put_off = !s->check_each_walk;
     s->err[0] = '\0';
     s->snapshots++;
     if ((rc = prof_idle_begin(s, tries)) < 0)
-        goto fail;
+        return rc;
     mem_prefetch_begin(&s->mem);
     struct mem_mark batch = mem_mark(&s->mem);
     if ((rc = first_interp(s, &iaddr)) < 0)
-        goto fail;
+        return rc;
     uint64_t head = iaddr;
     for (size_t ni = 0; iaddr != 0; ni++) {
         struct cpy_interp in;
-        if (ni == CPY_MAX_INTERPS) {
-            rc = prof_fail(s, PYS_E_TOODEEP, "more than %d interpreters", CPY_MAX_INTERPS);
-            goto fail;
-        }
+        if (ni == CPY_MAX_INTERPS)
+            return prof_fail(s, PYS_E_TOODEEP, "more than %d interpreters", CPY_MAX_INTERPS);
         if ((rc = cpy_interp_read(&s->mem, &s->off, s->runtime, iaddr, &in)) < 0)
-            goto fail;
+            return rc;
         if ((rc = prof_reserve((void **)&s->seen_interps, &s->seen_interps_cap, ni + 1,
                                sizeof *s->seen_interps)) < 0)
-            goto fail;
+            return rc;
         s->seen_interps[ni] = in;
         if (ni == 0 && s->lone_interp == 0)
             s->lone_interp = in.next == 0 && in_runtime(s, head) ? head : 0;
         check_code_generation(s, ni, &in);
         if ((rc = prof_reserve((void **)&s->interps, &s->interps_cap, s->ninterps + 1,
                                sizeof *s->interps)) < 0)
-            goto fail;
+            return rc;
         struct pys_interp *pi = &s->interps[s->ninterps++];
         pi->id = in.id;
         pi->gil_holder = in.gil_holder;
@@ -610,72 +685,32 @@ again:
         pi->threads = (const struct pys_thread *)(uintptr_t)s->res.nthreads;
         if (s->idle.active) {
             if ((rc = take_over_threads(s, &in, ni, pi)) < 0)
-                goto fail;
+                return rc;
             if (rc == 0) {
                 s->idle.force_full = 1;
-                mem_prefetch_end(&s->mem);
-                goto again;
+                return SNAP_FULL;
             }
             iaddr = 0;
             continue;
         }
-        uint64_t taddr = in.threads_head;
-        for (size_t nt = 0; taddr != 0; nt++) {
-            struct cpy_thread t;
-            if (nt == CPY_MAX_THREADS) {
-                rc = prof_fail(s, PYS_E_TOODEEP, "more than %d threads", CPY_MAX_THREADS);
-                goto fail;
-            }
-            if ((rc = reserve_threads(s, s->res.nthreads + 1)) < 0)
-                goto fail;
-            mem_log_mark(&s->mem);
-            s->thread_mark = mem_mark(&s->mem);
-            rc = cpy_thread_read(&s->mem, &s->off, &s->sym, taddr, s->tsbuf, &t);
-            if (rc == PYS_E_EXITED)
-                goto fail;
-            if (rc < 0) {
-                /* The list is broken here: report the thread and stop. */
-                struct pys_thread *pt = &s->res.threads[s->res.nthreads];
-                memset(pt, 0, sizeof *pt);
-                pt->tstate = taddr;
-                pt->error = rc;
-                snprintf(s->res.thread_err[s->res.nthreads], sizeof s->res.thread_err[0],
-                         "thread state at 0x%llx unreadable: %s", (unsigned long long)taddr,
-                         pys_strerror(rc));
-                s->res.thread_frame_start[s->res.nthreads] = s->res.nframes;
-                s->res.nthreads++;
-                pi->nthreads++;
-                break;
-            }
-            if ((rc = read_thread(s, &in, &t, s->res.nthreads, ni)) < 0)
-                goto fail;
-            s->res.nthreads++;
-            pi->nthreads++;
-            taddr = t.next;
-        }
+        if ((rc = read_threads(s, &in, ni, pi)) < 0)
+            return rc;
         iaddr = in.next;
     }
     if ((rc = put_off_checks(s)) < 0)
-        goto fail;
-    if (mem_past_batch_since(&s->mem, batch) && tries + 1 < GENERATION_TRIES &&
-        generation_moved(s)) {
-        tries++;
-        mem_prefetch_end(&s->mem);
-        goto again;
-    }
+        return rc;
+    if (mem_past_batch_since(&s->mem, batch) && tries + 1 < GENERATION_TRIES && generation_moved(s))
+        return SNAP_AGAIN;
     if ((rc = snapshot_codes_ok(s, batch)) < 0)
-        goto fail;
-    if (rc == 0) {
-        tries++;
-        mem_prefetch_end(&s->mem);
-        goto again;
-    }
-    /* Threads taken over were not walked: their entries stay. */
-    if (s->use_fcache && !s->idle.active)
-        prof_fcache_sweep(s);
-    prof_idle_end(s, 1);
-    /* Fix-up: turn indices into pointers now that the arrays are final.
-     * Interpreters without threads (a process caught starting up) may come
+        return rc;
+    return rc == 0 ? SNAP_AGAIN : 0;
+}
+
+/* After a try that succeeded: turn indices into pointers now that the
+ * arrays are final. Whether a thread failed. */
+static int fix_up(struct pys_session *s)
+{
+    /* Interpreters without threads (a process caught starting up) may come
      * before any thread was ever stored: no array yet. */
     for (size_t i = 0; i < s->ninterps; i++)
         s->interps[i].threads =
@@ -687,6 +722,47 @@ again:
         s->res.threads[i].error_text = s->res.threads[i].error ? s->res.thread_err[i] : NULL;
         failed |= s->res.threads[i].error != 0;
     }
+    return failed;
+}
+
+/*
+ * The retries, in one place each: a thread whose walk was torn is walked
+ * again in read_thread (its second reads put off to the snapshot's end come
+ * back there too); the whole snapshot is taken again here, when code
+ * objects were freed while it was read (at most GENERATION_TRIES times) or
+ * when threads taken over turned out to have changed (SNAP_FULL).
+ */
+int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
+{
+    int rc, tries = 0;
+
+    if (s->exec_seen)
+        return PYS_E_EXEC;
+    /* The last snapshot's results stay readable: threads may be taken over. */
+    prof_idle_keep_results(s);
+    while ((rc = snapshot_try(s, tries)) > 0) {
+        tries += rc == SNAP_AGAIN;
+        mem_prefetch_end(&s->mem);
+    }
+    if (rc < 0) {
+        mem_prefetch_end(&s->mem);
+        prof_idle_end(s, 0);
+        if (rc != PYS_E_EXITED) {
+            int erc = prof_exec_check(s, 1);
+            if (erc < 0)
+                return erc;
+        }
+        if (rc == PYS_E_EXITED)
+            return prof_fail(s, rc, "process %d exited", s->pid);
+        if (rc != PYS_E_TOODEEP)
+            prof_fail(s, rc, "reading process %d: %s", s->pid, pys_strerror(rc));
+        return rc;
+    }
+    /* Threads taken over were not walked: their entries stay. */
+    if (s->use_fcache && !s->idle.active)
+        prof_fcache_sweep(s);
+    prof_idle_end(s, 1);
+    int failed = fix_up(s);
     mem_prefetch_end(&s->mem);
     /* What was read may be another program's memory: not reported then. */
     if ((rc = prof_exec_check(s, failed)) < 0)
@@ -695,17 +771,4 @@ again:
     s->snap.interps = s->interps;
     *out = &s->snap;
     return 0;
-fail:
-    mem_prefetch_end(&s->mem);
-    prof_idle_end(s, 0);
-    if (rc != PYS_E_EXITED) {
-        int erc = prof_exec_check(s, 1);
-        if (erc < 0)
-            return erc;
-    }
-    if (rc == PYS_E_EXITED)
-        return prof_fail(s, rc, "process %d exited", s->pid);
-    if (rc != PYS_E_TOODEEP)
-        prof_fail(s, rc, "reading process %d: %s", s->pid, pys_strerror(rc));
-    return rc;
 }

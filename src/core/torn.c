@@ -9,8 +9,8 @@
  *
  * Every check of that lives here; the walkers (cpython/frames.c), the frame
  * cache (framecache.c) and the snapshot (snapshot.c) only ask. A walk comes
- * in with the reads it came from (s->thread_mark: did a read reach the
- * target since its thread state was read; s->stack: which copy each frame
+ * in with the reads it came from (its struct prof_walk: did a read reach
+ * the target since its thread state was read; s->stack: which copy each frame
  * came from); out comes a verdict (one moment, torn, or decided later) and
  * what to read again. The answer, in the order it is looked for:
  *
@@ -118,21 +118,21 @@ int prof_torn_own_copy(const struct cpy_offsets *o, const struct cpy_stack *st,
 
 /* --- where the walk's bytes came from --------------------------------- */
 
-int prof_walk_one_moment(const struct pys_session *s)
+int prof_walk_one_moment(const struct pys_session *s, const struct prof_walk *w)
 {
     /* A frame read on its own is never taken on trust, even alone: a
      * generator's (or 3.8-3.10's heap) frame can be caught suspended, its
      * caller already unlinked. */
-    return s->stack.direct == 0 && (s->stack.regions == 1 || prof_walk_with_state(s));
+    return s->stack.direct == 0 && (s->stack.regions == 1 || prof_walk_with_state(s, w));
 }
 
-int prof_walk_with_state(const struct pys_session *s)
+int prof_walk_with_state(const struct pys_session *s, const struct prof_walk *w)
 {
     /* No read reached the target since the thread state was read: all came
      * from the snapshot's one batched read. Frames read on their own
      * (generators') are left out: in practice those race with resumes even
      * within one batch. */
-    return s->stack.direct == 0 && !mem_read_since(&s->mem, s->thread_mark);
+    return s->stack.direct == 0 && !mem_read_since(&s->mem, w->mark);
 }
 
 size_t prof_top_settled(const struct pys_session *s, const struct cpy_raw_frame *raw, size_t n)
@@ -145,9 +145,10 @@ size_t prof_top_settled(const struct pys_session *s, const struct cpy_raw_frame 
                : 0;
 }
 
-int prof_thread_may_move(struct pys_session *s, const struct cpy_thread *t, uint64_t gil_holder)
+int prof_thread_may_move(struct pys_session *s, const struct prof_walk *w,
+                         const struct cpy_thread *t, uint64_t gil_holder)
 {
-    if (!prof_walk_with_state(s))
+    if (!prof_walk_with_state(s, w))
         return 1;
     if (t->holds_gil < 0)
         return gil_holder == 0 || t->addr == gil_holder;
@@ -241,16 +242,16 @@ static int second_copy(struct pys_session *s, uint64_t addr, size_t len, uint64_
  * something from outside the batch (check by reading). With t, the
  * thread's anchor and sequence number too (3.15).
  */
-static int chain_rechecked(struct pys_session *s, const struct cpy_thread *t,
-                           const struct cpy_raw_frame *raw, size_t from, size_t k,
-                           uint64_t last_prev, int pos_k)
+static int chain_rechecked(struct pys_session *s, const struct prof_walk *w,
+                           const struct cpy_thread *t, const struct cpy_raw_frame *raw, size_t from,
+                           size_t k, uint64_t last_prev, int pos_k)
 {
     const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
     uint64_t po;
     size_t pw = cpy_frame_pos_field(&s->off, &po);
     /* Second copies are read after the batch's first ones, not after a
      * read made since. */
-    if (mem_read_since(&s->mem, s->thread_mark))
+    if (mem_read_since(&s->mem, w->mark))
         return -1;
     int missing = 0;
     uint64_t a, b;
@@ -402,32 +403,32 @@ static void hint_above(struct pys_session *s, const struct cpy_thread *t,
     prof_chain_hint(s, t, raw, top, end < a ? end : a, end >= a && a < n);
 }
 
-int prof_torn_cached(struct pys_session *s, const struct cpy_thread *t, size_t k, uint64_t anchor,
-                     size_t next_anchor)
+int prof_torn_cached(struct pys_session *s, const struct prof_walk *w, const struct cpy_thread *t,
+                     size_t k, uint64_t anchor, size_t next_anchor)
 {
     /* The anchor stayed (its number did not move), and so did what it
      * calls, if that is the top frame copied after it. */
     size_t top = prof_top_settled(s, s->raw, k);
-    int move = prof_thread_may_move(s, t, 0);
+    int move = prof_thread_may_move(s, w, t, 0);
     size_t check = move ? k - 1 - top : 0;
     /* The anchor's position too, where it calls a frame of the walk: it
      * may have called another since the cache saw it, but not since this
      * walk read it. */
     int pos_k = move && k > 1;
     uint64_t seq = t->last_profiled_frame_seq;
-    int r = chain_rechecked(s, t, s->raw, top, top + check, anchor, pos_k);
+    int r = chain_rechecked(s, w, t, s->raw, top, top + check, anchor, pos_k);
     if (r < 0)
         r = own_copy_rechecked(s, s->raw, top, top + check, anchor, pos_k, anchor, seq);
     hint_above(s, t, s->raw, top, top + check, k, next_anchor);
     return r >= 0 ? r : chain_unchanged(s, t, s->raw, top, top + check, anchor, pos_k, anchor, seq);
 }
 
-int prof_torn_whole(struct pys_session *s, const struct cpy_thread *t, size_t n, uint64_t cut,
-                    size_t next_anchor)
+int prof_torn_whole(struct pys_session *s, const struct prof_walk *w, const struct cpy_thread *t,
+                    size_t n, uint64_t cut, size_t next_anchor)
 {
     size_t top = prof_top_settled(s, s->raw, n);
-    size_t check = prof_thread_may_move(s, t, 0) ? n - top : 0;
-    int r = chain_rechecked(s, t, s->raw, top, top + check, cut, 0);
+    size_t check = prof_thread_may_move(s, w, t, 0) ? n - top : 0;
+    int r = chain_rechecked(s, w, t, s->raw, top, top + check, cut, 0);
     hint_above(s, t, s->raw, top, top + check, n, next_anchor);
     return !(r == 0 || (r < 0 && check > 0 &&
                         !chain_unchanged(s, NULL, s->raw, top, top + check, cut, 0, 0, 0)));
@@ -476,15 +477,15 @@ static int put_off(struct pys_session *s, size_t ti, size_t ni, const struct cpy
     return 0;
 }
 
-int prof_torn_walk(struct pys_session *s, const struct cpy_interp *in, const struct cpy_thread *t,
-                   size_t n, size_t ti, size_t ni)
+int prof_torn_walk(struct pys_session *s, const struct prof_walk *w, const struct cpy_interp *in,
+                   const struct cpy_thread *t, size_t n, size_t ti, size_t ni)
 {
     /* A chain put together from several reads (frames read one by one,
      * several chunks) may mix moments: it is checked against a second read.
      * So is one copied in one read, when its thread may have run meanwhile:
      * the copy can be paused midway. */
     size_t top = n ? prof_top_settled(s, s->raw, n) : 0;
-    int one = prof_walk_one_moment(s);
+    int one = prof_walk_one_moment(s, w);
     /* Nor is the entry frame at the bottom (3.12+, on the C stack) read
      * again: the frame above names it as its caller (checked), and it stays
      * as it is while frames sit on it. A cut chain's last frame is not that
@@ -492,11 +493,11 @@ int prof_torn_walk(struct pys_session *s, const struct cpy_interp *in, const str
     uint64_t cut = s->stack.cut;
     size_t end = !cut && n > top + 1 && s->raw[n - 1].shim ? n - 1 : n;
     uint64_t last_prev = cut ? cut : end < n ? s->raw[n - 1].addr : 0;
-    if (n == 0 || (one && !prof_thread_may_move(s, t, in->gil_holder)))
+    if (n == 0 || (one && !prof_thread_may_move(s, w, t, in->gil_holder)))
         return PROF_TORN_ONE;
     /* From the batch's second copies if it has them, else with the other
      * threads' at the snapshot's end if it can. */
-    int r = chain_rechecked(s, NULL, s->raw, top, end, last_prev, 0);
+    int r = chain_rechecked(s, w, NULL, s->raw, top, end, last_prev, 0);
     prof_chain_hint(s, t, s->raw, top, end, 0);
     if (r >= 0)
         return r ? PROF_TORN_ONE : PROF_TORN_MIXED;
@@ -551,10 +552,10 @@ int prof_torn_deferred(struct pys_session *s, const struct prof_put_off **torn_w
     return (int)torn;
 }
 
-int prof_torn_later_top(struct pys_session *s, struct cpy_thread *cur)
+int prof_torn_later_top(struct pys_session *s, const struct prof_walk *w, struct cpy_thread *cur)
 {
     uint64_t cf = cur->current_frame;
-    if (s->off.traits.frames != CPY_FRAMES_DIRECT || mem_read_since(&s->mem, s->thread_mark) ||
+    if (s->off.traits.frames != CPY_FRAMES_DIRECT || mem_read_since(&s->mem, w->mark) ||
         (cf >= cur->datastack_chunk && cf < cur->datastack_top))
         return 0;
     const uint8_t *c = mem_recheck_view(&s->mem, cur->addr + s->off.thread_state.current_frame, 8);

@@ -857,10 +857,10 @@ static int fcache_walk(struct pys_session *s, struct cpy_thread *t, uint8_t *ts,
     if (!walk)
         return 0;
     s->snapshots++;
-    s->thread_mark = mem_mark(&s->mem);
-    int n = prof_fcache_walk(s, t);
+    struct prof_walk w = {.mark = mem_mark(&s->mem), .tail_start = SIZE_MAX};
+    int n = prof_fcache_walk(s, &w, t);
     if (n >= 0)
-        prof_fcache_resolved(s, (size_t)n, 1);
+        prof_fcache_resolved(s, &w, (size_t)n, 1);
     return n;
 }
 

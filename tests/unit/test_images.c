@@ -161,6 +161,99 @@ static void test_bad_image(void **state)
     assert_null(s);
 }
 
+/* --- the chain's shape ------------------------------------------------------ */
+
+/* Which of the shape checks (core/torn.c) a doctored image is for. */
+enum doctor { SKIP_CALLER, RETURNED_BELOW };
+
+/*
+ * A session on chain A's image of `version`, doctored so that its one
+ * stack is torn in one way a second copy cannot show (the image stands
+ * still: every copy agrees), and the error text the thread must fail with:
+ * only the shape checks can reject it. Returns the thread's error text
+ * after a snapshot, or NULL if the thread gave a stack; "-" when the image
+ * cannot be doctored that way.
+ */
+static const char *doctored(const char *version, enum doctor d, char *buf, size_t len)
+{
+    char path[512], err[512];
+    image_path(path, sizeof path, version, 0);
+    struct pys_options opt = {0};
+    pys_session *s = NULL;
+    assert_int_equal(pys_session_attach_image(&s, path, &opt, err, sizeof err), 0);
+    const struct pys_snapshot *snap = NULL;
+    assert_int_equal(pys_session_snapshot(s, &snap), 0);
+    assert_int_equal(which_stack(&snap->interps[0].threads[0]), 0);
+    /* The last walk's raw frames: spin, a2, a1, chain_a, main, <module>
+     * (shims among them from 3.11 on: count Python frames only). */
+    const struct cpy_raw_frame *py[6];
+    size_t np = 0;
+    for (size_t i = 0; np < 6 && s->raw[i].addr != 0; i++)
+        if (!s->raw[i].shim)
+            py[np++] = &s->raw[i];
+    assert_int_equal(np, 6);
+    const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
+    int rc = -1;
+    if (d == SKIP_CALLER && s->off.traits.frames != CPY_FRAMES_OBJECT) {
+        /* spin's caller is a1: a2's frame, between them on the data stack,
+         * is skipped, as if a2 had been copied after it returned and a1
+         * before it called. */
+        rc = mem_write_u64(&s->mem, py[0]->addr + f->previous, py[2]->addr);
+    } else if (d == RETURNED_BELOW) {
+        /* a1's code object is cleared, as when it returns, with its
+         * callees still live above it. */
+        rc = mem_write_u64(&s->mem, py[2]->addr + f->executable, 0);
+    }
+    const char *out = "-";
+    if (rc == 0) {
+        assert_int_equal(pys_session_snapshot(s, &snap), 0);
+        const struct pys_thread *t = &snap->interps[0].threads[0];
+        out = NULL;
+        if (t->error) {
+            snprintf(buf, len, "%s", t->error_text);
+            out = buf;
+        } else {
+            print_thread(t);
+        }
+    }
+    pys_session_free(s);
+    return out;
+}
+
+/* Stacks no second copy can tell from a real one are refused by their
+ * shape, each with its reason: a caller skipped (from 3.12, whose code
+ * objects give their frames' size), a frame returned below live ones. (A
+ * caller in its prologue needs a function with one, which aba.py has not.) */
+static void test_shape(void **state)
+{
+    (void)state;
+    static const struct {
+        enum doctor d;
+        const char *why;
+        const char *from; /* the first version it applies to */
+    } cases[] = {
+        {SKIP_CALLER, "is not its callee", "3.12"},
+        {RETURNED_BELOW, "below the top has returned", "3.8"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        int checked = 0;
+        for (size_t v = 0; v < NVERSIONS; v++) {
+            char buf[200];
+            if (atoi(VERSIONS[v] + 2) < atoi(cases[c].from + 2))
+                continue;
+            const char *e = doctored(VERSIONS[v], cases[c].d, buf, sizeof buf);
+            if (e && strcmp(e, "-") == 0)
+                continue;
+            if (!e || !strstr(e, cases[c].why))
+                print_message("%s, %s: %s\n", VERSIONS[v], cases[c].why, e ? e : "a stack");
+            assert_non_null(e);
+            assert_non_null(strstr(e, cases[c].why));
+            checked++;
+        }
+        assert_true(checked > 0);
+    }
+}
+
 /* --- the switching source -------------------------------------------------- */
 
 struct switcher {
@@ -445,6 +538,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replay),
         cmocka_unit_test(test_bad_image),
+        cmocka_unit_test(test_shape),
         cmocka_unit_test(test_switch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

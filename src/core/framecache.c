@@ -68,10 +68,10 @@
 /* A thread's anchor found where neither pystrobe nor the interpreter put it
  * PROF_FCACHE_OTHER_STRIKES times (core.h) within OTHER_WINDOW walks has a
  * second writer. A few are not enough: a cached chain that was torn after
- * all makes the interpreter's own moves look foreign now and then (three
- * in a window happened alone, under ASan, on a 900-deep stack that keeps
- * unwinding); another profiler's writes come at each of its samples, so
- * it reaches any such count within as many walks. */
+ * all makes the interpreter's own moves look foreign now and then, most
+ * on a deep stack that keeps unwinding; another profiler's writes come at
+ * each of its samples, so it reaches any such count within as many
+ * walks. */
 #define OTHER_WINDOW 4096
 
 static uint64_t entry_hash_at(const void *ctx, uint32_t id)

@@ -15,10 +15,10 @@
 #include "core/core.h"
 #include "platform/platform.h"
 
-/* A walk that raced with the running thread usually succeeds on a retry.
- * A recursion 900 deep that keeps unwinding and going down again (the
- * frame cache test's "deep") took more than three reads of the thread for
- * 4% of its samples under ASan, 1.5% without; none took more than six. */
+/* A walk that raced with the running thread usually succeeds on a retry; a
+ * deep stack that keeps unwinding and going down again (the frame cache
+ * test's "deep") needs more reads than a quiet one, and each retry reads
+ * only what the thread's last try read (mem_prefetch_retry). */
 #define WALK_TRIES 6
 /* How long a list of one interpreter is taken to be unchanged. */
 #define LONE_INTERP_NS 1000000u

@@ -31,10 +31,9 @@
  * usual time: well past the noise of a quiet machine (a few microseconds),
  * well short of a preemption (milliseconds). */
 #define BATCH_SLOW_NS 10000u
-/* ... and as paused for its walks' top frames (mem.h's `paused`) when it
+/* ... and as paused for its walks' top frames (mem_batch_paused) when it
  * took this much more than its usual time: a microsecond lets a fast
- * target call and return a few times (0.2% of the mixed workload's
- * batches here). */
+ * target call and return a few times. */
 #define BATCH_PAUSE_NS 1000u
 /* Second copies (mem_recheck_hint) closer than this are read as one. */
 #define RECHECK_MERGE_GAP 2048

@@ -244,8 +244,8 @@ void prof_torn_release(struct prof_torn *tn);
 int prof_torn_walk(struct pys_session *s, const struct prof_walk *w, const struct cpy_interp *in,
                    const struct cpy_thread *t, size_t n, size_t ti, size_t ni);
 void prof_torn_forget_last(struct pys_session *s);
-/* Are second reads put off, waiting for prof_torn_deferred? */
-int prof_torn_pending(const struct pys_session *s);
+/* Are second reads put off, waiting for prof_torn_deferred? (Below.) */
+static inline int prof_torn_pending(const struct pys_session *s);
 /* Make the second reads put off, in one read: how many of those walks
  * changed (*torn: which, to be read again), or PYS_E_EXITED. No walk puts
  * its read off after this until put_off is set again. */
@@ -285,37 +285,6 @@ int prof_torn_whole(struct pys_session *s, const struct prof_walk *w, const stru
  */
 int prof_torn_ask_own_copy(struct pys_session *s, const struct cpy_thread *t);
 
-/*
- * Did the walk just made see one moment of the target? prof_walk_one_moment:
- * its frames were copied from the data stack in one read (a single copy, or
- * all from the snapshot's batched read), so the chain needs no second read.
- * prof_walk_with_state: the thread state came from the same batched read
- * too, so even the state's anchor needs none.
- */
-int prof_walk_one_moment(const struct pys_session *s, const struct prof_walk *w);
-int prof_walk_with_state(const struct pys_session *s, const struct prof_walk *w);
-/*
- * Could thread t have run Python code while its walk's frames were copied
- * (so that the copy, even one read, may mix two moments)? Not if it held no
- * GIL when its state was read nor at the batch's end (3.15's own flag, from
- * the batch's second copy): a thread without the GIL moves no frame. Before
- * 3.15, only the GIL's holder as the interpreter read said (gil_holder; 0:
- * none, or unknown) may have. And always when the frames came from a read
- * made after the batch.
- */
-int prof_thread_may_move(struct pys_session *s, const struct prof_walk *w,
-                         const struct cpy_thread *t, uint64_t gil_holder);
-/*
- * How many of the walk's top frames raw[0..n) need no second read: 1 when
- * the top frame was copied with its caller, after it (the same chunk copy).
- * Its bytes then show the top at the moment they were read, and its caller
- * (checked) was in place from before that moment until the second read: the
- * two were a stack at that moment, however the top has moved on since.
- * 0 after a batch that was paused midway (mem_batch_paused): its caller can
- * then have left and come back between its two copies, with the top from
- * another chain copied meanwhile, and the top is checked too.
- */
-size_t prof_top_settled(const struct pys_session *s, const struct cpy_raw_frame *raw, size_t n);
 /* Did the last walk take the frame at top (fsize bytes) from the same copy
  * as the one at caller, below it? A copy is made upwards (a chunk is one
  * piece of one read), so top's bytes were read last. */
@@ -331,13 +300,8 @@ int prof_torn_copied_after(const struct cpy_stack *st, uint64_t top, uint64_t ca
 int prof_torn_own_copy(const struct cpy_offsets *o, const struct cpy_stack *st,
                        const struct cpy_raw_frame *raw, size_t from, size_t k, uint64_t last_prev,
                        int pos_k);
-/* Have the next snapshot's batch end with second copies of frames
- * raw[from..k) (and raw[k]'s position with pos_k), and of thread t's data
- * stack above them (frames called since will be there). */
-void prof_chain_hint(struct pys_session *s, const struct cpy_thread *t,
-                     const struct cpy_raw_frame *raw, size_t from, size_t k, int pos_k);
-/* ... and with a second copy of thread t's GIL flag (3.15) and, with the
- * frame cache, of its anchor and sequence number: an anchor that moved
+/* Have the next snapshot's batch end with a second copy of thread t's GIL
+ * flag (3.15) and, with the frame cache, of its anchor and sequence number: an anchor that moved
  * while the batch was read fails a walk that used it. */
 void prof_anchor_hint(struct pys_session *s, const struct cpy_thread *t);
 
@@ -349,10 +313,27 @@ void prof_anchor_hint(struct pys_session *s, const struct cpy_thread *t);
  * raw[i - 1] are a stack (adjacent on the data stack; a caller that has
  * started): 0, or PYS_E_CORRUPT with the detail in err.
  */
-int prof_torn_frame_order(const struct cpy_raw_frame *raw, size_t i, int *live_above);
-int prof_torn_frame_fits(const struct pys_session *s, const struct cpy_thread *t,
-                         const struct cpy_raw_frame *raw, size_t i, const struct prof_code *pc,
-                         int incomplete, char *err, size_t errlen);
+static inline int prof_torn_frame_order(const struct cpy_raw_frame *raw, size_t i, int *live_above)
+{
+    /* A frame is cleared (its code object gone) as it returns, after the
+     * frames above it: a cleared frame below one that is not was read at
+     * two moments. (Inline: asked for every frame named.) */
+    if (raw[i].code == 0 && *live_above)
+        return 0;
+    *live_above |= raw[i].code != 0;
+    return 1;
+}
+static inline int prof_torn_frame_fits(const struct pys_session *s, const struct cpy_thread *t,
+                                       const struct cpy_raw_frame *raw, size_t i,
+                                       const struct prof_code *pc, int incomplete, char *err,
+                                       size_t errlen);
+/* prof_torn_frame_fits's checks (inline: asked for every frame named; the
+ * detail is written out of line, when one fails). */
+int prof_torn_frame_refused(const struct prof_code *pc, int adjacent, char *err, size_t errlen);
+static inline int prof_torn_adjacent(const struct pys_session *s, const struct cpy_thread *t,
+                                     const struct cpy_raw_frame *callee,
+                                     const struct cpy_raw_frame *caller,
+                                     const struct prof_code *caller_code);
 
 /* --- the session (session.c, attach.c, snapshot.c) ---------------------- */
 
@@ -559,5 +540,63 @@ int prof_attach_runtime(struct pys_session *s);
 /* printf into s->err; returns code. */
 int prof_fail(struct pys_session *s, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* --- torn.c's inline part (see its declarations above) ------------------- */
+
+static inline int prof_torn_pending(const struct pys_session *s)
+{
+    return s->torn.nchk_walks > 0;
+}
+
+/*
+ * Are callee and caller (adjacent in a walk) consistent? On a data stack
+ * chunk a frame is pushed right after its caller's frame, so when both are
+ * thread-owned and in the same contiguous region (the thread's current
+ * chunk up to its top, or one chunk the walk copied) the callee must start
+ * at caller + co_framesize words. 1 if consistent or not checkable.
+ */
+static inline int prof_torn_adjacent(const struct pys_session *s, const struct cpy_thread *t,
+                                     const struct cpy_raw_frame *callee,
+                                     const struct cpy_raw_frame *caller,
+                                     const struct prof_code *caller_code)
+{
+    if (callee->owner != 0 || caller->owner != 0 || callee->shim || caller->shim ||
+        caller_code->code.framesize <= 0)
+        return 1;
+    uint64_t addr = caller->addr, lo = 0, hi = 0;
+    if (t->datastack_chunk && addr >= t->datastack_chunk && addr < t->datastack_top) {
+        lo = t->datastack_chunk;
+        hi = t->datastack_top;
+    } else {
+        for (size_t i = 0; i < s->stack.nchunks; i++) {
+            uint64_t a = s->stack.chunks[i].addr;
+            if (addr >= a && addr - a < s->stack.chunks[i].len) {
+                lo = a;
+                hi = a + s->stack.chunks[i].len;
+                break;
+            }
+        }
+    }
+    if (callee->addr < lo || callee->addr >= hi || caller->addr < lo || caller->addr >= hi)
+        return 1;
+    return callee->addr == caller->addr + (uint64_t)caller_code->code.framesize * 8;
+}
+
+static inline int prof_torn_frame_fits(const struct pys_session *s, const struct cpy_thread *t,
+                                       const struct cpy_raw_frame *raw, size_t i,
+                                       const struct prof_code *pc, int incomplete, char *err,
+                                       size_t errlen)
+{
+    if (i == 0)
+        return 0;
+    if (!prof_torn_adjacent(s, t, &raw[i - 1], &raw[i], pc))
+        return prof_torn_frame_refused(pc, 1, err, errlen);
+    /* A frame still in its prologue has called no Python function yet (C
+     * code it calls, a collection say, may): one that a Python frame names
+     * as its caller was read at another moment than that frame. */
+    if (incomplete && !raw[i - 1].shim && !raw[i - 1].entry)
+        return prof_torn_frame_refused(pc, 0, err, errlen);
+    return 0;
+}
 
 #endif

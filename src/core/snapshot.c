@@ -309,9 +309,10 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
 static int put_off_checks(struct pys_session *s)
 {
     const struct prof_put_off *torn;
-    int pending = prof_torn_pending(s);
+    if (!prof_torn_pending(s))
+        return 0;
     int n = prof_torn_deferred(s, &torn);
-    if (n < 0 || !pending)
+    if (n < 0)
         return n;
     /* What is read from here on must see the target, not the batch. */
     mem_prefetch_end(&s->mem);

@@ -7,27 +7,27 @@
  * from reads made at two moments can mix two call chains: an old caller
  * under new callees. Such a walk must be neither reported nor cached.
  *
- * Every check of that lives here; the walkers (cpython/frames.c), the frame
+ * Every check of that lives here (the few asked for every frame are inline,
+ * in core.h's torn section); the walkers (cpython/frames.c), the frame
  * cache (framecache.c) and the snapshot (snapshot.c) only ask. A walk comes
  * in with the reads it came from (its struct prof_walk: did a read reach
- * the target since its thread state was read; s->stack: which copy each frame
- * came from); out comes a verdict (one moment, torn, or decided later) and
- * what to read again. The answer, in the order it is looked for:
+ * the target since its thread state was read; s->stack: which copy each
+ * frame came from); out comes a verdict (one moment, torn, or decided
+ * later) and what to read again. The answer, in the order it is looked for:
  *
  *  1. Needs no second read: a chain copied in one read from a thread that
- *     could not have run meanwhile (prof_walk_one_moment,
- *     prof_thread_may_move), and the top frame copied after its caller
- *     (prof_top_settled).
+ *     could not have run meanwhile (walk_one_moment, thread_may_move), and
+ *     the top frame copied after its caller (top_settled).
  *  2. The batch's second copies: each snapshot's batched read ends with a
- *     second copy of what the last walks need checked (prof_chain_hint,
+ *     second copy of what the last walks need checked (chain_hint,
  *     prof_anchor_hint; mem_recheck_hint), made after every first copy.
  *     A frame whose code object, caller and (a caller's) position are the
  *     same in both was in place across the whole batch (chain_rechecked).
  *  3. A walk's own second copy, when it read past the batch (the frame
- *     cache's walk to the anchor: ask_own_copy, prof_torn_own_copy).
+ *     cache's walk to the anchor: prof_torn_ask_own_copy, prof_torn_own_copy).
  *  4. A second read: put off to the snapshot's end, where every thread's
- *     is made in one read (prof_torn_put_off, prof_torn_deferred), or made
- *     at once (chain_unchanged).
+ *     is made in one read (put_off, prof_torn_deferred), or made at once
+ *     (chain_unchanged).
  * Naming the frames adds checks of the chain's shape (prof_torn_frame_*):
  * a returned frame below a live one, callee and caller not adjacent on the
  * data stack, a caller still in its prologue.
@@ -118,24 +118,41 @@ int prof_torn_own_copy(const struct cpy_offsets *o, const struct cpy_stack *st,
 
 /* --- where the walk's bytes came from --------------------------------- */
 
-int prof_walk_one_moment(const struct pys_session *s, const struct prof_walk *w)
+/*
+ * Did the walk just made see one moment of the target? walk_one_moment:
+ * its frames were copied from the data stack in one read (a single copy, or
+ * all from the snapshot's batched read), so the chain needs no second read.
+ * walk_with_state: the thread state came from the same batched read
+ * too, so even the state's anchor needs none.
+ */
+static int walk_with_state(const struct pys_session *s, const struct prof_walk *w)
+{
+    /* No read reached the target since the thread state was read: all came
+     * from the snapshot's one batched read. Frames read on their own
+     * (generators') are left out: they race with resumes even within one
+     * batch. */
+    return s->stack.direct == 0 && !mem_read_since(&s->mem, w->mark);
+}
+
+static int walk_one_moment(const struct pys_session *s, const struct prof_walk *w)
 {
     /* A frame read on its own is never taken on trust, even alone: a
      * generator's (or 3.8-3.10's heap) frame can be caught suspended, its
      * caller already unlinked. */
-    return s->stack.direct == 0 && (s->stack.regions == 1 || prof_walk_with_state(s, w));
+    return s->stack.direct == 0 && (s->stack.regions == 1 || walk_with_state(s, w));
 }
 
-int prof_walk_with_state(const struct pys_session *s, const struct prof_walk *w)
-{
-    /* No read reached the target since the thread state was read: all came
-     * from the snapshot's one batched read. Frames read on their own
-     * (generators') are left out: in practice those race with resumes even
-     * within one batch. */
-    return s->stack.direct == 0 && !mem_read_since(&s->mem, w->mark);
-}
-
-size_t prof_top_settled(const struct pys_session *s, const struct cpy_raw_frame *raw, size_t n)
+/*
+ * How many of the walk's top frames raw[0..n) need no second read: 1 when
+ * the top frame was copied with its caller, after it (the same chunk copy).
+ * Its bytes then show the top at the moment they were read, and its caller
+ * (checked) was in place from before that moment until the second read: the
+ * two were a stack at that moment, however the top has moved on since.
+ * 0 after a batch that was paused midway (mem_batch_paused): its caller can
+ * then have left and come back between its two copies, with the top from
+ * another chain copied meanwhile, and the top is checked too.
+ */
+static size_t top_settled(const struct pys_session *s, const struct cpy_raw_frame *raw, size_t n)
 {
     if (n < 2 || mem_batch_paused(&s->mem))
         return 0;
@@ -145,10 +162,19 @@ size_t prof_top_settled(const struct pys_session *s, const struct cpy_raw_frame 
                : 0;
 }
 
-int prof_thread_may_move(struct pys_session *s, const struct prof_walk *w,
-                         const struct cpy_thread *t, uint64_t gil_holder)
+/*
+ * Could thread t have run Python code while its walk's frames were copied
+ * (so that the copy, even one read, may mix two moments)? Not if it held no
+ * GIL when its state was read nor at the batch's end (3.15's own flag, from
+ * the batch's second copy): a thread without the GIL moves no frame. Before
+ * 3.15, only the GIL's holder as the interpreter read said (gil_holder; 0:
+ * none, or unknown) may have. And always when the frames came from a read
+ * made after the batch.
+ */
+static int thread_may_move(struct pys_session *s, const struct prof_walk *w,
+                           const struct cpy_thread *t, uint64_t gil_holder)
 {
-    if (!prof_walk_with_state(s, w))
+    if (!walk_with_state(s, w))
         return 1;
     if (t->holds_gil < 0)
         return gil_holder == 0 || t->addr == gil_holder;
@@ -164,8 +190,11 @@ int prof_thread_may_move(struct pys_session *s, const struct prof_walk *w,
 
 /* --- second copies in the next batch ---------------------------------- */
 
-void prof_chain_hint(struct pys_session *s, const struct cpy_thread *t,
-                     const struct cpy_raw_frame *raw, size_t from, size_t k, int pos_k)
+/* Have the next snapshot's batch end with second copies of frames
+ * raw[from..k) (and raw[k]'s position with pos_k), and of thread t's data
+ * stack above them (frames called since will be there). */
+static void chain_hint(struct pys_session *s, const struct cpy_thread *t,
+                       const struct cpy_raw_frame *raw, size_t from, size_t k, int pos_k)
 {
     const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
     uint64_t po;
@@ -205,7 +234,7 @@ void prof_chain_hint(struct pys_session *s, const struct cpy_thread *t,
 
 void prof_anchor_hint(struct pys_session *s, const struct cpy_thread *t)
 {
-    /* The GIL flag (prof_thread_may_move), a few words from the anchor in
+    /* The GIL flag (thread_may_move), a few words from the anchor in
      * the thread state: the same piece. */
     if (t->holds_gil >= 0)
         mem_recheck_hint(&s->mem, t->addr + s->off.thread_state.holds_gil, 4);
@@ -400,7 +429,7 @@ static int own_copy_rechecked(struct pys_session *s, const struct cpy_raw_frame 
 static void hint_above(struct pys_session *s, const struct cpy_thread *t,
                        const struct cpy_raw_frame *raw, size_t top, size_t end, size_t n, size_t a)
 {
-    prof_chain_hint(s, t, raw, top, end < a ? end : a, end >= a && a < n);
+    chain_hint(s, t, raw, top, end < a ? end : a, end >= a && a < n);
 }
 
 int prof_torn_cached(struct pys_session *s, const struct prof_walk *w, const struct cpy_thread *t,
@@ -408,8 +437,8 @@ int prof_torn_cached(struct pys_session *s, const struct prof_walk *w, const str
 {
     /* The anchor stayed (its number did not move), and so did what it
      * calls, if that is the top frame copied after it. */
-    size_t top = prof_top_settled(s, s->raw, k);
-    int move = prof_thread_may_move(s, w, t, 0);
+    size_t top = top_settled(s, s->raw, k);
+    int move = thread_may_move(s, w, t, 0);
     size_t check = move ? k - 1 - top : 0;
     /* The anchor's position too, where it calls a frame of the walk: it
      * may have called another since the cache saw it, but not since this
@@ -426,8 +455,8 @@ int prof_torn_cached(struct pys_session *s, const struct prof_walk *w, const str
 int prof_torn_whole(struct pys_session *s, const struct prof_walk *w, const struct cpy_thread *t,
                     size_t n, uint64_t cut, size_t next_anchor)
 {
-    size_t top = prof_top_settled(s, s->raw, n);
-    size_t check = prof_thread_may_move(s, w, t, 0) ? n - top : 0;
+    size_t top = top_settled(s, s->raw, n);
+    size_t check = thread_may_move(s, w, t, 0) ? n - top : 0;
     int r = chain_rechecked(s, w, t, s->raw, top, top + check, cut, 0);
     hint_above(s, t, s->raw, top, top + check, n, next_anchor);
     return !(r == 0 || (r < 0 && check > 0 &&
@@ -484,8 +513,8 @@ int prof_torn_walk(struct pys_session *s, const struct prof_walk *w, const struc
      * several chunks) may mix moments: it is checked against a second read.
      * So is one copied in one read, when its thread may have run meanwhile:
      * the copy can be paused midway. */
-    size_t top = n ? prof_top_settled(s, s->raw, n) : 0;
-    int one = prof_walk_one_moment(s, w);
+    size_t top = n ? top_settled(s, s->raw, n) : 0;
+    int one = walk_one_moment(s, w);
     /* Nor is the entry frame at the bottom (3.12+, on the C stack) read
      * again: the frame above names it as its caller (checked), and it stays
      * as it is while frames sit on it. A cut chain's last frame is not that
@@ -493,12 +522,12 @@ int prof_torn_walk(struct pys_session *s, const struct prof_walk *w, const struc
     uint64_t cut = s->stack.cut;
     size_t end = !cut && n > top + 1 && s->raw[n - 1].shim ? n - 1 : n;
     uint64_t last_prev = cut ? cut : end < n ? s->raw[n - 1].addr : 0;
-    if (n == 0 || (one && !prof_thread_may_move(s, w, t, in->gil_holder)))
+    if (n == 0 || (one && !thread_may_move(s, w, t, in->gil_holder)))
         return PROF_TORN_ONE;
     /* From the batch's second copies if it has them, else with the other
      * threads' at the snapshot's end if it can. */
     int r = chain_rechecked(s, w, NULL, s->raw, top, end, last_prev, 0);
-    prof_chain_hint(s, t, s->raw, top, end, 0);
+    chain_hint(s, t, s->raw, top, end, 0);
     if (r >= 0)
         return r ? PROF_TORN_ONE : PROF_TORN_MIXED;
     if (s->torn.put_off && put_off(s, ti, ni, s->raw, top, end, last_prev) == 0)
@@ -511,11 +540,6 @@ void prof_torn_forget_last(struct pys_session *s)
 {
     struct prof_torn *tn = &s->torn;
     tn->nchk = tn->chk_walks[--tn->nchk_walks].first;
-}
-
-int prof_torn_pending(const struct pys_session *s)
-{
-    return s->torn.nchk_walks > 0;
 }
 
 int prof_torn_deferred(struct pys_session *s, const struct prof_put_off **torn_walks)
@@ -571,75 +595,13 @@ int prof_torn_later_top(struct pys_session *s, const struct prof_walk *w, struct
 
 /* --- the chain's shape, as its frames are named ----------------------- */
 
-int prof_torn_frame_order(const struct cpy_raw_frame *raw, size_t i, int *live_above)
+int prof_torn_frame_refused(const struct prof_code *pc, int adjacent, char *err, size_t errlen)
 {
-    /* A frame is cleared (its code object gone) as it returns, after the
-     * frames above it: a cleared frame below one that is not was read at
-     * two moments. */
-    if (raw[i].code == 0 && *live_above)
-        return 0;
-    *live_above |= raw[i].code != 0;
-    return 1;
-}
-
-/*
- * Are callee and caller (adjacent in a walk) consistent? On a data stack
- * chunk a frame is pushed right after its caller's frame, so when both are
- * thread-owned and in the same contiguous region [lo, hi) the callee must
- * start at caller + co_framesize words. 1 if consistent or not checkable.
- */
-static int frames_adjacent(const struct cpy_raw_frame *callee, const struct cpy_raw_frame *caller,
-                           const struct cpy_code *caller_code, uint64_t lo, uint64_t hi)
-{
-    if (callee->owner != 0 || caller->owner != 0 || callee->shim || caller->shim ||
-        caller_code->framesize <= 0)
-        return 1;
-    if (callee->addr < lo || callee->addr >= hi || caller->addr < lo || caller->addr >= hi)
-        return 1;
-    return callee->addr == caller->addr + (uint64_t)caller_code->framesize * 8;
-}
-
-/* The contiguous stretch of data stack holding addr, [lo, hi): the thread's
- * current chunk (up to its top) or one chunk the walk copied; 0, 0 if none. */
-static void data_stack_region(const struct pys_session *s, const struct cpy_thread *t,
-                              uint64_t addr, uint64_t *lo, uint64_t *hi)
-{
-    *lo = *hi = 0;
-    if (t->datastack_chunk && addr >= t->datastack_chunk && addr < t->datastack_top) {
-        *lo = t->datastack_chunk;
-        *hi = t->datastack_top;
-        return;
-    }
-    for (size_t i = 0; i < s->stack.nchunks; i++) {
-        uint64_t a = s->stack.chunks[i].addr;
-        if (addr >= a && addr - a < s->stack.chunks[i].len) {
-            *lo = a;
-            *hi = a + s->stack.chunks[i].len;
-            return;
-        }
-    }
-}
-
-int prof_torn_frame_fits(const struct pys_session *s, const struct cpy_thread *t,
-                         const struct cpy_raw_frame *raw, size_t i, const struct prof_code *pc,
-                         int incomplete, char *err, size_t errlen)
-{
-    if (i == 0)
-        return 0;
-    uint64_t lo, hi;
-    data_stack_region(s, t, raw[i].addr, &lo, &hi);
-    if (!frames_adjacent(&raw[i - 1], &raw[i], &pc->code, lo, hi)) {
+    if (adjacent)
         snprintf(err, errlen, "torn stack: the frame above %s is not its callee", pc->qualname);
-        return PYS_E_CORRUPT;
-    }
-    /* A frame still in its prologue has called no Python function yet (C
-     * code it calls, a collection say, may): one that a Python frame names
-     * as its caller was read at another moment than that frame. */
-    if (incomplete && !raw[i - 1].shim && !raw[i - 1].entry) {
+    else
         snprintf(err, errlen, "torn stack: %s, below the top, has not started", pc->qualname);
-        return PYS_E_CORRUPT;
-    }
-    return 0;
+    return PYS_E_CORRUPT;
 }
 
 void prof_torn_release(struct prof_torn *tn)

@@ -53,31 +53,6 @@ void mem_init(struct mem *m, struct mem_source *src)
     m->keep_snapshots = KEEP_SNAPSHOTS;
 }
 
-struct mem_mark mem_mark(const struct mem *m)
-{
-    return (struct mem_mark){m->epoch, m->outside};
-}
-
-int mem_read_since(const struct mem *m, struct mem_mark mk)
-{
-    return m->epoch != mk.epoch;
-}
-
-int mem_past_batch_since(const struct mem *m, struct mem_mark mk)
-{
-    return m->outside != mk.outside;
-}
-
-void mem_force_recheck(struct mem *m)
-{
-    m->outside++;
-}
-
-int mem_batch_paused(const struct mem *m)
-{
-    return m->paused;
-}
-
 void mem_stats_add(const struct mem *m, struct mem_stats *sum)
 {
     sum->reads += m->stats.reads;
@@ -586,7 +561,7 @@ static void read_plan(struct mem *m, const struct mem_span *plan, size_t n)
      * what it was by the second. Its second copies are not used: the
      * walks that needed them are read again. Paused at all (a microsecond
      * past its usual time), its walks check their top frames too
-     * (prof_top_settled). */
+     * (core/torn.c). */
     uint64_t took = m->src->ops->clock_ns(m->src) - start;
     int slow = m->batch_ns > 0 && took > 2 * m->batch_ns + BATCH_SLOW_NS;
     m->paused = m->batch_ns > 0 && took > m->batch_ns + BATCH_PAUSE_NS;

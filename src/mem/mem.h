@@ -120,6 +120,11 @@ struct mem_span {
     size_t off; /* in the prefetch buffer */
 };
 
+/* A point in a struct mem's reads (mem_mark, below). */
+struct mem_mark {
+    uint64_t epoch, outside;
+};
+
 struct mem {
     struct mem_source *src; /* NULL: nothing to read (every read fails) */
     /* The source mem_init_process and mem_init_image make. */
@@ -189,14 +194,6 @@ struct mem {
  *    was paused midway): what it copied may span a long stretch of the
  *    target's time, and no two of its copies are taken as one moment.
  */
-struct mem_mark {
-    uint64_t epoch, outside;
-};
-struct mem_mark mem_mark(const struct mem *m);
-int mem_read_since(const struct mem *m, struct mem_mark mk);
-int mem_past_batch_since(const struct mem *m, struct mem_mark mk);
-void mem_force_recheck(struct mem *m);
-int mem_batch_paused(const struct mem *m);
 
 /* Add m's counters to *sum. */
 void mem_stats_add(const struct mem *m, struct mem_stats *sum);
@@ -205,6 +202,28 @@ void mem_stats_add(const struct mem *m, struct mem_stats *sum);
 void mem_set_keep(struct mem *m, uint64_t snapshots);
 /* Read through src from now on (not owned), between snapshots. */
 void mem_set_source(struct mem *m, struct mem_source *src);
+
+/* (Inline: they are asked on every walk, from core's files.) */
+static inline struct mem_mark mem_mark(const struct mem *m)
+{
+    return (struct mem_mark){m->epoch, m->outside};
+}
+static inline int mem_read_since(const struct mem *m, struct mem_mark mk)
+{
+    return m->epoch != mk.epoch;
+}
+static inline int mem_past_batch_since(const struct mem *m, struct mem_mark mk)
+{
+    return m->outside != mk.outside;
+}
+static inline void mem_force_recheck(struct mem *m)
+{
+    m->outside++;
+}
+static inline int mem_batch_paused(const struct mem *m)
+{
+    return m->paused;
+}
 
 /* The clock of m's source (mem_source_ops.clock_ns). */
 uint64_t mem_clock_ns(struct mem *m);

@@ -841,6 +841,7 @@ static struct pys_session *fcache_session(struct image *im)
 static void fcache_session_free(struct pys_session *s)
 {
     prof_fcache_release(&s->fcache);
+    prof_torn_release(&s->torn);
     mem_release(&s->mem);
     cpy_stack_release(&s->stack);
     free(s->raw);

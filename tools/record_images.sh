@@ -5,13 +5,28 @@
 # the pages both moments read (tests/tools/record_image.c). Needs root,
 # the pyenv builds and the sid root (scripts/sidroot.sh ensure).
 #   tools/record_images.sh BUILD_DIR [VERSION...]   (e.g. 3.12 3.15)
+# "pos" as a version records tests/images/pos.py under 3.15 instead
+# (pos-3.15-a.img at spin <- a2, pos-3.15-b.img at spin2 <- a2).
 set -eu
 B=${1:?usage: record_images.sh BUILD_DIR [VERSION...]}
 shift
 ROOT=${PYSTROBE_IMAGES_SIDROOT:-.cache/sid-root}
 OUT=tests/images
-[ $# -gt 0 ] || set -- 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15
+[ $# -gt 0 ] || set -- 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15 pos
 for v in "$@"; do
+    if [ "$v" = pos ]; then
+        mkdir -p "$ROOT/tmp/pystrobe-images"
+        cp $OUT/pos.py "$ROOT/tmp/pystrobe-images/pos.py"
+        chroot $ROOT /usr/bin/python3.15 -B /tmp/pystrobe-images/pos.py 60 & pid=$!
+        sleep 1
+        rc=0
+        "$B/tests/record_image" $pid -:spin,a2 -:spin2,a2 \
+            "$OUT/pos-3.15-a.img:spin,a2" "$OUT/pos-3.15-b.img:spin2,a2" || rc=$?
+        kill $pid 2>/dev/null || true
+        wait $pid 2>/dev/null || true
+        [ $rc -eq 0 ] || { echo "record_images: pos failed" >&2; exit 1; }
+        continue
+    fi
     case $v in
     3.8) run="$(pyenv prefix 3.8.18)/bin/python3 -B $OUT/aba.py" ;;
     3.9) run="$(pyenv prefix 3.9.18)/bin/python3 -B $OUT/aba.py" ;;

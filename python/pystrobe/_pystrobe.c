@@ -26,6 +26,8 @@
 
 #include <pystrobe/pystrobe.h>
 
+#include "util/hashtab.h"
+
 /* The profiling modes of _remote_debugging (profiling.sampling.constants). */
 enum mode {
     MODE_WALL = 0,
@@ -126,8 +128,8 @@ static PyStructSequence_Desc coro_info_desc = {"pystrobe.CoroInfo", "The corouti
 
 /*
  * A table from fixed-size keys (bytes compared as they are) to Python
- * objects, by open addressing; it owns one reference to each value. Two
- * serve each unwinder:
+ * objects, indexed by the library's hash table (util/hashtab.h); it owns
+ * one reference to each value. Two serve each unwinder:
  *
  * - names: the session interns every string it hands out (equal strings,
  *   equal pointers, alive until the session is freed), so a str per pointer
@@ -141,35 +143,42 @@ static PyStructSequence_Desc coro_info_desc = {"pystrobe.CoroInfo", "The corouti
 #define OBJCACHE_MAX 65536
 
 struct objcache {
-    size_t keysize; /* bytes per key; a multiple of 8 */
-    uint8_t *keys;
-    PyObject **vals; /* NULL: empty slot */
-    size_t cap;      /* a power of two, or 0 */
-    size_t n;
-    int bounded; /* empty it at OBJCACHE_MAX entries */
+    size_t keysize;         /* bytes per key; a multiple of 8 */
+    uint8_t *keys;          /* the key of entry id at keys + id * keysize */
+    PyObject **vals;        /* vals[1..n], by id */
+    size_t n, cap;          /* cap: keys and vals have room for ids below it */
+    struct util_htab index; /* the ids, by objcache_hash */
+    int bounded;            /* empty it at OBJCACHE_MAX entries */
 };
 
-static size_t objcache_slot(const struct objcache *c, const void *key)
+static uint64_t objcache_hash(const struct objcache *c, const void *key)
 {
-    uint64_t h = 0x9e3779b97f4a7c15ull;
+    uint64_t h = 0;
     for (size_t i = 0; i < c->keysize; i += 8) {
         uint64_t w;
         memcpy(&w, (const uint8_t *)key + i, 8);
-        h = (h ^ w) * 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
+        h = util_hash_add(h, w);
     }
-    return (size_t)h & (c->cap - 1);
+    return util_hash_u64(h);
+}
+
+static uint64_t objcache_hash_at(const void *ctx, uint32_t id)
+{
+    const struct objcache *c = ctx;
+    return objcache_hash(c, c->keys + id * c->keysize);
 }
 
 /* The cached object for key: a new reference, or NULL (no exception). */
 static PyObject *objcache_get(const struct objcache *c, const void *key)
 {
-    if (!c->cap)
+    uint32_t id;
+    if (!c->index.cap)
         return NULL;
-    for (size_t j = objcache_slot(c, key); c->vals[j]; j = (j + 1) & (c->cap - 1)) {
-        if (memcmp(c->keys + j * c->keysize, key, c->keysize) == 0) {
-            Py_INCREF(c->vals[j]);
-            return c->vals[j];
+    for (size_t j = util_htab_first(&c->index, objcache_hash(c, key)); (id = c->index.slot[j]);
+         j = util_htab_next(&c->index, j)) {
+        if (memcmp(c->keys + id * c->keysize, key, c->keysize) == 0) {
+            Py_INCREF(c->vals[id]);
+            return c->vals[id];
         }
     }
     return NULL;
@@ -180,49 +189,42 @@ static PyObject *objcache_get(const struct objcache *c, const void *key)
 static int objcache_put(struct objcache *c, const void *key, PyObject *v)
 {
     if (c->bounded && c->n >= OBJCACHE_MAX) {
-        for (size_t i = 0; i < c->cap; i++)
-            Py_CLEAR(c->vals[i]);
+        for (size_t id = 1; id <= c->n; id++)
+            Py_CLEAR(c->vals[id]);
         c->n = 0;
+        if (c->index.cap)
+            memset(c->index.slot, 0, c->index.cap * sizeof *c->index.slot);
     }
-    if ((c->n + 1) * 2 > c->cap) {
-        struct objcache next = *c;
-        next.cap = c->cap ? c->cap * 2 : 256;
-        next.keys = calloc(next.cap, c->keysize);
-        next.vals = calloc(next.cap, sizeof *next.vals);
-        if (!next.keys || !next.vals) {
-            free(next.keys);
-            free(next.vals);
+    if (c->n + 1 >= UINT32_MAX ||
+        util_htab_reserve(&c->index, 256, 1, (uint32_t)c->n + 1, objcache_hash_at, c) < 0)
+        return -1;
+    if (c->n + 1 >= c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 256;
+        uint8_t *keys = realloc(c->keys, cap * c->keysize);
+        if (keys)
+            c->keys = keys;
+        PyObject **vals = realloc(c->vals, cap * sizeof *vals);
+        if (vals)
+            c->vals = vals;
+        if (!keys || !vals)
             return -1;
-        }
-        for (size_t i = 0; i < c->cap; i++) {
-            if (!c->vals[i])
-                continue;
-            size_t j = objcache_slot(&next, c->keys + i * c->keysize);
-            while (next.vals[j])
-                j = (j + 1) & (next.cap - 1);
-            memcpy(next.keys + j * c->keysize, c->keys + i * c->keysize, c->keysize);
-            next.vals[j] = c->vals[i];
-        }
-        free(c->keys);
-        free(c->vals);
-        *c = next;
+        c->cap = cap;
     }
-    size_t j = objcache_slot(c, key);
-    while (c->vals[j])
-        j = (j + 1) & (c->cap - 1);
-    memcpy(c->keys + j * c->keysize, key, c->keysize);
+    uint32_t id = (uint32_t)++c->n;
+    memcpy(c->keys + id * c->keysize, key, c->keysize);
     Py_INCREF(v);
-    c->vals[j] = v;
-    c->n++;
+    c->vals[id] = v;
+    util_htab_set(&c->index, util_htab_free_slot(&c->index, objcache_hash(c, key)), id);
     return 0;
 }
 
 static void objcache_release(struct objcache *c)
 {
-    for (size_t i = 0; i < c->cap; i++)
-        Py_XDECREF(c->vals[i]);
+    for (size_t id = 1; id <= c->n; id++)
+        Py_XDECREF(c->vals[id]);
     free(c->keys);
     free(c->vals);
+    util_htab_release(&c->index);
     c->keys = NULL;
     c->vals = NULL;
     c->cap = c->n = 0;

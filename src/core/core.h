@@ -105,6 +105,29 @@ int prof_codecache_locate(struct prof_codecache *cc, const struct cpy_offsets *o
 void prof_codecache_clear(struct prof_codecache *cc);
 void prof_codecache_release(struct prof_codecache *cc);
 
+/* --- one walk (snapshot.c, framecache.c, torn.c) ------------------------ */
+
+/*
+ * What one walk of one thread passes to its checks and to the naming of its
+ * frames (as CPython's FrameWalkContext): made by the snapshot for each try
+ * of a thread and passed explicitly; the frames are in s->raw (or the cache
+ * entry's).
+ */
+struct prof_walk {
+    /* mem_mark just before the thread state was read: if no read came
+     * since, the state and the frames all came from the snapshot's one
+     * batched read. */
+    struct mem_mark mark;
+    /* The frame cache entry the walk used (whose frames are then the chain;
+     * s->raw holds only the frames read), and the index from which the
+     * chain's frames came from the cache, their resolutions with them
+     * (SIZE_MAX when none did). */
+    struct prof_fcache_entry *entry;
+    size_t tail_start;
+    /* Where the chain was cut: the caller of its last frame; 0: whole. */
+    uint64_t cut;
+};
+
 /* --- frame cache (framecache.c), CPython 3.15+ -------------------------- */
 
 /* Strikes that make a thread's anchor another writer's (framecache.c). */
@@ -146,11 +169,6 @@ struct prof_fcache {
     size_t seen; /* entries seen by the snapshot under way (prof_fcache_sweep) */
     uint64_t other_writers;      /* threads found with another writer of their anchor */
     uint64_t other_writer_walks; /* thread samples walked without the cache for that */
-    uint64_t (*verify)[3];  /* scratch: code, caller and position of each frame, re-read */
-    /* The anchor and its sequence number, read after a walk's second copy
-     * (cpy_stack.after), in this order. */
-    uint64_t after[2];
-    struct mem_seg *segs;
 };
 
 struct pys_session;
@@ -164,81 +182,158 @@ struct pys_session;
  */
 int prof_fcache_usable(struct pys_session *s, const struct cpy_thread *t);
 /* Walk thread t into s->raw using and refreshing the cache; returns the
- * number of raw frames or an error, as cpy_stack_walk, and sets
- * s->walk_cut for a chain cut at s->walk_max. */
-int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t);
-/*
- * Did the walk just made see one moment of the target? prof_walk_one_moment:
- * its frames were copied from the data stack in one read (a single copy, or
- * all from the snapshot's batched read), so the chain needs no second read.
- * prof_walk_with_state: the thread state came from the same batched read
- * too, so even the state's anchor needs none.
- */
-int prof_walk_one_moment(const struct pys_session *s);
-int prof_walk_with_state(const struct pys_session *s);
-
-/*
- * Re-read the code, caller and position of frames raw[from..k) of a walk in
- * one batch and check that they are what the walk saw (cpy_frame_unmoved;
- * the last one's caller: last_prev). A walk reads a running target over
- * time; if the chain changed meanwhile it may mix two call chains, and must
- * neither be cached nor reported. A caller's position counts: it stays put
- * while its callee runs, and one copied before it called another frame at
- * the callee's address would show the new callee under the old call's line.
- * 1 if unchanged.
- */
-int prof_chain_unchanged(struct pys_session *s, const struct cpy_raw_frame *raw, size_t from,
-                         size_t k, uint64_t last_prev);
-/*
- * The same check from the batch's second copies (mem_recheck_view), without
- * a read: 1 if every frame's code, caller and position were copied a second
- * time and are unchanged, 0 if one changed (the walk is torn), -1 if a copy
- * is missing or the walk took something from outside the batch (check by
- * reading). With t, the thread's anchor and sequence number too (3.15); with
- * pos_k, raw[k]'s position too (a frame whose code and caller need no
- * check: the 3.15 anchor). prof_chain_hint has the next batches make those
- * copies of raw[from..k) (and raw[k]'s position with pos_k), and of thread
- * t's data stack above them (frames called since will be there).
- */
-int prof_chain_rechecked(struct pys_session *s, const struct cpy_thread *t,
-                         const struct cpy_raw_frame *raw, size_t from, size_t k, uint64_t last_prev,
-                         int pos_k);
-void prof_chain_hint(struct pys_session *s, const struct cpy_thread *t,
-                     const struct cpy_raw_frame *raw, size_t from, size_t k, int pos_k);
-/* Have the next snapshot's batched read end with a second copy of thread
- * t's GIL flag (3.15) and, with the frame cache, of its anchor and sequence
- * number: an anchor that moved while the batch was read fails a walk that
- * used it. */
-void prof_anchor_hint(struct pys_session *s, const struct cpy_thread *t);
-/*
- * Could thread t have run Python code while its walk's frames were copied
- * (so that the copy, even one read, may mix two moments: the kernel's copy
- * can be paused midway while the target runs on)? Not if it held no GIL
- * when its state was read nor at the batch's end (3.15's own flag, from the
- * batch's second copy): a thread without the GIL moves no frame. Before
- * 3.15, only the GIL's holder as the interpreter read said (gil_holder; 0:
- * none, or unknown) may have. And always when the frames came from a read
- * made after the batch.
- */
-int prof_thread_may_move(struct pys_session *s, const struct cpy_thread *t, uint64_t gil_holder);
-/*
- * How many of the walk's top frames raw[0..n) need no second read: 1 when
- * the top frame was copied with its caller, after it (the same chunk copy).
- * Its bytes then show the top at the moment they were read, and its caller
- * (checked) was in place from before that moment until the second read: the
- * two were a stack at that moment, however the top has moved on since.
- * 0 after a batch that was paused midway (mem.h's `paused`): its caller can
- * then have left and come back between its two copies, with the top from
- * another chain copied meanwhile (cache_aba.py's chains, taking turns every
- * microsecond: `chain_a, a1, b2`), and the top is checked too.
- */
-size_t prof_top_settled(const struct pys_session *s, const struct cpy_raw_frame *raw, size_t n);
+ * number of raw frames or an error, as cpy_stack_walk, and fills w (its
+ * entry, tail and cut). */
+int prof_fcache_walk(struct pys_session *s, struct prof_walk *w, const struct cpy_thread *t);
 /* After the walk's frames were resolved (ok) or not: keep what each raw
  * frame resolved to (s->res_scratch) for the next sample's cached tail. */
-void prof_fcache_resolved(struct pys_session *s, size_t nraw, int ok);
+void prof_fcache_resolved(struct pys_session *s, const struct prof_walk *w, size_t nraw, int ok);
 /* Drop the entries of threads the last snapshot did not see. */
 void prof_fcache_sweep(struct pys_session *s);
 void prof_fcache_release(struct prof_fcache *fc);
+
+/* --- torn walks (torn.c) --------------------------------------------------- */
+
+/*
+ * Is a walk one moment of the target? (torn.c's opening says how it is
+ * answered.) A walk comes in with the reads it came from: s->raw and
+ * s->stack, and w->mark, taken just before its thread state was read. The
+ * verdicts:
+ */
+#define PROF_TORN_MIXED 0 /* two moments: read the thread again */
+#define PROF_TORN_ONE 1   /* one moment */
+#define PROF_TORN_LATER 2 /* decided at the snapshot's end (prof_torn_deferred) */
+
+/* A walk whose second read is put off to the snapshot's end. */
+struct prof_put_off {
+    size_t ti, ni, first, n; /* thread, interpreter (by position), its words */
+};
+
+/* What torn.c keeps: its scratch, and the second reads put off. */
+struct prof_torn {
+    uint64_t (*verify)[3]; /* code, caller and position of each frame, re-read */
+    struct mem_seg *segs;
+    /* The anchor and its sequence number, read after a walk's own second
+     * copy (cpy_stack.after), in this order. */
+    uint64_t after[2];
+    /* Walks to be checked against a second read at the snapshot's end, all
+     * in one read: the fields to read, what the walk saw in them, and whose
+     * they are. Not on a snapshot's last try (put_off 0). */
+    struct mem_seg *chk_segs;
+    struct prof_chk {
+        uint64_t got, want;
+        int kind; /* CHK_*: how got compares with want */
+    } * chk_vals;
+#define CHK_WORD 0 /* as read */
+#define CHK_CODE 1 /* a code object reference: tag bits cleared */
+#define CHK_POS 2  /* a position field: cpy_frame_pos_value */
+    size_t nchk, chk_segs_cap, chk_vals_cap;
+    struct prof_put_off *chk_walks;
+    size_t nchk_walks, chk_walks_cap;
+    int put_off; /* walks may put their second read off */
+};
+void prof_torn_release(struct prof_torn *tn);
+
+/*
+ * A walk of thread t made without the frame cache, raw[0..n), at position
+ * ti of the snapshot's threads (ni: its interpreter's). PROF_TORN_ONE,
+ * PROF_TORN_MIXED, or PROF_TORN_LATER (its second read put off; should the
+ * walk then fail to be named, prof_torn_forget_last drops it). Has the next
+ * batch make the second copies the walk needs.
+ */
+int prof_torn_walk(struct pys_session *s, const struct prof_walk *w, const struct cpy_interp *in,
+                   const struct cpy_thread *t, size_t n, size_t ti, size_t ni);
+void prof_torn_forget_last(struct pys_session *s);
+/* Are second reads put off, waiting for prof_torn_deferred? (Below.) */
+static inline int prof_torn_pending(const struct pys_session *s);
+/* Make the second reads put off, in one read: how many of those walks
+ * changed (*torn: which, to be read again), or PYS_E_EXITED. No walk puts
+ * its read off after this until put_off is set again. */
+int prof_torn_deferred(struct pys_session *s, const struct prof_put_off **torn);
+/*
+ * A walk from the batch torn at a top frame that does not live on the data
+ * stack (a generator that yielded between the copy of the thread state and
+ * that of its frame) can start again from the frame the thread state's
+ * second copy, made last in the same batch, names as current: one read
+ * after every frame's first and second copies. Its chain goes through the
+ * same checks, against the same second copies. 1 if cur now starts there;
+ * 0 when the top was on the data stack (its thread is read again), a read
+ * came after the batch, the batch has no such copy, or it names the same
+ * frame.
+ */
+int prof_torn_later_top(struct pys_session *s, const struct prof_walk *w, struct cpy_thread *cur);
+
+/*
+ * The frame cache's walks (3.15). prof_torn_cached: a hit's frames read
+ * down to the anchor, raw[0..k) (raw[k - 1] is the anchor, `anchor`), when
+ * the anchor has not returned: have the anchor, its sequence number, the
+ * frames above it and its position stayed as read? prof_torn_whole: a
+ * whole walk raw[0..n), cut at `cut` (0: whole), the anchor and its number
+ * too. 1 one moment, 0 torn. Both have the next batch make second copies of
+ * the frames above raw[next_anchor], where the walk leaves the anchor.
+ */
+int prof_torn_cached(struct pys_session *s, const struct prof_walk *w, const struct cpy_thread *t,
+                     size_t k, uint64_t anchor, size_t next_anchor);
+int prof_torn_whole(struct pys_session *s, const struct prof_walk *w, const struct cpy_thread *t,
+                    size_t n, uint64_t cut, size_t next_anchor);
+/*
+ * Have a walk down to the anchor that reads past the batch make its own
+ * second copy in the same system call (cpy_stack.after), followed by the
+ * thread's anchor and its sequence number, and the main interpreter's code
+ * object generation: all a partial hit would otherwise read again in two
+ * more calls. Whether the generation was asked for.
+ */
+int prof_torn_ask_own_copy(struct pys_session *s, const struct cpy_thread *t);
+
+/* Did the last walk take the frame at top (fsize bytes) from the same copy
+ * as the one at caller, below it? A copy is made upwards (a chunk is one
+ * piece of one read), so top's bytes were read last. */
+int prof_torn_copied_after(const struct cpy_stack *st, uint64_t top, uint64_t caller, size_t fsize);
+/*
+ * Check frames raw[from..k) of the last cpy_stack_walk_to against the second
+ * copy it made (cpy_stack.after): each frame's code object, caller and
+ * position as the walk saw them (the last one's caller: last_prev), and
+ * with pos_k, raw[k]'s position too. 1 when all match, 0 when one differs
+ * (the chain moved while it was copied), -1 when there is no second copy
+ * holding them all.
+ */
+int prof_torn_own_copy(const struct cpy_offsets *o, const struct cpy_stack *st,
+                       const struct cpy_raw_frame *raw, size_t from, size_t k, uint64_t last_prev,
+                       int pos_k);
+/* Have the next snapshot's batch end with a second copy of thread t's GIL
+ * flag (3.15) and, with the frame cache, of its anchor and sequence number: an anchor that moved
+ * while the batch was read fails a walk that used it. */
+void prof_anchor_hint(struct pys_session *s, const struct cpy_thread *t);
+
+/*
+ * The chain's shape, checked as its frames raw[0..) are named, top first.
+ * prof_torn_frame_order: raw[i] has returned (code cleared) below a frame
+ * that has not (*live_above, 0 at the top): 0, torn. prof_torn_frame_fits:
+ * raw[i] (named: code pc; incomplete: in its prologue) and its callee
+ * raw[i - 1] are a stack (adjacent on the data stack; a caller that has
+ * started): 0, or PYS_E_CORRUPT with the detail in err.
+ */
+static inline int prof_torn_frame_order(const struct cpy_raw_frame *raw, size_t i, int *live_above)
+{
+    /* A frame is cleared (its code object gone) as it returns, after the
+     * frames above it: a cleared frame below one that is not was read at
+     * two moments. (Inline: asked for every frame named.) */
+    if (raw[i].code == 0 && *live_above)
+        return 0;
+    *live_above |= raw[i].code != 0;
+    return 1;
+}
+static inline int prof_torn_frame_fits(const struct pys_session *s, const struct cpy_thread *t,
+                                       const struct cpy_raw_frame *raw, size_t i,
+                                       const struct prof_code *pc, int incomplete, char *err,
+                                       size_t errlen);
+/* prof_torn_frame_fits's checks (inline: asked for every frame named; the
+ * detail is written out of line, when one fails). */
+int prof_torn_frame_refused(const struct prof_code *pc, int adjacent, char *err, size_t errlen);
+static inline int prof_torn_adjacent(const struct pys_session *s, const struct cpy_thread *t,
+                                     const struct cpy_raw_frame *callee,
+                                     const struct cpy_raw_frame *caller,
+                                     const struct prof_code *caller_code);
 
 /* --- the session (session.c, attach.c, snapshot.c) ---------------------- */
 
@@ -321,9 +416,10 @@ struct pys_session {
      * position in the list: the code cache is emptied when one moves. */
     uint64_t gen_interp[PROF_GEN_SLOTS], gen_seen[PROF_GEN_SLOTS];
     /* The main interpreter's generation as a walk read it after its frames
-     * (prof_fcache_walk), and mem.stats.reads just after that read: if no
-     * read came since, it is the latest look. */
-    uint64_t gen_after, gen_after_reads;
+     * (prof_fcache_walk), and mem_mark just after that read: if no read
+     * came since, it is the latest look. */
+    uint64_t gen_after;
+    struct mem_mark gen_after_mark;
 
     /* Scratch and results of the last snapshot. */
     struct cpy_stack stack;
@@ -332,19 +428,6 @@ struct pys_session {
     /* The frame records a walk may read: opt.max_frames (a longer chain
      * keeps one less, and a <truncated> marker below them). */
     size_t walk_max;
-    /* The walk just made: the cache entry it used (whose frames are then the
-     * chain; raw holds only the frames read), and the index from which the
-     * chain's frames came from the cache, their resolutions with them
-     * (SIZE_MAX when none did). */
-    struct prof_fcache_entry *walk_entry;
-    size_t tail_start;
-    /* ... and where its chain was cut: the caller of its last frame, or 0
-     * for a whole chain. */
-    uint64_t walk_cut;
-    /* mem.stats.reads just before the current thread's state was read: if
-     * still the same after its walk, the state and the frames all came from
-     * the snapshot's one batched read. */
-    uint64_t reads_at_thread;
     uint64_t *code_addrs; /* scratch: the code objects of one walk (3.8-3.13) */
     /* 3.8-3.13: the code objects this snapshot's frames were named after,
      * checked in one read once every thread is walked (snapshot_codes_ok),
@@ -352,24 +435,7 @@ struct pys_session {
     uint64_t *snap_codes;
     size_t nsnap_codes, snap_codes_cap;
     int check_each_walk;
-    /* Walks to be checked against a second read at the snapshot's end, all
-     * in one read (put_off_check): the fields to read, what the walk saw in
-     * them, and whose they are (thread, interpreter by position). Those that
-     * changed are walked again then. Not on a snapshot's last try. */
-    struct mem_seg *chk_segs;
-    struct chk_value {
-        uint64_t got, want;
-        int kind; /* CHK_*: how got compares with want */
-    } *chk_vals;
-#define CHK_WORD 0 /* as read */
-#define CHK_CODE 1 /* a code object reference: tag bits cleared */
-#define CHK_POS 2  /* a position field: cpy_frame_pos_value */
-    size_t nchk, chk_segs_cap, chk_vals_cap;
-    struct put_off {
-        size_t ti, ni, first, n;
-    } *chk_walks;
-    size_t nchk_walks, chk_walks_cap;
-    int put_off; /* walks may put their check off (see above) */
+    struct prof_torn torn;
     struct cpy_interp *seen_interps; /* this snapshot's, by position */
     size_t seen_interps_cap;
     struct pys_frame *res_scratch; /* per raw frame: what it resolved to */
@@ -474,5 +540,63 @@ int prof_attach_runtime(struct pys_session *s);
 /* printf into s->err; returns code. */
 int prof_fail(struct pys_session *s, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* --- torn.c's inline part (see its declarations above) ------------------- */
+
+static inline int prof_torn_pending(const struct pys_session *s)
+{
+    return s->torn.nchk_walks > 0;
+}
+
+/*
+ * Are callee and caller (adjacent in a walk) consistent? On a data stack
+ * chunk a frame is pushed right after its caller's frame, so when both are
+ * thread-owned and in the same contiguous region (the thread's current
+ * chunk up to its top, or one chunk the walk copied) the callee must start
+ * at caller + co_framesize words. 1 if consistent or not checkable.
+ */
+static inline int prof_torn_adjacent(const struct pys_session *s, const struct cpy_thread *t,
+                                     const struct cpy_raw_frame *callee,
+                                     const struct cpy_raw_frame *caller,
+                                     const struct prof_code *caller_code)
+{
+    if (callee->owner != 0 || caller->owner != 0 || callee->shim || caller->shim ||
+        caller_code->code.framesize <= 0)
+        return 1;
+    uint64_t addr = caller->addr, lo = 0, hi = 0;
+    if (t->datastack_chunk && addr >= t->datastack_chunk && addr < t->datastack_top) {
+        lo = t->datastack_chunk;
+        hi = t->datastack_top;
+    } else {
+        for (size_t i = 0; i < s->stack.nchunks; i++) {
+            uint64_t a = s->stack.chunks[i].addr;
+            if (addr >= a && addr - a < s->stack.chunks[i].len) {
+                lo = a;
+                hi = a + s->stack.chunks[i].len;
+                break;
+            }
+        }
+    }
+    if (callee->addr < lo || callee->addr >= hi || caller->addr < lo || caller->addr >= hi)
+        return 1;
+    return callee->addr == caller->addr + (uint64_t)caller_code->code.framesize * 8;
+}
+
+static inline int prof_torn_frame_fits(const struct pys_session *s, const struct cpy_thread *t,
+                                       const struct cpy_raw_frame *raw, size_t i,
+                                       const struct prof_code *pc, int incomplete, char *err,
+                                       size_t errlen)
+{
+    if (i == 0)
+        return 0;
+    if (!prof_torn_adjacent(s, t, &raw[i - 1], &raw[i], pc))
+        return prof_torn_frame_refused(pc, 1, err, errlen);
+    /* A frame still in its prologue has called no Python function yet (C
+     * code it calls, a collection say, may): one that a Python frame names
+     * as its caller was read at another moment than that frame. */
+    if (incomplete && !raw[i - 1].shim && !raw[i - 1].entry)
+        return prof_torn_frame_refused(pc, 0, err, errlen);
+    return 0;
+}
 
 #endif

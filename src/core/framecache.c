@@ -65,242 +65,14 @@
 /* How much of the data stack below the anchor the next prefetch takes: a
  * few frames, for an anchor that returns and moves to a caller. */
 #define NOTE_BELOW 512
-/* How far past the data stack's top the second copies of a chain reach. */
-#define HINT_SLACK 512
 /* A thread's anchor found where neither pystrobe nor the interpreter put it
  * PROF_FCACHE_OTHER_STRIKES times (core.h) within OTHER_WINDOW walks has a
  * second writer. A few are not enough: a cached chain that was torn after
- * all makes the interpreter's own moves look foreign now and then (three
- * in a window happened alone, under ASan, on a 900-deep stack that keeps
- * unwinding); another profiler's writes come at each of its samples, so
- * it reaches any such count within as many walks. */
+ * all makes the interpreter's own moves look foreign now and then, most
+ * on a deep stack that keeps unwinding; another profiler's writes come at
+ * each of its samples, so it reaches any such count within as many
+ * walks. */
 #define OTHER_WINDOW 4096
-
-/* prof_chain_unchanged, also checking in the same read that the thread's
- * anchor and its sequence number are still `anchor` and `seq`, and with
- * pos_k, raw[k]'s position too (cpy_frame_pos_checked). */
-static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_thread *t,
-                                      const struct cpy_raw_frame *raw, size_t from, size_t k,
-                                      uint64_t last_prev, int pos_k, uint64_t anchor, uint64_t seq);
-
-int prof_walk_one_moment(const struct pys_session *s)
-{
-    /* A frame read on its own is never taken on trust, even alone: a
-     * generator's (or 3.8-3.10's heap) frame can be caught suspended, its
-     * caller already unlinked. */
-    return s->stack.direct == 0 && (s->stack.regions == 1 || prof_walk_with_state(s));
-}
-
-int prof_walk_with_state(const struct pys_session *s)
-{
-    /* No read reached the target since the thread state was read: all came
-     * from the snapshot's one batched read. Frames read on their own
-     * (generators') are left out: in practice those race with resumes even
-     * within one batch. */
-    return s->stack.direct == 0 && s->mem.stats.reads == s->reads_at_thread;
-}
-
-size_t prof_top_settled(const struct pys_session *s, const struct cpy_raw_frame *raw, size_t n)
-{
-    if (n < 2 || s->mem.paused)
-        return 0;
-    return cpy_stack_copied_after(&s->stack, raw[0].addr, raw[1].addr,
-                                  (size_t)s->off.interpreter_frame.size)
-               ? 1
-               : 0;
-}
-
-int prof_chain_unchanged(struct pys_session *s, const struct cpy_raw_frame *raw, size_t from,
-                         size_t k, uint64_t last_prev)
-{
-    return chain_and_anchor_unchanged(s, NULL, raw, from, k, last_prev, 0, 0, 0);
-}
-
-static int chain_and_anchor_unchanged(struct pys_session *s, const struct cpy_thread *t,
-                                      const struct cpy_raw_frame *raw, size_t from, size_t k,
-                                      uint64_t last_prev, int pos_k, uint64_t anchor,
-                                      uint64_t seq)
-{
-    const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
-    struct prof_fcache *fc = &s->fcache;
-    if (!fc->verify) {
-        fc->verify = malloc((s->opt.max_frames + 1) * sizeof *fc->verify);
-        fc->segs = malloc((3 * s->opt.max_frames + 4) * sizeof *fc->segs);
-        if (!fc->verify || !fc->segs)
-            return 0;
-    }
-    uint64_t (*got)[3] = fc->verify;
-    uint64_t po;
-    size_t pw = cpy_frame_pos_field(&s->off, &po);
-    size_t kp = k + (pos_k != 0);
-    struct mem_seg *segs = fc->segs;
-    uint64_t now_anchor = 0, now_seq = 0;
-    size_t n = 0;
-    if (t) {
-        segs[n++] = (struct mem_seg){t->addr + s->off.thread_state.last_profiled_frame,
-                                     &now_anchor, 8};
-        segs[n++] = (struct mem_seg){t->addr + s->off.thread_state.last_profiled_frame_seq,
-                                     &now_seq, 8};
-    }
-    for (size_t i = from; i < kp; i++) {
-        if (i < k) {
-            segs[n++] = (struct mem_seg){raw[i].addr + f->executable, &got[i][0], 8};
-            segs[n++] = (struct mem_seg){raw[i].addr + f->previous, &got[i][1], 8};
-        }
-        got[i][2] = 0;
-        if (cpy_frame_pos_checked(raw, i))
-            segs[n++] = (struct mem_seg){raw[i].addr + po, &got[i][2], pw};
-    }
-    /* Last, the code object generation: read after every code pointer so
-     * far, it spares the snapshot's end a call (generation_moved). */
-    int gen = CPY_HAS(&s->off, interpreter_state, code_object_generation) && s->gen_interp[0] != 0;
-    if (gen)
-        segs[n++] = (struct mem_seg){
-            s->gen_interp[0] + s->off.interpreter_state.code_object_generation, &s->gen_after, 8};
-    if (mem_readv_fresh(&s->mem, segs, n) < 0)
-        return 0;
-    if (gen)
-        s->gen_after_reads = s->mem.stats.reads;
-    if (t && (now_anchor != anchor || now_seq != seq))
-        return 0;
-    for (size_t i = from; i < k; i++)
-        if (!cpy_frame_unmoved(&s->off, raw, i, k, last_prev, got[i][0], got[i][1],
-                               cpy_frame_pos_value(&s->off, got[i][2])))
-            return 0;
-    if (kp > k && cpy_frame_pos_checked(raw, k) &&
-        cpy_frame_pos_value(&s->off, got[k][2]) != raw[k].instr_ptr)
-        return 0;
-    return 1;
-}
-
-void prof_chain_hint(struct pys_session *s, const struct cpy_thread *t,
-                     const struct cpy_raw_frame *raw, size_t from, size_t k, int pos_k)
-{
-    const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
-    uint64_t po;
-    size_t pw = cpy_frame_pos_field(&s->off, &po);
-    /* Code object, caller and position: one span where they lie close. */
-    uint64_t lo = f->executable < f->previous ? f->executable : f->previous;
-    uint64_t hi = (f->executable < f->previous ? f->previous : f->executable) + 8;
-    uint64_t plo = po < lo ? po : lo, phi = po + pw > hi ? po + pw : hi;
-    /* From the first frame to a little past the stack's top, within its
-     * page (mapped: the stack's top is in it), hinted first: the frames
-     * below merge into it. */
-    uint64_t top = t->datastack_top;
-    uint64_t page_end = (top + MEM_PAGE_SIZE - 1) & ~(uint64_t)(MEM_PAGE_SIZE - 1);
-    uint64_t end = page_end - top > HINT_SLACK ? top + HINT_SLACK : page_end;
-    if (k > from && raw[from].addr >= t->datastack_chunk && raw[from].addr < top &&
-        end - raw[from].addr <= MEM_RECHECK_SPAN)
-        mem_recheck_hint(&s->mem, raw[from].addr, (size_t)(end - raw[from].addr));
-    for (size_t i = from; i < k + (pos_k != 0); i++) {
-        int pos = cpy_frame_pos_checked(raw, i);
-        if (i == k) {
-            if (pos)
-                mem_recheck_hint(&s->mem, raw[i].addr + po, pw);
-        } else if (pos && phi - plo <= 64) {
-            mem_recheck_hint(&s->mem, raw[i].addr + plo, (size_t)(phi - plo));
-        } else {
-            if (hi - lo <= 64) {
-                mem_recheck_hint(&s->mem, raw[i].addr + lo, (size_t)(hi - lo));
-            } else {
-                mem_recheck_hint(&s->mem, raw[i].addr + f->executable, 8);
-                mem_recheck_hint(&s->mem, raw[i].addr + f->previous, 8);
-            }
-            if (pos)
-                mem_recheck_hint(&s->mem, raw[i].addr + po, pw);
-        }
-    }
-}
-
-/* The batch's second copy of the len (at most 8) bytes at addr into *v,
- * zero-extended; 0 if none. */
-static int second_copy(struct pys_session *s, uint64_t addr, size_t len, uint64_t *v)
-{
-    const uint8_t *c = mem_recheck_view(&s->mem, addr, len);
-    *v = 0;
-    if (c)
-        memcpy(v, c, len);
-    return c != NULL;
-}
-
-int prof_chain_rechecked(struct pys_session *s, const struct cpy_thread *t,
-                         const struct cpy_raw_frame *raw, size_t from, size_t k,
-                         uint64_t last_prev, int pos_k)
-{
-    const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
-    uint64_t po;
-    size_t pw = cpy_frame_pos_field(&s->off, &po);
-    /* Second copies are read after the batch's first ones, not after a
-     * read made since. */
-    if (s->mem.stats.reads != s->reads_at_thread)
-        return -1;
-    int missing = 0;
-    uint64_t a, b;
-    if (t) {
-        if (!second_copy(s, t->addr + s->off.thread_state.last_profiled_frame, 8, &a) ||
-            !second_copy(s, t->addr + s->off.thread_state.last_profiled_frame_seq, 8, &b))
-            missing = 1;
-        else if (a != t->last_profiled_frame || b != t->last_profiled_frame_seq)
-            return 0;
-    }
-
-    uint64_t p;
-    for (size_t i = from; i < k + (pos_k != 0); i++) {
-        int pos = cpy_frame_pos_checked(raw, i);
-        if (pos && !second_copy(s, raw[i].addr + po, pw, &p)) {
-            missing = 1;
-            continue;
-        }
-        p = pos ? cpy_frame_pos_value(&s->off, p) : 0;
-        if (i == k) {
-            if (pos && p != raw[i].instr_ptr)
-                return 0;
-            continue;
-        }
-        if (!second_copy(s, raw[i].addr + f->executable, 8, &a) ||
-            !second_copy(s, raw[i].addr + f->previous, 8, &b)) {
-            missing = 1;
-            continue;
-        }
-        if (!cpy_frame_unmoved(&s->off, raw, i, k, last_prev, a, b, p))
-            return 0;
-    }
-    return missing ? -1 : 1;
-}
-
-void prof_anchor_hint(struct pys_session *s, const struct cpy_thread *t)
-{
-    /* The GIL flag (prof_thread_may_move), a few words from the anchor in
-     * the thread state: the same piece. */
-    if (t->holds_gil >= 0)
-        mem_recheck_hint(&s->mem, t->addr + s->off.thread_state.holds_gil, 4);
-    if (!s->use_fcache)
-        return;
-    uint64_t a = s->off.thread_state.last_profiled_frame,
-             q = s->off.thread_state.last_profiled_frame_seq;
-    if (q == a + 8) {
-        mem_recheck_hint(&s->mem, t->addr + a, 16);
-    } else {
-        mem_recheck_hint(&s->mem, t->addr + a, 8);
-        mem_recheck_hint(&s->mem, t->addr + q, 8);
-    }
-}
-
-int prof_thread_may_move(struct pys_session *s, const struct cpy_thread *t, uint64_t gil_holder)
-{
-    if (!prof_walk_with_state(s))
-        return 1;
-    if (t->holds_gil < 0)
-        return gil_holder == 0 || t->addr == gil_holder;
-    if (t->holds_gil)
-        return 1;
-    const uint8_t *c = mem_recheck_view(&s->mem, t->addr + s->off.thread_state.holds_gil, 4);
-    int32_t v;
-    if (!c)
-        return 1;
-    memcpy(&v, c, 4);
-    return v != 0;
-}
 
 static uint64_t entry_hash_at(const void *ctx, uint32_t id)
 {
@@ -476,18 +248,6 @@ int prof_fcache_usable(struct pys_session *s, const struct cpy_thread *t)
 }
 
 /*
- * Second copies for the next batch: of the frames above the anchor this walk
- * leaves (the next sample's walk ends there and checks only what lies above
- * it, and the anchor's position), not of the whole chain checked now.
- */
-static void hint_above_anchor(struct pys_session *s, const struct cpy_thread *t,
-                              const struct cpy_raw_frame *raw, size_t top, size_t end, size_t n)
-{
-    size_t a = next_anchor(raw, n);
-    prof_chain_hint(s, t, raw, top, end < a ? end : a, end >= a && a < n);
-}
-
-/*
  * A walk to the anchor that found it as the current frame, its code object
  * cleared (the interpreter clears a frame's as it pops it): has the anchor
  * returned since the thread state was read? Then the stack it returned to,
@@ -512,235 +272,149 @@ static int anchor_returned(struct pys_session *s, const struct prof_fcache_entry
 }
 
 /*
- * Have a walk down to the anchor that reads past the prefetch make its own
- * second copy in the same system call (cpy_stack.after), followed by the
- * thread's anchor and its sequence number, and the main interpreter's code
- * object generation: all a partial hit would otherwise read again in two
- * more calls (chain_and_anchor_unchanged, then generation_moved). Whether
- * the generation was asked for (a target whose interpreter has one).
+ * The walk down to the anchor of entry e (see the top of this file). 0 with
+ * *n the chain's length on a hit (*n = -1: no hit, walk the whole chain),
+ * *returned when the anchor was found returned; or an error (the caller
+ * reads the thread again; the cache is kept).
  */
-static int ask_second_copy(struct pys_session *s, const struct cpy_thread *t)
+static int walk_hit(struct pys_session *s, struct prof_walk *w, const struct cpy_thread *t,
+                    struct prof_fcache_entry *e, int *n, int *returned)
 {
-    struct cpy_stack *st = &s->stack;
     struct prof_fcache *fc = &s->fcache;
-    uint64_t a = t->addr + s->off.thread_state.last_profiled_frame,
-             q = t->addr + s->off.thread_state.last_profiled_frame_seq;
-    size_t n = 0;
-    st->second_len = 0;
-    if (q == a + 8) {
-        st->after[n++] = (struct mem_seg){a, fc->after, 16};
-    } else {
-        st->after[n++] = (struct mem_seg){a, &fc->after[0], 8};
-        st->after[n++] = (struct mem_seg){q, &fc->after[1], 8};
+    uint64_t anchor = t->last_profiled_frame;
+    size_t pos = 0;
+    while (pos < e->n && e->frames[pos].addr != anchor)
+        pos++;
+    uint64_t prev = 0;
+    /* The next prefetch takes the data stack from a little below the lower
+     * of this anchor and the last one: a stack that sits near its top is
+     * not copied whole at each sample, one that keeps unwinding to its
+     * bottom is. */
+    uint64_t low = e->last_stop && e->last_stop < anchor ? e->last_stop : anchor;
+    s->stack.note_from = low > NOTE_BELOW ? low - NOTE_BELOW : 0;
+    e->last_stop = anchor;
+    int gen_asked = prof_torn_ask_own_copy(s, t);
+    int k =
+        pos < e->n && anchor_trusted(t, &e->frames[pos])
+            ? cpy_stack_walk_to(&s->mem, &s->off, t, &s->stack, anchor, s->raw, s->walk_max, &prev)
+            : PYS_E_NOTFOUND;
+    s->stack.note_from = 0;
+    if (gen_asked && s->stack.second_len > 0)
+        s->gen_after_mark = s->stack.second_mark;
+    /* The chain was torn (it ended short of the base frame), or memory the
+     * thread state names is gone (a chunk freed as the stack unwound: that
+     * state is out of date): no whole walk of the same state can do
+     * better, it reads the same memory first. */
+    if (k == PYS_E_EXITED || k == PYS_E_NOMEM || k == PYS_E_CORRUPT || k == PYS_E_BADADDR)
+        return k;
+    uint64_t below = pos + 1 < e->n ? e->frames[pos + 1].addr : e->cut;
+    *returned = k == 1 && anchor_returned(s, e, pos, prev, below);
+    /* Read with its code object cleared, the anchor has returned since the
+     * thread state was read (that state is out of date), or a frame pushed
+     * at its address since has. Read again: the interpreter will have moved
+     * the anchor to the caller. */
+    if (k > 0 && s->raw[k - 1].code == 0 && !*returned)
+        return PYS_E_CORRUPT;
+    /* The cached frames below the anchor that follow the k read: all of
+     * them, or for a cut chain as many as fill it again (at least one, and
+     * its frames must fill it). */
+    size_t rest = pos < e->n ? e->n - pos - 1 : 0, take = rest;
+    if (e->cut && k > 0)
+        take = (size_t)k + rest >= s->walk_max - 1 && (size_t)k < s->walk_max - 1
+                   ? s->walk_max - 1 - (size_t)k
+                   : 0;
+    int ok = k > 0 && (*returned || s->raw[k - 1].code == e->frames[pos].code) && prev == below &&
+             (e->cut ? take > 0 : (size_t)k + rest <= s->walk_max);
+    /* Frames copied at different moments may mix two call chains: torn.c
+     * checks those above the anchor, and that the anchor has not returned
+     * since the thread state was read (the frames below it may no longer be
+     * the cached ones then). Not an anchor found returned: it has moved by
+     * definition, and with nothing read above it there is nothing to mix.
+     * Torn, a whole walk from the same state would be torn too: the caller
+     * reads the thread again, the cache is still good. */
+    if (ok && !*returned &&
+        !prof_torn_cached(s, w, t, (size_t)k, anchor, next_anchor(s->raw, (size_t)k)))
+        return PYS_E_CORRUPT;
+    *n = -1;
+    if (!ok)
+        return 0;
+    /* The cached tail (and what it resolved to) moves, in place, to follow
+     * the k frames just read; most often it is already there. A cut chain
+     * is cut again above the first cached frame left. */
+    if (take < rest)
+        e->cut = e->frames[pos + 1 + take].addr;
+    size_t len = (size_t)k + take;
+    if (reserve_entry(e, len) < 0) {
+        e->n = 0;
+        return PYS_E_NOMEM;
     }
-    int gen = CPY_HAS(&s->off, interpreter_state, code_object_generation) && s->gen_interp[0] != 0;
-    if (gen)
-        st->after[n++] = (struct mem_seg){
-            s->gen_interp[0] + s->off.interpreter_state.code_object_generation, &s->gen_after, 8};
-    st->nafter = n;
-    return gen;
+    if ((size_t)k != pos + 1) {
+        memmove(e->frames + k, e->frames + pos + 1, take * sizeof *e->frames);
+        memmove(e->res + k, e->res + pos + 1, take * sizeof *e->res);
+        memmove(e->res_kind + k, e->res_kind + pos + 1, take);
+    }
+    memcpy(e->frames, s->raw, (size_t)k * sizeof *s->raw);
+    e->n = len;
+    w->cut = e->cut;
+    if (e->res_valid)
+        w->tail_start = (size_t)k;
+    /* Full hit: our anchor still in place and at most the top frame above
+     * it. */
+    if (anchor == e->anchor && k <= 2)
+        fc->hits++;
+    else
+        fc->partial_hits++;
+    fc->frames_cached += take;
+    fc->frames_read += (uint64_t)k;
+    e->since_full++;
+    *n = (int)len;
+    return 0;
+}
+
+/* A whole walk of thread t, kept in e: its length or an error (the caller
+ * retries, with e as it was: nothing in it came from this walk). */
+static int walk_whole(struct pys_session *s, struct prof_walk *w, const struct cpy_thread *t,
+                      struct prof_fcache_entry *e)
+{
+    struct prof_fcache *fc = &s->fcache;
+    fc->misses++;
+    int n = cpy_stack_walk(&s->mem, &s->off, t, &s->stack, s->raw, s->walk_max);
+    if (n < 0)
+        return n;
+    /* Checked as a hit's frames are (a second copy, and the anchor), even a
+     * chain copied in one read. A cut chain's last frame still has the
+     * caller it was cut at. */
+    uint64_t cut = s->stack.cut;
+    if (!prof_torn_whole(s, w, t, (size_t)n, cut, next_anchor(s->raw, (size_t)n)))
+        return PYS_E_CORRUPT;
+    fc->frames_read += (uint64_t)n;
+    e->since_full = 0;
+    /* Remember the chain (it reached the base frame: the walk checks). */
+    e->res_valid = 0;
+    if (reserve_entry(e, (size_t)n) < 0) {
+        e->n = 0;
+        return PYS_E_NOMEM;
+    }
+    /* A thread without frames (n = 0) may have no array yet. */
+    if (n > 0)
+        memcpy(e->frames, s->raw, (size_t)n * sizeof *s->raw);
+    e->n = (size_t)n;
+    e->cut = w->cut = cut;
+    return n;
 }
 
 /*
- * The check of chain_and_anchor_unchanged, from the walk's own second copy
- * (ask_second_copy) if it made one and no read came since: 1 unchanged, 0
- * changed, -1 no such copy of every word.
+ * After a walk of n frames (hit: from the cache) that e->frames now holds:
+ * leave the anchor for the next sample, writing it into the thread state
+ * where it moves. n, or PYS_E_EXITED.
  */
-static int walk_rechecked(struct pys_session *s, const struct cpy_raw_frame *raw, size_t from,
-                          size_t k, uint64_t last_prev, int pos_k, uint64_t anchor, uint64_t seq)
+static int leave_anchor(struct pys_session *s, const struct cpy_thread *t,
+                        struct prof_fcache_entry *e, int n, int hit)
 {
-    if (s->mem.stats.reads != s->stack.second_reads)
-        return -1;
-    int r = cpy_stack_second_matches(&s->off, &s->stack, raw, from, k, last_prev, pos_k);
-    if (r == 1 && (s->fcache.after[0] != anchor || s->fcache.after[1] != seq))
-        return 0;
-    return r;
-}
-
-int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
-{
-    struct prof_fcache *fc = &s->fcache;
-    struct prof_fcache_entry *e = lookup(fc, t->addr, 1);
     uint64_t anchor = t->last_profiled_frame;
-    int n = -1;
-
-    if (!e)
-        return PYS_E_NOMEM;
-    if (e->epoch != s->snapshots) {
-        e->epoch = s->snapshots;
-        fc->seen++;
-    }
-    s->walk_entry = e;
-    s->tail_start = SIZE_MAX;
-    int same_anchor_ok = anchor != e->anchor || t->last_profiled_frame_seq == e->seq;
-    int returned = 0, hit = 0;
-    /* Did the anchor written at the last sample last until this one? */
-    if (e->wrote)
-        e->wasted = anchor == e->anchor && t->last_profiled_frame_seq == e->seq ? 0
-                                                                               : e->wasted + 1;
-    e->wrote = 0;
-    if (e->n && anchor != 0 && same_anchor_ok && e->since_full < REFRESH) {
-        size_t pos = 0;
-        while (pos < e->n && e->frames[pos].addr != anchor)
-            pos++;
-        uint64_t prev = 0;
-        /* The next prefetch takes the data stack from a little below the
-         * lower of this anchor and the last one: a stack that sits near
-         * its top is not copied whole at each sample, one that keeps
-         * unwinding to its bottom is. */
-        uint64_t low = e->last_stop && e->last_stop < anchor ? e->last_stop : anchor;
-        s->stack.note_from = low > NOTE_BELOW ? low - NOTE_BELOW : 0;
-        e->last_stop = anchor;
-        int gen_asked = ask_second_copy(s, t);
-        int k = pos < e->n && anchor_trusted(t, &e->frames[pos])
-                    ? cpy_stack_walk_to(&s->mem, &s->off, t, &s->stack, anchor, s->raw, s->walk_max,
-                                        &prev)
-                    : PYS_E_NOTFOUND;
-        s->stack.note_from = 0;
-        if (gen_asked && s->stack.second_len > 0)
-            s->gen_after_reads = s->stack.second_reads;
-        /* The chain was torn (it ended short of the base frame), or memory
-         * the thread state names is gone (a chunk freed as the stack
-         * unwound: that state is out of date): no whole walk of the same
-         * state can do better, it reads the same memory first. The caller
-         * reads the thread again; the cache is kept. */
-        if (k == PYS_E_EXITED || k == PYS_E_NOMEM || k == PYS_E_CORRUPT || k == PYS_E_BADADDR)
-            return k;
-        uint64_t below = pos + 1 < e->n ? e->frames[pos + 1].addr : e->cut;
-        returned = k == 1 && anchor_returned(s, e, pos, prev, below);
-        /* Read with its code object cleared, the anchor has returned since
-         * the thread state was read (that state is out of date), or a frame
-         * pushed at its address since has. Read again: the interpreter will
-         * have moved the anchor to the caller. */
-        if (k > 0 && s->raw[k - 1].code == 0 && !returned)
-            return PYS_E_CORRUPT;
-        /* The cached frames below the anchor that follow the k read: all
-         * of them, or for a cut chain as many as fill it again (at least
-         * one, and its frames must fill it). */
-        size_t rest = pos < e->n ? e->n - pos - 1 : 0, take = rest;
-        if (e->cut && k > 0)
-            take = (size_t)k + rest >= s->walk_max - 1 && (size_t)k < s->walk_max - 1
-                       ? s->walk_max - 1 - (size_t)k
-                       : 0;
-        int ok = k > 0 && (returned || s->raw[k - 1].code == e->frames[pos].code) &&
-                 prev == below && (e->cut ? take > 0 : (size_t)k + rest <= s->walk_max);
-        if (ok && !returned) {
-            /* Check that the anchor has not returned since the thread
-             * state was read (the interpreter would then have moved it and
-             * bumped the sequence number: the frames below it may no longer
-             * be the cached ones), and the frames between it and the top
-             * against a second copy made after them. Frames copied at
-             * different moments may mix two call chains, and even one copy,
-             * from the batch or not, is not one moment: the kernel's copy can
-             * be paused midway (this VM's CPU taken away) while the target
-             * runs on, leaving an old caller under new callees. The anchor
-             * itself stayed (its number did not move), and so did what it
-             * calls, if that is the top frame copied after it. The batch's
-             * second copies say when it made them, else the walk's own
-             * (ask_second_copy: it read past the batch), else one more read. Not
-             * an anchor found returned: it has moved by definition, and
-             * with nothing read above it there is nothing to mix. */
-            size_t top = prof_top_settled(s, s->raw, (size_t)k);
-            int move = prof_thread_may_move(s, t, 0);
-            size_t check = move ? (size_t)k - 1 - top : 0;
-            /* The anchor's position too, where it calls a frame of the
-             * walk: it may have called another since the cache saw it, but
-             * not since this walk read it. */
-            int pos_k = move && k > 1;
-            int r = prof_chain_rechecked(s, t, s->raw, top, top + check, anchor, pos_k);
-            if (r < 0)
-                r = walk_rechecked(s, s->raw, top, top + check, anchor, pos_k, anchor,
-                                   t->last_profiled_frame_seq);
-            hint_above_anchor(s, t, s->raw, top, top + check, (size_t)k);
-            ok = r >= 0 ? r
-                        : chain_and_anchor_unchanged(s, t, s->raw, top, top + check, anchor, pos_k,
-                                                     anchor, t->last_profiled_frame_seq);
-            /* Torn: the thread moved on since its state was read. A whole
-             * walk from that same state would be torn too; the caller reads
-             * the thread again and retries. The cache is still good. */
-            if (!ok)
-                return PYS_E_CORRUPT;
-        }
-        if (ok) {
-            /* The cached tail (and what it resolved to) moves, in place, to
-             * follow the k frames just read; most often it is already there.
-             * A cut chain is cut again above the first cached frame left. */
-            if (take < rest)
-                e->cut = e->frames[pos + 1 + take].addr;
-            n = k + (int)take;
-            if (reserve_entry(e, (size_t)n) < 0) {
-                e->n = 0;
-                return PYS_E_NOMEM;
-            }
-            if ((size_t)k != pos + 1) {
-                memmove(e->frames + k, e->frames + pos + 1, take * sizeof *e->frames);
-                memmove(e->res + k, e->res + pos + 1, take * sizeof *e->res);
-                memmove(e->res_kind + k, e->res_kind + pos + 1, take);
-            }
-            memcpy(e->frames, s->raw, (size_t)k * sizeof *s->raw);
-            e->n = (size_t)n;
-            s->walk_cut = e->cut;
-            if (e->res_valid)
-                s->tail_start = (size_t)k;
-            /* Full hit: our anchor still in place and at most the top frame
-             * above it. */
-            if (anchor == e->anchor && k <= 2)
-                fc->hits++;
-            else
-                fc->partial_hits++;
-            fc->frames_cached += take;
-            fc->frames_read += (uint64_t)k;
-            e->since_full++;
-            hit = 1;
-        }
-    }
-    if (n < 0) {
-        fc->misses++;
-        n = cpy_stack_walk(&s->mem, &s->off, t, &s->stack, s->raw, s->walk_max);
-        /* A chain copied in one read shows one moment; one put together
-         * from several reads is checked against a second read. A walk that
-         * fails, or is torn: the caller retries, with the cache entry as it
-         * was (nothing in it came from this walk). */
-        if (n < 0)
-            return n;
-        /* Checked as a hit's frames are (a second copy, and the anchor),
-         * even a chain copied in one read. A cut chain's last frame still
-         * has the caller it was cut at. */
-        uint64_t cut = s->stack.cut;
-        size_t top = prof_top_settled(s, s->raw, (size_t)n);
-        size_t check = prof_thread_may_move(s, t, 0) ? (size_t)n - top : 0;
-        int r = prof_chain_rechecked(s, t, s->raw, top, top + check, cut, 0);
-        hint_above_anchor(s, t, s->raw, top, top + check, (size_t)n);
-        if (r == 0 ||
-            (r < 0 && check > 0 && !prof_chain_unchanged(s, s->raw, top, top + check, cut)))
-            return PYS_E_CORRUPT;
-        fc->frames_read += (uint64_t)n;
-        e->since_full = 0;
-        /* Remember the chain (it reached the base frame: the walk checks). */
-        e->res_valid = 0;
-        if (reserve_entry(e, (size_t)n) < 0) {
-            e->n = 0;
-            return PYS_E_NOMEM;
-        }
-        /* A thread without frames (n = 0) may have no array yet. */
-        if (n > 0)
-            memcpy(e->frames, s->raw, (size_t)n * sizeof *s->raw);
-        e->n = (size_t)n;
-        e->cut = s->walk_cut = cut;
-    }
-    /* The anchor returned: the interpreter has moved it to its caller
-     * (bumping the sequence number); ours stays as it was, so that the next
-     * sample takes the moved one. */
-    if (returned)
-        return n;
-    /* From here on e->frames is the chain (the walk's result); the
-     * resolutions of its tail stay valid, those of the frames above it are
-     * stored by prof_fcache_resolved. Anchor it at the current frame. */
-    if (s->tail_start == SIZE_MAX)
-        e->res_valid = 0;
-    /* A thread's first walk only looks: the anchor another profiler
-     * keeps, if one does, is not overwritten before the next walk has had
-     * a chance to see it move (prof_fcache_usable). */
+    /* A thread's first walk only looks: the anchor another profiler keeps,
+     * if one does, is not overwritten before the next walk has had a chance
+     * to see it move (prof_fcache_usable). */
     if (!e->looked) {
         e->looked = 1;
         e->seq = t->last_profiled_frame_seq;
@@ -778,9 +452,49 @@ int prof_fcache_walk(struct pys_session *s, const struct cpy_thread *t)
     return n;
 }
 
-void prof_fcache_resolved(struct pys_session *s, size_t nraw, int ok)
+int prof_fcache_walk(struct pys_session *s, struct prof_walk *w, const struct cpy_thread *t)
 {
-    struct prof_fcache_entry *e = s->walk_entry;
+    struct prof_fcache *fc = &s->fcache;
+    struct prof_fcache_entry *e = lookup(fc, t->addr, 1);
+    uint64_t anchor = t->last_profiled_frame;
+    int n = -1, rc;
+
+    if (!e)
+        return PYS_E_NOMEM;
+    if (e->epoch != s->snapshots) {
+        e->epoch = s->snapshots;
+        fc->seen++;
+    }
+    w->entry = e;
+    w->tail_start = SIZE_MAX;
+    int same_anchor_ok = anchor != e->anchor || t->last_profiled_frame_seq == e->seq;
+    int returned = 0;
+    /* Did the anchor written at the last sample last until this one? */
+    if (e->wrote)
+        e->wasted = anchor == e->anchor && t->last_profiled_frame_seq == e->seq ? 0 : e->wasted + 1;
+    e->wrote = 0;
+    if (e->n && anchor != 0 && same_anchor_ok && e->since_full < REFRESH &&
+        (rc = walk_hit(s, w, t, e, &n, &returned)) < 0)
+        return rc;
+    int hit = n >= 0;
+    if (!hit && (n = walk_whole(s, w, t, e)) < 0)
+        return n;
+    /* The anchor returned: the interpreter has moved it to its caller
+     * (bumping the sequence number); ours stays as it was, so that the next
+     * sample takes the moved one. */
+    if (returned)
+        return n;
+    /* From here on e->frames is the chain (the walk's result); the
+     * resolutions of its tail stay valid, those of the frames above it are
+     * stored by prof_fcache_resolved. */
+    if (w->tail_start == SIZE_MAX)
+        e->res_valid = 0;
+    return leave_anchor(s, t, e, n, hit);
+}
+
+void prof_fcache_resolved(struct pys_session *s, const struct prof_walk *w, size_t nraw, int ok)
+{
+    struct prof_fcache_entry *e = w->entry;
     if (!e)
         return;
     e->res_valid = 0;
@@ -791,7 +505,7 @@ void prof_fcache_resolved(struct pys_session *s, size_t nraw, int ok)
     if (!ok || nraw != e->n || nraw > e->cap)
         return;
     /* The tail's resolutions are in place already: store the rest. */
-    size_t fresh = s->tail_start < nraw ? s->tail_start : nraw;
+    size_t fresh = w->tail_start < nraw ? w->tail_start : nraw;
     if (fresh > 0) {
         memcpy(e->res, s->res_scratch, fresh * sizeof *e->res);
         memcpy(e->res_kind, s->kind_scratch, fresh);
@@ -821,7 +535,5 @@ void prof_fcache_release(struct prof_fcache *fc)
     }
     free(fc->v);
     util_htab_release(&fc->index);
-    free(fc->verify);
-    free(fc->segs);
     memset(fc, 0, sizeof *fc);
 }

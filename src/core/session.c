@@ -49,7 +49,8 @@ int pys_session_attach_image(pys_session **out, const char *path, const struct p
     }
     s->image = im;
     s->image_src = src;
-    s->mem.src = s->mem_idle.src = &s->image_src.base;
+    mem_set_source(&s->mem, &s->image_src.base);
+    mem_set_source(&s->mem_idle, &s->image_src.base);
     *out = s;
     return 0;
 }
@@ -91,7 +92,7 @@ int prof_session_open(pys_session **out, int pid, struct mem_source *src,
     mem_init(&s->mem_idle, src);
     /* Its snapshots read the threads holding the GIL, which change from one
      * to the next: what they read before is not worth reading again. */
-    s->mem_idle.keep_snapshots = 0;
+    mem_set_keep(&s->mem_idle, 0);
     if (!facts)
         prof_process_open(s);
     rc = facts ? prof_attach_facts(s, facts) : prof_attach_runtime(s);
@@ -143,6 +144,7 @@ void pys_session_free(pys_session *s)
     prof_process_close(s);
     prof_codecache_release(&s->codes);
     prof_fcache_release(&s->fcache);
+    prof_torn_release(&s->torn);
     mem_release(&s->mem);
     mem_release(&s->mem_idle);
     prof_intern_release(&s->strings);
@@ -152,9 +154,6 @@ void pys_session_free(pys_session *s)
     free(s->res_scratch);
     free(s->code_addrs);
     free(s->snap_codes);
-    free(s->chk_segs);
-    free(s->chk_vals);
-    free(s->chk_walks);
     free(s->seen_interps);
     free(s->op_segs);
     free(s->op_frame);
@@ -206,11 +205,13 @@ void pys_session_stats(const pys_session *s, struct pys_stats *out)
     memset(out, 0, sizeof *out);
     out->snapshots = s->snapshots;
     out->thread_errors = s->thread_errors;
-    const struct mem_stats *a = &s->mem.stats, *b = &s->mem_idle.stats;
-    out->mem_reads = a->reads + b->reads;
-    out->mem_prefetched = a->prefetched + b->prefetched;
-    out->mem_bytes = a->bytes + b->bytes;
-    out->mem_failures = a->failures + b->failures;
+    struct mem_stats m = {0};
+    mem_stats_add(&s->mem, &m);
+    mem_stats_add(&s->mem_idle, &m);
+    out->mem_reads = m.reads;
+    out->mem_prefetched = m.prefetched;
+    out->mem_bytes = m.bytes;
+    out->mem_failures = m.failures;
     out->code_hits = s->codes.hits;
     out->code_misses = s->codes.misses;
     out->frame_cache_hits = s->fcache.hits;
@@ -218,8 +219,8 @@ void pys_session_stats(const pys_session *s, struct pys_stats *out)
     out->frame_cache_misses = s->fcache.misses;
     out->frames_from_cache = s->fcache.frames_cached;
     out->frames_read = s->fcache.frames_read;
-    out->mem_writes = a->writes + b->writes;
-    out->mem_pieces = a->pieces + b->pieces;
+    out->mem_writes = m.writes;
+    out->mem_pieces = m.pieces;
     out->threads_reused = s->idle.reused;
     out->frame_cache_entries = s->fcache.count;
     out->frame_cache_other_writers = s->fcache.other_writers;

@@ -15,10 +15,10 @@
 #include "core/core.h"
 #include "platform/platform.h"
 
-/* A walk that raced with the running thread usually succeeds on a retry.
- * A recursion 900 deep that keeps unwinding and going down again (the
- * frame cache test's "deep") took more than three reads of the thread for
- * 4% of its samples under ASan, 1.5% without; none took more than six. */
+/* A walk that raced with the running thread usually succeeds on a retry; a
+ * deep stack that keeps unwinding and going down again (the frame cache
+ * test's "deep") needs more reads than a quiet one, and each retry reads
+ * only what the thread's last try read (mem_prefetch_retry). */
 #define WALK_TRIES 6
 /* How long a list of one interpreter is taken to be unchanged. */
 #define LONE_INTERP_NS 1000000u
@@ -76,35 +76,6 @@ static void add_marker(struct pys_session *s, int kind)
     f->kind = kind;
 }
 
-/*
- * Turn the raw frames of a walk into pys_frames appended to s->res.frames.
- * Shim frames become one <native> marker per run of them (with the native
- * option); a <GC> marker goes directly above the frame that started a running
- * collection, in place of a <native> in the same gap. A chain the walk cut
- * (s->walk_cut) ends with a <truncated> marker. Returns the number of
- * frames added, or an error (the frames added are dropped).
- */
-/* The contiguous stretch of data stack holding addr, [lo, hi): the thread's
- * current chunk (up to its top) or one chunk the walk copied; 0, 0 if none. */
-static void data_stack_region(const struct pys_session *s, const struct cpy_thread *t,
-                              uint64_t addr, uint64_t *lo, uint64_t *hi)
-{
-    *lo = *hi = 0;
-    if (t->datastack_chunk && addr >= t->datastack_chunk && addr < t->datastack_top) {
-        *lo = t->datastack_chunk;
-        *hi = t->datastack_top;
-        return;
-    }
-    for (size_t i = 0; i < s->stack.nchunks; i++) {
-        uint64_t a = s->stack.chunks[i].addr;
-        if (addr >= a && addr - a < s->stack.chunks[i].len) {
-            *lo = a;
-            *hi = a + s->stack.chunks[i].len;
-            return;
-        }
-    }
-}
-
 /* pys_options.opcodes: the byte at each Python frame's instruction, for the
  * frames [start, s->res.nframes) of one thread, in one batched read. Frames whose
  * byte cannot be read keep -1: an opcode is never worth a failed sample. */
@@ -116,8 +87,103 @@ static void read_opcodes(struct pys_session *s, size_t nops)
         s->res.frames[s->op_frame[k]].opcode = s->op_byte[k];
 }
 
-static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
-                          const struct cpy_thread *t, size_t nraw, char *err, size_t errlen)
+/*
+ * 3.8-3.13: the cached code objects frames raw[0..nraw) above the cached
+ * tail are named after, checked after the frames were read (no generation
+ * counter before 3.14 says when they were freed): now on a snapshot's last
+ * try, else with every other thread's after the last walk. 0 or an error.
+ */
+static int note_codes(struct pys_session *s, const struct prof_walk *w,
+                      const struct cpy_raw_frame *raw, size_t nraw)
+{
+    size_t nc = 0;
+    int rc;
+    for (size_t i = 0; i < nraw && i < w->tail_start; i++)
+        if (!raw[i].shim)
+            s->code_addrs[nc++] = raw[i].code;
+    if (s->check_each_walk)
+        return (rc = prof_codecache_check(&s->codes, &s->mem, &s->off, s->code_addrs, nc)) < 0 ? rc
+                                                                                               : 0;
+    if (nc == 0)
+        return 0;
+    if ((rc = prof_reserve((void **)&s->snap_codes, &s->snap_codes_cap, s->nsnap_codes + nc,
+                           sizeof *s->snap_codes)) < 0)
+        return rc;
+    memcpy(s->snap_codes + s->nsnap_codes, s->code_addrs, nc * sizeof *s->code_addrs);
+    s->nsnap_codes += nc;
+    return 0;
+}
+
+/*
+ * Name Python frame raw[i] of thread t, read by this walk: its code object
+ * (*pc), its kind (s->kind_scratch[i]) and, for a frame past its prologue,
+ * its resolution (s->res_scratch[i]). 0, or an error with the detail in err.
+ */
+static int name_frame(struct pys_session *s, const struct cpy_thread *t,
+                      const struct cpy_raw_frame *raw, size_t i, const struct prof_code **pc,
+                      char *err, size_t errlen)
+{
+    const struct cpy_raw_frame *rf = &raw[i];
+    struct pys_frame *out = &s->res_scratch[i];
+    int rc = prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym, rf->code, pc);
+    if (rc < 0) {
+        snprintf(err, errlen, "code object at 0x%llx unreadable: %s", (unsigned long long)rf->code,
+                 pys_strerror(rc));
+        return rc;
+    }
+    const struct prof_code *c = *pc;
+    int incomplete = cpy_frame_incomplete(&s->off, &c->code, rf);
+    if ((rc = prof_torn_frame_fits(s, t, raw, i, c, incomplete, err, errlen)) < 0)
+        return rc;
+    s->kind_scratch[i] = incomplete ? PROF_RES_INCOMPLETE : PROF_RES_FRAME;
+    if (incomplete)
+        return 0;
+    struct cpy_location loc;
+    if ((rc = prof_codecache_locate(&s->codes, &s->off, c, rf, &out->lasti, &loc)) < 0) {
+        snprintf(err, errlen, "frame at 0x%llx: instruction pointer outside %s",
+                 (unsigned long long)rf->addr, c->qualname);
+        return rc;
+    }
+    out->filename = c->filename;
+    out->qualname = c->qualname;
+    out->firstlineno = c->code.firstlineno;
+    out->lineno = loc.lineno;
+    out->end_lineno = loc.end_lineno;
+    out->col = loc.col;
+    out->end_col = loc.end_col;
+    out->kind = PYS_FRAME_PYTHON;
+    out->opcode = -1;
+    return 0;
+}
+
+/* pys_options.opcodes: have read_opcodes fill frame s->res.nframes (about
+ * to be added: rf, resolved to res, code *pc if looked up) with its
+ * opcode. */
+static void want_opcode(struct pys_session *s, const struct cpy_raw_frame *rf,
+                        const struct pys_frame *res, const struct prof_code *pc, size_t *nops)
+{
+    /* The cached tail's code objects are looked up only for this. */
+    if (res->lasti < 0 || (!pc && prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off,
+                                                     &s->sym, rf->code, &pc) != 0))
+        return;
+    if ((uint64_t)res->lasti < 2 * pc->code.ncodeunits) {
+        s->op_segs[*nops] =
+            (struct mem_seg){pc->code.code_bytes + (uint64_t)res->lasti, &s->op_byte[*nops], 1};
+        s->op_frame[(*nops)++] = s->res.nframes;
+    }
+}
+
+/*
+ * Turn the raw frames of walk w into pys_frames appended to s->res.frames.
+ * Shim frames become one <native> marker per run of them (with the native
+ * option); a <GC> marker goes directly above the frame that started a running
+ * collection, in place of a <native> in the same gap. A chain the walk cut
+ * (w->cut) ends with a <truncated> marker. Returns the number of frames
+ * added, or an error (the frames added are dropped).
+ */
+static int resolve_frames(struct pys_session *s, const struct prof_walk *w,
+                          const struct cpy_interp *in, const struct cpy_thread *t, size_t nraw,
+                          char *err, size_t errlen)
 {
     size_t start = s->res.nframes, nops = 0;
     int pending_native = 0, live_above = 0;
@@ -130,26 +196,9 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
         return rc;
     /* The walk's chain: the frame cache entry's, or the scratch of a walk
      * made without the cache. */
-    const struct cpy_raw_frame *raw = s->walk_entry ? s->walk_entry->frames : s->raw;
-    if (s->codes.validate) {
-        /* Cached code objects, checked after the frames were read (no
-         * generation counter before 3.14 says when they were freed). */
-        size_t nc = 0;
-        for (size_t i = 0; i < nraw && i < s->tail_start; i++)
-            if (!raw[i].shim)
-                s->code_addrs[nc++] = raw[i].code;
-        if (s->check_each_walk) {
-            if ((rc = prof_codecache_check(&s->codes, &s->mem, &s->off, s->code_addrs, nc)) < 0)
-                return rc;
-        } else if (nc > 0) {
-            /* Checked with every other thread's, after the last walk. */
-            if ((rc = prof_reserve((void **)&s->snap_codes, &s->snap_codes_cap,
-                                   s->nsnap_codes + nc, sizeof *s->snap_codes)) < 0)
-                return rc;
-            memcpy(s->snap_codes + s->nsnap_codes, s->code_addrs, nc * sizeof *s->code_addrs);
-            s->nsnap_codes += nc;
-        }
-    }
+    const struct cpy_raw_frame *raw = w->entry ? w->entry->frames : s->raw;
+    if (s->codes.validate && (rc = note_codes(s, w, raw, nraw)) < 0)
+        return rc;
     /* Without markers or opcodes, the cached tail is its frames, copied as
      * they are (a very deep stack's tail is thousands of frames). */
     int plain_tail = !s->opt.native && !s->opt.opcodes && !(s->opt.gc && in->gc_frame != 0);
@@ -158,8 +207,8 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
         const struct pys_frame *res = &s->res_scratch[i];
         const uint8_t *kind = &s->kind_scratch[i];
         const struct prof_code *pc = NULL; /* looked up for frames read now */
-        if (i >= s->tail_start && plain_tail) {
-            const struct prof_fcache_entry *e = s->walk_entry;
+        if (i >= w->tail_start && plain_tail) {
+            const struct prof_fcache_entry *e = w->entry;
             struct pys_frame *out = s->res.frames + s->res.nframes;
             for (; i < nraw; i++)
                 if (e->res_kind[i] == PROF_RES_FRAME)
@@ -167,75 +216,19 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
             s->res.nframes = (size_t)(out - s->res.frames);
             break;
         }
-        /* One read is not one moment: the target runs on while the kernel
-         * copies, and a copy can be interrupted. A frame is cleared (its code
-         * object gone) as it returns, after the frames above it: a cleared
-         * frame below one that is not was read at two moments. */
-        if (i < s->tail_start) {
-            if (rf->code == 0 && live_above) {
-                rc = PYS_E_CORRUPT;
-                snprintf(err, errlen, "torn stack: a frame below the top has returned");
-                goto fail;
-            }
-            live_above |= rf->code != 0;
+        if (i < w->tail_start && !prof_torn_frame_order(raw, i, &live_above)) {
+            rc = PYS_E_CORRUPT;
+            snprintf(err, errlen, "torn stack: a frame below the top has returned");
+            goto fail;
         }
-        if (i >= s->tail_start) {
+        if (i >= w->tail_start) {
             /* From the frame cache: resolved at an earlier sample. */
-            res = &s->walk_entry->res[i];
-            kind = &s->walk_entry->res_kind[i];
+            res = &w->entry->res[i];
+            kind = &w->entry->res_kind[i];
         } else if (rf->shim) {
             s->kind_scratch[i] = PROF_RES_SHIM;
-        } else {
-            struct pys_frame *out = &s->res_scratch[i];
-            rc = prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym, rf->code,
-                                    &pc);
-            if (rc < 0) {
-                snprintf(err, errlen, "code object at 0x%llx unreadable: %s",
-                         (unsigned long long)rf->code, pys_strerror(rc));
-                goto fail;
-            }
-            if (i > 0) {
-                uint64_t lo, hi;
-                data_stack_region(s, t, rf->addr, &lo, &hi);
-                if (!cpy_frames_adjacent(&raw[i - 1], rf, &pc->code, lo, hi)) {
-                    rc = PYS_E_CORRUPT;
-                    snprintf(err, errlen, "torn stack: the frame above %s is not its callee",
-                             pc->qualname);
-                    goto fail;
-                }
-            }
-            s->kind_scratch[i] = cpy_frame_incomplete(&s->off, &pc->code, rf)
-                                     ? PROF_RES_INCOMPLETE
-                                     : PROF_RES_FRAME;
-            /* A frame still in its prologue has called no Python function
-             * yet (C code it calls, a collection say, may): one that a
-             * Python frame names as its caller was read at another moment
-             * than that frame. */
-            if (s->kind_scratch[i] == PROF_RES_INCOMPLETE && i > 0 && !raw[i - 1].shim &&
-                !raw[i - 1].entry) {
-                rc = PYS_E_CORRUPT;
-                snprintf(err, errlen, "torn stack: %s, below the top, has not started",
-                         pc->qualname);
-                goto fail;
-            }
-            if (s->kind_scratch[i] == PROF_RES_FRAME) {
-                struct cpy_location loc;
-                rc = prof_codecache_locate(&s->codes, &s->off, pc, rf, &out->lasti, &loc);
-                if (rc < 0) {
-                    snprintf(err, errlen, "frame at 0x%llx: instruction pointer outside %s",
-                             (unsigned long long)rf->addr, pc->qualname);
-                    goto fail;
-                }
-                out->filename = pc->filename;
-                out->qualname = pc->qualname;
-                out->firstlineno = pc->code.firstlineno;
-                out->lineno = loc.lineno;
-                out->end_lineno = loc.end_lineno;
-                out->col = loc.col;
-                out->end_col = loc.end_col;
-                out->kind = PYS_FRAME_PYTHON;
-                out->opcode = -1;
-            }
+        } else if ((rc = name_frame(s, t, raw, i, &pc, err, errlen)) < 0) {
+            goto fail;
         }
         if (*kind == PROF_RES_SHIM) {
             pending_native = 1;
@@ -251,20 +244,12 @@ static int resolve_frames(struct pys_session *s, const struct cpy_interp *in,
         }
         /* 3.11 marks the first Python frame of each C-level call instead. */
         pending_native = rf->entry;
-        /* The cached tail's code objects are looked up only for this. */
-        if (s->opt.opcodes && res->lasti >= 0 &&
-            (pc || prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym,
-                                      rf->code, &pc) == 0)) {
-            if ((uint64_t)res->lasti < 2 * pc->code.ncodeunits) {
-                s->op_segs[nops] = (struct mem_seg){pc->code.code_bytes + (uint64_t)res->lasti,
-                                                    &s->op_byte[nops], 1};
-                s->op_frame[nops++] = s->res.nframes;
-            }
-        }
+        if (s->opt.opcodes)
+            want_opcode(s, rf, res, pc, &nops);
         s->res.frames[s->res.nframes++] = *res;
     }
     read_opcodes(s, nops);
-    if (s->walk_cut) {
+    if (w->cut) {
         /* C code between the frames kept and the next ones, which are not. */
         if (pending_native && s->opt.native && s->res.nframes > start)
             add_marker(s, PYS_FRAME_NATIVE);
@@ -304,7 +289,7 @@ static void retry_generation(struct pys_session *s)
     if (!CPY_HAS(&s->off, interpreter_state, code_object_generation) || s->gen_interp[0] == 0)
         return;
     if (!mem_prefetch_late_value(&s->mem, &late)) {
-        s->mem.unbatched++;
+        mem_force_recheck(&s->mem);
         return;
     }
     if (late != s->gen_seen[0]) {
@@ -313,48 +298,8 @@ static void retry_generation(struct pys_session *s)
     }
 }
 
-/*
- * Put off the second read of frames raw[from..k) of a walk (see
- * prof_chain_unchanged) to the snapshot's end, where the chains of all
- * threads are read again at once. 0, or PYS_E_NOMEM (check it now).
- */
-static int put_off_check(struct pys_session *s, size_t ti, size_t ni,
-                         const struct cpy_raw_frame *raw, size_t from, size_t k, uint64_t last_prev)
-{
-    const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
-    uint64_t po;
-    size_t pw = cpy_frame_pos_field(&s->off, &po);
-    size_t first = s->nchk, need = s->nchk + 3 * (k - from);
-    int rc = prof_reserve((void **)&s->chk_segs, &s->chk_segs_cap, need, sizeof *s->chk_segs);
-    if (rc == 0)
-        rc = prof_reserve((void **)&s->chk_vals, &s->chk_vals_cap, need, sizeof *s->chk_vals);
-    if (rc == 0)
-        rc = prof_reserve((void **)&s->chk_walks, &s->chk_walks_cap, s->nchk_walks + 1,
-                          sizeof *s->chk_walks);
-    if (rc < 0)
-        return rc;
-    for (size_t i = from; i < k; i++) {
-        /* Code object (a tagged reference from 3.14), then caller, then
-         * (a caller's: cpy_frame_pos_checked) position, as
-         * cpy_frame_pos_value has it. */
-        s->chk_segs[s->nchk] = (struct mem_seg){raw[i].addr + f->executable, NULL, 8};
-        s->chk_vals[s->nchk].kind = CHK_CODE;
-        s->chk_vals[s->nchk++].want = raw[i].code;
-        s->chk_segs[s->nchk] = (struct mem_seg){raw[i].addr + f->previous, NULL, 8};
-        s->chk_vals[s->nchk].kind = CHK_WORD;
-        s->chk_vals[s->nchk++].want = i + 1 < k ? raw[i + 1].addr : last_prev;
-        if (cpy_frame_pos_checked(raw, i)) {
-            s->chk_segs[s->nchk] = (struct mem_seg){raw[i].addr + po, NULL, pw};
-            s->chk_vals[s->nchk].kind = CHK_POS;
-            s->chk_vals[s->nchk++].want = raw[i].instr_ptr;
-        }
-    }
-    s->chk_walks[s->nchk_walks++] = (struct put_off){ti, ni, first, s->nchk - first};
-    return 0;
-}
-
 static int read_thread(struct pys_session *s, const struct cpy_interp *in,
-                       const struct cpy_thread *t, size_t ti, size_t ni);
+                       const struct cpy_thread *t, struct mem_mark mark, size_t ti, size_t ni);
 
 /*
  * The second reads put off by this snapshot's walks, in one read. A thread
@@ -363,37 +308,20 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
  */
 static int put_off_checks(struct pys_session *s)
 {
-    s->put_off = 0;
-    if (s->nchk_walks == 0)
+    const struct prof_put_off *torn;
+    if (!prof_torn_pending(s))
         return 0;
-    for (size_t i = 0; i < s->nchk; i++) {
-        s->chk_vals[i].got = 0;
-        s->chk_segs[i].buf = &s->chk_vals[i].got;
-    }
-    int rc = mem_readv_fresh(&s->mem, s->chk_segs, s->nchk);
-    if (rc == PYS_E_EXITED)
-        return rc;
+    int n = prof_torn_deferred(s, &torn);
+    if (n < 0)
+        return n;
     /* What is read from here on must see the target, not the batch. */
     mem_prefetch_end(&s->mem);
-    size_t nwalks = s->nchk_walks;
-    s->nchk_walks = 0;
-    for (size_t w = 0; w < nwalks; w++) {
-        const struct put_off *po = &s->chk_walks[w];
-        int same = rc == 0;
-        for (size_t j = po->first; same && j < po->first + po->n; j++) {
-            uint64_t got = s->chk_vals[j].got;
-            if (s->chk_vals[j].kind == CHK_CODE)
-                got &= ~s->off.stackref_mask;
-            else if (s->chk_vals[j].kind == CHK_POS)
-                got = cpy_frame_pos_value(&s->off, got);
-            same = got == s->chk_vals[j].want;
-        }
-        if (same)
-            continue;
+    for (int w = 0; w < n; w++) {
+        const struct prof_put_off *po = &torn[w];
         struct pys_thread *pt = &s->res.threads[po->ti];
         struct cpy_thread t;
         mem_log_mark(&s->mem);
-        s->reads_at_thread = s->mem.stats.reads;
+        struct mem_mark mark = mem_mark(&s->mem);
         int trc = cpy_thread_read(&s->mem, &s->off, &s->sym, pt->tstate, s->tsbuf, &t);
         if (trc == PYS_E_EXITED)
             return trc;
@@ -406,48 +334,16 @@ static int put_off_checks(struct pys_session *s)
             s->thread_errors++;
             continue;
         }
-        if ((trc = read_thread(s, &s->seen_interps[po->ni], &t, po->ti, po->ni)) < 0)
+        if ((trc = read_thread(s, &s->seen_interps[po->ni], &t, mark, po->ti, po->ni)) < 0)
             return trc;
     }
-    s->nchk = 0;
     return 0;
-}
-
-/*
- * A walk from the batch torn at a top frame that does not live on the data
- * stack (a generator that yielded between the copy of the thread state and
- * that of its frame) can start again from the frame the thread state's
- * second copy, made last in the same batch, names as current: one read
- * after every frame's first and second copies. Its chain goes through the
- * same checks, against the same second copies; the thread state's other
- * fields are the first copy's, and the anchor and its number are checked
- * unchanged between the two. 1 if cur now starts there; 0 when the top was
- * on the data stack (a stack that keeps unwinding past the anchor: read
- * again, deep went 4.3 to 4.6 µs a sample), a read came after the batch,
- * the batch has no such copy, or it names the same frame.
- */
-static int later_top(struct pys_session *s, struct cpy_thread *cur)
-{
-    uint64_t cf = cur->current_frame;
-    if (s->off.traits.frames != CPY_FRAMES_DIRECT || s->mem.stats.reads != s->reads_at_thread ||
-        (cf >= cur->datastack_chunk && cf < cur->datastack_top))
-        return 0;
-    const uint8_t *c =
-        mem_recheck_view(&s->mem, cur->addr + s->off.thread_state.current_frame, 8);
-    uint64_t top;
-    if (!c)
-        return 0;
-    memcpy(&top, c, 8);
-    if (top == 0 || top == cur->current_frame)
-        return 0;
-    cur->current_frame = top;
-    return 1;
 }
 
 /* Read one thread: status, then frames. Returns 0 (the thread may carry its
  * own error) or PYS_E_EXITED / PYS_E_NOMEM, which end the snapshot. */
 static int read_thread(struct pys_session *s, const struct cpy_interp *in,
-                       const struct cpy_thread *t, size_t ti, size_t ni)
+                       const struct cpy_thread *t, struct mem_mark mark, size_t ti, size_t ni)
 {
     struct pys_thread *pt = &s->res.threads[ti];
     char *err = s->res.thread_err[ti];
@@ -475,6 +371,7 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
     s->res.thread_frame_start[ti] = s->res.nframes;
 
     struct cpy_thread cur = *t;
+    struct prof_walk w = {.mark = mark};
     int put_off = 0, restarted = 0;
     for (int attempt = 0; attempt < WALK_TRIES; attempt++) {
         if (attempt > 0 && !restarted) {
@@ -483,65 +380,38 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
              * and frames among it), so that the next walk sees one moment. */
             mem_prefetch_retry(&s->mem);
             retry_generation(s);
-            s->reads_at_thread = s->mem.stats.reads;
+            mark = mem_mark(&s->mem);
             rc = cpy_thread_read(&s->mem, &s->off, &s->sym, t->addr, s->tsbuf, &cur);
             if (rc < 0)
                 break;
         }
-        s->walk_entry = NULL;
-        s->tail_start = SIZE_MAX;
-        s->walk_cut = 0;
+        w = (struct prof_walk){.mark = mark, .tail_start = SIZE_MAX};
         if (s->use_fcache && prof_fcache_usable(s, &cur)) {
-            rc = prof_fcache_walk(s, &cur);
+            rc = prof_fcache_walk(s, &w, &cur);
         } else {
-            /* A chain put together from several reads (frames read one by
-             * one, several chunks) may mix moments: it is checked against a
-             * second read. So is one copied in one read, when its thread
-             * may have run meanwhile: the copy can be paused midway. */
             rc = cpy_stack_walk(&s->mem, &s->off, &cur, &s->stack, s->raw, s->walk_max);
-            size_t n = rc > 0 ? (size_t)rc : 0, top = n ? prof_top_settled(s, s->raw, n) : 0;
-            int one = prof_walk_one_moment(s);
-            /* Nor is the entry frame at the bottom (3.12+, on the C stack)
-             * read again: the frame above names it as its caller (checked),
-             * and it stays as it is while frames sit on it. A cut chain's
-             * last frame is not that bottom: it keeps the caller it was cut
-             * at. */
-            uint64_t cut = s->walk_cut = s->stack.cut;
-            size_t end = !cut && n > top + 1 && s->raw[n - 1].shim ? n - 1 : n;
-            uint64_t last_prev = cut ? cut : end < n ? s->raw[n - 1].addr : 0;
-            put_off = 0;
-            if (n > 0 && (!one || prof_thread_may_move(s, &cur, in->gil_holder))) {
-                /* From the batch's second copies if it has them, else with
-                 * the other threads' at the snapshot's end if it can. */
-                int r = prof_chain_rechecked(s, NULL, s->raw, top, end, last_prev, 0);
-                prof_chain_hint(s, &cur, s->raw, top, end, 0);
-                if (r >= 0)
-                    rc = r ? rc : PYS_E_CORRUPT;
-                else if (s->put_off &&
-                    put_off_check(s, ti, ni, s->raw, top, end, last_prev) == 0)
-                    put_off = 1;
-                else if (!prof_chain_unchanged(s, s->raw, top, end, last_prev))
-                    rc = PYS_E_CORRUPT;
-            }
+            w.cut = s->stack.cut;
+            int v = rc >= 0 ? prof_torn_walk(s, &w, in, &cur, (size_t)rc, ti, ni) : PROF_TORN_ONE;
+            put_off = v == PROF_TORN_LATER;
+            if (v == PROF_TORN_MIXED)
+                rc = PYS_E_CORRUPT;
         }
         if (rc < 0) {
             snprintf(err, sizeof s->res.thread_err[ti], "%s", walk_error(rc));
         } else {
             size_t nraw = (size_t)rc;
-            rc = resolve_frames(s, in, &cur, nraw, err, sizeof s->res.thread_err[ti]);
+            rc = resolve_frames(s, &w, in, &cur, nraw, err, sizeof s->res.thread_err[ti]);
             if (s->use_fcache)
-                prof_fcache_resolved(s, nraw, rc >= 0);
-            if (rc < 0 && put_off) {
-                /* Not named: nothing to check at the end (the walk is retried). */
-                s->nchk = s->chk_walks[--s->nchk_walks].first;
-            }
+                prof_fcache_resolved(s, &w, nraw, rc >= 0);
+            if (rc < 0 && put_off) /* not named: nothing to check at the end */
+                prof_torn_forget_last(s);
         }
         if (rc >= 0 || rc == PYS_E_EXITED || rc == PYS_E_NOMEM)
             break;
         /* Torn by a top frame that moved on before it was copied: walk
          * again, on the same copies, from the top the batch's second copy
          * of the thread state names, once per batch and not as a try. */
-        restarted = !restarted && rc == PYS_E_CORRUPT && later_top(s, &cur);
+        restarted = !restarted && rc == PYS_E_CORRUPT && prof_torn_later_top(s, &w, &cur);
         if (restarted)
             attempt--;
     }
@@ -578,13 +448,13 @@ static int take_over_threads(struct pys_session *s, const struct cpy_interp *in,
         if (prof_idle_must_read(s, taddr)) {
             struct cpy_thread t;
             mem_log_mark(&s->mem);
-            s->reads_at_thread = s->mem.stats.reads;
+            struct mem_mark mark = mem_mark(&s->mem);
             rc = cpy_thread_read(&s->mem, &s->off, &s->sym, taddr, s->tsbuf, &t);
             if (rc == PYS_E_EXITED)
                 return rc;
             if (rc < 0 || !prof_idle_links_ok(s, i, &t))
                 return 0;
-            rc = read_thread(s, in, &t, s->res.nthreads, ni);
+            rc = read_thread(s, in, &t, mark, s->res.nthreads, ni);
         } else {
             rc = prof_idle_copy_thread(s, i, s->res.nthreads);
         }
@@ -641,7 +511,7 @@ static int generation_moved(struct pys_session *s)
     uint64_t at = s->gen_interp[0] + s->off.interpreter_state.code_object_generation;
     /* Read after all else by the last walk's own second copy: no need to
      * read it again. */
-    if (s->gen_after_reads == s->mem.stats.reads)
+    if (!mem_read_since(&s->mem, s->gen_after_mark))
         gen = s->gen_after;
     else if (mem_read_fresh(&s->mem, at, &gen, sizeof gen) < 0)
         return 0;
@@ -663,7 +533,7 @@ static int generation_moved(struct pys_session *s)
  * not (they are read again at the next use: the snapshot must be taken
  * again), or a read error.
  */
-static int snapshot_codes_ok(struct pys_session *s, uint64_t unbatched)
+static int snapshot_codes_ok(struct pys_session *s, struct mem_mark batch)
 {
     if (!s->codes.validate || s->check_each_walk || s->nsnap_codes == 0)
         return 1;
@@ -673,7 +543,7 @@ static int snapshot_codes_ok(struct pys_session *s, uint64_t unbatched)
     prof_codecache_hint(&s->codes, &s->mem, &s->off, s->snap_codes, s->nsnap_codes);
     size_t left = s->nsnap_codes;
     int rc = 0;
-    if (s->mem.unbatched == unbatched)
+    if (!mem_past_batch_since(&s->mem, batch))
         rc = prof_codecache_rechecked(&s->codes, &s->mem, &s->off, s->snap_codes,
                                       s->nsnap_codes, &left);
     if (rc == 0 && left > 0)
@@ -720,51 +590,94 @@ static int first_interp(struct pys_session *s, uint64_t *iaddr)
     return cpy_runtime_first_interp(&s->mem, &s->off, s->runtime, iaddr);
 }
 
-int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
+/*
+ * The threads of interpreter in (at position ni of the list), read into
+ * s->res and counted in pi. 0, or an error that ends the snapshot.
+ */
+static int read_threads(struct pys_session *s, const struct cpy_interp *in, size_t ni,
+                        struct pys_interp *pi)
+{
+    int rc;
+    uint64_t taddr = in->threads_head;
+    for (size_t nt = 0; taddr != 0; nt++) {
+        struct cpy_thread t;
+        if (nt == CPY_MAX_THREADS)
+            return prof_fail(s, PYS_E_TOODEEP, "more than %d threads", CPY_MAX_THREADS);
+        if ((rc = reserve_threads(s, s->res.nthreads + 1)) < 0)
+            return rc;
+        mem_log_mark(&s->mem);
+        struct mem_mark mark = mem_mark(&s->mem);
+        rc = cpy_thread_read(&s->mem, &s->off, &s->sym, taddr, s->tsbuf, &t);
+        if (rc == PYS_E_EXITED)
+            return rc;
+        if (rc < 0) {
+            /* The list is broken here: report the thread and stop. */
+            struct pys_thread *pt = &s->res.threads[s->res.nthreads];
+            memset(pt, 0, sizeof *pt);
+            pt->tstate = taddr;
+            pt->error = rc;
+            snprintf(s->res.thread_err[s->res.nthreads], sizeof s->res.thread_err[0],
+                     "thread state at 0x%llx unreadable: %s", (unsigned long long)taddr,
+                     pys_strerror(rc));
+            s->res.thread_frame_start[s->res.nthreads] = s->res.nframes;
+            s->res.nthreads++;
+            pi->nthreads++;
+            return 0;
+        }
+        if ((rc = read_thread(s, in, &t, mark, s->res.nthreads, ni)) < 0)
+            return rc;
+        s->res.nthreads++;
+        pi->nthreads++;
+        taddr = t.next;
+    }
+    return 0;
+}
+
+/* What one try of a snapshot ends in, besides 0 and errors. */
+#define SNAP_AGAIN 1 /* take it again: code objects were freed meanwhile (a try) */
+#define SNAP_FULL 2  /* take it again, reading every thread (idle.c; not a try) */
+
+/*
+ * Every interpreter and thread, read into s->res: 0, SNAP_AGAIN, SNAP_FULL
+ * or an error. The last try (tries + 1 == GENERATION_TRIES) checks each
+ * walk's code objects before naming frames, and each walk's chain right
+ * after it.
+ */
+static int snapshot_try(struct pys_session *s, int tries)
 {
     uint64_t iaddr;
-    int rc, tries = 0;
-
-    if (s->exec_seen)
-        return PYS_E_EXEC;
-    /* The last snapshot's results stay readable: threads may be taken over. */
-    prof_idle_keep_results(s);
-again:
+    int rc;
     s->ninterps = s->res.nthreads = s->res.nframes = 0;
     s->nsnap_codes = 0;
-    s->nchk = s->nchk_walks = 0;
+    s->torn.nchk = s->torn.nchk_walks = 0;
     s->fcache.seen = 0;
-    /* The last try checks each walk's code objects before naming frames,
-     * and each walk's chain right after it. */
     s->check_each_walk = tries + 1 >= GENERATION_TRIES;
-    s->put_off = !s->check_each_walk;
+    s->torn.put_off = !s->check_each_walk;
     s->err[0] = '\0';
     s->snapshots++;
     if ((rc = prof_idle_begin(s, tries)) < 0)
-        goto fail;
+        return rc;
     mem_prefetch_begin(&s->mem);
-    uint64_t unbatched = s->mem.unbatched;
+    struct mem_mark batch = mem_mark(&s->mem);
     if ((rc = first_interp(s, &iaddr)) < 0)
-        goto fail;
+        return rc;
     uint64_t head = iaddr;
     for (size_t ni = 0; iaddr != 0; ni++) {
         struct cpy_interp in;
-        if (ni == CPY_MAX_INTERPS) {
-            rc = prof_fail(s, PYS_E_TOODEEP, "more than %d interpreters", CPY_MAX_INTERPS);
-            goto fail;
-        }
+        if (ni == CPY_MAX_INTERPS)
+            return prof_fail(s, PYS_E_TOODEEP, "more than %d interpreters", CPY_MAX_INTERPS);
         if ((rc = cpy_interp_read(&s->mem, &s->off, s->runtime, iaddr, &in)) < 0)
-            goto fail;
+            return rc;
         if ((rc = prof_reserve((void **)&s->seen_interps, &s->seen_interps_cap, ni + 1,
                                sizeof *s->seen_interps)) < 0)
-            goto fail;
+            return rc;
         s->seen_interps[ni] = in;
         if (ni == 0 && s->lone_interp == 0)
             s->lone_interp = in.next == 0 && in_runtime(s, head) ? head : 0;
         check_code_generation(s, ni, &in);
         if ((rc = prof_reserve((void **)&s->interps, &s->interps_cap, s->ninterps + 1,
                                sizeof *s->interps)) < 0)
-            goto fail;
+            return rc;
         struct pys_interp *pi = &s->interps[s->ninterps++];
         pi->id = in.id;
         pi->gil_holder = in.gil_holder;
@@ -773,71 +686,32 @@ again:
         pi->threads = (const struct pys_thread *)(uintptr_t)s->res.nthreads;
         if (s->idle.active) {
             if ((rc = take_over_threads(s, &in, ni, pi)) < 0)
-                goto fail;
+                return rc;
             if (rc == 0) {
                 s->idle.force_full = 1;
-                mem_prefetch_end(&s->mem);
-                goto again;
+                return SNAP_FULL;
             }
             iaddr = 0;
             continue;
         }
-        uint64_t taddr = in.threads_head;
-        for (size_t nt = 0; taddr != 0; nt++) {
-            struct cpy_thread t;
-            if (nt == CPY_MAX_THREADS) {
-                rc = prof_fail(s, PYS_E_TOODEEP, "more than %d threads", CPY_MAX_THREADS);
-                goto fail;
-            }
-            if ((rc = reserve_threads(s, s->res.nthreads + 1)) < 0)
-                goto fail;
-            mem_log_mark(&s->mem);
-            s->reads_at_thread = s->mem.stats.reads;
-            rc = cpy_thread_read(&s->mem, &s->off, &s->sym, taddr, s->tsbuf, &t);
-            if (rc == PYS_E_EXITED)
-                goto fail;
-            if (rc < 0) {
-                /* The list is broken here: report the thread and stop. */
-                struct pys_thread *pt = &s->res.threads[s->res.nthreads];
-                memset(pt, 0, sizeof *pt);
-                pt->tstate = taddr;
-                pt->error = rc;
-                snprintf(s->res.thread_err[s->res.nthreads], sizeof s->res.thread_err[0],
-                         "thread state at 0x%llx unreadable: %s", (unsigned long long)taddr,
-                         pys_strerror(rc));
-                s->res.thread_frame_start[s->res.nthreads] = s->res.nframes;
-                s->res.nthreads++;
-                pi->nthreads++;
-                break;
-            }
-            if ((rc = read_thread(s, &in, &t, s->res.nthreads, ni)) < 0)
-                goto fail;
-            s->res.nthreads++;
-            pi->nthreads++;
-            taddr = t.next;
-        }
+        if ((rc = read_threads(s, &in, ni, pi)) < 0)
+            return rc;
         iaddr = in.next;
     }
     if ((rc = put_off_checks(s)) < 0)
-        goto fail;
-    if (s->mem.unbatched != unbatched && tries + 1 < GENERATION_TRIES && generation_moved(s)) {
-        tries++;
-        mem_prefetch_end(&s->mem);
-        goto again;
-    }
-    if ((rc = snapshot_codes_ok(s, unbatched)) < 0)
-        goto fail;
-    if (rc == 0) {
-        tries++;
-        mem_prefetch_end(&s->mem);
-        goto again;
-    }
-    /* Threads taken over were not walked: their entries stay. */
-    if (s->use_fcache && !s->idle.active)
-        prof_fcache_sweep(s);
-    prof_idle_end(s, 1);
-    /* Fix-up: turn indices into pointers now that the arrays are final.
-     * Interpreters without threads (a process caught starting up) may come
+        return rc;
+    if (mem_past_batch_since(&s->mem, batch) && tries + 1 < GENERATION_TRIES && generation_moved(s))
+        return SNAP_AGAIN;
+    if ((rc = snapshot_codes_ok(s, batch)) < 0)
+        return rc;
+    return rc == 0 ? SNAP_AGAIN : 0;
+}
+
+/* After a try that succeeded: turn indices into pointers now that the
+ * arrays are final. Whether a thread failed. */
+static int fix_up(struct pys_session *s)
+{
+    /* Interpreters without threads (a process caught starting up) may come
      * before any thread was ever stored: no array yet. */
     for (size_t i = 0; i < s->ninterps; i++)
         s->interps[i].threads =
@@ -849,6 +723,47 @@ again:
         s->res.threads[i].error_text = s->res.threads[i].error ? s->res.thread_err[i] : NULL;
         failed |= s->res.threads[i].error != 0;
     }
+    return failed;
+}
+
+/*
+ * The retries, in one place each: a thread whose walk was torn is walked
+ * again in read_thread (its second reads put off to the snapshot's end come
+ * back there too); the whole snapshot is taken again here, when code
+ * objects were freed while it was read (at most GENERATION_TRIES times) or
+ * when threads taken over turned out to have changed (SNAP_FULL).
+ */
+int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
+{
+    int rc, tries = 0;
+
+    if (s->exec_seen)
+        return PYS_E_EXEC;
+    /* The last snapshot's results stay readable: threads may be taken over. */
+    prof_idle_keep_results(s);
+    while ((rc = snapshot_try(s, tries)) > 0) {
+        tries += rc == SNAP_AGAIN;
+        mem_prefetch_end(&s->mem);
+    }
+    if (rc < 0) {
+        mem_prefetch_end(&s->mem);
+        prof_idle_end(s, 0);
+        if (rc != PYS_E_EXITED) {
+            int erc = prof_exec_check(s, 1);
+            if (erc < 0)
+                return erc;
+        }
+        if (rc == PYS_E_EXITED)
+            return prof_fail(s, rc, "process %d exited", s->pid);
+        if (rc != PYS_E_TOODEEP)
+            prof_fail(s, rc, "reading process %d: %s", s->pid, pys_strerror(rc));
+        return rc;
+    }
+    /* Threads taken over were not walked: their entries stay. */
+    if (s->use_fcache && !s->idle.active)
+        prof_fcache_sweep(s);
+    prof_idle_end(s, 1);
+    int failed = fix_up(s);
     mem_prefetch_end(&s->mem);
     /* What was read may be another program's memory: not reported then. */
     if ((rc = prof_exec_check(s, failed)) < 0)
@@ -857,17 +772,4 @@ again:
     s->snap.interps = s->interps;
     *out = &s->snap;
     return 0;
-fail:
-    mem_prefetch_end(&s->mem);
-    prof_idle_end(s, 0);
-    if (rc != PYS_E_EXITED) {
-        int erc = prof_exec_check(s, 1);
-        if (erc < 0)
-            return erc;
-    }
-    if (rc == PYS_E_EXITED)
-        return prof_fail(s, rc, "process %d exited", s->pid);
-    if (rc != PYS_E_TOODEEP)
-        prof_fail(s, rc, "reading process %d: %s", s->pid, pys_strerror(rc));
-    return rc;
 }

@@ -216,11 +216,11 @@ int pys_tasks_new(pys_session *s, pys_tasks **out, char *errtext, size_t errlen)
         return PYS_E_NOMEM;
     t->s = s;
     t->pages.base.ops = &PAGE_OPS;
-    t->pages.inner = s->mem.src;
+    t->pages.inner = mem_source_of(&s->mem);
     t->pages.pass = 1;
     t->pages.data = malloc((size_t)PAGE_SLOTS * PAGE_SIZE_);
     mem_init(&t->mem, &t->pages.base);
-    mem_init(&t->fresh, s->mem.src);
+    mem_init(&t->fresh, mem_source_of(&s->mem));
     t->raw_max = s->walk_max;
     t->tsbuf = malloc(cpy_thread_bufsize(&s->off));
     t->raw = malloc(t->raw_max * sizeof *t->raw);

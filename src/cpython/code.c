@@ -251,17 +251,6 @@ int cpy_code_locate(const struct cpy_offsets *o, const struct cpy_code *c,
     return 0;
 }
 
-int cpy_frames_adjacent(const struct cpy_raw_frame *callee, const struct cpy_raw_frame *caller,
-                        const struct cpy_code *caller_code, uint64_t lo, uint64_t hi)
-{
-    if (callee->owner != 0 || caller->owner != 0 || callee->shim || caller->shim ||
-        caller_code->framesize <= 0)
-        return 1;
-    if (callee->addr < lo || callee->addr >= hi || caller->addr < lo || caller->addr >= hi)
-        return 1;
-    return callee->addr == caller->addr + (uint64_t)caller_code->framesize * 8;
-}
-
 int cpy_frame_incomplete(const struct cpy_offsets *o, const struct cpy_code *c,
                          const struct cpy_raw_frame *f)
 {

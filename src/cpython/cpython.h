@@ -165,7 +165,7 @@ struct cpy_stack {
      * prefetch does not hold is read twice in one system call, then the
      * `after` segments (mem_read_twice). A walk's second copy: `second`,
      * of [second_addr, second_addr + second_len) (0: the last walk made
-     * none), with the after segments read; second_reads is the read count
+     * none), with the after segments read; second_mark is mem_mark
      * just after that call (a read since: not the latest). */
     struct mem_seg after[MEM_TWICE_AFTER_MAX];
     size_t nafter;
@@ -173,7 +173,7 @@ struct cpy_stack {
     size_t second_cap;
     uint64_t second_addr;
     size_t second_len;
-    uint64_t second_reads;
+    struct mem_mark second_mark;
 };
 void cpy_stack_release(struct cpy_stack *st);
 
@@ -191,12 +191,6 @@ void cpy_stack_release(struct cpy_stack *st);
 int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
                    struct cpy_stack *st, struct cpy_raw_frame *out, size_t max);
 
-/* Did the last walk take the frame at top (fsize bytes) from the same copy
- * as the one at caller, below it? A copy is made upwards (a chunk is one
- * piece of one read), so top's bytes were read last. */
-int cpy_stack_copied_after(const struct cpy_stack *st, uint64_t top, uint64_t caller,
-                           size_t fsize);
-
 /*
  * Walk from the thread's current frame towards `stop`, reading only the
  * data stack above it (the chunks down to the one that holds stop): the
@@ -211,27 +205,6 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
                       struct cpy_stack *st, uint64_t stop, struct cpy_raw_frame *out, size_t max,
                       uint64_t *stop_prev);
 
-/*
- * Whether frame raw[i] of a chain raw[..k), its code object word, caller
- * word and position read again (code, prev, pos), is still the frame the
- * walk saw: the same code object, called from the same frame (the next one
- * in the chain; for the last, last_prev), and, if cpy_frame_pos_checked, at
- * the same position. The one comparison behind every second copy's check:
- * the batch's (prof_chain_rechecked), a fresh read's (prof_chain_unchanged)
- * and a walk's own (cpy_stack_second_matches).
- */
-int cpy_frame_unmoved(const struct cpy_offsets *o, const struct cpy_raw_frame *raw, size_t i,
-                      size_t k, uint64_t last_prev, uint64_t code, uint64_t prev, uint64_t pos);
-
-/*
- * Whether the position of raw[i] of a walk must be the same in a second
- * copy: a caller (i > 0: its callee, raw[i - 1], is in the walk), whose
- * position stays put while the callee runs, so that a copy of it made
- * before it called another frame at the callee's address shows. Not the top
- * frame (raw[0]: it runs), nor a shim (no line is shown for it).
- */
-int cpy_frame_pos_checked(const struct cpy_raw_frame *raw, size_t i);
-
 /* The offset in a frame of its position field (cpy_raw_frame.instr_ptr)
  * into *off; returns its width: 4 (f_lasti, 3.8-3.10) or 8. */
 size_t cpy_frame_pos_field(const struct cpy_offsets *o, uint64_t *off);
@@ -239,18 +212,6 @@ size_t cpy_frame_pos_field(const struct cpy_offsets *o, uint64_t *off);
 /* The position as cpy_raw_frame.instr_ptr holds it, from the field's
  * bytes (cpy_frame_pos_field) copied into a zeroed word. */
 uint64_t cpy_frame_pos_value(const struct cpy_offsets *o, uint64_t word);
-
-/*
- * Check frames raw[from..k) of the last cpy_stack_walk_to against the second
- * copy it made (cpy_stack.after): each frame's code object, caller and
- * position as the walk saw them (cpy_frame_unmoved; the last one's caller:
- * last_prev), and with pos_k, raw[k]'s position too (cpy_frame_pos_checked).
- * 1 when all match, 0 when one differs (the chain moved while it was
- * copied), -1 when there is no second copy holding them all.
- */
-int cpy_stack_second_matches(const struct cpy_offsets *o, const struct cpy_stack *st,
-                             const struct cpy_raw_frame *raw, size_t from, size_t k,
-                             uint64_t last_prev, int pos_k);
 
 /* --- code objects ------------------------------------------------------- */
 
@@ -294,16 +255,6 @@ void cpy_code_release(struct cpy_code *c);
  * outside the code. A location that is unknown comes back as -1s. */
 int cpy_code_locate(const struct cpy_offsets *o, const struct cpy_code *c,
                     const struct cpy_raw_frame *f, int32_t *lasti, struct cpy_location *loc);
-
-/*
- * Are callee and caller (adjacent in a walk) consistent? On a data stack
- * chunk a frame is pushed right after its caller's frame, so when both are
- * thread-owned and in the same contiguous region [lo, hi) the callee must
- * start at caller + co_framesize words. A walk that raced with the target
- * (a torn read) breaks this. Returns 1 if consistent or not checkable.
- */
-int cpy_frames_adjacent(const struct cpy_raw_frame *callee, const struct cpy_raw_frame *caller,
-                        const struct cpy_code *caller_code, uint64_t lo, uint64_t hi);
 
 /* Could a frame of code c (at target address `code`) be at `position` (a
  * cpy_raw_frame's instr_ptr)? */

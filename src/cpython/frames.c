@@ -412,7 +412,7 @@ static int copy_above(struct mem *m, const struct cpy_thread *t, struct cpy_stac
         if (rc == 1) {
             st->second_addr = stop;
             st->second_len = len;
-            st->second_reads = m->stats.reads;
+            st->second_mark = mem_mark(m);
             rc = 0;
         }
     } else if (rc == 0) {
@@ -427,54 +427,6 @@ static int copy_above(struct mem *m, const struct cpy_thread *t, struct cpy_stac
     st->regions = 1;
     st->direct = 0;
     return 0;
-}
-
-int cpy_stack_second_matches(const struct cpy_offsets *o, const struct cpy_stack *st,
-                             const struct cpy_raw_frame *raw, size_t from, size_t k,
-                             uint64_t last_prev, int pos_k)
-{
-    const struct cpy_frame_offsets *f = &o->interpreter_frame;
-    uint64_t lo = st->second_addr, po;
-    size_t pw = cpy_frame_pos_field(o, &po);
-    if (st->second_len < 8)
-        return -1;
-    for (size_t i = from; i < k + (pos_k != 0); i++) {
-        int pos = cpy_frame_pos_checked(raw, i);
-        uint64_t at[3] = {raw[i].addr + f->executable, raw[i].addr + f->previous, raw[i].addr + po};
-        size_t w[3] = {8, 8, pw};
-        for (int j = i < k ? 0 : 2; j < (pos ? 3 : 2); j++)
-            if (at[j] < lo || at[j] - lo > st->second_len - w[j])
-                return -1;
-    }
-    for (size_t i = from; i < k + (pos_k != 0); i++) {
-        uint64_t code, prev, pos = 0;
-        if (cpy_frame_pos_checked(raw, i))
-            memcpy(&pos, st->second + (raw[i].addr + po - lo), pw);
-        pos = cpy_frame_pos_value(o, pos);
-        if (i == k) {
-            if (cpy_frame_pos_checked(raw, i) && pos != raw[i].instr_ptr)
-                return 0;
-            continue;
-        }
-        memcpy(&code, st->second + (raw[i].addr + f->executable - lo), 8);
-        memcpy(&prev, st->second + (raw[i].addr + f->previous - lo), 8);
-        if (!cpy_frame_unmoved(o, raw, i, k, last_prev, code, prev, pos))
-            return 0;
-    }
-    return 1;
-}
-
-int cpy_frame_unmoved(const struct cpy_offsets *o, const struct cpy_raw_frame *raw, size_t i,
-                      size_t k, uint64_t last_prev, uint64_t code, uint64_t prev, uint64_t pos)
-{
-    uint64_t caller = i + 1 < k ? raw[i + 1].addr : last_prev;
-    return (code & ~o->stackref_mask) == raw[i].code && prev == caller &&
-           (!cpy_frame_pos_checked(raw, i) || pos == raw[i].instr_ptr);
-}
-
-int cpy_frame_pos_checked(const struct cpy_raw_frame *raw, size_t i)
-{
-    return i > 0 && !raw[i].shim;
 }
 
 size_t cpy_frame_pos_field(const struct cpy_offsets *o, uint64_t *off)
@@ -551,18 +503,6 @@ static int frame_bytes(struct mem *m, const struct cpy_offsets *o, const struct 
     st->win_len = len;
     st->last_direct = addr;
     *out = st->frame + (addr - lo);
-    return 0;
-}
-
-int cpy_stack_copied_after(const struct cpy_stack *st, uint64_t top, uint64_t caller,
-                           size_t fsize)
-{
-    for (size_t i = 0; i < st->nchunks; i++) {
-        uint64_t a = st->chunks[i].addr;
-        size_t len = st->chunks[i].len;
-        if (caller >= a && caller < top && top - a <= len && fsize <= len - (top - a))
-            return 1;
-    }
     return 0;
 }
 

@@ -31,10 +31,9 @@
  * usual time: well past the noise of a quiet machine (a few microseconds),
  * well short of a preemption (milliseconds). */
 #define BATCH_SLOW_NS 10000u
-/* ... and as paused for its walks' top frames (mem.h's `paused`) when it
+/* ... and as paused for its walks' top frames (mem_batch_paused) when it
  * took this much more than its usual time: a microsecond lets a fast
- * target call and return a few times (0.2% of the mixed workload's
- * batches here). */
+ * target call and return a few times. */
 #define BATCH_PAUSE_NS 1000u
 /* Second copies (mem_recheck_hint) closer than this are read as one. */
 #define RECHECK_MERGE_GAP 2048
@@ -52,6 +51,26 @@ void mem_init(struct mem *m, struct mem_source *src)
     memset(m, 0, sizeof *m);
     m->src = src;
     m->keep_snapshots = KEEP_SNAPSHOTS;
+}
+
+void mem_stats_add(const struct mem *m, struct mem_stats *sum)
+{
+    sum->reads += m->stats.reads;
+    sum->pieces += m->stats.pieces;
+    sum->prefetched += m->stats.prefetched;
+    sum->bytes += m->stats.bytes;
+    sum->failures += m->stats.failures;
+    sum->writes += m->stats.writes;
+}
+
+void mem_set_keep(struct mem *m, uint64_t snapshots)
+{
+    m->keep_snapshots = snapshots;
+}
+
+void mem_set_source(struct mem *m, struct mem_source *src)
+{
+    m->src = src;
 }
 
 uint64_t mem_clock_ns(struct mem *m)
@@ -168,6 +187,7 @@ static int read_now(struct mem *m, uint64_t addr, void *buf, size_t len)
 {
     int rc;
     m->stats.reads++;
+    m->epoch++;
     m->stats.pieces++;
     m->stats.bytes += len;
     rc = m->src ? m->src->ops->read(m->src, addr, buf, len) : PYS_E_BADADDR;
@@ -216,7 +236,7 @@ int mem_read_noting(struct mem *m, uint64_t addr, void *buf, size_t len, uint64_
         log_noted(m, addr, len, note_addr, note_len);
         return 0;
     }
-    m->unbatched++;
+    m->outside++;
     int rc = read_now(m, addr, buf, len);
     if (rc == 0)
         log_noted(m, addr, len, note_addr, note_len);
@@ -235,7 +255,7 @@ int mem_read_twice(struct mem *m, uint64_t addr, void *buf, void *second, size_t
     segs[1] = (struct mem_seg){addr, second, len};
     if (nafter > 0)
         memcpy(segs + 2, after, nafter * sizeof *after);
-    m->unbatched++;
+    m->outside++;
     int got = mem_readv_some(m, segs, 2 + nafter);
     if (got <= 0) /* not even the first copy: unmapped, or the errors it tells */
         return got < 0 ? got : PYS_E_BADADDR;
@@ -252,7 +272,7 @@ int mem_read_then(struct mem *m, uint64_t addr, void *buf, size_t len,
     struct mem_seg segs[1 + MEM_THEN_MAX];
     segs[0] = (struct mem_seg){addr, buf, len};
     memcpy(segs + 1, more, nmore * sizeof *more);
-    m->unbatched++;
+    m->outside++;
     int got = mem_readv_some(m, segs, 1 + nmore);
     if (got <= 0) /* not even the first: unmapped, or the errors it tells */
         return got < 0 ? got : PYS_E_BADADDR;
@@ -486,6 +506,7 @@ static void read_plan(struct mem *m, const struct mem_span *plan, size_t n)
                                ? (struct mem_seg){plan[last].addr, m->pfbuf + o, plan[last].len}
                                : (struct mem_seg){m->late_addr, &m->late_val, 8};
         m->stats.reads++;
+        m->epoch++;
         m->stats.pieces += total;
         int rc = m->src->ops->readv(m->src, seg, total);
         size_t got = rc < 0 ? 0 : (size_t)rc;
@@ -540,7 +561,7 @@ static void read_plan(struct mem *m, const struct mem_span *plan, size_t n)
      * what it was by the second. Its second copies are not used: the
      * walks that needed them are read again. Paused at all (a microsecond
      * past its usual time), its walks check their top frames too
-     * (prof_top_settled). */
+     * (core/torn.c). */
     uint64_t took = m->src->ops->clock_ns(m->src) - start;
     int slow = m->batch_ns > 0 && took > 2 * m->batch_ns + BATCH_SLOW_NS;
     m->paused = m->batch_ns > 0 && took > m->batch_ns + BATCH_PAUSE_NS;
@@ -755,6 +776,7 @@ static int readv_now(struct mem *m, const struct mem_seg *segs, size_t n)
             m->stats.bytes += ps[k].len;
         }
         m->stats.reads++;
+        m->epoch++;
         m->stats.pieces += k;
         int got = m->src->ops->readv(m->src, ps, k);
         if (got < 0) {
@@ -787,6 +809,7 @@ int mem_readv_some(struct mem *m, const struct mem_seg *segs, size_t n)
     if (k == 0)
         return 0;
     m->stats.reads++;
+    m->epoch++;
     m->stats.pieces += k;
     int got = m->src->ops->readv(m->src, segs, k);
     if (got == PYS_E_BADADDR)
@@ -890,7 +913,7 @@ int mem_readv(struct mem *m, const struct mem_seg *segs, size_t n)
             memcpy(segs[i].buf, prefetched(m, segs[i].addr, segs[i].len), segs[i].len);
         m->stats.prefetched += n;
     } else {
-        m->unbatched++;
+        m->outside++;
         rc = mem_readv_fresh(m, segs, n);
     }
     if (rc == 0)

@@ -120,6 +120,11 @@ struct mem_span {
     size_t off; /* in the prefetch buffer */
 };
 
+/* A point in a struct mem's reads (mem_mark, below). */
+struct mem_mark {
+    uint64_t epoch, outside;
+};
+
 struct mem {
     struct mem_source *src; /* NULL: nothing to read (every read fails) */
     /* The source mem_init_process and mem_init_image make. */
@@ -152,8 +157,10 @@ struct mem {
     int logging;
     /* mem_prefetch_late: one more word the prefetch reads after all else. */
     uint64_t late_addr, late_val;
-    uint64_t unbatched; /* mem_read/mem_readv calls the prefetch did not serve */
-    int late_ok;        /* late_val was read by the last prefetch */
+    int late_ok; /* late_val was read by the last prefetch */
+    /* Provenance (mem_mark): system calls made, and reads the prefetch did
+     * not serve (plus mem_force_recheck's). Logic, unlike `stats`. */
+    uint64_t epoch, outside;
     /* mem_recheck_hint: spans the next batch reads a second time, after
      * the others (rc_cur: hinted in this snapshot, rc_prev: in the last one);
      * rc: those the last batch read again (off into rcbuf). */
@@ -162,8 +169,7 @@ struct mem {
     /* How long a batch usually takes (a moving average, ns): one that took
      * far longer was paused (see read_plan). */
     uint64_t batch_ns;
-    /* The last batch was paused midway: what it copied may span a long
-     * stretch of the target's time (prof_top_settled). */
+    /* The last batch was paused midway (mem_batch_paused). */
     int paused;
     uint8_t *rcbuf;
     size_t rccap;
@@ -173,6 +179,56 @@ struct mem {
     uint8_t *hullbuf;
     size_t caphullbuf;
 };
+
+/*
+ * Provenance: where what was read came from. A mark names a point in m's
+ * reads; core compares marks through these functions, never m's fields.
+ *  mem_read_since: did a system call reach the target after mk? 0: all
+ *    read since came from copies already made (the batch, second copies).
+ *  mem_past_batch_since: did a read after mk go past the snapshot's batch
+ *    (one the prefetch did not serve), or did mem_force_recheck say so?
+ *  mem_force_recheck: take this snapshot as having read past its batch
+ *    (something it goes by was not in the batch): checks that trust the
+ *    batch alone are made again by reading.
+ *  mem_batch_paused: the last batch took far longer than usual (its copy
+ *    was paused midway): what it copied may span a long stretch of the
+ *    target's time, and no two of its copies are taken as one moment.
+ */
+
+/* Add m's counters to *sum. */
+void mem_stats_add(const struct mem *m, struct mem_stats *sum);
+/* How many snapshots a span stays in the batched read after it was last
+ * read (KEEP_SNAPSHOTS unless set; 0: only what the last one read). */
+void mem_set_keep(struct mem *m, uint64_t snapshots);
+/* Read through src from now on (not owned), between snapshots. */
+void mem_set_source(struct mem *m, struct mem_source *src);
+/* The source m reads through (NULL: none). */
+static inline struct mem_source *mem_source_of(const struct mem *m)
+{
+    return m->src;
+}
+
+/* (Inline: they are asked on every walk, from core's files.) */
+static inline struct mem_mark mem_mark(const struct mem *m)
+{
+    return (struct mem_mark){m->epoch, m->outside};
+}
+static inline int mem_read_since(const struct mem *m, struct mem_mark mk)
+{
+    return m->epoch != mk.epoch;
+}
+static inline int mem_past_batch_since(const struct mem *m, struct mem_mark mk)
+{
+    return m->outside != mk.outside;
+}
+static inline void mem_force_recheck(struct mem *m)
+{
+    m->outside++;
+}
+static inline int mem_batch_paused(const struct mem *m)
+{
+    return m->paused;
+}
 
 /* The clock of m's source (mem_source_ops.clock_ns). */
 uint64_t mem_clock_ns(struct mem *m);

@@ -226,10 +226,9 @@ def test_stack_moving_across_the_limit(pystrobe, spawn, tmp_path, case):
     target, flags = case
     wiggle, limit = 200, DEPTH + 100
     # Each depth is held 4 ms (a cycle of the 201 depths: about 0.8 s): a
-    # top that moved every microsecond tore most reads of 10,000 frames on
-    # an idle machine (the target then runs flat out), failing 50-90% of the
-    # samples, while a loaded one passed. This test is about where the stack
-    # is cut, not about reading a fast-moving one (test_deep_stack_with_moving_top).
+    # top that moves every microsecond tears most reads of 10,000 frames.
+    # This test is about where the stack is cut, not about reading a
+    # fast-moving one (test_deep_stack_with_moving_top).
     p = start(spawn, target, wiggle=wiggle, hold_us=4000)
     err, stacks = record(pystrobe, p.pid, tmp_path, "--max-frames", limit, *flags)
     samples, failed, t = summary(err)

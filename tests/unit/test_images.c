@@ -11,6 +11,9 @@
  *    target moving on while it is read. For every n, the snapshot must give
  *    A's stack, B's stack, or a failed thread: never a mix. A read is one
  *    piece of a system call (one segment of a batch).
+ * 3. The same for tests/images/pos.py (3.15), whose two moments differ only
+ *    above the frame cache's anchor and in the anchor's position.
+ * 4. Images doctored so that only the shape checks can refuse their stack.
  *
  * The images are looked for in $PYSTROBE_IMAGES, else tests/images (make
  * runs the tests from the top of the tree).
@@ -30,18 +33,26 @@
 #include "core/core.h"
 #include "core/image.h"
 
-#define FILE_NAME "/tmp/pystrobe-images/aba.py"
-
 struct want {
     const char *qualname;
     int32_t lineno;
 };
 
 /* aba.py's two stacks, innermost first (its line numbers). */
-static const struct want STACK[2][6] = {
+static const struct want ABA[2][6] = {
     {{"spin", 13}, {"a2", 17}, {"a1", 21}, {"chain_a", 25}, {"main", 43}, {"<module>", 47}},
     {{"spin", 13}, {"b2", 29}, {"b1", 33}, {"chain_b", 37}, {"main", 44}, {"<module>", 47}},
 };
+/* pos.py's (3.15 only): one call of a2, at its two calls. */
+static const struct want POS[2][6] = {
+    {{"spin", 14}, {"a2", 23}, {"a1", 28}, {"chain", 32}, {"main", 36}, {"<module>", 39}},
+    {{"spin2", 18}, {"a2", 24}, {"a1", 28}, {"chain", 32}, {"main", 36}, {"<module>", 39}},
+};
+
+/* The program under test: its stacks, and its file as the images name it. */
+static const struct want (*STACK)[6] = ABA;
+static const char *FILE_NAME = "/tmp/pystrobe-images/aba.py";
+static const char *PROGRAM = "aba";
 
 static const char *const VERSIONS[] = {"3.8",  "3.9",  "3.10", "3.11",
                                        "3.12", "3.13", "3.14", "3.15"};
@@ -50,7 +61,7 @@ static const char *const VERSIONS[] = {"3.8",  "3.9",  "3.10", "3.11",
 static void image_path(char *buf, size_t len, const char *version, int chain)
 {
     const char *dir = getenv("PYSTROBE_IMAGES");
-    snprintf(buf, len, "%s/aba-%s-%c.img", dir && *dir ? dir : "tests/images", version,
+    snprintf(buf, len, "%s/%s-%s-%c.img", dir && *dir ? dir : "tests/images", PROGRAM, version,
              chain ? 'b' : 'a');
 }
 
@@ -161,6 +172,99 @@ static void test_bad_image(void **state)
     assert_null(s);
 }
 
+/* --- the chain's shape ------------------------------------------------------ */
+
+/* Which of the shape checks (core/torn.c) a doctored image is for. */
+enum doctor { SKIP_CALLER, RETURNED_BELOW };
+
+/*
+ * A session on chain A's image of `version`, doctored so that its one
+ * stack is torn in one way a second copy cannot show (the image stands
+ * still: every copy agrees), and the error text the thread must fail with:
+ * only the shape checks can reject it. Returns the thread's error text
+ * after a snapshot, or NULL if the thread gave a stack; "-" when the image
+ * cannot be doctored that way.
+ */
+static const char *doctored(const char *version, enum doctor d, char *buf, size_t len)
+{
+    char path[512], err[512];
+    image_path(path, sizeof path, version, 0);
+    struct pys_options opt = {0};
+    pys_session *s = NULL;
+    assert_int_equal(pys_session_attach_image(&s, path, &opt, err, sizeof err), 0);
+    const struct pys_snapshot *snap = NULL;
+    assert_int_equal(pys_session_snapshot(s, &snap), 0);
+    assert_int_equal(which_stack(&snap->interps[0].threads[0]), 0);
+    /* The last walk's raw frames: spin, a2, a1, chain_a, main, <module>
+     * (shims among them from 3.11 on: count Python frames only). */
+    const struct cpy_raw_frame *py[6];
+    size_t np = 0;
+    for (size_t i = 0; np < 6 && s->raw[i].addr != 0; i++)
+        if (!s->raw[i].shim)
+            py[np++] = &s->raw[i];
+    assert_int_equal(np, 6);
+    const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
+    int rc = -1;
+    if (d == SKIP_CALLER && s->off.traits.frames != CPY_FRAMES_OBJECT) {
+        /* spin's caller is a1: a2's frame, between them on the data stack,
+         * is skipped, as if a2 had been copied after it returned and a1
+         * before it called. */
+        rc = mem_write_u64(&s->mem, py[0]->addr + f->previous, py[2]->addr);
+    } else if (d == RETURNED_BELOW) {
+        /* a1's code object is cleared, as when it returns, with its
+         * callees still live above it. */
+        rc = mem_write_u64(&s->mem, py[2]->addr + f->executable, 0);
+    }
+    const char *out = "-";
+    if (rc == 0) {
+        assert_int_equal(pys_session_snapshot(s, &snap), 0);
+        const struct pys_thread *t = &snap->interps[0].threads[0];
+        out = NULL;
+        if (t->error) {
+            snprintf(buf, len, "%s", t->error_text);
+            out = buf;
+        } else {
+            print_thread(t);
+        }
+    }
+    pys_session_free(s);
+    return out;
+}
+
+/* Stacks no second copy can tell from a real one are refused by their
+ * shape, each with its reason: a caller skipped (from 3.12, whose code
+ * objects give their frames' size), a frame returned below live ones. (A
+ * caller in its prologue needs a function with one, which aba.py has not.) */
+static void test_shape(void **state)
+{
+    (void)state;
+    static const struct {
+        enum doctor d;
+        const char *why;
+        const char *from; /* the first version it applies to */
+    } cases[] = {
+        {SKIP_CALLER, "is not its callee", "3.12"},
+        {RETURNED_BELOW, "below the top has returned", "3.8"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        int checked = 0;
+        for (size_t v = 0; v < NVERSIONS; v++) {
+            char buf[200];
+            if (atoi(VERSIONS[v] + 2) < atoi(cases[c].from + 2))
+                continue;
+            const char *e = doctored(VERSIONS[v], cases[c].d, buf, sizeof buf);
+            if (e && strcmp(e, "-") == 0)
+                continue;
+            if (!e || !strstr(e, cases[c].why))
+                print_message("%s, %s: %s\n", VERSIONS[v], cases[c].why, e ? e : "a stack");
+            assert_non_null(e);
+            assert_non_null(strstr(e, cases[c].why));
+            checked++;
+        }
+        assert_true(checked > 0);
+    }
+}
+
 /* --- the switching source -------------------------------------------------- */
 
 struct switcher {
@@ -172,6 +276,7 @@ struct switcher {
     uint64_t at1, at2; /* reads [at1, at2) are served from the other image */
     size_t unit;       /* 0: a read is a piece of a system call; else each
                         * `unit`-aligned block a piece covers is one */
+    int write_both;    /* writes go to both images (else the one served) */
 };
 
 /* PYSTROBE_IMAGES_TRACE=1: print every read of the armed snapshot of the
@@ -224,6 +329,10 @@ static int sw_readv(struct mem_source *src, const struct mem_seg *segs, size_t n
 static int sw_write(struct mem_source *src, uint64_t addr, const void *buf, size_t len)
 {
     struct switcher *w = (struct switcher *)src;
+    if (w->write_both) {
+        int rc = w->im[0].base.ops->write(&w->im[0].base, addr, buf, len);
+        return rc < 0 ? rc : w->im[1].base.ops->write(&w->im[1].base, addr, buf, len);
+    }
     struct mem_source *im = &w->im[sw_pick(w, 0, addr, len)].base;
     return im->ops->write(im, addr, buf, len);
 }
@@ -246,6 +355,7 @@ struct run {
     struct pys_options opt;
     size_t unit;
     int first, warm;
+    int write_both; /* the moments both come after pystrobe's writes */
 };
 
 struct tally {
@@ -275,6 +385,7 @@ static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t 
     w.armed = 0;
     w.count = 0;
     w.unit = r->unit;
+    w.write_both = r->write_both;
     pys_session *s = NULL;
     char err[512];
     int rc = prof_session_open(&s, 0, &w.base, &p->im[r->first]->facts, &r->opt, err, sizeof err);
@@ -440,12 +551,69 @@ static void test_switch(void **state)
     assert_true(known > 0);
 }
 
+/*
+ * The frame cache's anchor position (core/torn.c, prof_torn_cached): pos.py
+ * at two moments of one call of a2, the anchor, which calls spin and then
+ * spin2 from the next line at the same address. Between them nothing
+ * below a2 moves and the anchor keeps its number (written before both
+ * moments: write_both), so a walk whose a2 was copied at one moment and
+ * its callee at the other (spin2 under a2's call of spin) differs from
+ * both only in a2's position. Every switch must give one moment's stack.
+ */
+static void test_anchor_position(void **state)
+{
+    (void)state;
+    STACK = POS;
+    FILE_NAME = "/tmp/pystrobe-images/pos.py";
+    PROGRAM = "pos";
+    struct pair p;
+    for (int c = 0; c < 2; c++) {
+        char path[512], err[512];
+        image_path(path, sizeof path, "3.15", c);
+        assert_int_equal(prof_image_load_file(path, &p.im[c], err, sizeof err), 0);
+        size_t n = p.im[c]->npages * MEM_PAGE_SIZE;
+        p.orig[c] = malloc(n ? n : 1);
+        assert_non_null(p.orig[c]);
+        memcpy(p.orig[c], p.im[c]->bytes, n);
+    }
+    struct tally once, twice, fine;
+    memset(&once, 0, sizeof once);
+    memset(&twice, 0, sizeof twice);
+    memset(&fine, 0, sizeof fine);
+    struct run r;
+    memset(&r, 0, sizeof r);
+    r.opt.frame_cache = 1;
+    r.write_both = 1;
+    uint64_t mixes = 0;
+    for (r.first = 0; r.first < 2; r.first++)
+        for (r.warm = 1; r.warm <= 3; r.warm++) {
+            r.unit = 0;
+            mixes += sweep(&p, "3.15", &r, 0, &once);
+            if (r.warm == 1)
+                mixes += sweep(&p, "3.15", &r, 1, &twice);
+            r.unit = 64;
+            mixes += sweep(&p, "3.15", &r, 0, &fine);
+        }
+    print_message("pos 3.15, frame_cache=1:\n");
+    tally_print("one switch ", &once);
+    tally_print("A-B-A      ", &twice);
+    tally_print("by 64 bytes", &fine);
+    for (int c = 0; c < 2; c++) {
+        prof_image_free(p.im[c]);
+        free(p.orig[c]);
+    }
+    STACK = ABA;
+    FILE_NAME = "/tmp/pystrobe-images/aba.py";
+    PROGRAM = "aba";
+    assert_int_equal(mixes, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_replay),
-        cmocka_unit_test(test_bad_image),
-        cmocka_unit_test(test_switch),
+        cmocka_unit_test(test_replay),          cmocka_unit_test(test_bad_image),
+        cmocka_unit_test(test_shape),           cmocka_unit_test(test_switch),
+        cmocka_unit_test(test_anchor_position),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

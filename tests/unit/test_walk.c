@@ -417,12 +417,12 @@ static void test_walk_copied_after(void **state)
     memset(&st, 0, sizeof st);
     assert_int_equal(cpy_thread_read(&im->mem, &im->o, &im->sym, A_TSTATE, ts, &t), 0);
     assert_int_equal(cpy_stack_walk(&im->mem, &im->o, &t, &st, f, 16), 5);
-    assert_true(cpy_stack_copied_after(&st, f[0].addr, f[1].addr, fs));
+    assert_true(prof_torn_copied_after(&st, f[0].addr, f[1].addr, fs));
     /* Below the copy, or the pair the other way round: no. */
-    assert_false(cpy_stack_copied_after(&st, f[1].addr, f[2].addr, fs));
-    assert_false(cpy_stack_copied_after(&st, f[1].addr, f[0].addr, fs));
+    assert_false(prof_torn_copied_after(&st, f[1].addr, f[2].addr, fs));
+    assert_false(prof_torn_copied_after(&st, f[1].addr, f[0].addr, fs));
     /* A top frame that runs past the copy's end was read on its own. */
-    assert_false(cpy_stack_copied_after(&st, f[0].addr, f[1].addr, fs + 8));
+    assert_false(prof_torn_copied_after(&st, f[0].addr, f[1].addr, fs + 8));
     cpy_stack_release(&st);
     mem_release(&im->mem);
     free(im);
@@ -630,26 +630,26 @@ static void test_walk_to_second_copy(void **state)
     assert_int_equal(tid, 0x7f00);
     assert_int_equal(st.second_addr, stop);
     assert_int_equal(st.second_len, top + 88 - stop);
-    assert_int_equal(cpy_stack_second_matches(&im->o, &st, f, 0, 3, A_FRAME(1), 0), 1);
+    assert_int_equal(prof_torn_own_copy(&im->o, &st, f, 0, 3, A_FRAME(1), 0), 1);
     /* What the second copy would hold had the target moved meanwhile: a
      * caller that changed, a code object that changed, or another caller
      * for the last frame. */
     uint8_t *mid_prev = st.second + (mid - stop) + fo->previous;
     uint8_t *top_code = st.second + (top - stop) + fo->executable;
     mid_prev[0] ^= 0x40;
-    assert_int_equal(cpy_stack_second_matches(&im->o, &st, f, 0, 3, A_FRAME(1), 0), 0);
+    assert_int_equal(prof_torn_own_copy(&im->o, &st, f, 0, 3, A_FRAME(1), 0), 0);
     mid_prev[0] ^= 0x40;
     top_code[1] ^= 0x10;
-    assert_int_equal(cpy_stack_second_matches(&im->o, &st, f, 0, 3, A_FRAME(1), 0), 0);
+    assert_int_equal(prof_torn_own_copy(&im->o, &st, f, 0, 3, A_FRAME(1), 0), 0);
     top_code[1] ^= 0x10;
-    assert_int_equal(cpy_stack_second_matches(&im->o, &st, f, 0, 3, A_FRAME(2), 0), 0);
+    assert_int_equal(prof_torn_own_copy(&im->o, &st, f, 0, 3, A_FRAME(2), 0), 0);
     /* Frames the copy does not hold: no answer. */
     struct cpy_raw_frame outside[2] = {f[2], {.addr = A_FRAME(1)}};
-    assert_int_equal(cpy_stack_second_matches(&im->o, &st, outside, 0, 2, A_BASE, 0), -1);
+    assert_int_equal(prof_torn_own_copy(&im->o, &st, outside, 0, 2, A_BASE, 0), -1);
     /* Not asked for: one copy, and nothing to check against. */
     st.nafter = 0;
     assert_int_equal(cpy_stack_walk_to(&im->mem, &im->o, &t, &st, stop, f, 16, &prev), 3);
-    assert_int_equal(cpy_stack_second_matches(&im->o, &st, f, 0, 3, A_FRAME(1), 0), -1);
+    assert_int_equal(prof_torn_own_copy(&im->o, &st, f, 0, 3, A_FRAME(1), 0), -1);
     cpy_stack_release(&st);
     mem_release(&im->mem);
     free(im);
@@ -841,6 +841,7 @@ static struct pys_session *fcache_session(struct image *im)
 static void fcache_session_free(struct pys_session *s)
 {
     prof_fcache_release(&s->fcache);
+    prof_torn_release(&s->torn);
     mem_release(&s->mem);
     cpy_stack_release(&s->stack);
     free(s->raw);
@@ -857,10 +858,10 @@ static int fcache_walk(struct pys_session *s, struct cpy_thread *t, uint8_t *ts,
     if (!walk)
         return 0;
     s->snapshots++;
-    s->reads_at_thread = s->mem.stats.reads;
-    int n = prof_fcache_walk(s, t);
+    struct prof_walk w = {.mark = mem_mark(&s->mem), .tail_start = SIZE_MAX};
+    int n = prof_fcache_walk(s, &w, t);
     if (n >= 0)
-        prof_fcache_resolved(s, (size_t)n, 1);
+        prof_fcache_resolved(s, &w, (size_t)n, 1);
     return n;
 }
 

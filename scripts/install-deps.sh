@@ -3,7 +3,9 @@
 set -eu
 PKGS="make gcc clang libclang-rt-dev libelf-dev zlib1g-dev libcmocka-dev pkg-config python3 python3-pytest
       python3-dev python3-setuptools python3-wheel
-      debootstrap util-linux procps chromium"
+      debootstrap util-linux procps chromium
+      libncurses-dev
+      tmux"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -14,6 +14,7 @@
 #include <pystrobe/pystrobe.h>
 
 #include "cli/cli.h"
+#include "cli/live.h"
 #include "cli/record.h"
 
 /* The temporary output file an abort must remove, if it has a name. */
@@ -84,8 +85,13 @@ static int job_setup(struct job *j)
     const struct rec *r = &j->r;
     prctl(PR_SET_TIMERSLACK, 1UL);
     rec_signals_install();
-    /* Before anything starts: a profile that cannot be written is not taken. */
-    int rc = rec_out_prepare(&j->out, r, r->attach ? j->pid : -1);
+    /* Before anything starts: a profile that cannot be written is not taken.
+     * The live view writes one only when given -o. */
+    int rc = -1;
+    if (!r->live || r->output)
+        rc = rec_out_prepare(&j->out, r, r->attach ? j->pid : -1);
+    else
+        j->out.fd = -1;
     if (rc != -1)
         return rc;
     rec_abort_cleanup(-1, -1, named_tmp(&j->out));
@@ -150,18 +156,30 @@ int cli_record(int argc, char **argv, int attach)
                                  .frame_cache = !j.r.read_only,
                                  .reuse_idle = !j.r.every_thread,
                                  .max_frames = j.r.max_frames};
-    rc = job_setup(&j);
-    if (rc != -1)
+    struct live *lv = NULL;
+    struct rec_sinks sinks = {.n = 0};
+    if (j.r.live && (rc = live_prepare(&lv, &j.r)) != -1)
         return rc;
+    rc = job_setup(&j);
+    if (rc != -1) {
+        live_free(lv);
+        return rc;
+    }
+    if (lv && live_start(lv, j.s, j.pid, &sinks) != -1)
+        rec_stop = SIGTERM; /* said why; the profile so far is written */
 
     struct rec_sessions ss = {.v = {j.s}, .n = 1, .opt = &j.opt};
-    enum end why = rec_sample_loop(&j.r, &ss, j.prof, NULL, &unmatched);
+    enum end why = rec_sample_loop(&j.r, &ss, j.prof, lv ? &sinks : NULL, &unmatched);
+    live_end(lv, why);
+    live_free(lv);
     const struct pys_profile_info *info = pys_profile_info(j.prof);
     rec_print_summary(info, j.r.rate_hz);
     rec_print_folded(j.prof, j.r.max_memory);
     if (j.r.stats)
         rec_print_stats(ss.v[ss.n - 1], info);
-    int status = rec_write_output(&j.r, &j.out, j.prof, j.pid, unmatched);
+    int status = j.r.live && !j.r.output
+                     ? CLI_OK
+                     : rec_write_output(&j.r, &j.out, j.prof, j.pid, unmatched);
     if (j.child > 0)
         status = end_child(&j, why, status);
 

@@ -41,6 +41,7 @@ struct rec {
     uint64_t max_memory; /* the profile's bound in bytes; 0 = none */
     char **argv;         /* run: what to execute */
     int detach;          /* run: leave the command running when sampling ends early */
+    int live;            /* --live: the live view (live.h) */
 };
 
 /* Why sampling ended. END_NOT_PYTHON: the process exec'd a program that
@@ -104,6 +105,9 @@ void rec_signals_install(void);
  * child and python (-1: none) are killed with SIGKILL, tmp_path (NULL: none)
  * is unlinked. tmp_path must stay valid until replaced. */
 void rec_abort_cleanup(pid_t child, pid_t python, const char *tmp_path);
+/* Called by an abort before it exits, if set: must be async-signal-safe
+ * (the live view gives the terminal back). */
+extern void (*volatile rec_abort_hook)(void);
 /* Sample the last of ss into prof, and hand each sample to the sinks (NULL:
  * none), until a signal, the duration, the target's exit, an exec of a
  * program that is not Python or a sink's error; an exec of Python is

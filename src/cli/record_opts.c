@@ -110,7 +110,11 @@ static const char RUN_USAGE[] =
     "      --sort KEY            pstats table: nsamples, tottime, cumtime, sample-pct,\n"
     "                            cumul-pct, nsamples-cumul, name (default nsamples)\n"
     "  -l, --limit N             pstats table rows (default 15)\n"
-    "      --no-tid              collapsed: no tid:N root frame; threads merged\n";
+    "      --no-tid              collapsed: no tid:N root frame; threads merged\n"
+    "Live view:\n"
+    "      --live                a top-like view in the terminal instead of a file\n"
+    "                            (h in it lists the keys); with -o FILE the profile\n"
+    "                            is also written there at the end\n";
 
 enum {
     OPT_MAIN_ONLY = 256,
@@ -130,6 +134,7 @@ enum {
     OPT_DETACH,
     OPT_MAX_MEMORY,
     OPT_MAX_FRAMES,
+    OPT_LIVE,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -155,6 +160,7 @@ static const struct option LONG_OPTS[] = {
     {"detach", no_argument, NULL, OPT_DETACH},
     {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
     {"max-frames", required_argument, NULL, OPT_MAX_FRAMES},
+    {"live", no_argument, NULL, OPT_LIVE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -224,6 +230,9 @@ static int set_flag_option(struct rec *r, int c)
         break;
     case OPT_EVERY_THREAD:
         r->every_thread = 1;
+        break;
+    case OPT_LIVE:
+        r->live = 1;
         break;
     case OPT_DETACH:
         r->detach = 1;

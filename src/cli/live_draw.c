@@ -298,7 +298,7 @@ static void draw_header(struct live_ui *u, size_t cols)
         show(4, &l, A_REVERSE | A_BOLD);
         return;
     }
-    snprintf(b, sizeof b, "%s | %s | sort %s | refresh %.1fs",
+    snprintf(b, sizeof b, "%s | %s | sort %s | refresh %gs",
              u->sc.by_line ? "lines" : "functions",
              u->sc.window ? "last " LIVE_STR(LIVE_WINDOW_S) "s" : "whole run", SORT_NAMES[u->sort],
              live_refresh_ms(u->refresh_ix) / 1000.0);

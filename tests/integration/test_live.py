@@ -23,6 +23,7 @@ import struct
 import subprocess
 import tempfile
 import termios
+import threading
 import time
 from pathlib import Path
 
@@ -407,19 +408,27 @@ def test_live_frozen_terminal_keeps_sampling(tmp_path, pystrobe):
     try:
         seen = _read_all(master, until=b"beta", timeout=SCREEN_TIMEOUT)
         assert b"beta" in seen, seen[-2000:]
-        # Fill what the pseudo-terminal buffers: the view's next write blocks.
+        # Fill what the pseudo-terminal buffers, and keep it full (the
+        # kernel moves what it holds between two buffers, freeing room a
+        # little later): the view's next write blocks.
         writer = os.open(os.ttyname(slave), os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
-        filled = 0
-        try:
-            while filled < 4 << 20:
-                filled += os.write(writer, b"x" * 4096)
-        except BlockingIOError:
-            pass
+        stop = threading.Event()
+        filled = [0]
+
+        def fill():
+            while not stop.is_set():
+                try:
+                    filled[0] += os.write(writer, b"x" * 4096)
+                except BlockingIOError:
+                    time.sleep(0.01)
+        filler = threading.Thread(target=fill, daemon=True)
+        filler.start()
         t_frozen = time.monotonic()
-        assert filled < 4 << 20, "the pseudo-terminal never filled"
         # Frozen past the end of sampling.
         time.sleep(duration + 2 - (t_frozen - t_start))
         assert proc.poll() is None, "pystrobe ended while its terminal was frozen"
+        stop.set()
+        filler.join()
         # Thaw: read everything, then quit from the final view.
         _read_all(master, until=b"Press q", timeout=SCREEN_TIMEOUT)
         os.write(master, b"q")

@@ -61,15 +61,15 @@ struct live_data {
     /* Under mu. */
     struct live_part whole;
     struct live_part bucket[LIVE_BUCKETS];
-    size_t cur;             /* the bucket filling */
-    uint64_t start_ns;      /* when counting (re)started; 0 before the first sample */
-    uint64_t last_ns;       /* the last sample's time */
-    uint64_t run_samples;   /* the run's counters (pys_profile_info), as last seen */
+    size_t cur;           /* the bucket filling */
+    uint64_t start_ns;    /* when counting (re)started; 0 before the first sample */
+    uint64_t last_ns;     /* the last sample's time */
+    uint64_t run_samples; /* the run's counters (pys_profile_info), as last seen */
     uint64_t run_failed;
     uint64_t run_missed;
-    size_t nthreads;        /* threads in the last snapshot */
-    pys_session *s;         /* the program sampled now */
-    int reset;              /* the UI asked to start counting again */
+    size_t nthreads; /* threads in the last snapshot */
+    pys_session *s;  /* the program sampled now */
+    int reset;       /* the UI asked to start counting again */
     /* The sampling thread's alone. */
     struct live_part spill; /* samples taken while the UI held mu */
     int spilled;
@@ -158,19 +158,20 @@ struct live_ui {
     int paused, help, tree;
     int prompt; /* the filter is being typed into edit */
     char filter[64], edit[64];
-    long pos, top;     /* the selected row (in order), the first one shown */
-    size_t thread_ix;  /* 0: all threads, else t.threads[thread_ix - 1] */
-    int refresh_ix;    /* into the refresh intervals */
-    int finished;      /* sampling ended: banner shows */
+    long pos, top;    /* the selected row (in order), the first one shown */
+    size_t thread_ix; /* 0: all threads, else t.threads[thread_ix - 1] */
+    int refresh_ix;   /* into the refresh intervals */
+    int finished;     /* sampling ended: banner shows */
     char banner[160];
-    uint64_t now_ns;   /* the clock at the last build */
+    uint64_t now_ns; /* the clock at the last build */
 };
 
 /* The refresh interval in ms for refresh_ix, and how many there are. */
 unsigned live_refresh_ms(int ix);
 #define LIVE_REFRESH_N 7
 #define LIVE_REFRESH_DEFAULT 2
-/* Filter and sort u->t's rows into u->order and keep the selection on its row. */
+/* Filter and sort u->t's rows into u->order; the selection stays on its row
+ * (the top row's follows the top). */
 void live_order(struct live_ui *u);
 /* Draw everything on stdscr (and refresh it). */
 void live_draw(struct live_ui *u);

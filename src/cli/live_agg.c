@@ -170,8 +170,8 @@ static int part_merge(struct live_data *d, struct live_part *to, const struct li
         }
         if (n == 0 || thread == 0)
             continue;
-        int rc = part_stack(to, d->r, pys_profile_thread(from->prof, thread), d->scratch, n,
-                            nd->self);
+        int rc =
+            part_stack(to, d->r, pys_profile_thread(from->prof, thread), d->scratch, n, nd->self);
         if (rc < 0)
             return rc;
     }

@@ -227,7 +227,9 @@ void live_order(struct live_ui *u)
         if ((u->t.rows[i].own || u->t.rows[i].total) && matches(&u->t.rows[i], u->filter))
             u->order[u->norder++] = i;
     qsort_r(u->order, u->norder, sizeof *u->order, cmp_rows, u);
-    if (u->t.sel >= 0)
+    /* The selection stays on its row as rows move, unless it is on the top
+     * row: that one follows whatever is hottest. */
+    if (u->t.sel >= 0 && (u->pos > 0 || u->tree))
         for (size_t i = 0; i < u->norder; i++)
             if ((long)u->order[i] == u->t.sel)
                 u->pos = (long)i;
@@ -298,8 +300,7 @@ static void draw_header(struct live_ui *u, size_t cols)
         show(4, &l, A_REVERSE | A_BOLD);
         return;
     }
-    snprintf(b, sizeof b, "%s | %s | sort %s | refresh %gs",
-             u->sc.by_line ? "lines" : "functions",
+    snprintf(b, sizeof b, "%s | %s | sort %s | refresh %gs", u->sc.by_line ? "lines" : "functions",
              u->sc.window ? "last " LIVE_STR(LIVE_WINDOW_S) "s" : "whole run", SORT_NAMES[u->sort],
              live_refresh_ms(u->refresh_ix) / 1000.0);
     put_text(&l, b);

@@ -357,16 +357,46 @@ def test_live_signal_restores_terminal(live_pane, how):
     restored(p)
 
 
+def test_live_attach_cpu_mode(pane_factory, tmp_path, pystrobe):
+    """attach --live --mode cpu: the ranking, the on-CPU share known; q
+    leaves the target running."""
+    if KEY_TARGET is None:
+        pytest.skip("no supported interpreter")
+    script, _ = stage_split(KEY_TARGET, tmp_path)
+    target = subprocess.Popen(KEY_TARGET.argv + [script, "600"], stdout=subprocess.PIPE)
+    try:
+        assert target.stdout.readline().strip() == b"ready"
+        cmd = " ".join(shlex.quote(a) for a in [str(pystrobe), "attach", "--live", "--mode",
+                                                "cpu", str(target.pid)])
+        pane = pane_factory(cmd)
+        s = pane.wait(ranked, "alpha above beta")
+        assert f"pid {target.pid}" in s and "cpu mode" in s, s
+        assert re.search(r"on CPU \d+\.\d%", s), s
+        pane.keys("q")
+        assert restored(pane)[0] == 0
+        assert target.poll() is None
+    finally:
+        target.kill()
+        target.wait()
+
+
 def test_live_refuses_without_terminal(pystrobe):
     target = KEY_TARGET
     if target is None:
         pytest.skip("no supported interpreter")
-    r = subprocess.run([str(pystrobe), "run", "--live", "--", *target.argv, "-c", "pass"],
-                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, timeout=60)
+    # A terminal for input, a pipe for output: the output is what is refused.
+    master, slave = pty.openpty()
+    try:
+        r = subprocess.run([str(pystrobe), "run", "--live", "--", *target.argv, "-c", "pass"],
+                           stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=60)
+    finally:
+        os.close(master)
+        os.close(slave)
     assert r.returncode == 2
     lines = r.stderr.decode().strip().splitlines()
-    assert len(lines) == 1 and "terminal" in lines[0], lines
+    assert lines == ["pystrobe: --live needs a terminal: standard output is not one"], lines
+    assert r.stdout == b""
 
 
 def _read_all(fd, until=None, timeout=30.0):

@@ -51,6 +51,9 @@ static struct termios abort_tio;
 static char abort_seq[128];
 static size_t abort_seq_len;
 
+/* ... and where stderr went meanwhile, and where it goes back to. */
+static int abort_log = -1, abort_err = -1;
+
 static void restore_on_abort(void)
 {
     if (abort_fd < 0)
@@ -58,7 +61,18 @@ static void restore_on_abort(void)
     tcsetattr(abort_fd, TCSANOW, &abort_tio);
     ssize_t w = write(abort_fd, abort_seq, abort_seq_len);
     (void)w;
+    char buf[4096];
+    ssize_t n;
+    for (off_t at = 0;
+         abort_log >= 0 && abort_err >= 0 && (n = pread(abort_log, buf, sizeof buf, at)) > 0;
+         at += n)
+        if (write(abort_err, buf, (size_t)n) != n)
+            break;
 }
+
+/* A sanitizer's report ends the process: the terminal is given back and the
+ * report shown (the symbol exists only in sanitized builds). */
+void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
 
 static void add_seq(const char *cap)
 {
@@ -158,7 +172,11 @@ static int screen_open(struct live *lv)
     add_seq("sgr0");
     add_seq("cnorm");
     add_seq("rmcup");
+    abort_log = fileno(lv->errlog);
+    abort_err = lv->saved[2];
     rec_abort_hook = restore_on_abort;
+    if (__sanitizer_set_death_callback)
+        __sanitizer_set_death_callback(restore_on_abort);
     return 0;
 }
 
@@ -166,6 +184,7 @@ static void screen_close(struct live *lv)
 {
     if (lv->scr) {
         rec_abort_hook = NULL;
+        abort_log = abort_err = -1;
         endwin();
         delscreen(lv->scr);
         lv->scr = NULL;

@@ -226,7 +226,8 @@ void live_order(struct live_ui *u)
     for (size_t i = 0; i < u->t.n; i++)
         if ((u->t.rows[i].own || u->t.rows[i].total) && matches(&u->t.rows[i], u->filter))
             u->order[u->norder++] = i;
-    qsort_r(u->order, u->norder, sizeof *u->order, cmp_rows, u);
+    if (u->norder > 1)
+        qsort_r(u->order, u->norder, sizeof *u->order, cmp_rows, u);
     /* The selection stays on its row as rows move, unless it is on the top
      * row: that one follows whatever is hottest. */
     if (u->t.sel >= 0 && (u->pos > 0 || u->tree))
@@ -339,7 +340,8 @@ static struct layout lay_out(size_t cols)
         size_t fixed = 0;
         for (int c = 0; c < C_NCOL; c++)
             fixed += y.on[c] ? COLUMN[c].width + 1 : 0;
-        size_t need = fixed + 16 + (y.loc ? 21 : 0);
+        /* The name needs room before the location does. */
+        size_t need = fixed + (y.loc ? 24 + 21 : 16);
         if (need <= cols || (!y.loc && di == sizeof DROP / sizeof DROP[0] && !y.on[C_TOTAL])) {
             size_t rest = cols > fixed ? cols - fixed : 0;
             if (y.loc) {
@@ -477,7 +479,8 @@ static int draw_side(struct live_ui *u, size_t *ix, size_t cols, int y, int last
     for (size_t i = 0; i < u->t.n; i++)
         if (up ? u->t.rows[i].up : u->t.rows[i].down)
             ix[n++] = i;
-    qsort_r(ix, n, sizeof *ix, up ? cmp_up : cmp_down, u->t.rows);
+    if (n > 1)
+        qsort_r(ix, n, sizeof *ix, up ? cmp_up : cmp_down, u->t.rows);
     if (up && u->t.top_callers && y < last) {
         line_start(&l, cols);
         fmt_count(c, sizeof c, u->t.top_callers);

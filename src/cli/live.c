@@ -221,11 +221,11 @@ static void build(struct live *lv)
     (void)live_table_build(&u->t, &lv->d, &u->sc);
     u->now_ns = now_ns();
     u->thread_ix = 0;
-    for (size_t i = 0; u->sc.thread && i < u->t.nthreads; i++)
+    for (size_t i = 0; u->sc.one_thread && i < u->t.nthreads; i++)
         if (u->t.threads[i] == u->sc.thread)
             u->thread_ix = i + 1;
-    if (u->sc.thread && !u->thread_ix) /* gone from the scope: show all */
-        u->sc.thread = 0;
+    if (u->sc.one_thread && !u->thread_ix) /* gone from the scope: show all */
+        u->sc.one_thread = 0;
     live_order(u);
     select_row(u);
 }
@@ -237,6 +237,7 @@ static void cycle_thread(struct live_ui *u, int dir)
         return;
     ix = dir > 0 ? (ix + 1) % (n + 1) : (ix + n) % (n + 1);
     u->thread_ix = ix;
+    u->sc.one_thread = ix != 0;
     u->sc.thread = ix ? u->t.threads[ix - 1] : 0;
 }
 

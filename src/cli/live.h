@@ -118,9 +118,10 @@ struct live_table {
 
 /* Which counts a table shows. */
 struct live_scope {
-    int window;      /* the last LIVE_WINDOW_S seconds, else the whole run */
-    int by_line;     /* a row a line, else a function */
-    uint64_t thread; /* 0: all threads */
+    int window;     /* the last LIVE_WINDOW_S seconds, else the whole run */
+    int by_line;    /* a row a line, else a function */
+    int one_thread; /* only `thread` (whose id may be 0: not known yet), else all */
+    uint64_t thread;
     /* The row whose callers and callees to count (file NULL: none). */
     const char *sel_file, *sel_name;
     int32_t sel_line, sel_kind;

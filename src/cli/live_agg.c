@@ -331,7 +331,7 @@ static int table_add_profile(struct live_table *t, const pys_profile *p,
         int descend = 1;
         t->node_row[id] = 0;
         if (pys_profile_is_thread(p, id)) {
-            descend = sc->thread == 0 || pys_profile_thread(p, id) == sc->thread;
+            descend = !sc->one_thread || pys_profile_thread(p, id) == sc->thread;
         } else {
             const struct pys_frame *f = pys_profile_frame(p, nd->frame);
             long k = f ? table_row(t, f, sc->by_line) : -2;
@@ -380,11 +380,11 @@ static int table_add_profile(struct live_table *t, const pys_profile *p,
     return 0;
 }
 
-static void scope_counts(struct live_table *t, const struct live_part *p, uint64_t thread)
+static void scope_counts(struct live_table *t, const struct live_part *p, int one, uint64_t thread)
 {
     t->snaps += p->snaps;
     t->failed += p->failed;
-    if (thread == 0) {
+    if (!one) {
         counts_add(&t->counts, &p->all);
     } else {
         for (size_t i = 0; i < p->nth; i++)
@@ -420,14 +420,14 @@ int live_table_build(struct live_table *t, struct live_data *d, const struct liv
             if (b->snaps == 0 || b->sec + LIVE_WINDOW_S < now)
                 continue;
             oldest = b->sec < oldest ? b->sec : oldest;
-            scope_counts(t, b, sc->thread);
+            scope_counts(t, b, sc->one_thread, sc->thread);
             if (b->prof && rc == 0)
                 rc = table_add_profile(t, b->prof, sc);
         }
         uint64_t from = d->start_ns + oldest * 1000000000u;
         t->span_ns = d->last_ns > from ? d->last_ns - from : 0;
     } else {
-        scope_counts(t, &d->whole, sc->thread);
+        scope_counts(t, &d->whole, sc->one_thread, sc->thread);
         if (d->whole.prof)
             rc = table_add_profile(t, d->whole.prof, sc);
         t->span_ns = d->last_ns > d->start_ns ? d->last_ns - d->start_ns : 0;

@@ -267,6 +267,35 @@ def test_live_threads(live_pane):
     assert restored(p)[0] == 0
 
 
+def test_live_threads_each(pane_factory, pystrobe):
+    """Four threads (the main one asleep in main(), three in ticker()):
+    cycling through them shows each one's own functions only."""
+    if KEY_TARGET is None or KEY_TARGET.chroot is not None:
+        pytest.skip("no pyenv interpreter")
+    argv = [str(pystrobe), "run", "--live", "--python", KEY_TARGET.argv[0],
+            str(WORKLOADS / "tickers.py"), "3"]
+    p = pane_factory(" ".join(shlex.quote(a) for a in argv))
+    main, ticker = re.compile(r"\smain\s"), re.compile(r"\sticker\s")
+    s = p.wait(lambda s: "| threads 4" in s and ticker.search(s) and main.search(s),
+               "all four threads")
+    # Threads seen over the run (a thread seen only at start counts too).
+    n = int(re.search(r"thread all \((\d+)\)", s).group(1))
+    assert n >= 4, s
+    views = []
+    for i in range(1, n + 1):
+        p.keys("t")
+        p.wait(lambda s, i=i: re.search(rf"thread \d+ \({i}/{n}\)", s), f"thread {i}")
+        time.sleep(1.2)  # a refresh or two
+        s = p.screen()
+        views.append((bool(ticker.search(s)), bool(main.search(s))))
+    assert views.count((False, True)) == 1, views
+    assert views.count((True, False)) == 3, views
+    p.keys("t")
+    p.wait(lambda s: f"thread all ({n})" in s, "all threads again")
+    p.keys("q")
+    assert restored(p)[0] == 0
+
+
 def test_live_call_tree(live_pane):
     """Down moves to beta; Enter shows its caller main; Escape goes back;
     Up and Enter show alpha's."""

@@ -57,6 +57,12 @@ $(B)/libpystrobe.so: $(LIB_OBJ)
 $(B)/pystrobe: $(CLI_OBJ) $(B)/libpystrobe.a
 	$(CC) $(SAN) $(LDFLAGS) -o $@ $(CLI_OBJ) $(B)/libpystrobe.a $(LDLIBS)
 
+# --- live view (`--live`): ncurses, for the command only ----------------------
+LIVE_CFLAGS := $(shell pkg-config --cflags ncursesw 2>/dev/null)
+LIVE_LIBS   := $(or $(shell pkg-config --libs ncursesw 2>/dev/null),-lncursesw -ltinfo)
+$(patsubst %.c,$(B)/obj/%.o,$(wildcard src/cli/live*.c)): ALL_CFLAGS += $(LIVE_CFLAGS)
+$(B)/pystrobe: LDLIBS += $(LIVE_LIBS) -lpthread
+
 $(B)/tests/%: tests/unit/%.c $(B)/libpystrobe.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fvisibility=default $(LDFLAGS) -o $@ $< $(B)/libpystrobe.a $(LDLIBS) -lcmocka

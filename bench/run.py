@@ -22,7 +22,10 @@ sets. For each workload in bench/workloads/:
  3. at 10 kHz: profiler CPU per second of profiling and the target's own time
     for a fixed amount of work with no profiler, with pystrobe and with the
     reference (median of several runs, the three alternating);
- 4. peak RSS of each profiler over a long run at 10 kHz (VmHWM, polled).
+ 4. peak RSS of each profiler over a long run at 10 kHz (VmHWM, polled);
+ 5. the live view: pystrobe's achieved rate at 1 kHz and 10 kHz with
+    --live (its screen in a pseudo-terminal, read and dropped) against
+    without (the reference column), for e2e-seconds each.
 
 Then prints the table and writes bench/RESULTS.md. Needs root: chroot, and
 /proc mounted inside the root for the reference. The script re-executes
@@ -68,7 +71,10 @@ TARGETS = {
     "cpu10k": "<= 0.1x ref",
     "slow10k": "<= 1%",
     "rss": "<= 0.25x ref",
+    "live": ">= 0.98x",
 }
+# The live view's rows: pystrobe's achieved rate with --live against without.
+LIVE_RATES = ["1khz", "10khz"]
 
 
 class BenchError(Exception):
@@ -451,6 +457,57 @@ class Bench:
         s["before_rate"], s["after_rate"] = before, after
         return s
 
+    # 5. the live view: the achieved rate with and without --live
+
+    def live_rate(self, workload, rate, live):
+        """pystrobe attach -r rate for e2e_seconds, with --live (in a
+        pseudo-terminal read and discarded; q once the view shows the final
+        counts) or without; its summary."""
+        import pty
+        d = self.args.e2e_seconds
+        p = self.start_target(workload)
+        master = slave = -1
+        try:
+            time.sleep(WARMUP)
+            stem = self.name(f"live-{rate}-{'on' if live else 'off'}")
+            argv, out = self.profiler_argv("pystrobe", p.pid, rate, d, stem)
+            if live:
+                argv.insert(2, "--live")
+            self.note(f"live {rate} {'--live' if live else 'plain'}", argv, p.pid)
+            errf = self.stage / "log" / f"{stem}.err"
+            io = {}
+            if live:
+                master, slave = pty.openpty()
+                fcntl_winsize(slave, 40, 120)
+                io = {"stdin": slave, "stdout": slave}
+            with open(errf, "wb") as e:
+                prof = self.procs.start([str(a) for a in argv], stderr=e,
+                                        **(io or {"stdin": subprocess.DEVNULL,
+                                                  "stdout": subprocess.DEVNULL}))
+            prof.which, prof.errf, prof.profile = "pystrobe", errf, out
+            prof.outf = errf
+            prof.t_start = time.monotonic()
+            if live:
+                # Read (and drop) the screen; q once sampling has ended.
+                seen = b""
+                end = time.monotonic() + d + 60
+                while self.procs.alive(prof) and time.monotonic() < end:
+                    r, _, _ = select.select([master], [], [], 0.2)
+                    if r:
+                        try:
+                            seen = (seen + os.read(master, 65536))[-4096:]
+                        except OSError:
+                            break
+                    if b"Press q" in seen:
+                        os.write(master, b"q")
+                        seen = b""
+            return self.finish_profiler(prof, d + 60)
+        finally:
+            for fd in (master, slave):
+                if fd >= 0:
+                    os.close(fd)
+            self.stop_target(p)
+
     # 3. at 10 kHz: profiler CPU and target slowdown on a fixed amount of work
 
     def calibrate(self, workload):
@@ -589,6 +646,12 @@ class Bench:
 # The unprofiled rates before and after an end-to-end run further apart than
 # this: the machine was disturbed, and the slowdown is not shown.
 BASE_SPREAD_MAX = 0.25
+
+
+def fcntl_winsize(fd, rows, cols):
+    import fcntl
+    import termios
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
 
 def e2e_slowdown(v):
@@ -769,6 +832,15 @@ def build_rows(results, workloads):
             if fl:
                 rows.append((w, "10 kHz: target slowdown, sleeping alone beside it",
                              fmt(100 * fl["slowdown"], "+.2f", "%"), "", "", "", ""))
+        for rate in LIVE_RATES:
+            m = r.get(f"live-{rate}", {})
+            on, off = m.get(True), m.get(False)
+            if on is not None or off is not None:
+                a, b = on and on["rate"], off and off["rate"]
+                q = ratio(a, b)
+                rows.append((w, f"{rate}: samples/s, --live (ref: without)", fmt(a, ",.0f"),
+                             fmt(b, ",.0f"), fmt(q, ".3f", "x"), TARGETS["live"],
+                             verdict(None if q is None else q >= 0.98)))
         m = r.get("rss", {})
         ps, rf = m.get("pystrobe"), m.get("reference")
         if ps is not None or rf is not None:
@@ -933,8 +1005,8 @@ def parse_args():
                    help="smoke run: shorter runs, fewer repetitions")
     p.add_argument("--workloads", default=",".join(WORKLOADS),
                    help="comma-separated subset of " + ",".join(WORKLOADS))
-    p.add_argument("--sections", default="raw,e2e,10khz,rss",
-                   help="comma-separated subset of raw,e2e,10khz,rss")
+    p.add_argument("--sections", default="raw,e2e,10khz,rss,live",
+                   help="comma-separated subset of raw,e2e,10khz,rss,live")
     p.add_argument("--raw-seconds", type=float)
     p.add_argument("--e2e-seconds", type=int, default=5,
                    help="-d of the end-to-end runs (the reference takes whole seconds)")
@@ -1051,6 +1123,12 @@ def main():
             if "rss" in args.sections:
                 r["rss"] = {c: measure(f"peak RSS over {args.rss_seconds:g} s, {c}",
                                        bench.rss, w, c) for c in pair}
+            if "live" in args.sections:
+                for rate in LIVE_RATES:
+                    modes = [True, False] if i % 2 == 0 else [False, True]
+                    r[f"live-{rate}"] = {m: measure(f"{rate}, {'--live' if m else 'plain'}",
+                                                    bench.live_rate, w, rate, m)
+                                         for m in modes}
     except KeyboardInterrupt:
         print("bench: interrupted", file=sys.stderr)
         return 130

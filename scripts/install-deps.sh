@@ -16,7 +16,9 @@ PKGS="make gcc clang libclang-rt-dev libelf-dev zlib1g-dev libcmocka-dev pkg-con
       libprotobuf-c-dev
       golang-go
       python3-jsonschema
-      libzstd-dev zstd"
+      libzstd-dev zstd
+      libncurses-dev
+      tmux"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -14,6 +14,7 @@
 #include <pystrobe/pystrobe.h>
 
 #include "cli/cli.h"
+#include "cli/live.h"
 #include "cli/record.h"
 
 /* The temporary output file an abort must remove, if it has a name. */
@@ -41,7 +42,8 @@ static int prepare_outputs(struct job *j)
 {
     const struct rec *r = &j->r;
     j->out.fd = -1;
-    if (!r->binary) {
+    /* The live view writes a profile only when given -o. */
+    if (!r->binary && (!r->live || r->output)) {
         int rc = rec_out_prepare(&j->out, r, r->attach ? j->pid : -1);
         if (rc != -1)
             return rc;
@@ -182,6 +184,52 @@ static int end_child(const struct job *j, enum end why, int status)
     return status;
 }
 
+/* Release what job_setup made, when sampling is not going to start. */
+static void job_abandon(struct job *j)
+{
+    rec_bin_free(j->bin);
+    j->bin = NULL;
+    rec_out_discard(&j->out);
+    if (j->child > 0 && !j->r.detach)
+        rec_child_stop(j->child, j->pid, 0);
+    pys_profile_free(j->prof);
+    pys_session_free(j->s);
+}
+
+/* The consumers of the sample stream beside the profile: the recording,
+ * the outputs written from the stream, the live view (lv, or NULL).
+ * Returns -1, or the exit status to end with (the job released). */
+static int start_sinks(struct job *j, struct live *lv, struct rec_sinks *ks)
+{
+    int rc = -1;
+    if (j->r.binary || j->r.record_path)
+        rc = start_recording(j, ks);
+    if (rc == -1)
+        rc = rec_stream_start(&j->r, j->s, j->pid, ks);
+    if (rc != -1) {
+        job_abandon(j);
+        return rc;
+    }
+    if (lv && live_start(lv, j->s, j->pid, ks) != -1)
+        rec_stop = SIGTERM; /* said why; the profile so far is written */
+    return -1;
+}
+
+/* After sampling: the profile written (unless the output is a recording,
+ * or the live view had no -o) and the recording finished. */
+static int write_outputs(struct job *j, const struct pys_profile_info *info, uint64_t unmatched)
+{
+    int status = CLI_OK;
+    if (!j->r.binary && (!j->r.live || j->r.output))
+        status = rec_write_output(&j->r, &j->out, j->prof, j->pid, unmatched);
+    if (j->bin) {
+        int st = rec_bin_finish(j->bin, info);
+        status = status == CLI_OK ? st : status;
+        rec_bin_free(j->bin);
+    }
+    return status;
+}
+
 int cli_record(int argc, char **argv, int attach)
 {
     struct job j = {.pid = -1, .child = -1};
@@ -196,48 +244,26 @@ int cli_record(int argc, char **argv, int attach)
                                  .frame_cache = !j.r.read_only,
                                  .reuse_idle = !j.r.every_thread,
                                  .max_frames = j.r.max_frames};
-    rc = job_setup(&j);
-    if (rc != -1)
-        return rc;
-
+    struct live *lv = NULL;
     struct rec_sinks sinks = {.n = 0};
-    if (j.r.binary || j.r.record_path) {
-        rc = start_recording(&j, &sinks);
-        if (rc != -1) {
-            rec_bin_free(j.bin);
-            rec_out_discard(&j.out);
-            if (j.child > 0 && !j.r.detach)
-                rec_child_stop(j.child, j.pid, 0);
-            pys_profile_free(j.prof);
-            pys_session_free(j.s);
-            return rc;
-        }
-    }
-
-    if ((rc = rec_stream_start(&j.r, j.s, j.pid, &sinks)) != -1) {
-        rec_bin_free(j.bin);
-        rec_out_discard(&j.out);
-        if (j.child > 0 && !j.r.detach)
-            rec_child_stop(j.child, j.pid, 0);
-        pys_profile_free(j.prof);
-        pys_session_free(j.s);
+    if (j.r.live && (rc = live_prepare(&lv, &j.r)) != -1)
+        return rc;
+    if ((rc = job_setup(&j)) != -1 || (rc = start_sinks(&j, lv, &sinks)) != -1) {
+        live_free(lv);
         return rc;
     }
 
     struct rec_sessions ss = {.v = {j.s}, .n = 1, .opt = &j.opt};
     enum end why = rec_sample_loop(&j.r, &ss, j.prof, &sinks, &unmatched);
+    live_end(lv, why);
+    live_free(lv);
     const struct pys_profile_info *info = pys_profile_info(j.prof);
     rec_print_summary(info, j.r.rate_hz);
     if (!j.r.binary)
         rec_print_folded(j.prof, j.r.max_memory);
     if (j.r.stats)
         rec_print_stats(ss.v[ss.n - 1], info);
-    int status = j.r.binary ? CLI_OK : rec_write_output(&j.r, &j.out, j.prof, j.pid, unmatched);
-    if (j.bin) {
-        int st = rec_bin_finish(j.bin, info);
-        status = status == CLI_OK ? st : status;
-        rec_bin_free(j.bin);
-    }
+    int status = write_outputs(&j, info, unmatched);
     if (j.child > 0)
         status = end_child(&j, why, status);
 

@@ -62,6 +62,7 @@ struct rec {
     int jsonl_samples;       /* --jsonl-samples: a record per sample too */
     struct out_jsonl *jsonl; /* FMT_JSONL's writer, fed by the sample stream */
     struct out_gecko *gecko; /* FMT_GECKO's */
+    int live;                /* --live: the live view (live.h) */
 };
 enum { REC_COMPRESSION_AUTO, REC_COMPRESSION_ZSTD, REC_COMPRESSION_NONE };
 
@@ -126,6 +127,9 @@ void rec_signals_install(void);
  * child and python (-1: none) are killed with SIGKILL, tmp_path (NULL: none)
  * is unlinked. tmp_path must stay valid until replaced. */
 void rec_abort_cleanup(pid_t child, pid_t python, const char *tmp_path);
+/* Called by an abort before it exits, if set: must be async-signal-safe
+ * (the live view gives the terminal back). */
+extern void (*volatile rec_abort_hook)(void);
 /* Sample the last of ss into prof, and hand each sample to the sinks (NULL:
  * none), until a signal, the duration, the target's exit, an exec of a
  * program that is not Python or a sink's error; an exec of Python is

@@ -29,6 +29,7 @@ volatile sig_atomic_t rec_stop;
 /* What an abort cleans up; written with the signals blocked. */
 static volatile pid_t abort_child = -1, abort_python = -1;
 static const char *volatile abort_tmp;
+void (*volatile rec_abort_hook)(void);
 
 static void on_signal(int sig)
 {
@@ -42,6 +43,8 @@ static void on_signal(int sig)
             kill(abort_child, SIGKILL);
         if (abort_tmp)
             unlink(abort_tmp);
+        if (rec_abort_hook)
+            rec_abort_hook();
         _exit(130);
     }
     rec_stop = sig;

@@ -131,7 +131,11 @@ static const char RUN_USAGE[] =
     "                            (default file jsonl_PID.jsonl)\n"
     "      --jsonl-samples       with --jsonl: a record per sample too (time, threads)\n"
     "      --gecko               a Firefox Profiler profile (gecko_PID.json): a track per\n"
-    "                            thread, real times, GIL/CPU/GC/exception markers\n";
+    "                            thread, real times, GIL/CPU/GC/exception markers\n"
+    "Live view:\n"
+    "      --live                a top-like view in the terminal instead of a file\n"
+    "                            (h in it lists the keys); with -o FILE the profile\n"
+    "                            is also written there at the end\n";
 
 enum {
     OPT_MAIN_ONLY = 256,
@@ -163,6 +167,7 @@ enum {
     OPT_JSONL,
     OPT_JSONL_SAMPLES,
     OPT_GECKO,
+    OPT_LIVE,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -199,6 +204,7 @@ static const struct option LONG_OPTS[] = {
     {"jsonl", no_argument, NULL, OPT_JSONL},
     {"jsonl-samples", no_argument, NULL, OPT_JSONL_SAMPLES},
     {"gecko", no_argument, NULL, OPT_GECKO},
+    {"live", no_argument, NULL, OPT_LIVE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -247,9 +253,9 @@ static int check_async(const struct rec *r)
     if (r->main_only)
         return usage_error("%s", "--async-aware cannot be combined with --main-thread-only");
     /* Task stacks do not go through the sample stream yet. */
-    if (r->binary || r->record_path || r->format == FMT_JSONL || r->format == FMT_GECKO)
+    if (r->binary || r->record_path || r->format == FMT_JSONL || r->format == FMT_GECKO || r->live)
         return usage_error("%s", "--async-aware cannot be combined with --binary, --record, "
-                                 "--jsonl or --gecko yet");
+                                 "--jsonl, --gecko or --live yet");
     return -1;
 }
 
@@ -301,6 +307,9 @@ static int set_flag_option(struct rec *r, int c)
         break;
     case OPT_EVERY_THREAD:
         r->every_thread = 1;
+        break;
+    case OPT_LIVE:
+        r->live = 1;
         break;
     case OPT_DETACH:
         r->detach = 1;

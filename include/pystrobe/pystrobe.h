@@ -322,6 +322,23 @@ PYS_EXTERN const struct pys_frame *pys_profile_frame(const pys_profile *p, uint3
 PYS_EXTERN struct pys_profile_info *pys_profile_info(pys_profile *p);
 PYS_EXTERN const struct pys_profile_info *pys_profile_info_get(const pys_profile *p);
 
+/* --- thread names ------------------------------------------------------ */
+
+/* The Python name (threading.Thread.name) of the main interpreter's thread
+ * thread_id (pys_thread.thread_id), as the threading module's table of
+ * live threads holds it, or NULL for a thread without a Thread object, a
+ * target that never imported threading, or a table that cannot be read. The
+ * names are read again at most about once a second (sooner while a thread
+ * asked for is missing), so a call costs a lookup most of the time. The
+ * string is interned by the session (valid until pys_session_free). */
+PYS_EXTERN const char *pys_session_thread_name(pys_session *s, uint64_t thread_id);
+/* Name thread `thread` (an id given to pys_profile_add) in the outputs;
+ * the last name set wins. name must outlive the profile (a session's
+ * string). 0, or PYS_E_NOMEM. */
+PYS_EXTERN int pys_profile_set_thread_name(pys_profile *p, uint64_t thread, const char *name);
+/* That name, or NULL when none was set. */
+PYS_EXTERN const char *pys_profile_thread_name(const pys_profile *p, uint64_t thread);
+
 #ifdef __cplusplus
 }
 #endif

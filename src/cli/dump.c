@@ -38,8 +38,7 @@ static void put_num(FILE *f, int32_t v)
         fprintf(f, "%d", (int)v);
 }
 
-static void print_text(FILE *f, const pys_session *s, const struct pys_snapshot *snap,
-                       size_t max_frames)
+static void print_text(FILE *f, pys_session *s, const struct pys_snapshot *snap, size_t max_frames)
 {
     fprintf(f, "Process %d: Python %s (", pys_session_pid(s), pys_session_python_version_text(s));
     put_text(f, pys_session_image_path(s));
@@ -53,10 +52,8 @@ static void print_text(FILE *f, const pys_session *s, const struct pys_snapshot 
                 unsigned bit;
                 const char *name;
             } flags[] = {
-                {PYS_THREAD_MAIN_THREAD, "main thread"},
-                {PYS_THREAD_HAS_GIL, "holds GIL"},
-                {PYS_THREAD_GIL_REQUESTED, "waiting for GIL"},
-                {PYS_THREAD_ON_CPU, "on CPU"},
+                {PYS_THREAD_MAIN_THREAD, "main thread"},          {PYS_THREAD_HAS_GIL, "holds GIL"},
+                {PYS_THREAD_GIL_REQUESTED, "waiting for GIL"},    {PYS_THREAD_ON_CPU, "on CPU"},
                 {PYS_THREAD_HAS_EXCEPTION, "handling exception"},
             };
             /* The host's id first, as the host's tools (ps, top) show it;
@@ -65,6 +62,12 @@ static void print_text(FILE *f, const pys_session *s, const struct pys_snapshot 
                     (unsigned long long)(t->host_id ? t->host_id : t->native_id));
             if (t->host_id && t->host_id != t->native_id)
                 fprintf(f, " (ns %llu)", (unsigned long long)t->native_id);
+            const char *tname = in->id == 0 ? pys_session_thread_name(s, t->thread_id) : NULL;
+            if (tname) {
+                fputs(" \"", f);
+                put_text(f, tname);
+                fputc('"', f);
+            }
             const char *sepr = " (";
             for (size_t b = 0; b < sizeof flags / sizeof flags[0]; b++) {
                 if (t->status & flags[b].bit) {
@@ -110,7 +113,7 @@ static void print_text(FILE *f, const pys_session *s, const struct pys_snapshot 
     }
 }
 
-static void print_json(FILE *f, const pys_session *s, const struct pys_snapshot *snap)
+static void print_json(FILE *f, pys_session *s, const struct pys_snapshot *snap)
 {
     struct out_json j;
     out_json_init(&j, f);
@@ -142,6 +145,12 @@ static void print_json(FILE *f, const pys_session *s, const struct pys_snapshot 
                 out_json_null(&j);
             out_json_key(&j, "thread_id");
             out_json_int(&j, (int64_t)t->thread_id);
+            out_json_key(&j, "name");
+            const char *tname = in->id == 0 ? pys_session_thread_name(s, t->thread_id) : NULL;
+            if (tname)
+                out_json_string(&j, tname);
+            else
+                out_json_null(&j);
             out_json_key(&j, "status");
             out_json_begin_object(&j);
             out_json_key(&j, "main_thread");

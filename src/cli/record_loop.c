@@ -211,12 +211,17 @@ static void realtime_line(const struct timing *tm, uint64_t samples, uint64_t fa
 }
 
 /* Add thread t's stack, under its id in pystrobe's /proc (the target's
- * own, marked, when it runs in another PID namespace). */
-static int add_thread(pys_profile *prof, const struct pys_thread *t)
+ * own, marked, when it runs in another PID namespace), with its Python
+ * name when it has one (the main interpreter's threads; s, else NULL). */
+static int add_thread(pys_profile *prof, pys_session *s, const struct pys_thread *t)
 {
     uint64_t id = t->host_id ? t->host_id : t->native_id;
     if (id != t->native_id && pys_profile_thread_ns(prof, id) != t->native_id &&
         pys_profile_set_thread_ns(prof, id, t->native_id) < 0)
+        return PYS_E_NOMEM;
+    const char *name = s ? pys_session_thread_name(s, t->thread_id) : NULL;
+    if (name && pys_profile_thread_name(prof, id) != name &&
+        pys_profile_set_thread_name(prof, id, name) < 0)
         return PYS_E_NOMEM;
     return pys_profile_add(prof, id, t->frames, t->nframes, 1);
 }
@@ -243,7 +248,7 @@ static int add_snapshot(struct loop *l, const struct pys_snapshot *snap)
             if (!thread_matches(l->r, t))
                 continue;
             kept++;
-            if (add_thread(l->prof, t) < 0)
+            if (add_thread(l->prof, in->id == 0 ? l->s : NULL, t) < 0)
                 return PYS_E_NOMEM;
         }
     }

@@ -30,6 +30,11 @@ struct prof_intern {
 const char *prof_intern_str(struct prof_intern *in, const char *s, size_t len);
 void prof_intern_release(struct prof_intern *in);
 
+/* --- thread names (threadnames.c) -------------------------------------- */
+
+struct prof_tnames;
+void prof_tnames_free(struct prof_tnames *tn);
+
 /* --- code object cache (codecache.c) ------------------------------------ */
 
 struct prof_code {
@@ -312,6 +317,7 @@ struct pys_session {
     uint64_t snapshots, thread_errors; /* counters for pys_session_stats */
 
     struct prof_intern strings;
+    struct prof_tnames *tnames; /* threadnames.c: NULL until a name is asked for */
     const char *marker_file, *marker_native, *marker_gc; /* interned "~", "<native>", "<GC>" */
     const char *marker_truncated;                        /* "<truncated>" */
     struct prof_codecache codes;

@@ -145,6 +145,7 @@ void pys_session_free(pys_session *s)
     prof_fcache_release(&s->fcache);
     mem_release(&s->mem);
     mem_release(&s->mem_idle);
+    prof_tnames_free(s->tnames);
     prof_intern_release(&s->strings);
     cpy_stack_release(&s->stack);
     free(s->tsbuf);

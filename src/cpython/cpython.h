@@ -326,4 +326,24 @@ int cpy_unicode_read(struct mem *m, const struct cpy_offsets *o, uint64_t addr,
 int cpy_bytes_read(struct mem *m, const struct cpy_offsets *o, uint64_t addr, size_t max,
                    uint8_t **out, size_t *len);
 
+/* --- dicts, attributes, ints (dicts.c) ---------------------------------- */
+
+/* The value under the str key `key` (ASCII) in the dict at dict: 0 and
+ * *out, PYS_E_NOTFOUND if the dict has no such key, PYS_E_CORRUPT if dict is
+ * no dict, PYS_E_TOODEEP past 16384 entries, or a read error. */
+int cpy_dict_get_str(struct mem *m, const struct cpy_offsets *o, uint64_t dict, const char *key,
+                     uint64_t *out);
+/* The dict's items, at most max, into keys[] and values[]: how many, or an
+ * error as cpy_dict_get_str. */
+int cpy_dict_items(struct mem *m, const struct cpy_offsets *o, uint64_t dict, uint64_t *keys,
+                   uint64_t *values, size_t max);
+/* Attribute `name` of obj from its instance dict, managed dict or inline
+ * values (not properties, slots or class attributes): as cpy_dict_get_str. */
+int cpy_object_attr(struct mem *m, const struct cpy_offsets *o, uint64_t obj, const char *name,
+                    uint64_t *out);
+/* The int at addr, which must lie in 0..2**64-1. */
+int cpy_long_read(struct mem *m, const struct cpy_offsets *o, uint64_t addr, uint64_t *out);
+/* Is the object at addr a str (or a str subclass)? */
+int cpy_is_str(struct mem *m, const struct cpy_offsets *o, uint64_t addr);
+
 #endif

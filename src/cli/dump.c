@@ -11,10 +11,12 @@
 #include <pystrobe/pystrobe.h>
 
 #include "cli/cli.h"
+#include "cli/source.h"
 #include "output/json.h"
 
 static const char DUMP_USAGE[] =
-    "usage: pystrobe dump [--json] [--max-frames N] PID\n"
+    "usage: pystrobe dump [--json] [--no-source] [--max-frames N] PID\n"
+    "  --no-source      no source lines under the frames\n"
     "  --max-frames N   frames kept of a stack, 16 to 1000000 (default 8192): a deeper\n"
     "                   one keeps its innermost N-1 over a <truncated> frame\n";
 
@@ -38,7 +40,82 @@ static void put_num(FILE *f, int32_t v)
         fprintf(f, "%d", (int)v);
 }
 
-static void print_text(FILE *f, pys_session *s, const struct pys_snapshot *snap, size_t max_frames)
+/* How many columns a byte of source takes where put_source prints it: a
+ * UTF-8 continuation byte none, a control character its \xNN escape. */
+static size_t source_width(unsigned char c)
+{
+    if ((c & 0xc0) == 0x80)
+        return 0;
+    if ((c < 0x20 && c != '\t') || c == 0x7f)
+        return 4;
+    return 1;
+}
+
+static void put_source(FILE *f, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\t')
+            fputc(' ', f);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(f, "\\x%02x", c);
+        else
+            fputc(c, f);
+    }
+}
+
+static size_t span_width(const char *s, size_t from, size_t to)
+{
+    size_t w = 0;
+    for (size_t i = from; i < to; i++)
+        w += source_width((unsigned char)s[i]);
+    return w;
+}
+
+/*
+ * Frame fr's source line under it, stripped of its indentation, and, where
+ * the version gives columns (3.11+), carets under the executing range as
+ * Python's tracebacks draw them: to the line's end when the range goes on to
+ * later lines, none when the range is the whole line. A line that cannot be
+ * read is left out.
+ */
+static void print_source(FILE *f, struct cli_source *src, const struct pys_frame *fr)
+{
+    const char *line;
+    size_t len;
+    if (fr->kind != PYS_FRAME_PYTHON || fr->lineno < 1 ||
+        cli_source_line(src, fr->filename, fr->lineno, &line, &len) < 0)
+        return;
+    size_t ws = 0, end = len;
+    while (ws < len && (line[ws] == ' ' || line[ws] == '\t' || line[ws] == '\f'))
+        ws++;
+    while (end > ws && (line[end - 1] == ' ' || line[end - 1] == '\t'))
+        end--;
+    if (ws == end)
+        return;
+    fputs("      ", f);
+    put_source(f, line + ws, end - ws);
+    fputc('\n', f);
+    if (fr->col < 0 || fr->end_lineno < fr->lineno)
+        return;
+    size_t a = (size_t)fr->col;
+    size_t b = fr->end_lineno == fr->lineno && fr->end_col >= 0 ? (size_t)fr->end_col : end;
+    if (a < ws)
+        a = ws;
+    if (b > end)
+        b = end;
+    if (a >= b || (a == ws && b == end))
+        return;
+    fputs("      ", f);
+    for (size_t w = span_width(line, ws, a); w > 0; w--)
+        fputc(' ', f);
+    for (size_t w = span_width(line, a, b); w > 0; w--)
+        fputc('^', f);
+    fputc('\n', f);
+}
+
+static void print_text(FILE *f, pys_session *s, const struct pys_snapshot *snap, size_t max_frames,
+                       struct cli_source *src)
 {
     fprintf(f, "Process %d: Python %s (", pys_session_pid(s), pys_session_python_version_text(s));
     put_text(f, pys_session_image_path(s));
@@ -108,6 +185,8 @@ static void print_text(FILE *f, pys_session *s, const struct pys_snapshot *snap,
                 fputc(':', f);
                 put_num(f, fr->end_col);
                 fputs("]\n", f);
+                if (src)
+                    print_source(f, src, fr);
             }
         }
     }
@@ -222,11 +301,13 @@ static void test_delay(void)
 
 int cli_dump(int argc, char **argv)
 {
-    int json = 0, pid = -1;
+    int json = 0, pid = -1, source = 1;
     size_t max_frames = PYS_MAX_FRAMES_DEFAULT;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             json = 1;
+        } else if (strcmp(argv[i], "--no-source") == 0) {
+            source = 0;
         } else if (strcmp(argv[i], "--max-frames") == 0) {
             if (i + 1 == argc || cli_parse_max_frames(argv[i + 1], &max_frames) < 0) {
                 fprintf(stderr, "pystrobe: bad --max-frames '%s' (%d to %d)\n%s",
@@ -277,10 +358,13 @@ int cli_dump(int argc, char **argv)
         pys_session_free(s);
         return status;
     }
-    if (json)
+    if (json) {
         print_json(stdout, s, snap);
-    else
-        print_text(stdout, s, snap, max_frames);
+    } else {
+        struct cli_source *src = source ? cli_source_new(pid) : NULL;
+        print_text(stdout, s, snap, max_frames, src);
+        cli_source_free(src);
+    }
     pys_session_free(s);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         perror("pystrobe: writing the dump");

@@ -13,6 +13,7 @@
 
 #include <pystrobe/pystrobe.h>
 
+#include "cli/browser.h"
 #include "cli/cli.h"
 #include "cli/record.h"
 
@@ -157,11 +158,13 @@ int cli_record(int argc, char **argv, int attach)
     struct rec_sessions ss = {.v = {j.s}, .n = 1, .opt = &j.opt};
     enum end why = rec_sample_loop(&j.r, &ss, j.prof, &unmatched);
     const struct pys_profile_info *info = pys_profile_info(j.prof);
-    rec_print_summary(info, j.r.rate_hz);
+    rec_print_summary(info, j.r.rate_hz, j.r.no_summary);
     rec_print_folded(j.prof, j.r.max_memory);
     if (j.r.stats)
         rec_print_stats(ss.v[ss.n - 1], info);
     int status = rec_write_output(&j.r, &j.out, j.prof, j.pid, unmatched);
+    if (j.r.browser && status == CLI_OK && j.r.format == FMT_FLAMEGRAPH && j.out.path)
+        cli_open_browser(j.out.path);
     if (j.child > 0)
         status = end_child(&j, why, status);
 

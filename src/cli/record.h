@@ -41,6 +41,9 @@ struct rec {
     uint64_t max_memory; /* the profile's bound in bytes; 0 = none */
     char **argv;         /* run: what to execute */
     int detach;          /* run: leave the command running when sampling ends early */
+    /* issue 28: CLI habits */
+    int browser;    /* open the HTML output once written */
+    int no_summary; /* leave out the end-of-run statistics (warnings stay) */
 };
 
 /* Why sampling ended. END_NOT_PYTHON: the process exec'd a program that
@@ -112,7 +115,9 @@ struct rec_out {
 int rec_out_prepare(struct rec_out *o, const struct rec *r, int pid);
 /* Remove the temporary file (the profile is not going to be written). */
 void rec_out_discard(struct rec_out *o);
-void rec_print_summary(const struct pys_profile_info *info, double rate_hz);
+/* The end-of-run statistics, unless quiet; the warnings (truncated stacks)
+ * in any case. */
+void rec_print_summary(const struct pys_profile_info *info, double rate_hz, int quiet);
 /* The summary's line on folded samples, if the profile reached its bound. */
 void rec_print_folded(const pys_profile *p, uint64_t max_memory);
 void rec_print_stats(const pys_session *s, const struct pys_profile_info *info);

@@ -110,7 +110,13 @@ static const char RUN_USAGE[] =
     "      --sort KEY            pstats table: nsamples, tottime, cumtime, sample-pct,\n"
     "                            cumul-pct, nsamples-cumul, name (default nsamples)\n"
     "  -l, --limit N             pstats table rows (default 15)\n"
-    "      --no-tid              collapsed: no tid:N root frame; threads merged\n";
+    "      --no-tid              collapsed: no tid:N root frame; threads merged\n"
+    /* issue 28: CLI habits */
+    "      --browser             open the HTML output (--flamegraph) once written:\n"
+    "                            $BROWSER, else xdg-open\n"
+    "      --no-summary          no statistics at the end (warnings are still shown)\n"
+    "Options may follow attach's PID; everything after run's script (or -m module)\n"
+    "is the script's.\n";
 
 enum {
     OPT_MAIN_ONLY = 256,
@@ -130,6 +136,9 @@ enum {
     OPT_DETACH,
     OPT_MAX_MEMORY,
     OPT_MAX_FRAMES,
+    /* issue 28: CLI habits */
+    OPT_BROWSER,
+    OPT_NO_SUMMARY,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -155,6 +164,9 @@ static const struct option LONG_OPTS[] = {
     {"detach", no_argument, NULL, OPT_DETACH},
     {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
     {"max-frames", required_argument, NULL, OPT_MAX_FRAMES},
+    /* issue 28: CLI habits */
+    {"browser", no_argument, NULL, OPT_BROWSER},
+    {"no-summary", no_argument, NULL, OPT_NO_SUMMARY},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -227,6 +239,13 @@ static int set_flag_option(struct rec *r, int c)
         break;
     case OPT_DETACH:
         r->detach = 1;
+        break;
+    /* issue 28: CLI habits */
+    case OPT_BROWSER:
+        r->browser = 1;
+        break;
+    case OPT_NO_SUMMARY:
+        r->no_summary = 1;
         break;
     default:
         return 0;
@@ -342,6 +361,8 @@ static int finish_args(struct rec *r, int argc, char **argv, int first, const ch
     r->interval_ns = (uint64_t)(1e9 / r->rate_hz + 0.5);
     if (r->interval_ns == 0)
         r->interval_ns = 1;
+    if (r->browser && r->format != FMT_FLAMEGRAPH)
+        return usage_error("%s", "--browser opens an HTML output: use it with --flamegraph");
     if (r->attach) {
         if (r->detach)
             return usage_error("%s", "--detach is for run");
@@ -373,8 +394,30 @@ int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
     optind = 1;
     opterr = 0; /* errors are said below, in pystrobe's words */
     /* '+': stop at the first non-option (the script and its arguments);
-     * ':': a missing value is told apart from an unknown option. */
-    while (!module && (c = getopt_long(argc, argv, "+:r:d:ao:l:hm:", LONG_OPTS, NULL)) != -1) {
+     * ':': a missing value is told apart from an unknown option. attach
+     * goes on past its PID (`attach 1234 -d 5`): the operands are gathered
+     * at the front of argv[optind..], in their order, for finish_args. */
+    char *ops[8]; /* attach's operands */
+    int nops = 0;
+    for (;;) {
+        if (module)
+            break;
+        c = getopt_long(argc, argv, "+:r:d:ao:l:hm:", LONG_OPTS, NULL);
+        if (c == -1) {
+            if (!r->attach || optind >= argc)
+                break;
+            /* after "--" every word is an operand; else this one is, and
+             * options may follow it */
+            int dashes = strcmp(argv[optind - 1], "--") == 0;
+            do {
+                if (nops == (int)(sizeof ops / sizeof ops[0]))
+                    return usage_error("%s", "attach needs exactly one process id");
+                ops[nops++] = argv[optind++];
+            } while (dashes && optind < argc);
+            if (dashes)
+                break;
+            continue;
+        }
         if (set_flag_option(r, c))
             continue;
         int rc = set_value_option(r, c, optarg);
@@ -395,5 +438,7 @@ int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
             return usage_error("%s", "-m is for run");
         module = optarg; /* what follows is the module's arguments */
     }
+    if (r->attach)
+        return finish_args(r, nops, ops, 0, NULL, pid);
     return finish_args(r, argc, argv, optind, module, pid);
 }

@@ -272,10 +272,12 @@ static void say_empty(const struct rec *r, const struct pys_profile_info *info, 
     }
 }
 
-void rec_print_summary(const struct pys_profile_info *info, double rate_hz)
+void rec_print_summary(const struct pys_profile_info *info, double rate_hz, int quiet)
 {
     double secs = (double)info->duration_ns / 1e9;
     uint64_t expected = info->samples + info->missed;
+    if (quiet)
+        goto warnings;
     fprintf(stderr, "Captured %llu samples in %.2f seconds\n", (unsigned long long)info->samples,
             secs);
     fprintf(stderr, "Sample rate: %.2f samples/sec (requested %.0f)\n",
@@ -284,6 +286,7 @@ void rec_print_summary(const struct pys_profile_info *info, double rate_hz)
             info->samples ? 100.0 * (double)info->failed / (double)info->samples : 0.0);
     fprintf(stderr, "Missed samples: %llu (%.2f%%)\n", (unsigned long long)info->missed,
             expected ? 100.0 * (double)info->missed / (double)expected : 0.0);
+warnings:
     if (info->truncated > 0)
         fprintf(stderr, "Truncated samples: %llu (stacks deeper than %llu frames; --max-frames)\n",
                 (unsigned long long)info->truncated, (unsigned long long)info->max_frames);

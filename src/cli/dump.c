@@ -10,12 +10,14 @@
 
 #include <pystrobe/pystrobe.h>
 
+#include "cli/blocking.h"
 #include "cli/cli.h"
 #include "cli/source.h"
 #include "output/json.h"
 
 static const char DUMP_USAGE[] =
-    "usage: pystrobe dump [--json] [--no-source] [--max-frames N] PID\n"
+    "usage: pystrobe dump [--json] [--no-source] [--blocking] [--max-frames N] PID\n"
+    "  --blocking       stop the target's threads while their stacks are read\n"
     "  --no-source      no source lines under the frames\n"
     "  --max-frames N   frames kept of a stack, 16 to 1000000 (default 8192): a deeper\n"
     "                   one keeps its innermost N-1 over a <truncated> frame\n";
@@ -301,13 +303,15 @@ static void test_delay(void)
 
 int cli_dump(int argc, char **argv)
 {
-    int json = 0, pid = -1, source = 1;
+    int json = 0, pid = -1, source = 1, blocking = 0;
     size_t max_frames = PYS_MAX_FRAMES_DEFAULT;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             json = 1;
         } else if (strcmp(argv[i], "--no-source") == 0) {
             source = 0;
+        } else if (strcmp(argv[i], "--blocking") == 0) {
+            blocking = 1;
         } else if (strcmp(argv[i], "--max-frames") == 0) {
             if (i + 1 == argc || cli_parse_max_frames(argv[i + 1], &max_frames) < 0) {
                 fprintf(stderr, "pystrobe: bad --max-frames '%s' (%d to %d)\n%s",
@@ -345,7 +349,15 @@ int cli_dump(int argc, char **argv)
         return cli_report(rc, err);
     test_delay();
     const struct pys_snapshot *snap;
-    rc = pys_session_snapshot(s, &snap);
+    int pause_rc = 0;
+    rc = blocking ? cli_blocking_snapshot(s, &snap, &pause_rc) : pys_session_snapshot(s, &snap);
+    if (pause_rc < 0 && pause_rc != PYS_E_EXITED) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "--blocking: %s", pys_session_last_error(s));
+        int status = cli_report(rc, msg);
+        pys_session_free(s);
+        return status;
+    }
     if (rc < 0) {
         int status;
         if (rc == PYS_E_EXITED) {

@@ -163,6 +163,8 @@ int cli_record(int argc, char **argv, int attach)
     if (j.r.stats)
         rec_print_stats(ss.v[ss.n - 1], info);
     int status = rec_write_output(&j.r, &j.out, j.prof, j.pid, unmatched);
+    if (why == END_ERROR && (status == CLI_OK || status == CLI_NOSAMPLES))
+        status = rec_error_status;
     if (j.r.browser && status == CLI_OK && j.r.format == FMT_FLAMEGRAPH && j.out.path)
         cli_open_browser(j.out.path);
     if (j.child > 0)

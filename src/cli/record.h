@@ -44,11 +44,15 @@ struct rec {
     /* issue 28: CLI habits */
     int browser;    /* open the HTML output once written */
     int no_summary; /* leave out the end-of-run statistics (warnings stay) */
+    int blocking;   /* stop the target's threads for each sample */
 };
 
 /* Why sampling ended. END_NOT_PYTHON: the process exec'd a program that
  * did not become Python (or one pystrobe cannot read). */
-enum end { END_SIGNAL, END_DURATION, END_EXITED, END_NOT_PYTHON };
+enum end { END_SIGNAL, END_DURATION, END_EXITED, END_NOT_PYTHON, END_ERROR };
+/* END_ERROR: the exit status to end with (said on stderr), e.g. a thread
+ * --blocking could not stop. */
+extern int rec_error_status;
 
 /* The sessions a profile was sampled through, the current one last: a
  * process that exec'd Python again has one per program, and the profile's

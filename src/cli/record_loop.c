@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/blocking.h"
+#include "cli/cli.h"
 #include "cli/record.h"
 
 volatile sig_atomic_t rec_stop;
@@ -310,11 +312,36 @@ static void wait_deadline(const struct loop *l)
         sleep_until(l->next);
 }
 
+int rec_error_status = CLI_ERROR;
+
+/* --blocking could not stop the target (rc): the end of sampling, the
+ * target gone, or a thread that cannot be stopped (an error the user sees:
+ * never sampled around). */
+static void blocking_failed(struct loop *l, int rc, enum end *why)
+{
+    if (rc == PYS_E_EXITED) {
+        *why = END_EXITED;
+        return;
+    }
+    char msg[512];
+    snprintf(msg, sizeof msg, "--blocking: %s", pys_session_last_error(l->s));
+    rec_error_status = cli_report(rc, msg);
+    *why = END_ERROR;
+}
+
 /* Take one sample, begun at t0. Returns 1 to go on, else 0 with *why. */
 static int sample_one(struct loop *l, uint64_t t0, enum end *why)
 {
     const struct pys_snapshot *snap;
-    int rc = pys_session_snapshot(l->s, &snap);
+    int rc, pause_rc = 0;
+    if (l->r->blocking)
+        rc = cli_blocking_snapshot(l->s, &snap, &pause_rc);
+    else
+        rc = pys_session_snapshot(l->s, &snap);
+    if (pause_rc < 0) {
+        blocking_failed(l, pause_rc, why);
+        return 0;
+    }
     uint64_t t1 = rec_now_ns();
     if (rc == PYS_E_EXITED) {
         *why = END_EXITED;

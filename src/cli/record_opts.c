@@ -115,6 +115,9 @@ static const char RUN_USAGE[] =
     "      --browser             open the HTML output (--flamegraph) once written:\n"
     "                            $BROWSER, else xdg-open\n"
     "      --no-summary          no statistics at the end (warnings are still shown)\n"
+    "      --blocking            stop every thread of the target for each sample\n"
+    "                            (ptrace): each sample is one moment, at the cost of\n"
+    "                            stopping the program (--stats shows how long)\n"
     "Options may follow attach's PID; everything after run's script (or -m module)\n"
     "is the script's.\n";
 
@@ -139,6 +142,7 @@ enum {
     /* issue 28: CLI habits */
     OPT_BROWSER,
     OPT_NO_SUMMARY,
+    OPT_BLOCKING,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -167,6 +171,7 @@ static const struct option LONG_OPTS[] = {
     /* issue 28: CLI habits */
     {"browser", no_argument, NULL, OPT_BROWSER},
     {"no-summary", no_argument, NULL, OPT_NO_SUMMARY},
+    {"blocking", no_argument, NULL, OPT_BLOCKING},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -246,6 +251,9 @@ static int set_flag_option(struct rec *r, int c)
         break;
     case OPT_NO_SUMMARY:
         r->no_summary = 1;
+        break;
+    case OPT_BLOCKING:
+        r->blocking = 1;
         break;
     default:
         return 0;
@@ -361,6 +369,9 @@ static int finish_args(struct rec *r, int argc, char **argv, int first, const ch
     r->interval_ns = (uint64_t)(1e9 / r->rate_hz + 0.5);
     if (r->interval_ns == 0)
         r->interval_ns = 1;
+    if (r->blocking && r->mode == MODE_CPU)
+        return usage_error("%s", "--blocking stops every thread, so none is ever seen running: "
+                                 "not with --mode cpu");
     if (r->browser && r->format != FMT_FLAMEGRAPH)
         return usage_error("%s", "--browser opens an HTML output: use it with --flamegraph");
     if (r->attach) {

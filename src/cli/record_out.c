@@ -364,6 +364,12 @@ void rec_print_stats(const pys_session *s, const struct pys_profile_info *info)
         fprintf(stderr, "  frame cache:        off (%s)\n",
                 pys_session_python_version(s) < 0x030f0000 ? "needs CPython 3.15+" : "--read-only");
     }
+    if (st.pauses)
+        fprintf(stderr,
+                "  stopped (--blocking): %.1f us per sample (mean), %.1f us at most; "
+                "%.1f threads stopped per sample\n",
+                (double)st.paused_ns / (double)st.pauses / 1e3, (double)st.paused_max_ns / 1e3,
+                (double)st.paused_threads / (double)st.pauses);
 }
 
 int rec_write_output(const struct rec *r, struct rec_out *o, const pys_profile *p, int pid,

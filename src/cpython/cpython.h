@@ -147,6 +147,11 @@ struct cpy_stack {
      * this walk only (the 3.15 frame cache will serve the next samples):
      * not from, nor for, the snapshot's prefetch. */
     int older_once;
+    /* Set by the caller: every thread of the target is stopped
+     * (pys_session_pause), so what a walk reads is one moment: a top frame
+     * not executing (3.8-3.10) is one being entered or left, not a torn
+     * read, and is passed over as Python itself does. */
+    int stopped;
     /* The chunks older than the current one that the last copy of all
      * chunks met, in its order, and their used lengths: where a walk that
      * reads past the prefetch expects the next older chunks to be (most

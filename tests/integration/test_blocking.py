@@ -3,7 +3,7 @@ On the generator pipeline no sample fails and every stack is one the
 program can have (no torn walk); threads started while the others are being
 stopped are caught; a thread that cannot be stopped (another tracer) is an
 error the user sees; --stats shows the time the target spent stopped."""
-import ctypes
+import ast
 import os
 import re
 import subprocess
@@ -119,3 +119,42 @@ def test_other_tracer_is_an_error(pystrobe, spawn):
 def test_blocking_not_with_cpu_mode(pystrobe, spawn):
     res = run_pystrobe(pystrobe, "attach", "1", "--blocking", "--mode", "cpu")
     assert res.returncode == 2 and b"--mode cpu" in res.stderr
+
+
+MODULE_CODE = r"""
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import pystrobe
+pid = int(sys.argv[2])
+def states():
+    out = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/stat") as f:
+            out.append(f.read().rsplit(")", 1)[1].split()[0])
+    return out
+u = pystrobe.RemoteUnwinder(pid, all_threads=True)
+assert u.pause_threads() is True
+assert u.pause_threads() is False
+stopped = states()
+stacks = u.get_stack_trace()
+assert u.resume_threads() is True
+assert u.resume_threads() is False
+print(repr((stopped, len(stacks[0].threads), states())))
+"""
+
+
+def test_module_pause_threads(spawn):
+    """The Python module's pause_threads()/resume_threads() stop and resume
+    every thread (state 't', tracing stop, while paused)."""
+    target = TARGETS[0] if TARGETS else pytest.skip("no target")
+    build = os.environ.get("PYSTROBE_BUILD", os.path.join(HERE, "..", "..", "build"))
+    module_dir = os.path.join(build, "python")
+    if not os.path.exists(os.path.join(module_dir, "pystrobe")):
+        pytest.fail(f"no module in {module_dir}: make module", pytrace=False)
+    p = start(spawn, target, "generators.py")
+    res = subprocess.run(["/usr/bin/python3", "-c", MODULE_CODE, module_dir, str(p.pid)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    assert res.returncode == 0, res.stderr.decode()
+    stopped, nthreads, after = ast.literal_eval(res.stdout.decode())
+    assert stopped and all(s == "t" for s in stopped), stopped
+    assert nthreads == 1 and "t" not in after, (nthreads, after)

@@ -143,6 +143,51 @@ EXPRS = {
     ("unicode_object", "length"): [("1", "offsetof(PyASCIIObject, length)")],
     ("unicode_object", "asciiobject_size"): [("1", "sizeof(PyASCIIObject)")],
     ("unicode_object", "compactunicodeobject_size"): [("1", "sizeof(PyCompactUnicodeObject)")],
+    # Thread names (core/threadnames.c): sys.modules, dicts, instance
+    # attributes and ints.
+    ("interpreter_state", "imports_modules"): [
+        (f"{V} < 0x030c0000", "offsetof(PyInterpreterState, modules)"),
+        ("1", "offsetof(PyInterpreterState, imports.modules)")],
+    ("type_object", "tp_flags"): [("1", "offsetof(PyTypeObject, tp_flags)")],
+    ("type_object", "tp_basicsize"): [("1", "offsetof(PyTypeObject, tp_basicsize)")],
+    ("type_object", "tp_dictoffset"): [("1", "offsetof(PyTypeObject, tp_dictoffset)")],
+    ("heap_type_object", "size"): [("1", "sizeof(PyHeapTypeObject)")],
+    ("heap_type_object", "ht_cached_keys"): [("1", "offsetof(PyHeapTypeObject, ht_cached_keys)")],
+    ("dict_object", "size"): [("1", "sizeof(PyDictObject)")],
+    ("dict_object", "ma_keys"): [("1", "offsetof(PyDictObject, ma_keys)")],
+    ("dict_object", "ma_values"): [("1", "offsetof(PyDictObject, ma_values)")],
+    # Before 3.11 the keys object is declared in Objects/dict-common.h, which
+    # is not installed: Py_ssize_t dk_refcnt, dk_size; a function pointer;
+    # Py_ssize_t dk_usable, dk_nentries; char dk_indices[]; entries of
+    # {hash, key, value}. The same in 3.8, 3.9 and 3.10.
+    ("dict_keys", "dk_size"): [(f"{V} < 0x030b0000", "8")],
+    ("dict_keys", "dk_log2_size"): [(f"{V} >= 0x030b0000",
+                                     "offsetof(PyDictKeysObject, dk_log2_size)")],
+    ("dict_keys", "dk_log2_index_bytes"): [(f"{V} >= 0x030b0000",
+                                            "offsetof(PyDictKeysObject, dk_log2_index_bytes)")],
+    ("dict_keys", "dk_kind"): [(f"{V} >= 0x030b0000", "offsetof(PyDictKeysObject, dk_kind)")],
+    ("dict_keys", "dk_nentries"): [(f"{V} < 0x030b0000", "32"),
+                                   ("1", "offsetof(PyDictKeysObject, dk_nentries)")],
+    ("dict_keys", "dk_indices"): [(f"{V} < 0x030b0000", "40"),
+                                  ("1", "offsetof(PyDictKeysObject, dk_indices)")],
+    ("dict_keys", "entry_size"): [(f"{V} < 0x030b0000", "24"), ("1", "sizeof(PyDictKeyEntry)")],
+    ("dict_keys", "unicode_entry_size"): [(f"{V} >= 0x030b0000", "sizeof(PyDictUnicodeEntry)")],
+    ("dict_values", "values"): [(f"{V} < 0x030b0000", "0"), ("1", "offsetof(PyDictValues, values)")],
+    ("dict_values", "valid"): [(f"{V} >= 0x030d0000", "offsetof(PyDictValues, valid)")],
+    ("long_object", "size"): [("1", "sizeof(PyLongObject)")],
+    ("long_object", "lv_tag"): [(f"{V} >= 0x030c0000", "offsetof(PyLongObject, long_value.lv_tag)")],
+    ("long_object", "ob_digit"): [(f"{V} < 0x030c0000", "offsetof(PyLongObject, ob_digit)"),
+                                  ("1", "offsetof(PyLongObject, long_value.ob_digit)")],
+    # 3.11: _PyObject_ManagedDictPointer is obj - 3 words, _PyObject_ValuesPointer
+    # obj - 4; 3.12: one word at MANAGED_DICT_OFFSET holds either (values
+    # tagged with bit 0); 3.13+: values inline after the object.
+    # 3.12 has no MANAGED_DICT_OFFSET: _PyObject_DictOrValuesPointer is obj - 3 words.
+    ("object_prefix", "managed_dict"): [
+        (f"{V} >= 0x030c0000 && {V} < 0x030d0000", "3 * sizeof(PyObject *)"),
+        (f"{V} >= 0x030b0000", "(size_t)(-(MANAGED_DICT_OFFSET))")],
+    ("object_prefix", "managed_values"): [
+        (f"{V} >= 0x030b0000 && {V} < 0x030c0000", "4 * sizeof(PyObject *)"),
+        (f"{V} >= 0x030c0000 && {V} < 0x030d0000", "3 * sizeof(PyObject *)")],
 }
 
 # Facts about each version that are not offsets: how frames are reached,
@@ -231,6 +276,12 @@ PROBE_HEAD = """
 #include "internal/pycore_stackref.h"
 #elif PY_VERSION_HEX >= 0x030b0000
 #include "internal/pycore_frame.h"
+#endif
+#if PY_VERSION_HEX >= 0x030b0000
+#include "internal/pycore_dict.h"
+#include "internal/pycore_object.h"
+#else
+#include "longintrepr.h"
 #endif
 int main(void) {
 """

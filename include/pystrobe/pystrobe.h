@@ -218,6 +218,10 @@ struct pys_stats {
      * from then on, and their anchor left alone. */
     uint64_t frame_cache_other_writers;
     uint64_t frame_cache_other_writer_walks; /* thread samples walked so */
+    /* pys_session_pause: pauses ended, the time the target spent stopped
+     * (from the first thread stopped to the last resumed) in all and in
+     * the longest, and the threads stopped, counted once per pause. */
+    uint64_t pauses, paused_ns, paused_max_ns, paused_threads;
 };
 PYS_EXTERN void pys_session_stats(const pys_session *s, struct pys_stats *out);
 
@@ -422,6 +426,42 @@ PYS_EXTERN const struct pys_task *pys_task_graph_find(const pys_tasks *t, uint64
  */
 PYS_EXTERN size_t pys_task_stack(const pys_tasks *t, const struct pys_task *task,
                                  struct pys_frame *out, size_t max);
+/* --- thread names ------------------------------------------------------ */
+
+/* The Python name (threading.Thread.name) of the main interpreter's thread
+ * thread_id (pys_thread.thread_id), as the threading module's table of
+ * live threads holds it, or NULL for a thread without a Thread object, a
+ * target that never imported threading, or a table that cannot be read. The
+ * names are read again at most about once a second (sooner while a thread
+ * asked for is missing), so a call costs a lookup most of the time. The
+ * string is interned by the session (valid until pys_session_free). */
+PYS_EXTERN const char *pys_session_thread_name(pys_session *s, uint64_t thread_id);
+/* Name thread `thread` (an id given to pys_profile_add) in the outputs;
+ * the last name set wins. name must outlive the profile (a session's
+ * string). 0, or PYS_E_NOMEM. */
+PYS_EXTERN int pys_profile_set_thread_name(pys_profile *p, uint64_t thread, const char *name);
+/* That name, or NULL when none was set. */
+PYS_EXTERN const char *pys_profile_thread_name(const pys_profile *p, uint64_t thread);
+
+/* --- stopping the target ------------------------------------------------ */
+
+/* Stop every thread of the target (ptrace: each seized and interrupted,
+ * threads started meanwhile too) until pys_session_resume, so that the
+ * snapshots taken in between are each one moment: nothing moves while they
+ * read. Nothing stays attached after the resume. A thread that cannot be
+ * stopped fails the pause and leaves nothing stopped: PYS_E_PERM (another
+ * tracer, or no permission; the last error names the thread and the
+ * tracer), PYS_E_EXITED; PYS_E_INVAL for a session on an image or one
+ * already paused. */
+PYS_EXTERN int pys_session_pause(pys_session *s);
+/* Let the threads run again: 0, or PYS_E_INVAL if not paused. */
+PYS_EXTERN int pys_session_resume(pys_session *s);
+/* While paused: let thread `thread` (pys_thread.host_id) alone run `steps`
+ * machine instructions and stop again, for a thread stopped between two
+ * stores that make its stack whole (a generator's frame made current a
+ * moment before its caller is linked to it). 0; PYS_E_INVAL if not paused;
+ * PYS_E_NOTFOUND, no such stopped thread; PYS_E_EXITED, it is gone. */
+PYS_EXTERN int pys_session_step_thread(pys_session *s, uint64_t thread, unsigned steps);
 
 #ifdef __cplusplus
 }

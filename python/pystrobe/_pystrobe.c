@@ -1223,20 +1223,36 @@ static PyObject *unwinder_get_async_stack_trace(PyObject *op, PyObject *unused)
     return task_graph((struct unwinder *)op, PYS_TASKS_RUNNING, "get_async_stack_trace()");
 }
 
+/* pause_threads(): stop every thread of the target (ptrace) until
+ * resume_threads(), as _remote_debugging's: True, or False when already
+ * paused; a thread that cannot be stopped raises (PermissionError for
+ * another tracer). */
 static PyObject *unwinder_pause_threads(PyObject *op, PyObject *unused)
 {
-    (void)op;
+    struct unwinder *self = (struct unwinder *)op;
     (void)unused;
-    PyErr_SetString(PyExc_NotImplementedError, "pause_threads is not supported by pystrobe");
-    return NULL;
+    if (check_session(self) < 0)
+        return NULL;
+    int rc = pys_session_pause(self->session);
+    if (rc == PYS_E_INVAL)
+        Py_RETURN_FALSE;
+    if (rc < 0) {
+        raise_snapshot_error(self, rc);
+        return NULL;
+    }
+    Py_RETURN_TRUE;
 }
 
+/* resume_threads(): True, or False when not paused. */
 static PyObject *unwinder_resume_threads(PyObject *op, PyObject *unused)
 {
-    (void)op;
+    struct unwinder *self = (struct unwinder *)op;
     (void)unused;
-    PyErr_SetString(PyExc_NotImplementedError, "resume_threads is not supported by pystrobe");
-    return NULL;
+    if (check_session(self) < 0)
+        return NULL;
+    if (pys_session_resume(self->session) < 0)
+        Py_RETURN_FALSE;
+    Py_RETURN_TRUE;
 }
 
 static PyMethodDef unwinder_methods[] = {
@@ -1263,9 +1279,13 @@ static PyMethodDef unwinder_methods[] = {
      "[the running task, whose stack is the thread's own down to its coroutine,\n"
      "then every task awaiting it, transitively]). [] when no task runs."},
     {"pause_threads", unwinder_pause_threads, METH_NOARGS,
-     "Not supported: raises NotImplementedError (pystrobe never stops the target)."},
+     "pause_threads()\n--\n\n"
+     "Stop every thread of the target (ptrace) until resume_threads(): stacks\n"
+     "read meanwhile are each one moment. True, or False if already paused;\n"
+     "PermissionError if a thread cannot be stopped (another tracer)."},
     {"resume_threads", unwinder_resume_threads, METH_NOARGS,
-     "Not supported: raises NotImplementedError (pystrobe never stops the target)."},
+     "resume_threads()\n--\n\n"
+     "Let the target's threads run again: True, or False if not paused."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -10,14 +10,18 @@
 
 #include <pystrobe/pystrobe.h>
 
+#include "cli/blocking.h"
 #include "cli/cli.h"
+#include "cli/source.h"
 #include "output/json.h"
 
 static const char DUMP_USAGE[] =
-    "usage: pystrobe dump [--json] [--max-frames N] PID\n"
+    "usage: pystrobe dump [--json] [--no-source] [--blocking] [--max-frames N] PID\n"
     "       pystrobe dump --async-aware [--async-mode all|running] [--json] PID\n"
     "\n"
     "  --json           one JSON document instead of the text\n"
+    "  --blocking       stop the target's threads while their stacks are read\n"
+    "  --no-source      no source lines under the frames\n"
     "  --max-frames N   frames kept of a stack, 16 to 1000000 (default 8192): a deeper\n"
     "                   one keeps its innermost N-1 over a <truncated> frame\n"
     "  --async-aware    the asyncio tasks (CPython 3.14+): each task's name, coroutine\n"
@@ -45,8 +49,82 @@ static void put_num(FILE *f, int32_t v)
         fprintf(f, "%d", (int)v);
 }
 
-static void print_text(FILE *f, const pys_session *s, const struct pys_snapshot *snap,
-                       size_t max_frames)
+/* How many columns a byte of source takes where put_source prints it: a
+ * UTF-8 continuation byte none, a control character its \xNN escape. */
+static size_t source_width(unsigned char c)
+{
+    if ((c & 0xc0) == 0x80)
+        return 0;
+    if ((c < 0x20 && c != '\t') || c == 0x7f)
+        return 4;
+    return 1;
+}
+
+static void put_source(FILE *f, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\t')
+            fputc(' ', f);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(f, "\\x%02x", c);
+        else
+            fputc(c, f);
+    }
+}
+
+static size_t span_width(const char *s, size_t from, size_t to)
+{
+    size_t w = 0;
+    for (size_t i = from; i < to; i++)
+        w += source_width((unsigned char)s[i]);
+    return w;
+}
+
+/*
+ * Frame fr's source line under it, stripped of its indentation, and, where
+ * the version gives columns (3.11+), carets under the executing range as
+ * Python's tracebacks draw them: to the line's end when the range goes on to
+ * later lines, none when the range is the whole line. A line that cannot be
+ * read is left out.
+ */
+static void print_source(FILE *f, struct cli_source *src, const struct pys_frame *fr)
+{
+    const char *line;
+    size_t len;
+    if (fr->kind != PYS_FRAME_PYTHON || fr->lineno < 1 ||
+        cli_source_line(src, fr->filename, fr->lineno, &line, &len) < 0)
+        return;
+    size_t ws = 0, end = len;
+    while (ws < len && (line[ws] == ' ' || line[ws] == '\t' || line[ws] == '\f'))
+        ws++;
+    while (end > ws && (line[end - 1] == ' ' || line[end - 1] == '\t'))
+        end--;
+    if (ws == end)
+        return;
+    fputs("      ", f);
+    put_source(f, line + ws, end - ws);
+    fputc('\n', f);
+    if (fr->col < 0 || fr->end_lineno < fr->lineno)
+        return;
+    size_t a = (size_t)fr->col;
+    size_t b = fr->end_lineno == fr->lineno && fr->end_col >= 0 ? (size_t)fr->end_col : end;
+    if (a < ws)
+        a = ws;
+    if (b > end)
+        b = end;
+    if (a >= b || (a == ws && b == end))
+        return;
+    fputs("      ", f);
+    for (size_t w = span_width(line, ws, a); w > 0; w--)
+        fputc(' ', f);
+    for (size_t w = span_width(line, a, b); w > 0; w--)
+        fputc('^', f);
+    fputc('\n', f);
+}
+
+static void print_text(FILE *f, pys_session *s, const struct pys_snapshot *snap, size_t max_frames,
+                       struct cli_source *src)
 {
     fprintf(f, "Process %d: Python %s (", pys_session_pid(s), pys_session_python_version_text(s));
     put_text(f, pys_session_image_path(s));
@@ -70,6 +148,12 @@ static void print_text(FILE *f, const pys_session *s, const struct pys_snapshot 
                     (unsigned long long)(t->host_id ? t->host_id : t->native_id));
             if (t->host_id && t->host_id != t->native_id)
                 fprintf(f, " (ns %llu)", (unsigned long long)t->native_id);
+            const char *tname = in->id == 0 ? pys_session_thread_name(s, t->thread_id) : NULL;
+            if (tname) {
+                fputs(" \"", f);
+                put_text(f, tname);
+                fputc('"', f);
+            }
             const char *sepr = " (";
             for (size_t b = 0; b < sizeof flags / sizeof flags[0]; b++) {
                 if (t->status & flags[b].bit) {
@@ -110,12 +194,14 @@ static void print_text(FILE *f, const pys_session *s, const struct pys_snapshot 
                 fputc(':', f);
                 put_num(f, fr->end_col);
                 fputs("]\n", f);
+                if (src)
+                    print_source(f, src, fr);
             }
         }
     }
 }
 
-static void print_json(FILE *f, const pys_session *s, const struct pys_snapshot *snap)
+static void print_json(FILE *f, pys_session *s, const struct pys_snapshot *snap)
 {
     struct out_json j;
     out_json_init(&j, f);
@@ -147,6 +233,12 @@ static void print_json(FILE *f, const pys_session *s, const struct pys_snapshot 
                 out_json_null(&j);
             out_json_key(&j, "thread_id");
             out_json_int(&j, (int64_t)t->thread_id);
+            out_json_key(&j, "name");
+            const char *tname = in->id == 0 ? pys_session_thread_name(s, t->thread_id) : NULL;
+            if (tname)
+                out_json_string(&j, tname);
+            else
+                out_json_null(&j);
             out_json_key(&j, "status");
             out_json_begin_object(&j);
             out_json_key(&j, "main_thread");
@@ -216,66 +308,106 @@ static void test_delay(void)
     nanosleep(&ts, NULL);
 }
 
-int cli_dump(int argc, char **argv)
+/* What `dump` was asked. */
+struct dump_args {
+    int json, pid, source, blocking;
+    int async_aware, async_mode, async_mode_set;
+    size_t max_frames;
+};
+
+/* One option at argv[*i] (*i moved past its value): -1, or the exit status
+ * to end with. */
+static int parse_dump_option(struct dump_args *a, int argc, char **argv, int *i)
 {
-    int json = 0, pid = -1, async_aware = 0, async_mode = PYS_TASKS_ALL, async_mode_set = 0;
-    size_t max_frames = PYS_MAX_FRAMES_DEFAULT;
+    const char *o = argv[*i];
+    if (strcmp(o, "--json") == 0) {
+        a->json = 1;
+    } else if (strcmp(o, "--no-source") == 0) {
+        a->source = 0;
+    } else if (strcmp(o, "--blocking") == 0) {
+        a->blocking = 1;
+    } else if (strcmp(o, "--async-aware") == 0) {
+        a->async_aware = 1;
+    } else if (strcmp(o, "--async-mode") == 0) {
+        const char *v = *i + 1 < argc ? argv[++*i] : "";
+        if (strcmp(v, "all") != 0 && strcmp(v, "running") != 0) {
+            fprintf(stderr, "pystrobe: bad --async-mode '%s' (all, running)\n%s", v, DUMP_USAGE);
+            return CLI_USAGE;
+        }
+        a->async_mode = strcmp(v, "all") == 0 ? PYS_TASKS_ALL : PYS_TASKS_RUNNING;
+        a->async_mode_set = 1;
+    } else if (strcmp(o, "--max-frames") == 0) {
+        if (*i + 1 == argc || cli_parse_max_frames(argv[*i + 1], &a->max_frames) < 0) {
+            fprintf(stderr, "pystrobe: bad --max-frames '%s' (%d to %d)\n%s",
+                    *i + 1 < argc ? argv[*i + 1] : "", PYS_MAX_FRAMES_MIN, PYS_MAX_FRAMES_MAX,
+                    DUMP_USAGE);
+            return CLI_USAGE;
+        }
+        ++*i;
+    } else if (strcmp(o, "-h") == 0 || strcmp(o, "--help") == 0) {
+        fputs(DUMP_USAGE, stdout);
+        return CLI_OK;
+    } else {
+        fprintf(stderr, "pystrobe: unknown option '%s'\n%s", o, DUMP_USAGE);
+        return CLI_USAGE;
+    }
+    return -1;
+}
+
+/* -1 (a filled), or the exit status to end with. */
+static int parse_dump_args(struct dump_args *a, int argc, char **argv)
+{
+    *a = (struct dump_args){
+        .pid = -1, .source = 1, .async_mode = PYS_TASKS_ALL, .max_frames = PYS_MAX_FRAMES_DEFAULT};
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
-            json = 1;
-        } else if (strcmp(argv[i], "--async-aware") == 0) {
-            async_aware = 1;
-        } else if (strcmp(argv[i], "--async-mode") == 0) {
-            const char *v = i + 1 < argc ? argv[++i] : "";
-            if (strcmp(v, "all") != 0 && strcmp(v, "running") != 0) {
-                fprintf(stderr, "pystrobe: bad --async-mode '%s' (all, running)\n%s", v,
-                        DUMP_USAGE);
-                return CLI_USAGE;
-            }
-            async_mode = strcmp(v, "all") == 0 ? PYS_TASKS_ALL : PYS_TASKS_RUNNING;
-            async_mode_set = 1;
-        } else if (strcmp(argv[i], "--max-frames") == 0) {
-            if (i + 1 == argc || cli_parse_max_frames(argv[i + 1], &max_frames) < 0) {
-                fprintf(stderr, "pystrobe: bad --max-frames '%s' (%d to %d)\n%s",
-                        i + 1 < argc ? argv[i + 1] : "", PYS_MAX_FRAMES_MIN, PYS_MAX_FRAMES_MAX,
-                        DUMP_USAGE);
-                return CLI_USAGE;
-            }
-            i++;
-        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            fputs(DUMP_USAGE, stdout);
-            return CLI_OK;
-        } else if (pid < 0 && argv[i][0] != '-') {
-            pid = cli_parse_pid(argv[i]);
-            if (pid < 0) {
+        if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            int rc = parse_dump_option(a, argc, argv, &i);
+            if (rc != -1)
+                return rc;
+        } else if (a->pid < 0) {
+            a->pid = cli_parse_pid(argv[i]);
+            if (a->pid < 0) {
                 fprintf(stderr, "pystrobe: not a process id: '%s'\n%s", argv[i], DUMP_USAGE);
                 return CLI_USAGE;
             }
-        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            fprintf(stderr, "pystrobe: unknown option '%s'\n%s", argv[i], DUMP_USAGE);
-            return CLI_USAGE;
         } else {
             fprintf(stderr, "pystrobe: unexpected argument '%s'\n%s", argv[i], DUMP_USAGE);
             return CLI_USAGE;
         }
     }
-    if (pid < 0) {
+    if (a->pid < 0) {
         fprintf(stderr, "pystrobe: dump needs a process id\n%s", DUMP_USAGE);
         return CLI_USAGE;
     }
-    if (async_mode_set && !async_aware) {
+    if (a->async_mode_set && !a->async_aware) {
         fprintf(stderr, "pystrobe: --async-mode needs --async-aware\n%s", DUMP_USAGE);
         return CLI_USAGE;
     }
+    if (a->async_aware && a->blocking) {
+        fprintf(stderr, "pystrobe: --async-aware cannot be combined with --blocking yet\n%s",
+                DUMP_USAGE);
+        return CLI_USAGE;
+    }
+    return -1;
+}
+
+int cli_dump(int argc, char **argv)
+{
+    struct dump_args a;
+    int rc = parse_dump_args(&a, argc, argv);
+    if (rc != -1)
+        return rc;
+    int json = a.json, pid = a.pid, source = a.source, blocking = a.blocking;
+    size_t max_frames = a.max_frames;
     struct pys_options opt = {.cpu_state = 1, .max_frames = max_frames};
     pys_session *s = NULL;
     char err[512];
-    int rc = pys_session_attach(&s, pid, &opt, err, sizeof err);
+    rc = pys_session_attach(&s, pid, &opt, err, sizeof err);
     if (rc < 0)
         return cli_report(rc, err);
     test_delay();
-    if (async_aware) {
-        int status = cli_dump_tasks(s, async_mode, json);
+    if (a.async_aware) {
+        int status = cli_dump_tasks(s, a.async_mode, json);
         pys_session_free(s);
         if (status == CLI_OK && (fflush(stdout) != 0 || ferror(stdout))) {
             perror("pystrobe: writing the dump");
@@ -284,7 +416,15 @@ int cli_dump(int argc, char **argv)
         return status;
     }
     const struct pys_snapshot *snap;
-    rc = pys_session_snapshot(s, &snap);
+    int pause_rc = 0;
+    rc = blocking ? cli_blocking_snapshot(s, &snap, &pause_rc) : pys_session_snapshot(s, &snap);
+    if (pause_rc < 0 && pause_rc != PYS_E_EXITED) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "--blocking: %s", pys_session_last_error(s));
+        int status = cli_report(rc, msg);
+        pys_session_free(s);
+        return status;
+    }
     if (rc < 0) {
         int status;
         if (rc == PYS_E_EXITED) {
@@ -297,10 +437,13 @@ int cli_dump(int argc, char **argv)
         pys_session_free(s);
         return status;
     }
-    if (json)
+    if (json) {
         print_json(stdout, s, snap);
-    else
-        print_text(stdout, s, snap, max_frames);
+    } else {
+        struct cli_source *src = source ? cli_source_new(pid) : NULL;
+        print_text(stdout, s, snap, max_frames, src);
+        cli_source_free(src);
+    }
     pys_session_free(s);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         perror("pystrobe: writing the dump");

@@ -13,6 +13,7 @@
 
 #include <pystrobe/pystrobe.h>
 
+#include "cli/browser.h"
 #include "cli/cli.h"
 #include "cli/live.h"
 #include "cli/record.h"
@@ -258,12 +259,16 @@ int cli_record(int argc, char **argv, int attach)
     live_end(lv, why);
     live_free(lv);
     const struct pys_profile_info *info = pys_profile_info(j.prof);
-    rec_print_summary(info, j.r.rate_hz);
+    rec_print_summary(info, j.r.rate_hz, j.r.no_summary);
     if (!j.r.binary)
         rec_print_folded(j.prof, j.r.max_memory);
     if (j.r.stats)
         rec_print_stats(ss.v[ss.n - 1], info);
     int status = write_outputs(&j, info, unmatched);
+    if (why == END_ERROR && (status == CLI_OK || status == CLI_NOSAMPLES))
+        status = rec_error_status;
+    if (j.r.browser && status == CLI_OK && j.r.format == FMT_FLAMEGRAPH && j.out.path)
+        cli_open_browser(j.out.path);
     if (j.child > 0)
         status = end_child(&j, why, status);
 

@@ -63,12 +63,18 @@ struct rec {
     struct out_jsonl *jsonl; /* FMT_JSONL's writer, fed by the sample stream */
     struct out_gecko *gecko; /* FMT_GECKO's */
     int live;                /* --live: the live view (live.h) */
+    int browser;             /* open the HTML output once written */
+    int no_summary;          /* leave out the end-of-run statistics (warnings stay) */
+    int blocking;            /* stop the target's threads for each sample */
 };
 enum { REC_COMPRESSION_AUTO, REC_COMPRESSION_ZSTD, REC_COMPRESSION_NONE };
 
 /* Why sampling ended. END_NOT_PYTHON: the process exec'd a program that
  * did not become Python (or one pystrobe cannot read). */
-enum end { END_SIGNAL, END_DURATION, END_EXITED, END_NOT_PYTHON };
+enum end { END_SIGNAL, END_DURATION, END_EXITED, END_NOT_PYTHON, END_ERROR };
+/* END_ERROR: the exit status to end with (said on stderr), e.g. a thread
+ * --blocking could not stop. */
+extern int rec_error_status;
 
 /* The sessions a profile was sampled through, the current one last: a
  * process that exec'd Python again has one per program, and the profile's
@@ -197,7 +203,9 @@ int rec_out_prepare(struct rec_out *o, const struct rec *r, int pid);
 void rec_out_discard(struct rec_out *o);
 /* Note the target pid, once attached (what --heatmap reads sources through). */
 void rec_out_target(struct rec_out *o, const struct rec *r, int pid);
-void rec_print_summary(const struct pys_profile_info *info, double rate_hz);
+/* The end-of-run statistics, unless quiet; the warnings (truncated stacks)
+ * in any case. */
+void rec_print_summary(const struct pys_profile_info *info, double rate_hz, int quiet);
 /* The summary's line on folded samples, if the profile reached its bound. */
 void rec_print_folded(const pys_profile *p, uint64_t max_memory);
 void rec_print_stats(const pys_session *s, const struct pys_profile_info *info);

@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/blocking.h"
+#include "cli/cli.h"
 #include "cli/record.h"
 
 volatile sig_atomic_t rec_stop;
@@ -216,12 +218,17 @@ static void realtime_line(const struct timing *tm, uint64_t samples, uint64_t fa
 }
 
 /* Add thread t's stack, under its id in pystrobe's /proc (the target's
- * own, marked, when it runs in another PID namespace). */
-static int add_thread(pys_profile *prof, const struct pys_thread *t)
+ * own, marked, when it runs in another PID namespace), with its Python
+ * name when it has one (the main interpreter's threads; s, else NULL). */
+static int add_thread(pys_profile *prof, pys_session *s, const struct pys_thread *t)
 {
     uint64_t id = t->host_id ? t->host_id : t->native_id;
     if (id != t->native_id && pys_profile_thread_ns(prof, id) != t->native_id &&
         pys_profile_set_thread_ns(prof, id, t->native_id) < 0)
+        return PYS_E_NOMEM;
+    const char *name = s ? pys_session_thread_name(s, t->thread_id) : NULL;
+    if (name && pys_profile_thread_name(prof, id) != name &&
+        pys_profile_set_thread_name(prof, id, name) < 0)
         return PYS_E_NOMEM;
     return pys_profile_add(prof, id, t->frames, t->nframes, 1);
 }
@@ -248,7 +255,7 @@ static int add_snapshot(struct loop *l, const struct pys_snapshot *snap)
             if (!rec_thread_matches(l->r, t))
                 continue;
             kept++;
-            if (add_thread(l->prof, t) < 0)
+            if (add_thread(l->prof, in->id == 0 ? l->s : NULL, t) < 0)
                 return PYS_E_NOMEM;
         }
     }
@@ -355,13 +362,38 @@ static int sample_tasks(struct loop *l, uint64_t t0, enum end *why)
     return 1;
 }
 
+int rec_error_status = CLI_ERROR;
+
+/* --blocking could not stop the target (rc): the end of sampling, the
+ * target gone, or a thread that cannot be stopped (an error the user sees:
+ * never sampled around). */
+static void blocking_failed(struct loop *l, int rc, enum end *why)
+{
+    if (rc == PYS_E_EXITED) {
+        *why = END_EXITED;
+        return;
+    }
+    char msg[512];
+    snprintf(msg, sizeof msg, "--blocking: %s", pys_session_last_error(l->s));
+    rec_error_status = cli_report(rc, msg);
+    *why = END_ERROR;
+}
+
 /* Take one sample, begun at t0. Returns 1 to go on, else 0 with *why. */
 static int sample_one(struct loop *l, uint64_t t0, enum end *why)
 {
     if (l->r->async_aware)
         return sample_tasks(l, t0, why);
     const struct pys_snapshot *snap;
-    int rc = pys_session_snapshot(l->s, &snap);
+    int rc, pause_rc = 0;
+    if (l->r->blocking)
+        rc = cli_blocking_snapshot(l->s, &snap, &pause_rc);
+    else
+        rc = pys_session_snapshot(l->s, &snap);
+    if (pause_rc < 0) {
+        blocking_failed(l, pause_rc, why);
+        return 0;
+    }
     uint64_t t1 = rec_now_ns();
     if (rc == PYS_E_EXITED) {
         *why = END_EXITED;

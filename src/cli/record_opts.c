@@ -135,7 +135,15 @@ static const char RUN_USAGE[] =
     "Live view:\n"
     "      --live                a top-like view in the terminal instead of a file\n"
     "                            (h in it lists the keys); with -o FILE the profile\n"
-    "                            is also written there at the end\n";
+    "                            is also written there at the end\n"
+    "      --browser             open the HTML output (--flamegraph) once written:\n"
+    "                            $BROWSER, else xdg-open\n"
+    "      --no-summary          no statistics at the end (warnings are still shown)\n"
+    "      --blocking            stop every thread of the target for each sample\n"
+    "                            (ptrace): each sample is one moment, at the cost of\n"
+    "                            stopping the program (--stats shows how long)\n"
+    "Options may follow attach's PID; everything after run's script (or -m module)\n"
+    "is the script's.\n";
 
 enum {
     OPT_MAIN_ONLY = 256,
@@ -168,6 +176,9 @@ enum {
     OPT_JSONL_SAMPLES,
     OPT_GECKO,
     OPT_LIVE,
+    OPT_BROWSER,
+    OPT_NO_SUMMARY,
+    OPT_BLOCKING,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -205,6 +216,9 @@ static const struct option LONG_OPTS[] = {
     {"jsonl-samples", no_argument, NULL, OPT_JSONL_SAMPLES},
     {"gecko", no_argument, NULL, OPT_GECKO},
     {"live", no_argument, NULL, OPT_LIVE},
+    {"browser", no_argument, NULL, OPT_BROWSER},
+    {"no-summary", no_argument, NULL, OPT_NO_SUMMARY},
+    {"blocking", no_argument, NULL, OPT_BLOCKING},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -328,6 +342,15 @@ static int set_flag_option(struct rec *r, int c)
         break;
     case OPT_GECKO:
         r->format = FMT_GECKO;
+        break;
+    case OPT_BROWSER:
+        r->browser = 1;
+        break;
+    case OPT_NO_SUMMARY:
+        r->no_summary = 1;
+        break;
+    case OPT_BLOCKING:
+        r->blocking = 1;
         break;
     default:
         return 0;
@@ -477,6 +500,11 @@ static int finish_args(struct rec *r, int argc, char **argv, int first, const ch
     r->interval_ns = (uint64_t)(1e9 / r->rate_hz + 0.5);
     if (r->interval_ns == 0)
         r->interval_ns = 1;
+    if (r->blocking && r->mode == MODE_CPU)
+        return usage_error("%s", "--blocking stops every thread, so none is ever seen running: "
+                                 "not with --mode cpu");
+    if (r->browser && r->format != FMT_FLAMEGRAPH)
+        return usage_error("%s", "--browser opens an HTML output: use it with --flamegraph");
     if (r->attach) {
         if (r->detach)
             return usage_error("%s", "--detach is for run");
@@ -508,8 +536,30 @@ int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
     optind = 1;
     opterr = 0; /* errors are said below, in pystrobe's words */
     /* '+': stop at the first non-option (the script and its arguments);
-     * ':': a missing value is told apart from an unknown option. */
-    while (!module && (c = getopt_long(argc, argv, "+:r:d:ao:l:hm:", LONG_OPTS, NULL)) != -1) {
+     * ':': a missing value is told apart from an unknown option. attach
+     * goes on past its PID (`attach 1234 -d 5`): the operands are gathered
+     * at the front of argv[optind..], in their order, for finish_args. */
+    char *ops[8]; /* attach's operands */
+    int nops = 0;
+    for (;;) {
+        if (module)
+            break;
+        c = getopt_long(argc, argv, "+:r:d:ao:l:hm:", LONG_OPTS, NULL);
+        if (c == -1) {
+            if (!r->attach || optind >= argc)
+                break;
+            /* after "--" every word is an operand; else this one is, and
+             * options may follow it */
+            int dashes = strcmp(argv[optind - 1], "--") == 0;
+            do {
+                if (nops == (int)(sizeof ops / sizeof ops[0]))
+                    return usage_error("%s", "attach needs exactly one process id");
+                ops[nops++] = argv[optind++];
+            } while (dashes && optind < argc);
+            if (dashes)
+                break;
+            continue;
+        }
         if (set_flag_option(r, c))
             continue;
         int rc = set_value_option(r, c, optarg);
@@ -530,5 +580,7 @@ int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
             return usage_error("%s", "-m is for run");
         module = optarg; /* what follows is the module's arguments */
     }
+    if (r->attach)
+        return finish_args(r, nops, ops, 0, NULL, pid);
     return finish_args(r, argc, argv, optind, module, pid);
 }

@@ -501,10 +501,12 @@ static void say_empty(const struct rec *r, const struct pys_profile_info *info, 
     }
 }
 
-void rec_print_summary(const struct pys_profile_info *info, double rate_hz)
+void rec_print_summary(const struct pys_profile_info *info, double rate_hz, int quiet)
 {
     double secs = (double)info->duration_ns / 1e9;
     uint64_t expected = info->samples + info->missed;
+    if (quiet)
+        goto warnings;
     fprintf(stderr, "Captured %llu samples in %.2f seconds\n", (unsigned long long)info->samples,
             secs);
     fprintf(stderr, "Sample rate: %.2f samples/sec (requested %.0f)\n",
@@ -513,6 +515,7 @@ void rec_print_summary(const struct pys_profile_info *info, double rate_hz)
             info->samples ? 100.0 * (double)info->failed / (double)info->samples : 0.0);
     fprintf(stderr, "Missed samples: %llu (%.2f%%)\n", (unsigned long long)info->missed,
             expected ? 100.0 * (double)info->missed / (double)expected : 0.0);
+warnings:
     if (info->truncated > 0)
         fprintf(stderr, "Truncated samples: %llu (stacks deeper than %llu frames; --max-frames)\n",
                 (unsigned long long)info->truncated, (unsigned long long)info->max_frames);
@@ -590,6 +593,12 @@ void rec_print_stats(const pys_session *s, const struct pys_profile_info *info)
         fprintf(stderr, "  frame cache:        off (%s)\n",
                 pys_session_python_version(s) < 0x030f0000 ? "needs CPython 3.15+" : "--read-only");
     }
+    if (st.pauses)
+        fprintf(stderr,
+                "  stopped (--blocking): %.1f us per sample (mean), %.1f us at most; "
+                "%.1f threads stopped per sample\n",
+                (double)st.paused_ns / (double)st.pauses / 1e3, (double)st.paused_max_ns / 1e3,
+                (double)st.paused_threads / (double)st.pauses);
 }
 
 int rec_write_output(const struct rec *r, struct rec_out *o, const pys_profile *p, int pid,

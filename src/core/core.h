@@ -30,6 +30,18 @@ struct prof_intern {
 const char *prof_intern_str(struct prof_intern *in, const char *s, size_t len);
 void prof_intern_release(struct prof_intern *in);
 
+/* --- thread names (threadnames.c) -------------------------------------- */
+
+struct prof_tnames;
+void prof_tnames_free(struct prof_tnames *tn);
+
+/* --- stopping the target (pause.c) -------------------------------------- */
+
+struct prof_pause;
+/* Resumes the target if paused, and frees. */
+void prof_pause_free(struct prof_pause *p);
+void prof_pause_stats(const struct prof_pause *p, struct pys_stats *out);
+
 /* --- code object cache (codecache.c) ------------------------------------ */
 
 struct prof_code {
@@ -407,6 +419,8 @@ struct pys_session {
     uint64_t snapshots, thread_errors; /* counters for pys_session_stats */
 
     struct prof_intern strings;
+    struct prof_tnames *tnames; /* threadnames.c: NULL until a name is asked for */
+    struct prof_pause *pause;   /* pause.c: NULL until the first pause */
     const char *marker_file, *marker_native, *marker_gc; /* interned "~", "<native>", "<GC>" */
     const char *marker_truncated;                        /* "<truncated>" */
     struct prof_codecache codes;

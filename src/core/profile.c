@@ -88,6 +88,7 @@ struct pys_profile {
     /* Thread ids in the target's PID namespace (pys_profile_set_thread_ns):
      * ns_ids[id] = {thread, ns id} for ids 1..n_ns. */
     uint64_t (*ns_ids)[2];
+    const char **ns_names;     /* and their names (pys_profile_set_thread_name), by id */
     size_t n_ns, cap_ns;       /* cap_ns: ns_ids has room for ids below it */
     struct util_htab ns_index; /* their ids, by thread */
 };
@@ -330,6 +331,7 @@ void pys_profile_free(pys_profile *p)
     free(p->last);
     util_htab_release(&p->last_index);
     free(p->ns_ids);
+    free(p->ns_names);
     util_htab_release(&p->ns_index);
     free(p);
 }
@@ -571,30 +573,64 @@ static uint32_t ns_find(const pys_profile *p, uint64_t thread, uint64_t h)
     return id;
 }
 
-int pys_profile_set_thread_ns(pys_profile *p, uint64_t thread, uint64_t ns_id)
+/* The id of thread in the ns table, made if it has none: 0 if out of memory. */
+static uint32_t ns_entry(pys_profile *p, uint64_t thread)
 {
-    if (thread == 0)
-        return PYS_E_INVAL;
     uint64_t h = util_hash_u64(thread);
     uint32_t id = ns_find(p, thread, h);
     if (!id) {
         if (p->n_ns >= PROFILE_MAX_IDS ||
             util_htab_reserve(&p->ns_index, 32, 1, (uint32_t)p->n_ns + 1, ns_hash_at, p) < 0)
-            return PYS_E_NOMEM;
+            return 0;
         if (p->n_ns + 1 >= p->cap_ns) {
             size_t cap = p->cap_ns ? 2 * p->cap_ns : 16;
             uint64_t(*v)[2] = realloc(p->ns_ids, cap * sizeof *v);
             if (!v)
-                return PYS_E_NOMEM;
+                return 0;
             p->ns_ids = v;
+            const char **names = realloc(p->ns_names, cap * sizeof *names);
+            if (!names)
+                return 0;
+            p->ns_names = names;
             p->cap_ns = cap;
         }
         id = (uint32_t)++p->n_ns;
         p->ns_ids[id][0] = thread;
+        p->ns_ids[id][1] = 0;
+        p->ns_names[id] = NULL;
         util_htab_set(&p->ns_index, util_htab_free_slot(&p->ns_index, h), id);
     }
+    return id;
+}
+
+int pys_profile_set_thread_ns(pys_profile *p, uint64_t thread, uint64_t ns_id)
+{
+    if (thread == 0)
+        return PYS_E_INVAL;
+    uint32_t id = ns_entry(p, thread);
+    if (!id)
+        return PYS_E_NOMEM;
     p->ns_ids[id][1] = ns_id;
     return 0;
+}
+
+int pys_profile_set_thread_name(pys_profile *p, uint64_t thread, const char *name)
+{
+    if (thread == 0)
+        return PYS_E_INVAL;
+    uint32_t id = ns_entry(p, thread);
+    if (!id)
+        return PYS_E_NOMEM;
+    p->ns_names[id] = name;
+    return 0;
+}
+
+const char *pys_profile_thread_name(const pys_profile *p, uint64_t thread)
+{
+    if (thread == 0)
+        return NULL;
+    uint32_t id = ns_find(p, thread, util_hash_u64(thread));
+    return id ? p->ns_names[id] : NULL;
 }
 
 uint64_t pys_profile_thread_ns(const pys_profile *p, uint64_t thread)

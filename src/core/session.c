@@ -147,6 +147,8 @@ void pys_session_free(pys_session *s)
     prof_torn_release(&s->torn);
     mem_release(&s->mem);
     mem_release(&s->mem_idle);
+    prof_tnames_free(s->tnames);
+    prof_pause_free(s->pause);
     prof_intern_release(&s->strings);
     cpy_stack_release(&s->stack);
     free(s->tsbuf);
@@ -225,6 +227,7 @@ void pys_session_stats(const pys_session *s, struct pys_stats *out)
     out->frame_cache_entries = s->fcache.count;
     out->frame_cache_other_writers = s->fcache.other_writers;
     out->frame_cache_other_writer_walks = s->fcache.other_writer_walks;
+    prof_pause_stats(s->pause, out);
 }
 
 int pys_child_pids(int pid, int recursive, int *out, size_t max)

@@ -147,6 +147,11 @@ struct cpy_stack {
      * this walk only (the 3.15 frame cache will serve the next samples):
      * not from, nor for, the snapshot's prefetch. */
     int older_once;
+    /* Set by the caller: every thread of the target is stopped
+     * (pys_session_pause), so what a walk reads is one moment: a top frame
+     * not executing (3.8-3.10) is one being entered or left, not a torn
+     * read, and is passed over as Python itself does. */
+    int stopped;
     /* The chunks older than the current one that the last copy of all
      * chunks met, in its order, and their used lengths: where a walk that
      * reads past the prefetch expects the next older chunks to be (most
@@ -276,5 +281,25 @@ int cpy_unicode_read(struct mem *m, const struct cpy_offsets *o, uint64_t addr,
  * holds more than max bytes. */
 int cpy_bytes_read(struct mem *m, const struct cpy_offsets *o, uint64_t addr, size_t max,
                    uint8_t **out, size_t *len);
+
+/* --- dicts, attributes, ints (dicts.c) ---------------------------------- */
+
+/* The value under the str key `key` (ASCII) in the dict at dict: 0 and
+ * *out, PYS_E_NOTFOUND if the dict has no such key, PYS_E_CORRUPT if dict is
+ * no dict, PYS_E_TOODEEP past 16384 entries, or a read error. */
+int cpy_dict_get_str(struct mem *m, const struct cpy_offsets *o, uint64_t dict, const char *key,
+                     uint64_t *out);
+/* The dict's items, at most max, into keys[] and values[]: how many, or an
+ * error as cpy_dict_get_str. */
+int cpy_dict_items(struct mem *m, const struct cpy_offsets *o, uint64_t dict, uint64_t *keys,
+                   uint64_t *values, size_t max);
+/* Attribute `name` of obj from its instance dict, managed dict or inline
+ * values (not properties, slots or class attributes): as cpy_dict_get_str. */
+int cpy_object_attr(struct mem *m, const struct cpy_offsets *o, uint64_t obj, const char *name,
+                    uint64_t *out);
+/* The int at addr, which must lie in 0..2**64-1. */
+int cpy_long_read(struct mem *m, const struct cpy_offsets *o, uint64_t addr, uint64_t *out);
+/* Is the object at addr a str (or a str subclass)? */
+int cpy_is_str(struct mem *m, const struct cpy_offsets *o, uint64_t addr);
 
 #endif

@@ -599,8 +599,13 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
         /* Every frame on a live stack is executing; a suspended generator's
          * frame (its f_back NULL) here means the stack moved under the walk. */
         if (CPY_HAS(o, interpreter_frame, executing) &&
-            st->frame[f->executing] != o->traits.executing)
+            st->frame[f->executing] != o->traits.executing) {
+            if (n == 0 && addr == t->current_frame && st->stopped) {
+                addr = prev;
+                continue;
+            }
             return PYS_E_CORRUPT;
+        }
         out[n].addr = addr;
         out[n].code = code;
         out[n].instr_ptr = (uint64_t)(int64_t)lasti;

@@ -40,11 +40,17 @@ static const enum cpy_field FIELD_SIZE[CPY_F_COUNT] = {
 #define CPY_F_cframe_size CPY_F_COUNT
 #define CPY_F_llist_node_size CPY_F_COUNT
 #define CPY_F_var_object_size CPY_F_bytes_object_size
+#define CPY_F_dict_keys_size CPY_F_COUNT
+#define CPY_F_dict_values_size CPY_F_COUNT
+#define CPY_F_object_prefix_size CPY_F_COUNT
     CPY_FIELDS(CPY_FIELD_SIZE_)
 #undef CPY_F_err_stackitem_size
 #undef CPY_F_cframe_size
 #undef CPY_F_llist_node_size
 #undef CPY_F_var_object_size
+#undef CPY_F_dict_keys_size
+#undef CPY_F_dict_values_size
+#undef CPY_F_object_prefix_size
 #undef CPY_FIELD_SIZE_
 };
 

@@ -41,6 +41,7 @@
     X(interpreter_state, gil_runtime_state_holder, 8)                                              \
     X(interpreter_state, gil_switches, 8)                                                          \
     X(interpreter_state, code_object_generation, 8)                                                \
+    X(interpreter_state, imports_modules, 8)                                                       \
     X(thread_state, size, 0)                                                                       \
     X(thread_state, prev, 8)                                                                       \
     X(thread_state, next, 8)                                                                       \
@@ -88,6 +89,28 @@
     X(type_object, size, 0)                                                                        \
     X(type_object, tp_name, 8)                                                                     \
     X(type_object, tp_flags, 8)                                                                    \
+    X(type_object, tp_basicsize, 8)                                                                \
+    X(type_object, tp_dictoffset, 8)                                                               \
+    X(heap_type_object, size, 0)                                                                   \
+    X(heap_type_object, ht_cached_keys, 8)                                                         \
+    X(dict_object, size, 0)                                                                        \
+    X(dict_object, ma_keys, 8)                                                                     \
+    X(dict_object, ma_values, 8)                                                                   \
+    X(dict_keys, dk_size, 8)                                                                       \
+    X(dict_keys, dk_log2_size, 1)                                                                  \
+    X(dict_keys, dk_log2_index_bytes, 1)                                                           \
+    X(dict_keys, dk_kind, 1)                                                                       \
+    X(dict_keys, dk_nentries, 8)                                                                   \
+    X(dict_keys, dk_indices, 0)                                                                    \
+    X(dict_keys, entry_size, 0)                                                                    \
+    X(dict_keys, unicode_entry_size, 0)                                                            \
+    X(dict_values, values, 0)                                                                      \
+    X(dict_values, valid, 1)                                                                       \
+    X(long_object, size, 0)                                                                        \
+    X(long_object, lv_tag, 8)                                                                      \
+    X(long_object, ob_digit, 0)                                                                    \
+    X(object_prefix, managed_dict, 0)                                                              \
+    X(object_prefix, managed_values, 0)                                                            \
     X(bytes_object, size, 0)                                                                       \
     X(bytes_object, ob_size, 8)                                                                    \
     X(bytes_object, ob_sval, 0)                                                                    \
@@ -103,9 +126,6 @@
     X(set_object, used, 8)                                                                         \
     X(set_object, table, 8)                                                                        \
     X(set_object, mask, 8)                                                                         \
-    X(long_object, size, 0)                                                                        \
-    X(long_object, lv_tag, 8)                                                                      \
-    X(long_object, ob_digit, 0)                                                                    \
     X(gen_object, size, 0)                                                                         \
     X(gen_object, gi_iframe, 0)                                                                    \
     X(gen_object, gi_frame_state, 1)                                                               \
@@ -129,7 +149,7 @@ struct cpy_offsets {
     struct cpy_interp_offsets {
         uint64_t size, id, next, threads_head, threads_main, gc, ceval_gil, gil_runtime_state,
             gil_runtime_state_locked, gil_runtime_state_holder, gil_switches,
-            code_object_generation;
+            code_object_generation, imports_modules;
     } interpreter_state;
     struct cpy_thread_offsets {
         uint64_t size, prev, next, interp, current_frame, cframe, base_frame, last_profiled_frame,
@@ -154,12 +174,42 @@ struct cpy_offsets {
     struct {
         uint64_t size, ob_type;
     } pyobject;
+    /* 3.11+: how many bytes BEFORE an object its managed dict pointer and
+     * its values pointer lie (3.12: the same word, tagged; 3.13+: no values
+     * pointer, the values inline after the object). */
+    struct {
+        uint64_t managed_dict, managed_values;
+    } object_prefix;
     struct {
         uint64_t ob_size;
     } var_object;
     struct {
-        uint64_t size, tp_name, tp_flags;
+        uint64_t size, tp_name, tp_flags, tp_basicsize, tp_dictoffset;
     } type_object;
+    struct {
+        uint64_t size, ht_cached_keys;
+    } heap_type_object;
+    struct {
+        uint64_t size, ma_keys, ma_values;
+    } dict_object;
+    /* PyDictKeysObject: dk_size before 3.11, dk_log2_* and dk_kind from
+     * 3.11; entry_size is sizeof(PyDictKeyEntry), unicode_entry_size that
+     * of the 3.11+ entries of str-keyed tables. */
+    struct {
+        uint64_t dk_size, dk_log2_size, dk_log2_index_bytes, dk_kind, dk_nentries, dk_indices,
+            entry_size, unicode_entry_size;
+    } dict_keys;
+    /* Split tables' values: values[] inside PyDictValues (0 before 3.11,
+     * where ma_values is the array itself); valid (3.13+) says whether an
+     * object's inline values hold its attributes. */
+    struct {
+        uint64_t values, valid;
+    } dict_values;
+    /* lv_tag: 3.12+ (digit count << 3 | sign); before, ob_size is the signed
+     * digit count. */
+    struct {
+        uint64_t size, lv_tag, ob_digit;
+    } long_object;
     struct {
         uint64_t size, ob_size, ob_sval;
     } bytes_object;
@@ -173,9 +223,6 @@ struct cpy_offsets {
     struct {
         uint64_t size, used, table, mask;
     } set_object;
-    struct {
-        uint64_t size, lv_tag, ob_digit;
-    } long_object;
     struct {
         uint64_t size, gi_iframe, gi_frame_state;
     } gen_object;

@@ -67,6 +67,12 @@ static int write_lines(FILE *f, const pys_profile *p, int tid)
                 uint64_t ns = pys_profile_thread_ns(p, thread_id);
                 if (ns != 0 && ns != thread_id)
                     fprintf(f, " (ns %llu)", (unsigned long long)ns);
+                const char *name = pys_profile_thread_name(p, thread_id);
+                if (name) {
+                    fputs(" (", f);
+                    put_name(f, name);
+                    fputc(')', f);
+                }
             } else {
                 if (!first)
                     fputc(';', f);

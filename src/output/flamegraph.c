@@ -157,6 +157,9 @@ static void write_threads(struct out_json *j, const pys_profile *p, size_t n)
             snprintf(buf, sizeof buf, "%" PRIu64, thread);
             out_json_string(j, buf);
         }
+        const char *name = pys_profile_thread_name(p, thread);
+        if (name)
+            out_json_string(j, name);
         out_json_end_array(j);
     }
     out_json_end_array(j);

@@ -158,4 +158,37 @@ int plat_mem_readv(pid_t pid, const struct plat_seg *segs, size_t n);
  * a read took. */
 uint64_t plat_clock_ns(void);
 
+/*
+ * Stopping every thread of a process (ptstop.c, for --blocking): each
+ * plat_stop_all seizes and interrupts every thread, including those
+ * started while it stops the others, and waits until all are stopped;
+ * plat_resume_all detaches from them all (handing back any signal that
+ * arrived meanwhile). Nothing stays attached in between.
+ */
+struct plat_stopped {
+    pid_t tid;
+    int sig;     /* signal to deliver at the detach (0: none) */
+    int stopped; /* seen stopped */
+};
+struct plat_stopper {
+    pid_t pid;
+    struct plat_stopped *v; /* the threads stopped now */
+    size_t n, cap;
+    char err[256]; /* why the last plat_stop_all failed */
+};
+void plat_stopper_init(struct plat_stopper *st, pid_t pid);
+/* Resumes what is stopped and frees. */
+void plat_stopper_release(struct plat_stopper *st);
+/* 0 with every thread stopped; else nothing is left stopped and the code
+ * says why (st->err the detail): PYS_E_PERM, a thread could not be seized
+ * (another tracer, permission); PYS_E_EXITED, the process is gone;
+ * PYS_E_CORRUPT, threads started faster than they could be stopped. */
+int plat_stop_all(struct plat_stopper *st);
+void plat_resume_all(struct plat_stopper *st);
+/* Let stopped thread tid run `steps` machine instructions (PTRACE_SINGLESTEP)
+ * and stop again; a step into a blocking system call is cut short after
+ * 2 ms by an interrupt. PYS_E_NOTFOUND if tid is not stopped here,
+ * PYS_E_EXITED if it is gone. */
+int plat_stop_step(struct plat_stopper *st, pid_t tid, unsigned steps);
+
 #endif

@@ -23,7 +23,7 @@ FOLDED = re.compile(r"^Folded samples: (\d+) of (\d+) \(([0-9.]+)%\): the profil
                     r"--max-memory " + BOUND + r"; .*" + re.escape(MARKER) + r"$", re.M)
 CAPTURED = re.compile(r"^Captured (\d+) samples in", re.M)
 FAILED = re.compile(r"^Failed samples: (\d+) ", re.M)
-COLLAPSED_LINE = re.compile(r"^tid:\d+(;[^;]+)+ (\d+)$")
+COLLAPSED_LINE = re.compile(r"^tid:\d+(?: \([^;]*\))?(;[^;]+)+ (\d+)$")
 FRAME = re.compile(r"^(.+):([^:]+):(\d+)$")
 
 

@@ -161,10 +161,10 @@ def assert_wrote(strobe, summary, path):
 
 # --- the output formats --------------------------------------------------------
 
-COLLAPSED_LINE = re.compile(r"^(tid:\d+( \(ns \d+\))?;)?[^ ].* \d+$")
+COLLAPSED_LINE = re.compile(r"^(tid:\d+( \(ns \d+\))?( \([^;]*\))?;)?[^ ].* \d+$")
 # A thread's root frame: its id, and its own where the target runs in
 # another PID namespace.
-TID_FRAME = re.compile(r"^tid:(\d+)(?: \(ns (\d+)\))?$")
+TID_FRAME = re.compile(r"^tid:(\d+)(?: \(ns (\d+)\))?(?: \(([^;]*)\))?$")
 MARKERS = ("<native>", "<GC>")
 
 

@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""`make accuracy`: pystrobe's profiles against the stopped truth, on every
+CPython 3.8 to 3.15, and CPython 3.15's own profiler beside it.
+
+For each version and workload (bench/accuracy/workloads, named in
+oracle.WORKLOADS): start the workload, take half the truth (the target
+stopped at random moments and read while stopped, oracle.take_truth), profile
+it with `pystrobe attach -r RATE -d SECONDS --collapsed` (and on 3.15 with
+`python3.15 -m profiling.sampling attach -a` in the sid root), take the
+other half of the truth, and compare (oracle.compare). Writes the tables to
+bench/ACCURACY.md and every figure to the --json file.
+
+    run.py [--build build] [--versions 3.8,3.15] [--workloads chains10,threads]
+           [--stops 2000] [--seconds 8] [--no-reference]
+
+Needs root (signals and reads of other processes; chroot, and /proc mounted
+in the sid root for the reference: the script re-executes itself in a
+private mount namespace, as bench/run.py does).
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import oracle  # noqa: E402
+
+REPO = oracle.REPO
+NS_ENV = "PYSTROBE_ACCURACY_IN_NS"
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--build", default=str(REPO / "build"))
+    p.add_argument("--versions", default="", help="e.g. 3.8,3.12 (default: all found)")
+    p.add_argument("--workloads", default=",".join(oracle.WORKLOADS))
+    p.add_argument("--stops", type=int, default=2000, help="stops of the truth, in all")
+    p.add_argument("--seconds", type=float, default=8.0, help="length of each profile")
+    p.add_argument("--rate", default="1000", help="sampling rate of the profiles (Hz)")
+    p.add_argument("--gap-ms", type=float, default=2.0,
+                   help="mean running time between two stops")
+    p.add_argument("--no-reference", action="store_true")
+    p.add_argument("--out", default=str(REPO / "bench" / "ACCURACY.md"))
+    p.add_argument("--json", default=str(REPO / "bench" / "accuracy" / "results.json"))
+    p.add_argument("--seed", type=int, default=1)
+    return p.parse_args()
+
+
+def enter_private_mount_namespace():
+    if os.environ.get(NS_ENV) == "1" or os.geteuid() != 0 or not shutil.which("unshare"):
+        return
+    os.environ[NS_ENV] = "1"
+    os.execv(shutil.which("unshare"), ["unshare", "--mount", "--propagation", "private",
+                                       sys.executable, os.path.abspath(__file__),
+                                       *sys.argv[1:]])
+
+
+def run_one(args, target, workload, pystrobe, use_ref, tmp):
+    rng = random.Random(args.seed)
+    p, info = oracle.start_workload(target, workload, 3600, args.seed)
+    ref_reader = None
+    try:
+        time.sleep(0.5)
+        validator = oracle.make_validator(workload, info)
+        reader = oracle.ModuleReader(args.build, p.pid)
+        checks = [("dump", 25, lambda: oracle.dump(pystrobe, p.pid))]
+        if use_ref:
+            ref_reader = oracle.RefDumper(target, p.pid)
+            checks.append(("reference", 10, ref_reader.read))
+        t0 = time.monotonic()
+        truth = oracle.take_truth(reader.read, p.pid, args.stops // 2, gap_ms=args.gap_ms,
+                                  rng=rng, checks=checks)
+        t_truth = time.monotonic() - t0
+        profiles = {}
+        out = Path(tmp) / f"{target.name}-{workload}.txt"
+        prof, summ, _ = oracle.profile_pystrobe(pystrobe, p.pid, args.seconds, out,
+                                                rate=args.rate)
+        profiles["pystrobe"] = (prof, summ)
+        if use_ref:
+            prof, summ, _ = oracle.profile_reference(target, p.pid, args.seconds,
+                                                     rate=args.rate)
+            profiles["reference"] = (prof, summ)
+        t0 = time.monotonic()
+        oracle.take_truth(reader.read, p.pid, args.stops - args.stops // 2, truth=truth,
+                          gap_ms=args.gap_ms, rng=rng, checks=checks)
+        t_truth += time.monotonic() - t0
+    finally:
+        if ref_reader is not None:
+            ref_reader.close()
+        oracle.kill(p)
+    res = {"target": target.name, "version": "%d.%d" % target.version,
+           "workload": workload, "truth": truth.to_json(),
+           "truth_seconds": round(t_truth, 1),
+           "split_half": oracle.split_floor(truth, validator), "profilers": {}}
+    for which, (prof, summ) in profiles.items():
+        c = oracle.compare(list(truth.items()), list(oracle.counter_items(prof)), validator)
+        c["summary"] = summ
+        res["profilers"][which] = c
+    return res
+
+
+def fmt(v, spec=".3f"):
+    return "–" if v is None else format(v, spec)
+
+
+def row(res, which):
+    c = res["profilers"].get(which)
+    tr = res["truth"]
+    name = res["version"] + (" ref" if which == "reference" else "")
+    if c is None:
+        return None
+    s = c["summary"]
+    read_fail = f"{tr['failed_stops']}/{tr['stops']}"
+    m = {k: f"{fmt(c[k]['tvd'])} ({fmt(c[k]['floor'])})" for k in oracle.METRICS}
+    deep = sum(v for k, v in c["depth_profile"].items() if k in ("31-40",))
+    deep_t = sum(v for k, v in c["depth_truth"].items() if k in ("31-40",))
+    return (name, res["workload"], read_fail if which == "pystrobe" else "",
+            f"{c['profile_stacks']:,}", fmt(s.get("failed_pct"), ".2f"),
+            f"{c['profile_impossible']} / {c['truth_impossible']}",
+            m["depth"], m["leaf"], m["stack"],
+            f"{deep:.3f} / {deep_t:.3f}" if res["workload"] in ("chains10", "chains30",
+                                                                   "alternating", "threads")
+            else "")
+
+
+HEAD = ("version", "workload", "stopped reads failed", "profile stacks", "failed %",
+        "impossible (profile / truth)", "TVD depth (floor)", "TVD leaf (floor)",
+        "TVD stack (floor)", "share 31-40 (profile / truth)")
+
+
+def md_table(rows):
+    lines = ["| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def write_md(args, results, started, elapsed, load):
+    rows = []
+    for res in results:
+        for which in ("pystrobe", "reference"):
+            r = row(res, which)
+            if r:
+                rows.append(r)
+    errors = [r for r in results if "error" in r]
+    text = [
+        "# Accuracy: pystrobe's profiles against the stopped truth",
+        "",
+        "Written by `make accuracy` (bench/accuracy/run.py; the method is in",
+        "bench/accuracy/oracle.py's docstring). Each row is one target process running",
+        "one workload of bench/accuracy/workloads: the truth is the process stopped",
+        f"(SIGSTOP, every thread in state T) at {args.stops} random moments (half before,",
+        "half after the profile) and read while stopped by pystrobe's walker (its Python",
+        "module; every 25th stop also by `pystrobe dump --json`, and on 3.15 every 10th",
+        "by CPython's `_remote_debugging`: they must agree); the profile is",
+        f"`pystrobe attach -r {args.rate} -d {args.seconds:g} --collapsed` (rows `3.15 ref`:",
+        f"`python3.15 -m profiling.sampling attach -a -r {args.rate} -d {args.seconds:g}",
+        "--collapsed` on the same process, after pystrobe).",
+        "",
+        "- **stopped reads failed**: stops whose read failed although the target was",
+        "  stopped (a check rejecting a state the interpreter really passes through).",
+        "- **failed %**: the profiler's own failed-sample rate (its end summary).",
+        "- **impossible**: thread stacks the workload's code cannot produce (its validator",
+        "  in oracle.py), in the profile / in the truth (the truth must have 0).",
+        "- **TVD**: total variation distance from the truth (0 same, 1 disjoint) of the",
+        "  distribution of depth bands (the workload's own call depth: 0, 1-10, 11-20, ...;",
+        "  generators: pipeline stages), of (leaf function, band), and of whole stacks;",
+        "  impossible stacks are a category of their own. **floor**: the mean TVD of two",
+        "  draws from the truth of the sizes compared, what a perfect sampler shows.",
+        "- **share 31-40**: share of thread stacks 31 to 40 calls deep.",
+        "",
+        f"Run {started} UTC, {elapsed / 60:.0f} minutes, on {platform.node()} "
+        f"({os.cpu_count()} cores): **the machine was shared with other engineers' builds",
+        f"and tests throughout** (load average {load}), so the profilers ran below their",
+        "rate and the figures are those of a busy machine.",
+        "",
+        md_table(rows),
+        "",
+    ]
+    text += ["## Details", ""]
+    for res in results:
+        if "error" in res:
+            text.append(f"- {res['version']} {res['workload']}: **run failed**: {res['error']}")
+            continue
+        tr = res["truth"]
+        bits = [f"truth {tr['stops']} stops in {res['truth_seconds']} s",
+                "split-half TVD depth/leaf/stack "
+                + "/".join(fmt(res["split_half"][m], ".3f") for m in oracle.METRICS)]
+        if tr["errors"]:
+            bits.append("read errors: " + "; ".join(f"{k} (x{v})"
+                                                    for k, v in tr["errors"].items()))
+        for name, n in tr["checks"].items():
+            bits.append(f"{name} agreed on {n - tr['diffs'].get(name, 0)}/{n} stops")
+        for which, c in res["profilers"].items():
+            if c["profile_examples"]:
+                bits.append(f"{which} impossible e.g. " + "; ".join(
+                    f"`{e[1]}` ({e[0]}, x{e[2]})" for e in c["profile_examples"][:2]))
+            if c["truth_examples"]:
+                bits.append("truth impossible e.g. " + "; ".join(
+                    f"`{e[1]}` ({e[0]}, x{e[2]})" for e in c["truth_examples"][:2]))
+            bits.append(f"{which} depth " + json.dumps(c["depth_profile"])
+                        + " truth " + json.dumps(c["depth_truth"]))
+        text.append(f"- {res['version']} {res['workload']}: " + "; ".join(bits))
+    if errors:
+        text.append("")
+    Path(args.out).write_text("\n".join(text) + "\n")
+
+
+def main():
+    args = parse_args()
+    enter_private_mount_namespace()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    if os.geteuid() != 0:
+        raise SystemExit("accuracy: needs root")
+    pystrobe = Path(args.build) / "pystrobe"
+    targets = oracle.one_target_per_version()
+    if args.versions:
+        want = {tuple(int(x) for x in v.split(".")) for v in args.versions.split(",")}
+        targets = {v: t for v, t in targets.items() if v in want}
+    workloads = [w for w in args.workloads.split(",") if w]
+    mounted = False
+    sid = REPO / ".cache" / "sid-root"
+    if not args.no_reference and (3, 15) in targets and not os.path.ismount(sid / "proc"):
+        subprocess.run([str(REPO / "scripts" / "sidroot.sh"), "mount"], check=True)
+        mounted = True
+    started = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M")
+    t_start = time.monotonic()
+    loads = []
+    results = []
+    tmp = tempfile.mkdtemp(prefix="pystrobe-accuracy-")
+    try:
+        for version, target in targets.items():
+            for wl in workloads:
+                use_ref = version == (3, 15) and not args.no_reference
+                loads.append(os.getloadavg()[0])
+                t0 = time.monotonic()
+                try:
+                    res = run_one(args, target, wl, pystrobe, use_ref, tmp)
+                except Exception as e:  # one broken run must not lose the others
+                    res = {"target": target.name, "version": "%d.%d" % version,
+                           "workload": wl, "error": f"{type(e).__name__}: {e}"[:500],
+                           "profilers": {}, "truth": {}}
+                results.append(res)
+                print(f"{target.name:14} {wl:12} {time.monotonic() - t0:5.0f} s  "
+                      + "  ".join(" ".join(x for x in (row(res, w) or ())[2:9])
+                                  for w in ("pystrobe", "reference")
+                                  if w in res["profilers"])
+                      + (res.get("error") or ""), flush=True)
+                Path(args.json).write_text(json.dumps(results, indent=1, default=str))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if mounted:
+            subprocess.run([str(REPO / "scripts" / "sidroot.sh"), "umount"])
+    load = f"{min(loads):.1f} to {max(loads):.1f}" if loads else "?"
+    write_md(args, results, started, time.monotonic() - t_start, load)
+    print(f"wrote {args.out} and {args.json}")
+
+
+if __name__ == "__main__":
+    main()

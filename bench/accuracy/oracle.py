@@ -213,6 +213,7 @@ class Truth:
         self.samples = []             # per stop: list of (tid, stack)
         self.checks = collections.Counter()   # name -> stops read twice
         self.diffs = collections.defaultdict(list)  # name -> [(ours, theirs)]
+        self.fail_examples = []       # (errors, {check name: its read}) of failed reads
 
     def items(self, part=None):
         """(tid, stack, 1) of every thread stack of every stop (part 0 or 1:
@@ -228,6 +229,7 @@ class Truth:
                 "errors": dict(self.errors.most_common(10)),
                 "checks": dict(self.checks),
                 "diffs": {k: len(v) for k, v in self.diffs.items()},
+                "fail_examples": self.fail_examples[:3],
                 "diff_examples": {k: [list(map(list, d)) for d in v[:2]]
                                   for k, v in self.diffs.items()}}
 
@@ -236,7 +238,8 @@ def take_truth(read, pid, n, truth=None, gap_ms=2.0, rng=None, checks=()):
     """Stop pid n times at random moments (gaps uniform in 0..2*gap_ms),
     read(): (stacks, errors) its stacks while stopped, resume. checks:
     (name, every, other_read) whose sorted stacks, every every-th stop, must
-    equal read()'s (another reader of the same stopped state)."""
+    equal read()'s (another reader of the same stopped state); the first
+    failed reads are kept with what the other readers saw then."""
     truth = truth or Truth()
     rng = rng or random.Random()
     for i in range(n):
@@ -244,8 +247,9 @@ def take_truth(read, pid, n, truth=None, gap_ms=2.0, rng=None, checks=()):
         stop(pid)
         try:
             stacks, errors = read()
+            seen = {}
             for name, every, other in checks:
-                if i % every == 0:
+                if i % every == 0 or (errors and len(truth.fail_examples) < 3):
                     theirs = other()
                     if isinstance(theirs, tuple):
                         theirs_st, their_err = theirs
@@ -254,8 +258,11 @@ def take_truth(read, pid, n, truth=None, gap_ms=2.0, rng=None, checks=()):
                             truth.errors[f"{name}: {their_err[0]}"] += 1
                     truth.checks[name] += 1
                     mine = sorted(st for _, st in stacks)
+                    seen[name] = [";".join(st) for st in theirs]
                     if not errors and mine != theirs:
                         truth.diffs[name].append((mine, theirs))
+            if errors and len(truth.fail_examples) < 3:
+                truth.fail_examples.append((errors, seen))
         finally:
             os.kill(pid, signal.SIGCONT)
         truth.stops += 1

@@ -23,6 +23,7 @@ import json
 import os
 import platform
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -53,6 +54,8 @@ def parse_args():
     p.add_argument("--out", default=str(REPO / "bench" / "ACCURACY.md"))
     p.add_argument("--json", default=str(REPO / "bench" / "accuracy" / "results.json"))
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--from-json", metavar="FILE",
+                   help="only write --out again from the figures of an earlier run")
     return p.parse_args()
 
 
@@ -144,7 +147,18 @@ def md_table(rows):
     return "\n".join(lines)
 
 
-def write_md(args, results, started, elapsed, load):
+def merged_errors(errors):
+    """Read errors with thread ids taken out, so the same check counts once."""
+    out = {}
+    for k, v in errors.items():
+        k = re.sub(r"thread \d+", "thread N", k)
+        out[k] = out.get(k, 0) + v
+    return out
+
+
+def write_md(args, results, meta):
+    started, elapsed, load = meta["started"], meta["elapsed"], meta["load"]
+    args = argparse.Namespace(**{**vars(args), **meta.get("args", {})})
     rows = []
     for res in results:
         for which in ("pystrobe", "reference"):
@@ -196,8 +210,8 @@ def write_md(args, results, started, elapsed, load):
                 "split-half TVD depth/leaf/stack "
                 + "/".join(fmt(res["split_half"][m], ".3f") for m in oracle.METRICS)]
         if tr["errors"]:
-            bits.append("read errors: " + "; ".join(f"{k} (x{v})"
-                                                    for k, v in tr["errors"].items()))
+            bits.append("read errors: " + "; ".join(
+                f"{k} (x{v})" for k, v in merged_errors(tr["errors"]).items()))
         for name, n in tr["checks"].items():
             bits.append(f"{name} agreed on {n - tr['diffs'].get(name, 0)}/{n} stops")
         for which, c in res["profilers"].items():
@@ -217,6 +231,11 @@ def write_md(args, results, started, elapsed, load):
 
 def main():
     args = parse_args()
+    if args.from_json:
+        doc = json.loads(Path(args.from_json).read_text())
+        write_md(args, doc["results"], doc["meta"])
+        print(f"wrote {args.out}")
+        return
     enter_private_mount_namespace()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     if os.geteuid() != 0:
@@ -255,13 +274,17 @@ def main():
                                   for w in ("pystrobe", "reference")
                                   if w in res["profilers"])
                       + (res.get("error") or ""), flush=True)
-                Path(args.json).write_text(json.dumps(results, indent=1, default=str))
+                meta = {"started": started, "elapsed": time.monotonic() - t_start,
+                        "load": f"{min(loads):.1f} to {max(loads):.1f}",
+                        "args": {k: getattr(args, k) for k in ("stops", "seconds", "rate")}}
+                Path(args.json).write_text(json.dumps({"meta": meta, "results": results},
+                                                      indent=1, default=str))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         if mounted:
             subprocess.run([str(REPO / "scripts" / "sidroot.sh"), "umount"])
-    load = f"{min(loads):.1f} to {max(loads):.1f}" if loads else "?"
-    write_md(args, results, started, time.monotonic() - t_start, load)
+    if results:
+        write_md(args, results, meta)
     print(f"wrote {args.out} and {args.json}")
 
 

@@ -45,7 +45,7 @@ def parse_args():
     p.add_argument("--build", default=str(REPO / "build"))
     p.add_argument("--versions", default="", help="e.g. 3.8,3.12 (default: all found)")
     p.add_argument("--workloads", default=",".join(oracle.WORKLOADS))
-    p.add_argument("--stops", type=int, default=2000, help="stops of the truth, in all")
+    p.add_argument("--stops", type=int, default=1600, help="stops of the truth, in all")
     p.add_argument("--seconds", type=float, default=8.0, help="length of each profile")
     p.add_argument("--rate", default="1000", help="sampling rate of the profiles (Hz)")
     p.add_argument("--gap-ms", type=float, default=2.0,
@@ -84,15 +84,22 @@ def run_one(args, target, workload, pystrobe, use_ref, tmp):
         truth = oracle.take_truth(reader.read, p.pid, args.stops // 2, gap_ms=args.gap_ms,
                                   rng=rng, checks=checks)
         t_truth = time.monotonic() - t0
+        # Each profiler twice, half the time each: the two halves' distance
+        # is the profile's own repeatability (its samples are not
+        # independent draws when the target's stack stays put for a while,
+        # e.g. while it waits for a CPU on a loaded machine).
+        half = args.seconds / 2
         profiles = {}
-        out = Path(tmp) / f"{target.name}-{workload}.txt"
-        prof, summ, _ = oracle.profile_pystrobe(pystrobe, p.pid, args.seconds, out,
-                                                rate=args.rate)
-        profiles["pystrobe"] = (prof, summ)
+        for i in range(2):
+            out = Path(tmp) / f"{target.name}-{workload}-{i}.txt"
+            prof, summ, _ = oracle.profile_pystrobe(pystrobe, p.pid, half, out,
+                                                    rate=args.rate)
+            profiles.setdefault("pystrobe", []).append((prof, summ))
         if use_ref:
-            prof, summ, _ = oracle.profile_reference(target, p.pid, args.seconds,
-                                                     rate=args.rate)
-            profiles["reference"] = (prof, summ)
+            for i in range(2):
+                prof, summ, _ = oracle.profile_reference(target, p.pid, half,
+                                                         rate=args.rate)
+                profiles.setdefault("reference", []).append((prof, summ))
         t0 = time.monotonic()
         oracle.take_truth(reader.read, p.pid, args.stops - args.stops // 2, truth=truth,
                           gap_ms=args.gap_ms, rng=rng, checks=checks)
@@ -105,9 +112,19 @@ def run_one(args, target, workload, pystrobe, use_ref, tmp):
            "workload": workload, "truth": truth.to_json(),
            "truth_seconds": round(t_truth, 1),
            "split_half": oracle.split_floor(truth, validator), "profilers": {}}
-    for which, (prof, summ) in profiles.items():
+    for which, halves in profiles.items():
+        prof = halves[0][0] + halves[1][0]
+        samples = [h[1].get("samples") or 0 for h in halves]
+        failed = [h[1].get("failed_pct") for h in halves]
+        summ = {"samples": sum(samples),
+                "failed_pct": None if None in failed else
+                sum(f * n for f, n in zip(failed, samples)) / max(1, sum(samples))}
         c = oracle.compare(list(truth.items()), list(oracle.counter_items(prof)), validator)
         c["summary"] = summ
+        a, _, na, _ = oracle.distributions(oracle.counter_items(halves[0][0]), validator)
+        b, _, nb, _ = oracle.distributions(oracle.counter_items(halves[1][0]), validator)
+        c["repeat"] = {m: {"tvd": oracle.tvd(a[m], b[m]),
+                           "floor": oracle.noise_floor(a[m], na, nb)} for m in oracle.METRICS}
         res["profilers"][which] = c
     return res
 
@@ -127,10 +144,12 @@ def row(res, which):
     m = {k: f"{fmt(c[k]['tvd'])} ({fmt(c[k]['floor'])})" for k in oracle.METRICS}
     deep = sum(v for k, v in c["depth_profile"].items() if k in ("31-40",))
     deep_t = sum(v for k, v in c["depth_truth"].items() if k in ("31-40",))
+    rep = c.get("repeat", {}).get("depth")
+    rep = f"{fmt(rep['tvd'])} ({fmt(rep['floor'])})" if rep else "–"
     return (name, res["workload"], read_fail if which == "pystrobe" else "",
             f"{c['profile_stacks']:,}", fmt(s.get("failed_pct"), ".2f"),
             f"{c['profile_impossible']} / {c['truth_impossible']}",
-            m["depth"], m["leaf"], m["stack"],
+            m["depth"], m["leaf"], m["stack"], rep,
             f"{deep:.3f} / {deep_t:.3f}" if res["workload"] in ("chains10", "chains30",
                                                                    "alternating", "threads")
             else "")
@@ -138,7 +157,7 @@ def row(res, which):
 
 HEAD = ("version", "workload", "stopped reads failed", "profile stacks", "failed %",
         "impossible (profile / truth)", "TVD depth (floor)", "TVD leaf (floor)",
-        "TVD stack (floor)", "share 31-40 (profile / truth)")
+        "TVD stack (floor)", "TVD depth A-B (floor)", "share 31-40 (profile / truth)")
 
 
 def md_table(rows):
@@ -176,9 +195,10 @@ def write_md(args, results, meta):
         "half after the profile) and read while stopped by pystrobe's walker (its Python",
         "module; every 25th stop also by `pystrobe dump --json`, and on 3.15 every 10th",
         "by CPython's `_remote_debugging`: they must agree); the profile is",
-        f"`pystrobe attach -r {args.rate} -d {args.seconds:g} --collapsed` (rows `3.15 ref`:",
-        f"`python3.15 -m profiling.sampling attach -a -r {args.rate} -d {args.seconds:g}",
-        "--collapsed` on the same process, after pystrobe).",
+        f"`pystrobe attach -r {args.rate} -d {args.seconds / 2:g} --collapsed`, twice (rows",
+        f"`3.15 ref`: `python3.15 -m profiling.sampling attach -a -r {args.rate} -d "
+        f"{max(1, round(args.seconds / 2))}",
+        "--collapsed`, twice, on the same process, after pystrobe).",
         "",
         "- **stopped reads failed**: stops whose read failed although the target was",
         "  stopped (a check rejecting a state the interpreter really passes through).",
@@ -190,6 +210,12 @@ def write_md(args, results, meta):
         "  generators: pipeline stages), of (leaf function, band), and of whole stacks;",
         "  impossible stacks are a category of their own. **floor**: the mean TVD of two",
         "  draws from the truth of the sizes compared, what a perfect sampler shows.",
+        "- **A-B**: each profiler ran twice on the process, half the time each (A, B; the",
+        "  other columns take both together): the depth TVD between A and B, with the",
+        "  floor of independent draws of their sizes. Where A-B is far above its floor the",
+        "  profile's samples are not independent (a stack that stays put for a while, as",
+        "  while the target waits for a CPU on a loaded machine, is sampled many times),",
+        "  and the floor of the other columns understates the noise in the same measure.",
         "- **share 31-40**: share of thread stacks 31 to 40 calls deep.",
         "",
         f"Run {started} UTC, {elapsed / 60:.0f} minutes, on {platform.node()} "

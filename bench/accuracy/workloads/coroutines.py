@@ -56,7 +56,7 @@ async def pipeline(duration, seed):
     tasks = []
     for k in range(STAGES):
         head = make_chain(f"s{k}", chains)
-        plan = [rnd.randint(1, DEPTH) for _ in range(200)]
+        plan = [rnd.randint(1, DEPTH) for _ in range(5000)]
         tasks.append(asyncio.ensure_future(
             space[f"stage{k}"](queues[k], queues[k + 1], head, plan, end)))
     for i in range(8):

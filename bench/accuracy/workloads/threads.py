@@ -55,7 +55,7 @@ def main(duration, seed, n):
     threads = []
     for k in range(n):
         head = make_chain(f"t{k}", space)
-        plan = [rnd.randint(1, DEPTH) for _ in range(200)]
+        plan = [rnd.randint(1, DEPTH) for _ in range(5000)]
         th = threading.Thread(target=work, args=(head, plan, end, ids, k, started),
                               daemon=True)
         th.start()

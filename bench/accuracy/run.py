@@ -238,6 +238,12 @@ def write_md(args, results, meta):
         if tr["errors"]:
             bits.append("read errors: " + "; ".join(
                 f"{k} (x{v})" for k, v in merged_errors(tr["errors"]).items()))
+        for errs, seen in tr.get("fail_examples", [])[:2]:
+            for name, stacks in seen.items():
+                if name == "reference":
+                    bits.append("a failed read's moment as `_remote_debugging` read it: "
+                                + " | ".join(f"`…{st[-90:]}`" for st in stacks
+                                             if st.count(";") > 1))
         for name, n in tr["checks"].items():
             bits.append(f"{name} agreed on {n - tr['diffs'].get(name, 0)}/{n} stops")
         for which, c in res["profilers"].items():

@@ -433,7 +433,7 @@ class ChainValidator(Validator):
         for lvl, f in enumerate(stack[first:], 1):
             m = CHAIN.match(f)
             if not m or m.group(1) != fam or int(m.group(2)) != lvl:
-                return False, None, "chain spliced or out of order"
+                return False, None, f"chain spliced: {stack[first + lvl - 2]} then {f}"
         below = stack[:first]
         if not below or below[-1] != self.parent(fam):
             return False, None, "chain under the wrong caller"

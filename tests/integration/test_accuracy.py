@@ -29,9 +29,10 @@ PROFILE_SECONDS = 2
 TVD_MARGIN = 0.2
 FAILED_PCT_MAX = 25.0   # the profile's failed samples
 
-STOPPED_GENERATORS_3_12 = (
-    "issue 33: some stopped moments of 3.12's generator pipeline cannot be read "
-    "('frame chain changed while it was read, or did not reach the base frame')")
+STOPPED_GENERATORS_3_11_12 = (
+    "issue 33: some stopped moments of a generator pipeline driven from C cannot "
+    "be read on 3.11 and 3.12 (about 1 and 2 in 100 in bench/ACCURACY.md: 'frame "
+    "chain changed while it was read, or did not reach the base frame')")
 STOPPED_READS_FAIL = (
     "issue 33: a check rejects states of 3.8-3.10 frame objects that the "
     "stopped interpreter really passes through ('frame chain changed while it "
@@ -95,7 +96,7 @@ def test_stopped_chains_read(request, target, chains):
 def test_stopped_generators_read(request, target, pystrobe):
     """The same with generator frames switching millions of times a second."""
     xfail_if(request, target.version <= (3, 10), STOPPED_READS_FAIL)
-    xfail_if(request, target.version == (3, 12), STOPPED_GENERATORS_3_12)
+    xfail_if(request, (3, 11) <= target.version <= (3, 12), STOPPED_GENERATORS_3_11_12)
     p, _, truth = stopped_truth(pystrobe, target, "generators", GEN_STOPS)
     oracle.kill(p)
     assert truth.failed_stops == 0, truth.to_json()

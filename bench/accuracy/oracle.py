@@ -210,6 +210,7 @@ class Truth:
         self.stops = 0
         self.failed_stops = 0         # stops with some read error
         self.errors = collections.Counter()
+        self.other_errors = collections.Counter()   # the checks' own failed reads
         self.samples = []             # per stop: list of (tid, stack)
         self.checks = collections.Counter()   # name -> stops read twice
         self.diffs = collections.defaultdict(list)  # name -> [(ours, theirs)]
@@ -227,6 +228,7 @@ class Truth:
     def to_json(self):
         return {"stops": self.stops, "failed_stops": self.failed_stops,
                 "errors": dict(self.errors.most_common(10)),
+                "other_errors": dict(self.other_errors.most_common(10)),
                 "checks": dict(self.checks),
                 "diffs": {k: len(v) for k, v in self.diffs.items()},
                 "fail_examples": self.fail_examples[:3],
@@ -250,15 +252,14 @@ def take_truth(read, pid, n, truth=None, gap_ms=2.0, rng=None, checks=()):
             seen = {}
             for name, every, other in checks:
                 if i % every == 0 or (errors and len(truth.fail_examples) < 3):
-                    theirs = other()
-                    if isinstance(theirs, tuple):
-                        theirs_st, their_err = theirs
-                        theirs = sorted(st for _, st in theirs_st)
-                        if their_err:
-                            truth.errors[f"{name}: {their_err[0]}"] += 1
+                    theirs_st, their_err = other()
+                    theirs = sorted(st for _, st in theirs_st)
                     truth.checks[name] += 1
+                    seen[name] = [";".join(st) for st in theirs] + their_err
+                    if their_err:
+                        truth.other_errors[f"{name}: {their_err[0]}"] += 1
+                        continue
                     mine = sorted(st for _, st in stacks)
-                    seen[name] = [";".join(st) for st in theirs]
                     if not errors and mine != theirs:
                         truth.diffs[name].append((mine, theirs))
             if errors and len(truth.fail_examples) < 3:
@@ -276,13 +277,18 @@ def take_truth(read, pid, n, truth=None, gap_ms=2.0, rng=None, checks=()):
 
 class RefDumper:
     """CPython 3.15's _remote_debugging reading a 3.15 target, from a helper
-    process inside the sid root: read() -> sorted list of stacks."""
+    process inside the sid root: read() -> (stacks, errors) as dump()."""
 
     HELPER = ("import sys, json, _remote_debugging as rd\n"
               "u = rd.RemoteUnwinder(int(sys.argv[1]), all_threads=True)\n"
               "for line in sys.stdin:\n"
               "    out = []\n"
-              "    for it in u.get_stack_trace():\n"
+              "    try:\n"
+              "        trace = u.get_stack_trace()\n"
+              "    except Exception as e:\n"
+              "        print(json.dumps({'error': f'{type(e).__name__}: {e}'}), flush=True)\n"
+              "        continue\n"
+              "    for it in trace:\n"
               "        for th in it.threads:\n"
               "            st = [f.funcname.rsplit('.', 1)[-1] for f in reversed(th.frame_info)\n"
               "                  if f.filename != '~']\n"
@@ -300,7 +306,10 @@ class RefDumper:
         if not line:
             raise RuntimeError("reference reader gave nothing: "
                                + self.p.stderr.read().decode(errors="replace")[-500:])
-        return [tuple(s) for s in json.loads(line)]
+        doc = json.loads(line)
+        if isinstance(doc, dict):
+            return [], [doc["error"]]
+        return [(None, tuple(s)) for s in doc], []
 
     def close(self):
         kill(self.p)

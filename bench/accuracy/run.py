@@ -226,6 +226,7 @@ def write_md(args, results, meta):
         md_table(rows),
         "",
     ]
+    text += [f"Note: {n}\n" for n in meta.get("notes", [])]
     text += ["## Details", ""]
     for res in results:
         if "error" in res:
@@ -244,6 +245,9 @@ def write_md(args, results, meta):
                     bits.append("a failed read's moment as `_remote_debugging` read it: "
                                 + " | ".join(f"`…{st[-90:]}`" for st in stacks
                                              if st.count(";") > 1))
+        if tr.get("other_errors"):
+            bits.append("the other readers failed: " + "; ".join(
+                f"{k} (x{v})" for k, v in merged_errors(tr["other_errors"]).items()))
         for name, n in tr["checks"].items():
             bits.append(f"{name} agreed on {n - tr['diffs'].get(name, 0)}/{n} stops")
         for which, c in res["profilers"].items():

@@ -297,3 +297,14 @@ deb: dist
 # The recording reader's fuzzer alone (`make fuzz` runs it with the others).
 fuzz-recording: $(B)/gen/flamegraph_html.h
 	$(MAKE) --no-print-directory fuzz FUZZ_SRC=tests/fuzz/fuzz_recording.c
+# --- accuracy -----------------------------------------------------------------
+
+# The oracle of issue 33 (bench/accuracy): each CPython 3.8-3.15 running each
+# accuracy workload, stopped at random moments for the truth, profiled by
+# pystrobe (and on 3.15 by CPython's own profiler); writes bench/ACCURACY.md.
+# Not part of `make test` (tests/integration/test_accuracy.py is its quick
+# version). ACCURACY_ARGS="--versions 3.12 --workloads chains10 --stops 600".
+ACCURACY_ARGS ?=
+.PHONY: accuracy
+accuracy: sidroot all module
+	$(PYTHON) bench/accuracy/run.py --build $(abspath $(B)) $(ACCURACY_ARGS)

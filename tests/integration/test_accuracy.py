@@ -1,0 +1,188 @@
+"""The quick version of the accuracy oracle (bench/accuracy, `make accuracy`;
+issue 33): on each interpreter, a target stopped at a few hundred random
+moments must read every time, and its stacks must be ones its code can
+produce; pystrobe's profile of the same process must hold no impossible
+stack and be near the stopped truth (a loose bound, which a correct build
+passes on a loaded machine). Where today's build is known to miss a bound
+(issue 33), the test is marked xfail(strict=False) with the reason, so that
+it still runs and reports."""
+import os
+import random
+import sys
+
+import pytest
+
+from targets import ROOT
+
+sys.path.insert(0, str(ROOT / "bench" / "accuracy"))
+import oracle  # noqa: E402
+
+STOPS = 200            # stops of the truth in the profile test
+GEN_STOPS = 120        # stops of the generator and coroutine pipelines
+PROFILE_SECONDS = 2
+# The profile's distance from the truth (depth bands), above the noise floor
+# of independent draws of the sizes compared. The floor understates the noise
+# on a loaded machine, where a profile samples the stack of a target waiting
+# for a CPU many times (two profiles of one process then differ by up to 0.15,
+# bench/ACCURACY.md, A-B); a sampler that drops the deepest quarter of the
+# stacks, or the 3.8-3.10 profiles of issue 33 (0.67), is still far outside.
+TVD_MARGIN = 0.2
+FAILED_PCT_MAX = 25.0   # the profile's failed samples
+
+STOPPED_GENERATORS_3_11_12 = (
+    "issue 33: some stopped moments of a generator pipeline driven from C cannot "
+    "be read on 3.11 and 3.12 (about 1 and 2 in 100 in bench/ACCURACY.md: 'frame "
+    "chain changed while it was read, or did not reach the base frame')")
+STOPPED_COROUTINES_3_12 = (
+    "issue 33: a stopped moment of 3.12's asyncio pipeline read as 'frame chain "
+    "too long or cyclic' (1 in 1,600 in bench/ACCURACY.md)")
+STOPPED_INIT_SHIM = (
+    "issue 33: on 3.14+ a stopped moment inside an __init__ called through "
+    "CALL_ALLOC_AND_ENTER_INIT fails 'torn stack: __init__, below the top, has "
+    "not started': _remote_debugging reads those moments as _call_soon;__init__;"
+    "__init__;get_debug, the frame below Handle.__init__ apparently CPython's "
+    "init-cleanup shim, a code object named __init__ that never starts)")
+STOPPED_READS_FAIL = (
+    "issue 33: a check rejects states of 3.8-3.10 frame objects that the "
+    "stopped interpreter really passes through ('frame chain changed while it "
+    "was read, or did not reach the base frame')")
+IMPOSSIBLE_3_11_13 = (
+    "issue 33: on 3.11-3.13 a walk can splice a leaf of one chain under frames "
+    "of another when frames have equal sizes")
+
+
+def xfail_if(request, cond, reason):
+    if cond:
+        request.node.add_marker(pytest.mark.xfail(reason=reason, strict=False))
+
+
+def build_dir():
+    return os.environ.get("PYSTROBE_BUILD", str(ROOT / "build"))
+
+
+def stopped_truth(pystrobe, target, workload, stops, seed=1):
+    """Start workload on target, take the truth at stops moments (every 20th
+    also read by `pystrobe dump --json`); return (Popen, info, Truth). The
+    caller kills the process."""
+    p, info = oracle.start_workload(target, workload, 600, seed)
+    try:
+        reader = oracle.ModuleReader(build_dir(), p.pid)
+        checks = [("dump", 20, lambda: oracle.dump(pystrobe, p.pid))]
+        truth = oracle.take_truth(reader.read, p.pid, stops, gap_ms=2.0,
+                                  rng=random.Random(seed), checks=checks)
+    except BaseException:
+        oracle.kill(p)
+        raise
+    return p, info, truth
+
+
+@pytest.fixture(scope="module")
+def chains(target, pystrobe, tmp_path_factory):
+    """chains10 on target: truth before and after a pystrobe profile."""
+    p, info, truth = stopped_truth(pystrobe, target, "chains10", STOPS // 2)
+    try:
+        out = tmp_path_factory.mktemp("accuracy") / "collapsed.txt"
+        prof, summary, text = oracle.profile_pystrobe(pystrobe, p.pid, PROFILE_SECONDS, out)
+        reader = oracle.ModuleReader(build_dir(), p.pid)
+        oracle.take_truth(reader.read, p.pid, STOPS - STOPS // 2, truth=truth,
+                          rng=random.Random(2))
+    finally:
+        oracle.kill(p)
+    validator = oracle.make_validator("chains10", info)
+    cmp = oracle.compare(list(truth.items()), list(oracle.counter_items(prof)), validator)
+    return truth, cmp, summary, text
+
+
+def test_stopped_chains_read(request, target, chains):
+    """Every moment of a stopped target reads, and the CLI's dump reads it
+    the same as the library."""
+    xfail_if(request, target.version <= (3, 10), STOPPED_READS_FAIL)
+    truth, _, _, _ = chains
+    assert truth.failed_stops == 0, truth.to_json()
+    assert not truth.diffs, truth.to_json()
+
+
+# Stopped-read failures bench/ACCURACY.md shows, by (workload, version).
+STOPPED_XFAIL = {
+    ("generators", (3, 11)): STOPPED_GENERATORS_3_11_12,
+    ("generators", (3, 12)): STOPPED_GENERATORS_3_11_12,
+    ("coroutines", (3, 12)): STOPPED_COROUTINES_3_12,
+    ("coroutines", (3, 14)): STOPPED_INIT_SHIM,
+    ("coroutines", (3, 15)): STOPPED_INIT_SHIM,
+}
+
+
+@pytest.mark.parametrize("workload", ["generators", "coroutines"])
+def test_stopped_reads(request, target, pystrobe, workload):
+    """The same with frames switching fast: a generator pipeline driven from
+    C, an asyncio pipeline (tasks, queues, callbacks)."""
+    xfail_if(request, target.version <= (3, 10), STOPPED_READS_FAIL)
+    reason = STOPPED_XFAIL.get((workload, target.version))
+    xfail_if(request, reason is not None, reason)
+    p, info, truth = stopped_truth(pystrobe, target, workload, GEN_STOPS)
+    oracle.kill(p)
+    assert truth.failed_stops == 0, truth.to_json()
+    assert not truth.diffs, truth.to_json()
+    validator = oracle.make_validator(workload, info)
+    _, bad, _, examples = oracle.distributions(truth.items(), validator)
+    assert bad == 0, examples
+
+
+def test_truth_is_possible(chains):
+    """The stopped truth holds no impossible stack (else the validator or the
+    stopped read is wrong, and nothing else here means anything)."""
+    truth, cmp, _, _ = chains
+    assert cmp["truth_stacks"] >= STOPS - truth.failed_stops
+    assert cmp["truth_impossible"] == 0, cmp["truth_examples"]
+
+
+def test_profile_has_no_impossible_stack(request, target, chains):
+    xfail_if(request, (3, 11) <= target.version <= (3, 13), IMPOSSIBLE_3_11_13)
+    _, cmp, _, _ = chains
+    assert cmp["profile_impossible"] == 0, cmp["profile_examples"]
+
+
+def test_profile_near_truth(chains):
+    """Depth bands within a loose margin of the truth's; few failed samples."""
+    _, cmp, summary, text = chains
+    assert cmp["profile_stacks"] > 100, text
+    d = cmp["depth"]
+    assert d["tvd"] <= d["floor"] + TVD_MARGIN, (d, cmp["depth_profile"],
+                                                 cmp["depth_truth"])
+    assert summary["failed_pct"] is not None and summary["failed_pct"] <= FAILED_PCT_MAX, text
+
+
+# --- the oracle's own pieces, without a target ---------------------------------
+
+def test_validator_rejects_spliced_chains():
+    v = oracle.make_validator("chains10")
+    main = ("<module>", "main")
+    assert v.check(1, main) == (True, 0, None)
+    assert v.check(1, main + ("a_1", "a_2", "a_3"))[:2] == (True, 3)
+    for bad in (main + ("a_1", "b_2"),            # leaf of another chain
+                main + ("a_1", "a_3"),            # a level skipped
+                main + ("a_2", "a_3"),            # not from the start
+                ("<module>", "a_1"),              # not under main
+                main + ("a_1", "x"),              # something above the leaf
+                ("<module>", "main", "other")):
+        assert not v.check(1, bad)[0], bad
+    t = oracle.make_validator("threads", {"7": "t0", "8": "t1"})
+    worker = ("_bootstrap", "_bootstrap_inner", "run", "work")
+    assert t.check(7, worker + ("t0_1",))[0]
+    assert not t.check(8, worker + ("t0_1",))[0]     # another thread's chain
+    g = oracle.make_validator("generators")
+    assert g.check(1, main + ("sums", "batches"))[0]
+    assert not g.check(1, main + ("sums", "evens"))[0]
+    c = oracle.make_validator("coroutines")
+    assert c.check(1, ("<module>", "x", "stage2", "s2_1", "s2_2"))[0]
+    assert not c.check(1, ("<module>", "x", "stage1", "s2_1"))[0]
+
+
+def test_distance_and_floor():
+    from collections import Counter
+    a = Counter({"x": 50, "y": 50})
+    assert oracle.tvd(a, a) == 0
+    assert oracle.tvd(a, Counter({"z": 3})) == 1
+    assert abs(oracle.tvd(a, Counter({"x": 3, "y": 1})) - 0.25) < 1e-9
+    floor = oracle.noise_floor(a, 2000, 2000)
+    assert 0 < floor < 0.05

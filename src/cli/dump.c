@@ -15,7 +15,9 @@
 
 static const char DUMP_USAGE[] =
     "usage: pystrobe dump [--json] [--max-frames N] PID\n"
+    "       pystrobe dump [--json] [--max-frames N] -p PID\n"
     "\n"
+    "  -p, --pid PID    the process, as py-spy writes it\n"
     "  --json           one JSON document instead of the text\n"
     "  --max-frames N   frames kept of a stack, 16 to 1000000 (default 8192): a deeper\n"
     "                   one keeps its innermost N-1 over a <truncated> frame\n";
@@ -55,10 +57,8 @@ static void print_text(FILE *f, const pys_session *s, const struct pys_snapshot 
                 unsigned bit;
                 const char *name;
             } flags[] = {
-                {PYS_THREAD_MAIN_THREAD, "main thread"},
-                {PYS_THREAD_HAS_GIL, "holds GIL"},
-                {PYS_THREAD_GIL_REQUESTED, "waiting for GIL"},
-                {PYS_THREAD_ON_CPU, "on CPU"},
+                {PYS_THREAD_MAIN_THREAD, "main thread"},          {PYS_THREAD_HAS_GIL, "holds GIL"},
+                {PYS_THREAD_GIL_REQUESTED, "waiting for GIL"},    {PYS_THREAD_ON_CPU, "on CPU"},
                 {PYS_THREAD_HAS_EXCEPTION, "handling exception"},
             };
             /* The host's id first, as the host's tools (ps, top) show it;
@@ -225,6 +225,15 @@ int cli_dump(int argc, char **argv)
                 fprintf(stderr, "pystrobe: bad --max-frames '%s' (%d to %d)\n%s",
                         i + 1 < argc ? argv[i + 1] : "", PYS_MAX_FRAMES_MIN, PYS_MAX_FRAMES_MAX,
                         DUMP_USAGE);
+                return CLI_USAGE;
+            }
+            i++;
+        } else if ((strcmp(argv[i], "-p") == 0 || strcmp(argv[i], "--pid") == 0) && pid < 0) {
+            /* py-spy's way of naming the process */
+            pid = i + 1 < argc ? cli_parse_pid(argv[i + 1]) : -1;
+            if (pid < 0) {
+                fprintf(stderr, "pystrobe: not a process id: '%s'\n%s",
+                        i + 1 < argc ? argv[i + 1] : "", DUMP_USAGE);
                 return CLI_USAGE;
             }
             i++;

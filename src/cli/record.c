@@ -144,7 +144,7 @@ int cli_record(int argc, char **argv, int attach)
     int rc = rec_parse_args(&j.r, argc, argv, attach, &j.pid);
     if (rc != -1)
         return rc;
-    j.opt = (struct pys_options){.cpu_state = j.r.mode == MODE_CPU,
+    j.opt = (struct pys_options){.cpu_state = j.r.mode == MODE_CPU || j.r.no_idle,
                                  .native = j.r.native,
                                  .gc = j.r.gc,
                                  .frame_cache = !j.r.read_only,

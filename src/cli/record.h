@@ -19,7 +19,10 @@
 
 #include <pystrobe/pystrobe.h>
 
-enum format { FMT_PSTATS, FMT_COLLAPSED, FMT_FLAMEGRAPH };
+enum format { FMT_PSTATS, FMT_COLLAPSED, FMT_FLAMEGRAPH, FMT_SVG, FMT_CHROMETRACE };
+/* What a Python frame's line is in the profile: the executing line, the
+ * function's first line (--function), none (--nolineno). */
+enum lines { LINES_EXACT, LINES_FUNCTION, LINES_NONE };
 enum mode { MODE_WALL, MODE_CPU, MODE_GIL, MODE_EXCEPTION };
 extern const char *const rec_mode_names[];
 
@@ -41,6 +44,8 @@ struct rec {
     uint64_t max_memory; /* the profile's bound in bytes; 0 = none */
     char **argv;         /* run: what to execute */
     int detach;          /* run: leave the command running when sampling ends early */
+    enum lines lines;    /* --function, --nolineno */
+    int no_idle;         /* --no-idle: only threads the kernel shows running */
 };
 
 /* Why sampling ended. END_NOT_PYTHON: the process exec'd a program that
@@ -96,8 +101,8 @@ int rec_sinks_add(struct rec_sinks *ks, void *ctx,
 
 /* record_loop.c */
 uint64_t rec_now_ns(void);
-/* Whether thread t's stack belongs in the output: --mode and
- * --main-thread-only. */
+/* Whether thread t's stack belongs in the output: --mode,
+ * --main-thread-only and --no-idle. */
 int rec_thread_matches(const struct rec *r, const struct pys_thread *t);
 void rec_signals_install(void);
 /* What a second signal (an abort) cleans up before pystrobe exits 130:

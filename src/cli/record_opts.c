@@ -73,6 +73,7 @@ static const char RUN_USAGE[] =
     "       pystrobe run [options] -m module [args...]\n"
     "       pystrobe run [options] -- COMMAND [args...]\n"
     "       pystrobe attach [options] PID\n"
+    "       pystrobe attach [options] -p PID\n"
     "\n"
     "Sampling:\n"
     "  -r, --sampling-rate RATE  samples per second: 10000, 10khz, 10k (default 1khz)\n"
@@ -110,7 +111,17 @@ static const char RUN_USAGE[] =
     "      --sort KEY            pstats table: nsamples, tottime, cumtime, sample-pct,\n"
     "                            cumul-pct, nsamples-cumul, name (default nsamples)\n"
     "  -l, --limit N             pstats table rows (default 15)\n"
-    "      --no-tid              collapsed: no tid:N root frame; threads merged\n";
+    "      --no-tid              collapsed: no tid:N root frame; threads merged\n"
+    /* py-spy's names (issue 30) */
+    "py-spy's names and habits:\n"
+    "  -p, --pid PID             (attach) the process, as py-spy writes it\n"
+    "      --gil                 the same as --mode gil\n"
+    "      --function            one entry per function, not per line: each frame at\n"
+    "                            its function's first line\n"
+    "      --nolineno            no line numbers: one entry per function, and collapsed\n"
+    "                            frames without :LINE\n"
+    "      --idle                keep idle threads (the default in wall mode)\n"
+    "      --no-idle             leave out threads the kernel does not show running\n";
 
 enum {
     OPT_MAIN_ONLY = 256,
@@ -130,6 +141,12 @@ enum {
     OPT_DETACH,
     OPT_MAX_MEMORY,
     OPT_MAX_FRAMES,
+    /* py-spy's names (issue 30) */
+    OPT_GIL,
+    OPT_FUNCTION,
+    OPT_NOLINENO,
+    OPT_IDLE,
+    OPT_NO_IDLE,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -155,6 +172,13 @@ static const struct option LONG_OPTS[] = {
     {"detach", no_argument, NULL, OPT_DETACH},
     {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
     {"max-frames", required_argument, NULL, OPT_MAX_FRAMES},
+    /* py-spy's names (issue 30) */
+    {"pid", required_argument, NULL, 'p'},
+    {"gil", no_argument, NULL, OPT_GIL},
+    {"function", no_argument, NULL, OPT_FUNCTION},
+    {"nolineno", no_argument, NULL, OPT_NOLINENO},
+    {"idle", no_argument, NULL, OPT_IDLE},
+    {"no-idle", no_argument, NULL, OPT_NO_IDLE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -227,6 +251,22 @@ static int set_flag_option(struct rec *r, int c)
         break;
     case OPT_DETACH:
         r->detach = 1;
+        break;
+    /* py-spy's names (issue 30) */
+    case OPT_GIL:
+        r->mode = MODE_GIL;
+        break;
+    case OPT_FUNCTION:
+        r->lines = LINES_FUNCTION;
+        break;
+    case OPT_NOLINENO:
+        r->lines = LINES_NONE;
+        break;
+    case OPT_IDLE:
+        r->no_idle = 0;
+        break;
+    case OPT_NO_IDLE:
+        r->no_idle = 1;
         break;
     default:
         return 0;
@@ -337,7 +377,7 @@ static char **python_argv(const char *python, const char *module, char **args, i
  * command (argv[first] on; module: -m's, or NULL). Returns -1 on success,
  * else an exit status. */
 static int finish_args(struct rec *r, int argc, char **argv, int first, const char *module,
-                       int *pid)
+                       const char *pid_opt, int *pid)
 {
     r->interval_ns = (uint64_t)(1e9 / r->rate_hz + 0.5);
     if (r->interval_ns == 0)
@@ -345,13 +385,17 @@ static int finish_args(struct rec *r, int argc, char **argv, int first, const ch
     if (r->attach) {
         if (r->detach)
             return usage_error("%s", "--detach is for run");
-        if (first != argc - 1)
+        /* The PID as an argument, or as -p/--pid (py-spy's way). */
+        if (first != argc - (pid_opt ? 0 : 1))
             return usage_error("%s", "attach needs exactly one process id");
-        *pid = cli_parse_pid(argv[first]);
+        const char *arg = pid_opt ? pid_opt : argv[first];
+        *pid = cli_parse_pid(arg);
         if (*pid < 0)
-            return usage_error("not a process id: '%s'", argv[first]);
+            return usage_error("not a process id: '%s'", arg);
         return -1;
     }
+    if (pid_opt)
+        return usage_error("%s", "-p/--pid is for attach");
     if (module) {
         r->argv = python_argv(r->python, module, argv + first, argc - first);
         return -1;
@@ -367,14 +411,15 @@ static int finish_args(struct rec *r, int argc, char **argv, int first, const ch
 
 int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
 {
-    const char *module = NULL; /* run -m MODULE args: python -m MODULE args */
+    const char *module = NULL;  /* run -m MODULE args: python -m MODULE args */
+    const char *pid_opt = NULL; /* attach -p PID */
     int c;
     rec_defaults(r, attach);
     optind = 1;
     opterr = 0; /* errors are said below, in pystrobe's words */
     /* '+': stop at the first non-option (the script and its arguments);
      * ':': a missing value is told apart from an unknown option. */
-    while (!module && (c = getopt_long(argc, argv, "+:r:d:ao:l:hm:", LONG_OPTS, NULL)) != -1) {
+    while (!module && (c = getopt_long(argc, argv, "+:r:d:ao:l:hm:p:", LONG_OPTS, NULL)) != -1) {
         if (set_flag_option(r, c))
             continue;
         int rc = set_value_option(r, c, optarg);
@@ -386,6 +431,10 @@ int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
             fputs(RUN_USAGE, stdout);
             return CLI_OK;
         }
+        if (c == 'p') {
+            pid_opt = optarg;
+            continue;
+        }
         if (c != 'm') {
             cli_bad_option(c, argv, LONG_OPTS);
             fputs("(pystrobe run --help for the options)\n", stderr);
@@ -395,5 +444,5 @@ int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
             return usage_error("%s", "-m is for run");
         module = optarg; /* what follows is the module's arguments */
     }
-    return finish_args(r, argc, argv, optind, module, pid);
+    return finish_args(r, argc, argv, optind, module, pid_opt, pid);
 }

@@ -260,8 +260,8 @@ static void say_empty(const struct rec *r, const struct pys_profile_info *info, 
 {
     if (unmatched > 0) {
         char filter[64];
-        snprintf(filter, sizeof filter, "--mode %s%s", rec_mode_names[r->mode],
-                 r->main_only ? " --main-thread-only" : "");
+        snprintf(filter, sizeof filter, "--mode %s%s%s", rec_mode_names[r->mode],
+                 r->main_only ? " --main-thread-only" : "", r->no_idle ? " --no-idle" : "");
         fprintf(stderr, "pystrobe: no thread matched %s in %llu samples: nothing written\n", filter,
                 (unsigned long long)unmatched);
     } else if (info->samples == 0) {

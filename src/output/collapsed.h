@@ -10,7 +10,8 @@
 
 #include <pystrobe/pystrobe.h>
 
-/* Frames are FILE:QUALNAME:LINE (markers as <native>, <GC>); with tid, each
+/* Frames are FILE:QUALNAME:LINE, or FILE:QUALNAME where the line is
+ * negative (unknown, or left out: --nolineno), markers as <native>, <GC>; with tid, each
  * stack starts with tid:N. Without it, equal stacks of different threads are
  * merged into one line. 0, PYS_E_IO or PYS_E_NOMEM. */
 int out_collapsed_write(FILE *f, const pys_profile *p, int tid);

@@ -1,0 +1,138 @@
+"""py-spy's names and habits (issue 30): -p/--pid, --gil, --function,
+--nolineno, --idle/--no-idle, on real targets (3.8, 3.12, 3.15), through
+both `attach` and `run`."""
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import run_pystrobe, wait_ready
+from targets import ROOT, all_targets
+
+WORKLOAD = ROOT / "tests" / "integration" / "workloads" / "habits.py"
+HABIT_TARGETS = [t for t in all_targets() if t.name in ("pyenv-3.8.18", "pyenv-3.12.1", "sid-3.15")]
+
+
+def first_line(fn):
+    for i, line in enumerate(WORKLOAD.read_text().splitlines(), 1):
+        if line.startswith(f"def {fn}("):
+            return i
+    raise AssertionError(fn)
+
+
+@pytest.fixture(scope="module", params=HABIT_TARGETS, ids=repr)
+def habit_target(request):
+    return request.param
+
+
+@pytest.fixture
+def habits(habit_target, spawn):
+    """The workload running on the target, ready."""
+    p = spawn(habit_target.argv + ["-B", habit_target.stage(WORKLOAD)], stdout=subprocess.PIPE)
+    wait_ready(p)
+    return p
+
+
+def collapsed_stacks(path):
+    """[(frames root first, count)] of a collapsed file."""
+    out = []
+    for line in Path(path).read_text().splitlines():
+        stack, count = line.rsplit(" ", 1)
+        out.append((stack.split(";"), int(count)))
+    return out
+
+
+def frames_of(stacks, fn):
+    """Every frame naming function fn in the stacks."""
+    return {f for frames, _ in stacks for f in frames if re.search(r":" + fn + r"(:|$)", f)}
+
+
+def samples_in(stacks, fn):
+    """Samples whose stack has a frame of function fn."""
+    return sum(c for frames, c in stacks if frames_of([(frames, c)], fn))
+
+
+def mostly_without_waiter(stacks):
+    """busy_fn sampled, waiter_fn at most in a few samples: those taken
+    while it started, before it waited (run samples from the start)."""
+    busy, waiter = samples_in(stacks, "busy_fn"), samples_in(stacks, "waiter_fn")
+    assert busy > 100 and waiter * 20 < busy, (busy, waiter)
+
+
+def attach(pystrobe, pid, out, *opts):
+    """`pystrobe attach` for 1.5 s; pid None: opts name the process."""
+    tail = [pid] if pid is not None else []
+    res = run_pystrobe(pystrobe, "attach", "-d", "1.5", "--collapsed", "-o", out, *opts, *tail)
+    assert res.returncode == 0, res.stderr.decode()
+    return collapsed_stacks(out)
+
+
+def run_cmd(pystrobe, target, out, *opts):
+    """`pystrobe run` on the workload for 1.5 s."""
+    res = run_pystrobe(pystrobe, "run", "-d", "1.5", "--collapsed", "-o", out, *opts, "--",
+                       *target.argv, "-B", target.stage(WORKLOAD))
+    assert res.returncode == 0, res.stderr.decode()
+    return collapsed_stacks(out)
+
+
+def test_pid_option_attach_and_dump(pystrobe, habits, tmp_path):
+    """attach -p PID and --pid PID, dump -p PID as py-spy writes them."""
+    stacks = attach(pystrobe, None, tmp_path / "a.txt", "-p", str(habits.pid))
+    assert frames_of(stacks, "busy_fn")
+    stacks = attach(pystrobe, None, tmp_path / "b.txt", f"--pid={habits.pid}")
+    assert frames_of(stacks, "busy_fn")
+    for flag in ("-p", "--pid"):
+        res = run_pystrobe(pystrobe, "dump", flag, habits.pid)
+        assert res.returncode == 0, res.stderr
+        assert b"busy_fn" in res.stdout and b"waiter_fn" in res.stdout
+    # The PID twice, or -p for run, is a usage error.
+    assert run_pystrobe(pystrobe, "attach", "-p", habits.pid, habits.pid).returncode == 2
+    assert run_pystrobe(pystrobe, "run", "-p", habits.pid, "x.py").returncode == 2
+    assert run_pystrobe(pystrobe, "dump", "-p", "nope").returncode == 2
+
+
+def test_function_one_entry_per_function(pystrobe, habit_target, habits, tmp_path):
+    """Without --function, busy_fn's loop lines are separate entries; with
+    it, busy_fn is one entry at its first line, in attach and in run."""
+    exact = frames_of(attach(pystrobe, habits.pid, tmp_path / "e.txt"), "busy_fn")
+    assert len(exact) > 1 and not any(f.endswith(f":{first_line('busy_fn')}") for f in exact), exact
+    for stacks in (attach(pystrobe, habits.pid, tmp_path / "f.txt", "--function"),
+                   run_cmd(pystrobe, habit_target, tmp_path / "r.txt", "--function")):
+        busy = frames_of(stacks, "busy_fn")
+        assert len(busy) == 1, busy
+        assert busy.pop().endswith(f":busy_fn:{first_line('busy_fn')}")
+        waiter = frames_of(stacks, "waiter_fn")
+        assert waiter == {next(iter(waiter)).rsplit(":", 1)[0] + f":{first_line('waiter_fn')}"}
+
+
+def test_nolineno_leaves_lines_out(pystrobe, habit_target, habits, tmp_path):
+    """--nolineno: Python frames are FILE:QUALNAME, one per function."""
+    for stacks in (attach(pystrobe, habits.pid, tmp_path / "n.txt", "--nolineno"),
+                   run_cmd(pystrobe, habit_target, tmp_path / "r.txt", "--nolineno")):
+        busy = frames_of(stacks, "busy_fn")
+        assert len(busy) == 1 and busy.pop().endswith(":busy_fn"), busy
+        for frames, _ in stacks:
+            for f in frames[1:]:  # after tid:N
+                assert not re.search(r":\d+$", f), f
+
+
+def test_gil_is_mode_gil(pystrobe, habit_target, habits, tmp_path):
+    """--gil keeps only the thread holding the GIL: busy_fn, never the
+    waiter (which wall mode shows)."""
+    wall = attach(pystrobe, habits.pid, tmp_path / "w.txt")
+    assert samples_in(wall, "waiter_fn") * 2 > samples_in(wall, "busy_fn")
+    for stacks in (attach(pystrobe, habits.pid, tmp_path / "g.txt", "--gil"),
+                   run_cmd(pystrobe, habit_target, tmp_path / "r.txt", "--gil")):
+        mostly_without_waiter(stacks)
+
+
+def test_no_idle_leaves_sleeping_threads_out(pystrobe, habit_target, habits, tmp_path):
+    """--idle (the default) keeps the waiting thread; --no-idle leaves it
+    out and keeps the spinning one."""
+    for opts in ((), ("--idle",), ("--no-idle", "--idle")):
+        stacks = attach(pystrobe, habits.pid, tmp_path / "i.txt", *opts)
+        assert samples_in(stacks, "waiter_fn") * 2 > samples_in(stacks, "busy_fn")
+    for stacks in (attach(pystrobe, habits.pid, tmp_path / "n.txt", "--no-idle"),
+                   run_cmd(pystrobe, habit_target, tmp_path / "r.txt", "--no-idle")):
+        mostly_without_waiter(stacks)

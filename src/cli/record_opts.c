@@ -121,7 +121,8 @@ static const char RUN_USAGE[] =
     "      --nolineno            no line numbers: one entry per function, and collapsed\n"
     "                            frames without :LINE\n"
     "      --idle                keep idle threads (the default in wall mode)\n"
-    "      --no-idle             leave out threads the kernel does not show running\n";
+    "      --no-idle             leave out threads the kernel does not show running\n"
+    "      --svg                 an SVG flame graph (flamegraph_PID.svg)\n";
 
 enum {
     OPT_MAIN_ONLY = 256,
@@ -147,6 +148,7 @@ enum {
     OPT_NOLINENO,
     OPT_IDLE,
     OPT_NO_IDLE,
+    OPT_SVG,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -179,6 +181,7 @@ static const struct option LONG_OPTS[] = {
     {"nolineno", no_argument, NULL, OPT_NOLINENO},
     {"idle", no_argument, NULL, OPT_IDLE},
     {"no-idle", no_argument, NULL, OPT_NO_IDLE},
+    {"svg", no_argument, NULL, OPT_SVG},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -267,6 +270,9 @@ static int set_flag_option(struct rec *r, int c)
         break;
     case OPT_NO_IDLE:
         r->no_idle = 1;
+        break;
+    case OPT_SVG:
+        r->format = FMT_SVG;
         break;
     default:
         return 0;

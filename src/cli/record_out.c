@@ -15,8 +15,10 @@
 #include "output/collapsed.h"
 #include "output/flamegraph.h"
 #include "output/pstats.h"
+#include "output/svg.h"
 
-static const char *const FORMAT_NAMES[] = {"pstats", "collapsed stacks", "flame graph"};
+static const char *const FORMAT_NAMES[] = {"pstats", "collapsed stacks", "flame graph",
+                                           "SVG flame graph", "Chrome trace"};
 
 /* Write the profile in the chosen format to f. */
 static int write_format(FILE *f, const struct rec *r, const pys_profile *p, const char *title)
@@ -26,6 +28,8 @@ static int write_format(FILE *f, const struct rec *r, const pys_profile *p, cons
         return out_collapsed_write(f, p, r->tid);
     case FMT_FLAMEGRAPH:
         return out_flamegraph_write(f, p, title);
+    case FMT_SVG:
+        return out_svg_write(f, p, title);
     default:
         return out_pstats_write_marshal(f, p);
     }
@@ -76,8 +80,13 @@ static mode_t new_file_mode(void)
 /* The default file name of the format ("collapsed.txt" without a pid). */
 static void default_name(char *buf, size_t size, enum format fmt, int pid)
 {
-    const char *base = fmt == FMT_COLLAPSED ? "collapsed" : "flamegraph";
-    const char *ext = fmt == FMT_COLLAPSED ? "txt" : "html";
+    const char *base = fmt == FMT_COLLAPSED     ? "collapsed"
+                       : fmt == FMT_CHROMETRACE ? "chrometrace"
+                                                : "flamegraph";
+    const char *ext = fmt == FMT_COLLAPSED     ? "txt"
+                      : fmt == FMT_SVG         ? "svg"
+                      : fmt == FMT_CHROMETRACE ? "json"
+                                               : "html";
     if (pid > 0)
         snprintf(buf, size, "%s_%d.%s", base, pid, ext);
     else
@@ -225,7 +234,7 @@ static int write_renamed(struct rec_out *o, const struct rec *r, const pys_profi
  */
 static int write_fallback(const struct rec *r, const pys_profile *p, const char *title, int pid)
 {
-    static const char *const ext[] = {".pstats", ".txt", ".html"};
+    static const char *const ext[] = {".pstats", ".txt", ".html", ".svg", ".json"};
     const char *tmpdir = getenv("TMPDIR");
     const char *dirs[] = {tmpdir && *tmpdir ? tmpdir : "/tmp", "."};
     char path[4096];

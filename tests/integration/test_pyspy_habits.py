@@ -3,6 +3,7 @@
 both `attach` and `run`."""
 import re
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,50 @@ def test_no_idle_leaves_sleeping_threads_out(pystrobe, habit_target, habits, tmp
     for stacks in (attach(pystrobe, habits.pid, tmp_path / "n.txt", "--no-idle"),
                    run_cmd(pystrobe, habit_target, tmp_path / "r.txt", "--no-idle")):
         mostly_without_waiter(stacks)
+
+
+# --- --svg ---------------------------------------------------------------------------
+
+HOSTILE = ROOT / "tests" / "integration" / "workloads" / "hostile_names.py"
+# The hostile file name as XML text carries it, after the control character
+# became U+FFFD.
+HOSTILE_TEXT = "&lt;script&gt;alert(1)&lt;/script&gt;&amp;amp;"
+
+
+def svg_dom(path, workdir):
+    """The SVG as headless Chromium parsed it; fails on an XML error."""
+    from test_flamegraph import chromium
+    dom, _ = chromium(path, workdir, "--dump-dom")
+    assert "<parsererror" not in dom and "This page contains the following errors" not in dom, dom[:2000]
+    assert dom.lstrip().startswith("<svg"), dom[:500]
+    return dom
+
+
+def test_svg_renders_and_names_frames(pystrobe, habit_target, habits, tmp_path):
+    """attach --svg: a well-formed SVG Chromium loads, with a labelled
+    rectangle per frame; its default name is flamegraph_PID.svg."""
+    res = subprocess.run([str(pystrobe), "attach", "-d", "1.5", "--svg", str(habits.pid)],
+                         cwd=tmp_path, capture_output=True, timeout=120)
+    assert res.returncode == 0, res.stderr.decode()
+    path = tmp_path / f"flamegraph_{habits.pid}.svg"
+    ET.parse(path)  # well-formed XML
+    dom = svg_dom(path, tmp_path)
+    assert dom.count("<rect") > 4
+    assert re.search(r"<title>busy_fn \([^<]*habits\.py:\d+\) \(\d+ samples, [\d.]+%\)</title>", dom)
+    assert re.search(r"<title>waiter_fn ", dom)
+
+
+def test_svg_escapes_hostile_names(pystrobe, habit_target, tmp_path):
+    """run --svg on a function whose file name is <script>...&amp;\"'\\x01:
+    the name is text in the SVG, never markup, and Chromium parses it."""
+    out = tmp_path / "h.svg"
+    res = run_pystrobe(pystrobe, "run", "-d", "1.5", "--svg", "-o", out, "--",
+                       *habit_target.argv, "-B", habit_target.stage(HOSTILE))
+    assert res.returncode == 0, res.stderr.decode()
+    raw = out.read_text(encoding="utf-8")
+    assert "<script" not in raw and "\x01" not in raw
+    assert HOSTILE_TEXT + "&quot;&#39;\ufffd.py" in raw
+    ET.parse(out)
+    dom = svg_dom(out, tmp_path)
+    assert "<script" not in dom
+    assert re.search(r"evil_fn \(" + re.escape(HOSTILE_TEXT), dom), dom[:3000]

@@ -15,6 +15,7 @@
 
 #include "cli/cli.h"
 #include "cli/record.h"
+#include "output/chrometrace.h"
 
 /* The temporary output file an abort must remove, if it has a name. */
 static const char *named_tmp(const struct rec_out *o)
@@ -144,6 +145,10 @@ int cli_record(int argc, char **argv, int attach)
     int rc = rec_parse_args(&j.r, argc, argv, attach, &j.pid);
     if (rc != -1)
         return rc;
+    if (j.r.format == FMT_CHROMETRACE && rec_trace_new(&j.r) < 0) {
+        fprintf(stderr, "pystrobe: out of memory\n");
+        return CLI_ERROR;
+    }
     j.opt = (struct pys_options){.cpu_state = j.r.mode == MODE_CPU || j.r.no_idle,
                                  .native = j.r.native,
                                  .gc = j.r.gc,
@@ -151,11 +156,18 @@ int cli_record(int argc, char **argv, int attach)
                                  .reuse_idle = !j.r.every_thread,
                                  .max_frames = j.r.max_frames};
     rc = job_setup(&j);
-    if (rc != -1)
+    if (rc != -1) {
+        out_chrometrace_free(j.r.trace);
         return rc;
+    }
 
     struct rec_sessions ss = {.v = {j.s}, .n = 1, .opt = &j.opt};
-    enum end why = rec_sample_loop(&j.r, &ss, j.prof, NULL, &unmatched);
+    struct rec_sinks sinks = {0};
+    if (j.r.trace) { /* --chrometrace: the sample stream, not the profile */
+        out_chrometrace_set_pid(j.r.trace, j.pid);
+        rec_sinks_add(&sinks, &j.r, rec_trace_sample);
+    }
+    enum end why = rec_sample_loop(&j.r, &ss, j.prof, sinks.n ? &sinks : NULL, &unmatched);
     const struct pys_profile_info *info = pys_profile_info(j.prof);
     rec_print_summary(info, j.r.rate_hz);
     rec_print_folded(j.prof, j.r.max_memory);
@@ -166,6 +178,7 @@ int cli_record(int argc, char **argv, int attach)
         status = end_child(&j, why, status);
 
     pys_profile_free(j.prof);
+    out_chrometrace_free(j.r.trace);
     for (size_t i = 0; i < ss.n; i++)
         pys_session_free(ss.v[i]);
     return status;

@@ -41,11 +41,12 @@ struct rec {
     int sort;
     size_t limit;
     const char *python;
-    uint64_t max_memory; /* the profile's bound in bytes; 0 = none */
-    char **argv;         /* run: what to execute */
-    int detach;          /* run: leave the command running when sampling ends early */
-    enum lines lines;    /* --function, --nolineno */
-    int no_idle;         /* --no-idle: only threads the kernel shows running */
+    uint64_t max_memory;           /* the profile's bound in bytes; 0 = none */
+    char **argv;                   /* run: what to execute */
+    int detach;                    /* run: leave the command running when sampling ends early */
+    enum lines lines;              /* --function, --nolineno */
+    int no_idle;                   /* --no-idle: only threads the kernel shows running */
+    struct out_chrometrace *trace; /* --chrometrace: its events, filled while sampling */
 };
 
 /* Why sampling ended. END_NOT_PYTHON: the process exec'd a program that
@@ -157,6 +158,10 @@ void rec_print_stats(const pys_session *s, const struct pys_profile_info *info);
 /* Write the profile to o, or if that fails to a fallback file named on
  * stderr; nothing if the profile has no stacks (unmatched as from
  * rec_sample_loop says why). Returns an exit status. */
+/* --chrometrace: make r->trace (0, or PYS_E_NOMEM), and the sink that fills
+ * it from the sample stream (ctx: the struct rec). */
+int rec_trace_new(struct rec *r);
+int rec_trace_sample(void *ctx, const struct rec_sample *smp);
 int rec_write_output(const struct rec *r, struct rec_out *o, const pys_profile *p, int pid,
                      uint64_t unmatched);
 

@@ -122,7 +122,8 @@ static const char RUN_USAGE[] =
     "                            frames without :LINE\n"
     "      --idle                keep idle threads (the default in wall mode)\n"
     "      --no-idle             leave out threads the kernel does not show running\n"
-    "      --svg                 an SVG flame graph (flamegraph_PID.svg)\n";
+    "      --svg                 an SVG flame graph (flamegraph_PID.svg)\n"
+    "      --chrometrace         Chrome trace events, a timeline (chrometrace_PID.json)\n";
 
 enum {
     OPT_MAIN_ONLY = 256,
@@ -149,6 +150,7 @@ enum {
     OPT_IDLE,
     OPT_NO_IDLE,
     OPT_SVG,
+    OPT_CHROMETRACE,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -182,6 +184,7 @@ static const struct option LONG_OPTS[] = {
     {"idle", no_argument, NULL, OPT_IDLE},
     {"no-idle", no_argument, NULL, OPT_NO_IDLE},
     {"svg", no_argument, NULL, OPT_SVG},
+    {"chrometrace", no_argument, NULL, OPT_CHROMETRACE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -273,6 +276,9 @@ static int set_flag_option(struct rec *r, int c)
         break;
     case OPT_SVG:
         r->format = FMT_SVG;
+        break;
+    case OPT_CHROMETRACE:
+        r->format = FMT_CHROMETRACE;
         break;
     default:
         return 0;

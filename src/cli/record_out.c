@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "cli/record.h"
+#include "output/chrometrace.h"
 #include "output/collapsed.h"
 #include "output/flamegraph.h"
 #include "output/pstats.h"
@@ -30,6 +31,8 @@ static int write_format(FILE *f, const struct rec *r, const pys_profile *p, cons
         return out_flamegraph_write(f, p, title);
     case FMT_SVG:
         return out_svg_write(f, p, title);
+    case FMT_CHROMETRACE:
+        return out_chrometrace_write(f, r->trace);
     default:
         return out_pstats_write_marshal(f, p);
     }
@@ -370,6 +373,42 @@ void rec_print_stats(const pys_session *s, const struct pys_profile_info *info)
         fprintf(stderr, "  frame cache:        off (%s)\n",
                 pys_session_python_version(s) < 0x030f0000 ? "needs CPython 3.15+" : "--read-only");
     }
+}
+
+int rec_trace_new(struct rec *r)
+{
+    static const enum out_trace_lines lines[] = {
+        [LINES_EXACT] = OUT_TRACE_LINE_EXACT,
+        [LINES_FUNCTION] = OUT_TRACE_LINE_FUNCTION,
+        [LINES_NONE] = OUT_TRACE_LINE_NONE,
+    };
+    r->trace = out_chrometrace_new(-1, lines[r->lines], r->max_memory);
+    return r->trace ? 0 : PYS_E_NOMEM;
+}
+
+int rec_trace_sample(void *ctx, const struct rec_sample *smp)
+{
+    const struct rec *r = ctx;
+    struct out_chrometrace *tr = r->trace;
+    if (!smp->snap) /* a failed sample: the stacks stand as they were */
+        return 0;
+    out_chrometrace_sample_begin(tr, smp->t_ns);
+    int rc = 0;
+    for (size_t i = 0; i < smp->snap->ninterps && rc == 0; i++) {
+        const struct pys_interp *in = &smp->snap->interps[i];
+        for (size_t k = 0; k < in->nthreads && rc == 0; k++) {
+            const struct pys_thread *t = &in->threads[k];
+            if (t->error || t->nframes == 0 || !rec_thread_matches(r, t))
+                continue;
+            rc = out_chrometrace_thread(tr, t->host_id ? t->host_id : t->native_id, t->frames,
+                                        t->nframes);
+        }
+    }
+    if (rc == 0)
+        rc = out_chrometrace_sample_end(tr);
+    if (rc < 0)
+        fprintf(stderr, "pystrobe: out of memory for the trace: stopping\n");
+    return rc;
 }
 
 int rec_write_output(const struct rec *r, struct rec_out *o, const pys_profile *p, int pid,

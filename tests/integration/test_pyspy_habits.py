@@ -1,6 +1,8 @@
 """py-spy's names and habits (issue 30): -p/--pid, --gil, --function,
 --nolineno, --idle/--no-idle, on real targets (3.8, 3.12, 3.15), through
 both `attach` and `run`."""
+import base64
+import json
 import re
 import subprocess
 import xml.etree.ElementTree as ET
@@ -184,3 +186,110 @@ def test_svg_escapes_hostile_names(pystrobe, habit_target, tmp_path):
     dom = svg_dom(out, tmp_path)
     assert "<script" not in dom
     assert re.search(r"evil_fn \(" + re.escape(HOSTILE_TEXT), dom), dom[:3000]
+
+
+# --- --chrometrace -------------------------------------------------------------------
+
+SPEEDSCOPE = ROOT / ".cache" / "npm" / "node_modules" / "speedscope" / "dist" / "release" / "index.html"
+
+
+def check_trace_structure(doc):
+    """Chrome trace events as the format requires them: per thread, every
+    "B" closed by an "E" of the same frame in stack order, times never going
+    back. Returns {tid: [stacks begun, as tuples of names outermost first]}."""
+    assert isinstance(doc["traceEvents"], list)
+    open_ = {}
+    last_ts = {}
+    stacks = {}
+    names = {}
+    for ev in doc["traceEvents"]:
+        assert ev["ph"] in ("B", "E", "M"), ev
+        if ev["ph"] == "M":
+            if ev["name"] == "thread_name":
+                names[ev["tid"]] = ev["args"]["name"]
+            continue
+        assert isinstance(ev["pid"], int) and isinstance(ev["tid"], int)
+        assert isinstance(ev["ts"], (int, float)) and ev["ts"] >= last_ts.get(ev["tid"], 0), ev
+        last_ts[ev["tid"]] = ev["ts"]
+        st = open_.setdefault(ev["tid"], [])
+        key = (ev["name"], ev["args"]["filename"], ev["args"].get("line"))
+        if ev["ph"] == "B":
+            st.append(key)
+            stacks.setdefault(ev["tid"], []).append(tuple(k[0] for k in st))
+        else:
+            assert st and st[-1] == key, (ev, st[-3:])
+            st.pop()
+    assert all(not st for st in open_.values()), "frames left open"
+    assert set(stacks) <= set(names)
+    return stacks
+
+
+def chromium_url(url, workdir):
+    """test_flamegraph's headless Chromium, on a URL (speedscope takes its
+    profile from the URL's fragment): (DOM, stderr)."""
+    from test_flamegraph import CHROMIUM_TIMEOUT, chromium_binary
+    profile_dir = Path(workdir) / "chromium-profile"
+    profile_dir.mkdir(exist_ok=True)
+    res = subprocess.run([chromium_binary(), "--headless", "--no-sandbox", "--disable-gpu",
+                          "--disable-background-networking", "--disable-component-update",
+                          "--disable-sync", "--no-first-run", f"--user-data-dir={profile_dir}",
+                          "--virtual-time-budget=8000", "--window-size=1400,900",
+                          "--allow-file-access-from-files", "--dump-dom", url],
+                         capture_output=True, timeout=CHROMIUM_TIMEOUT)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res.stdout.decode("utf-8"), res.stderr.decode("utf-8", errors="replace")
+
+
+def speedscope_import(trace, workdir):
+    """Load the trace with speedscope's own importer in headless Chromium (as
+    its command line does: a script calling speedscope.loadFileFromBase64).
+    An alert (speedscope's "Unrecognized format") or a console warning or
+    error lands in the page's title. Returns the DOM."""
+    if not SPEEDSCOPE.is_file():
+        pytest.fail(f"speedscope not installed at {SPEEDSCOPE}: run scripts/install-deps.sh",
+                    pytrace=False)
+    data = base64.b64encode(Path(trace).read_bytes()).decode()
+    loader = Path(workdir) / "load.js"
+    loader.write_text(
+        "const note = (k) => (...a) => { document.title = 'ERROR ' + k + ': ' + a.join(' '); };\n"
+        "window.alert = note('alert'); console.error = note('error'); console.warn = note('warn');\n"
+        f"speedscope.loadFileFromBase64({json.dumps(Path(trace).name)}, {json.dumps(data)});\n")
+    dom, _ = chromium_url(SPEEDSCOPE.as_uri() + "#localProfilePath=" + str(loader), workdir)
+    return dom, loader
+
+
+def test_chrometrace_is_valid_and_speedscope_reads_it(pystrobe, habit_target, habits, tmp_path):
+    """attach --chrometrace: balanced B/E events whose stacks are the
+    target's; speedscope's Chrome trace importer takes it, one profile per
+    thread named tid:N."""
+    out = tmp_path / "trace.json"
+    res = run_pystrobe(pystrobe, "attach", "-d", "1.5", "--chrometrace", "-o", out, habits.pid)
+    assert res.returncode == 0, res.stderr.decode()
+    stacks = check_trace_structure(json.loads(out.read_text()))
+    assert any(s[-1] == "busy_fn" for ss in stacks.values() for s in ss)
+    assert any("waiter_fn" in s for ss in stacks.values() for s in ss)
+    dom = speedscope_dom(out, tmp_path)
+    assert re.search(r"tid:\d+ \(tid \d+\) <span[^>]*>\(1/2\)</span>", dom), dom[-3000:]
+
+
+def test_chrometrace_run_with_function(pystrobe, habit_target, tmp_path):
+    """run --chrometrace --function: frames at their function's first line,
+    so busy_fn begins once and stays open (its lines do not end it)."""
+    out = tmp_path / "trace.json"
+    res = run_pystrobe(pystrobe, "run", "-d", "1.5", "--chrometrace", "--function", "-o", out,
+                       "--", *habit_target.argv, "-B", habit_target.stage(WORKLOAD))
+    assert res.returncode == 0, res.stderr.decode()
+    doc = json.loads(out.read_text())
+    check_trace_structure(doc)
+    busy = [ev for ev in doc["traceEvents"] if ev.get("name") == "busy_fn"]
+    assert [ev["ph"] for ev in busy] == ["B", "E"], busy[:6]
+    assert busy[0]["args"]["line"] == first_line("busy_fn")
+    speedscope_dom(out, tmp_path)
+
+
+def speedscope_dom(trace, workdir):
+    dom, loader = speedscope_import(trace, workdir)
+    m = re.search(r"<title>(.*?)</title>", dom, re.S)
+    assert m and not m.group(1).startswith("ERROR"), m.group(1) if m else dom[:2000]
+    assert m.group(1).startswith(Path(trace).name), m.group(1)
+    return dom

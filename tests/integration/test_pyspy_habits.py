@@ -2,6 +2,7 @@
 --nolineno, --idle/--no-idle, on real targets (3.8, 3.12, 3.15), through
 both `attach` and `run`."""
 import base64
+import os
 import json
 import re
 import subprocess
@@ -293,3 +294,37 @@ def speedscope_dom(trace, workdir):
     assert m and not m.group(1).startswith("ERROR"), m.group(1) if m else dom[:2000]
     assert m.group(1).startswith(Path(trace).name), m.group(1)
     return dom
+
+
+# --- python -m pystrobe ----------------------------------------------------------------
+
+MODULE_DIR = Path(os.environ.get("PYSTROBE_BUILD", ROOT / "build")) / "python"
+HOST_PYTHON = "/usr/bin/python3"
+
+
+def python_m(args, **env):
+    """`python3 -m pystrobe ARGS` with the built package, env as given
+    (PATH without pystrobe unless given)."""
+    assert (MODULE_DIR / "pystrobe" / "__main__.py").is_file(), "make module first"
+    full = {"PYTHONPATH": str(MODULE_DIR), "PATH": "/usr/bin:/bin", **env}
+    return subprocess.run([HOST_PYTHON, "-m", "pystrobe", *map(str, args)], env=full,
+                          capture_output=True, timeout=120)
+
+
+def test_python_m_runs_the_command(pystrobe, habit_target, habits):
+    """python -m pystrobe dump -p PID prints the target's stacks, finding
+    the binary through PYSTROBE_BIN or PATH; its exit status is the
+    command's."""
+    for env in ({"PYSTROBE_BIN": str(pystrobe)}, {"PATH": f"{pystrobe.parent}:/usr/bin:/bin"}):
+        res = python_m(["dump", "-p", habits.pid], **env)
+        assert res.returncode == 0, res.stderr
+        assert b"busy_fn" in res.stdout and b"waiter_fn" in res.stdout
+        assert python_m(["--version"], **env).stdout == run_pystrobe(pystrobe, "--version").stdout
+        assert python_m(["attach", "nope"], **env).returncode == 2
+
+
+def test_python_m_says_when_the_binary_is_missing(tmp_path):
+    res = python_m(["--version"])
+    assert res.returncode == 127 and b"PYSTROBE_BIN" in res.stderr, res
+    res = python_m(["--version"], PYSTROBE_BIN=str(tmp_path / "nope"))
+    assert res.returncode == 127 and b"not an executable" in res.stderr, res

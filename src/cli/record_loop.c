@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cli/record.h"
+#include "output/collapsed.h"
 
 volatile sig_atomic_t rec_stop;
 
@@ -219,7 +220,8 @@ static void realtime_line(const struct timing *tm, uint64_t samples, uint64_t fa
 }
 
 /* Thread t's frames as the profile gets them: with --function each Python
- * frame stands at its function's first line, with --nolineno at none (-1),
+ * frame stands at its function's first line, with --nolineno at none
+ * (OUT_LINE_OMITTED, which the outputs other than collapsed take as unknown),
  * so that a function's lines count as one entry. NULL if out of memory. */
 static const struct pys_frame *frames_for_lines(struct loop *l, const struct pys_thread *t)
 {
@@ -237,7 +239,8 @@ static const struct pys_frame *frames_for_lines(struct loop *l, const struct pys
         *f = t->frames[i];
         if (f->kind != PYS_FRAME_PYTHON)
             continue;
-        f->lineno = f->end_lineno = l->r->lines == LINES_FUNCTION ? f->firstlineno : -1;
+        f->lineno = f->end_lineno =
+            l->r->lines == LINES_FUNCTION ? f->firstlineno : OUT_LINE_OMITTED;
         f->col = f->end_col = f->lasti = f->opcode = -1;
     }
     return l->lines_buf;

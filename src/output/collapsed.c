@@ -30,12 +30,12 @@ static void put_frame(FILE *f, const struct pys_frame *fr)
     put_name(f, fr->filename);
     fputc(':', f);
     put_name(f, fr->qualname);
-    if (fr->lineno < 0) /* no line (--nolineno): FILE:QUALNAME */
+    if (fr->lineno == OUT_LINE_OMITTED) /* --nolineno: FILE:QUALNAME */
         return;
     /* ":%d" without printf's cost. */
     char num[16];
     size_t i = sizeof num;
-    uint32_t line = (uint32_t)fr->lineno;
+    uint32_t line = fr->lineno < 0 ? 0 : (uint32_t)fr->lineno;
     do
         num[--i] = (char)('0' + line % 10);
     while ((line /= 10) != 0);

@@ -237,6 +237,12 @@ int cli_dump(int argc, char **argv)
                 return CLI_USAGE;
             }
             i++;
+        } else if (strncmp(argv[i], "--pid=", 6) == 0 && pid < 0) {
+            pid = cli_parse_pid(argv[i] + 6);
+            if (pid < 0) {
+                fprintf(stderr, "pystrobe: not a process id: '%s'\n%s", argv[i] + 6, DUMP_USAGE);
+                return CLI_USAGE;
+            }
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             fputs(DUMP_USAGE, stdout);
             return CLI_OK;

@@ -86,8 +86,8 @@ def test_pid_option_attach_and_dump(pystrobe, habits, tmp_path):
     assert frames_of(stacks, "busy_fn")
     stacks = attach(pystrobe, None, tmp_path / "b.txt", f"--pid={habits.pid}")
     assert frames_of(stacks, "busy_fn")
-    for flag in ("-p", "--pid"):
-        res = run_pystrobe(pystrobe, "dump", flag, habits.pid)
+    for args in (("-p", habits.pid), ("--pid", habits.pid), (f"--pid={habits.pid}",)):
+        res = run_pystrobe(pystrobe, "dump", *args)
         assert res.returncode == 0, res.stderr
         assert b"busy_fn" in res.stdout and b"waiter_fn" in res.stdout
     # The PID twice, or -p for run, is a usage error.

@@ -18,7 +18,18 @@ PKGS="make gcc clang libclang-rt-dev libelf-dev zlib1g-dev libcmocka-dev pkg-con
       python3-jsonschema
       libzstd-dev zstd
       libncurses-dev
-      tmux"
+      tmux
+      nodejs"
+# --- speedscope (npm), whose Chrome trace importer reads --chrometrace in
+# tests/integration/test_pyspy_habits.py: pinned, into .cache/npm of the tree.
+install_speedscope() {
+    root=$(cd "$(dirname "$0")/.." && pwd)
+    [ -f "$root/.cache/npm/node_modules/speedscope/dist/release/index.html" ] && return 0
+    command -v npm >/dev/null || { echo "install-deps: npm not found (nodejs provides it)" >&2; return 1; }
+    mkdir -p "$root/.cache/npm"
+    npm install --prefix "$root/.cache/npm" --no-audit --no-fund --silent speedscope@1.25.0
+}
+# --- end speedscope
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
@@ -53,3 +64,5 @@ if command -v npm >/dev/null 2>&1 &&
         tar xzf "firefox-devtools-profiler-cli-$PROFILER_CLI_VERSION.tgz") ||
         echo "install-deps: could not fetch profiler-cli $PROFILER_CLI_VERSION (npm)" >&2
 fi
+
+install_speedscope

@@ -17,8 +17,10 @@
 
 static const char DUMP_USAGE[] =
     "usage: pystrobe dump [--json] [--no-source] [--blocking] [--max-frames N] PID\n"
+    "       pystrobe dump [options] -p PID\n"
     "       pystrobe dump --async-aware [--async-mode all|running] [--json] PID\n"
     "\n"
+    "  -p, --pid PID    the process, as py-spy writes it\n"
     "  --json           one JSON document instead of the text\n"
     "  --blocking       stop the target's threads while their stacks are read\n"
     "  --no-source      no source lines under the frames\n"
@@ -326,6 +328,19 @@ static int parse_dump_option(struct dump_args *a, int argc, char **argv, int *i)
         a->source = 0;
     } else if (strcmp(o, "--blocking") == 0) {
         a->blocking = 1;
+    } else if (strcmp(o, "-p") == 0 || strcmp(o, "--pid") == 0 || strncmp(o, "--pid=", 6) == 0) {
+        const char *v = o[1] == 'p'   ? (*i + 1 < argc ? argv[++*i] : "")
+                        : o[5] == '=' ? o + 6
+                                      : (*i + 1 < argc ? argv[++*i] : "");
+        if (a->pid >= 0) {
+            fprintf(stderr, "pystrobe: the process id is given twice\n%s", DUMP_USAGE);
+            return CLI_USAGE;
+        }
+        a->pid = cli_parse_pid(v);
+        if (a->pid < 0) {
+            fprintf(stderr, "pystrobe: not a process id: '%s'\n%s", v, DUMP_USAGE);
+            return CLI_USAGE;
+        }
     } else if (strcmp(o, "--async-aware") == 0) {
         a->async_aware = 1;
     } else if (strcmp(o, "--async-mode") == 0) {

@@ -17,6 +17,7 @@
 #include "cli/cli.h"
 #include "cli/live.h"
 #include "cli/record.h"
+#include "output/chrometrace.h"
 
 /* The temporary output file an abort must remove, if it has a name. */
 static const char *named_tmp(const struct rec_out *o)
@@ -211,6 +212,10 @@ static int start_sinks(struct job *j, struct live *lv, struct rec_sinks *ks)
         job_abandon(j);
         return rc;
     }
+    if (j->r.trace) { /* --chrometrace: from the sample stream, not the profile */
+        out_chrometrace_set_pid(j->r.trace, j->pid);
+        rec_sinks_add(ks, &j->r, rec_trace_sample);
+    }
     if (lv && live_start(lv, j->s, j->pid, ks) != -1)
         rec_stop = SIGTERM; /* said why; the profile so far is written */
     return -1;
@@ -239,7 +244,11 @@ int cli_record(int argc, char **argv, int attach)
     int rc = rec_parse_args(&j.r, argc, argv, attach, &j.pid);
     if (rc != -1)
         return rc;
-    j.opt = (struct pys_options){.cpu_state = j.r.mode == MODE_CPU,
+    if (j.r.format == FMT_CHROMETRACE && rec_trace_new(&j.r) < 0) {
+        fprintf(stderr, "pystrobe: out of memory\n");
+        return CLI_ERROR;
+    }
+    j.opt = (struct pys_options){.cpu_state = j.r.mode == MODE_CPU || j.r.no_idle,
                                  .native = j.r.native,
                                  .gc = j.r.gc,
                                  .frame_cache = !j.r.read_only,
@@ -251,6 +260,7 @@ int cli_record(int argc, char **argv, int attach)
         return rc;
     if ((rc = job_setup(&j)) != -1 || (rc = start_sinks(&j, lv, &sinks)) != -1) {
         live_free(lv);
+        out_chrometrace_free(j.r.trace);
         return rc;
     }
 
@@ -274,6 +284,7 @@ int cli_record(int argc, char **argv, int attach)
 
     rec_stream_free(&j.r);
     pys_profile_free(j.prof);
+    out_chrometrace_free(j.r.trace);
     for (size_t i = 0; i < ss.n; i++)
         pys_session_free(ss.v[i]);
     return status;

@@ -27,8 +27,13 @@ enum format {
     FMT_PPROF,
     FMT_HEATMAP,
     FMT_JSONL,
-    FMT_GECKO
+    FMT_GECKO,
+    FMT_SVG,
+    FMT_CHROMETRACE
 };
+/* What a Python frame's line is in the profile: the executing line, the
+ * function's first line (--function), none (--nolineno). */
+enum line_mode { LINES_EXACT, LINES_FUNCTION, LINES_NONE };
 enum mode { MODE_WALL, MODE_CPU, MODE_GIL, MODE_EXCEPTION };
 extern const char *const rec_mode_names[];
 
@@ -54,18 +59,21 @@ struct rec {
      * async_mode: PYS_TASKS_RUNNING (default) or PYS_TASKS_ALL. */
     int async_aware, async_mode, async_mode_set;
     /* The recording (record_bin.c). */
-    int binary;              /* --binary: the recording is the output (-o names it) */
-    const char *record_path; /* where it goes: -o with --binary, --record FILE; NULL:
-                              * the default name (with --binary), or none */
-    int compression;         /* REC_COMPRESSION_* */
-    int compression_set;     /* --compression given */
-    int jsonl_samples;       /* --jsonl-samples: a record per sample too */
-    struct out_jsonl *jsonl; /* FMT_JSONL's writer, fed by the sample stream */
-    struct out_gecko *gecko; /* FMT_GECKO's */
-    int live;                /* --live: the live view (live.h) */
-    int browser;             /* open the HTML output once written */
-    int no_summary;          /* leave out the end-of-run statistics (warnings stay) */
-    int blocking;            /* stop the target's threads for each sample */
+    int binary;                    /* --binary: the recording is the output (-o names it) */
+    const char *record_path;       /* where it goes: -o with --binary, --record FILE; NULL:
+                                    * the default name (with --binary), or none */
+    int compression;               /* REC_COMPRESSION_* */
+    int compression_set;           /* --compression given */
+    int jsonl_samples;             /* --jsonl-samples: a record per sample too */
+    struct out_jsonl *jsonl;       /* FMT_JSONL's writer, fed by the sample stream */
+    struct out_gecko *gecko;       /* FMT_GECKO's */
+    int live;                      /* --live: the live view (live.h) */
+    int browser;                   /* open the HTML output once written */
+    int no_summary;                /* leave out the end-of-run statistics (warnings stay) */
+    int blocking;                  /* stop the target's threads for each sample */
+    enum line_mode line_mode;      /* --function, --nolineno */
+    int no_idle;                   /* --no-idle: only threads the kernel shows running */
+    struct out_chrometrace *trace; /* --chrometrace: its events, filled while sampling */
 };
 enum { REC_COMPRESSION_AUTO, REC_COMPRESSION_ZSTD, REC_COMPRESSION_NONE };
 
@@ -125,8 +133,8 @@ int rec_sinks_add(struct rec_sinks *ks, void *ctx,
 
 /* record_loop.c */
 uint64_t rec_now_ns(void);
-/* Whether thread t's stack belongs in the output: --mode and
- * --main-thread-only. */
+/* Whether thread t's stack belongs in the output: --mode,
+ * --main-thread-only and --no-idle. */
 int rec_thread_matches(const struct rec *r, const struct pys_thread *t);
 void rec_signals_install(void);
 /* What a second signal (an abort) cleans up before pystrobe exits 130:
@@ -212,6 +220,10 @@ void rec_print_stats(const pys_session *s, const struct pys_profile_info *info);
 /* Write the profile to o, or if that fails to a fallback file named on
  * stderr; nothing if the profile has no stacks (unmatched as from
  * rec_sample_loop says why). Returns an exit status. */
+/* --chrometrace: make r->trace (0, or PYS_E_NOMEM), and the sink that fills
+ * it from the sample stream (ctx: the struct rec). */
+int rec_trace_new(struct rec *r);
+int rec_trace_sample(void *ctx, const struct rec_sample *smp);
 int rec_write_output(const struct rec *r, struct rec_out *o, const pys_profile *p, int pid,
                      uint64_t unmatched);
 

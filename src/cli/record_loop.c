@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,6 +26,7 @@
 #include "cli/blocking.h"
 #include "cli/cli.h"
 #include "cli/record.h"
+#include "output/collapsed.h"
 
 volatile sig_atomic_t rec_stop;
 
@@ -173,6 +175,10 @@ int rec_thread_matches(const struct rec *r, const struct pys_thread *t)
 {
     if (r->main_only && !(t->status & PYS_THREAD_MAIN_THREAD))
         return 0;
+    /* --no-idle: a thread whose state could not be read is kept, not
+     * guessed idle. */
+    if (r->no_idle && !(t->status & (PYS_THREAD_ON_CPU | PYS_THREAD_UNKNOWN)))
+        return 0;
     switch (r->mode) {
     case MODE_CPU:
         return (t->status & PYS_THREAD_ON_CPU) != 0;
@@ -203,7 +209,9 @@ struct loop {
     uint64_t next;   /* the next sample's deadline */
     uint64_t waited; /* time spent waiting for exec'd programs to become Python */
     struct timing tm;
-    struct rec_async async; /* --async-aware's reader */
+    struct rec_async async;      /* --async-aware's reader */
+    struct pys_frame *lines_buf; /* --function, --nolineno: a stack's rewritten frames */
+    size_t lines_cap;
 };
 
 static void realtime_line(const struct timing *tm, uint64_t samples, uint64_t failed, uint64_t now)
@@ -217,11 +225,39 @@ static void realtime_line(const struct timing *tm, uint64_t samples, uint64_t fa
             (double)tm->max / 1e3, (unsigned long long)samples, (unsigned long long)failed);
 }
 
+/* Thread t's frames as the profile gets them: with --function each Python
+ * frame stands at its function's first line, with --nolineno at none
+ * (OUT_LINE_OMITTED, which the outputs other than collapsed take as unknown),
+ * so that a function's lines count as one entry. NULL if out of memory. */
+static const struct pys_frame *frames_for_lines(struct loop *l, const struct pys_thread *t)
+{
+    if (l->r->line_mode == LINES_EXACT)
+        return t->frames;
+    if (t->nframes > l->lines_cap) {
+        struct pys_frame *v = realloc(l->lines_buf, t->nframes * sizeof *v);
+        if (!v)
+            return NULL;
+        l->lines_buf = v;
+        l->lines_cap = t->nframes;
+    }
+    for (size_t i = 0; i < t->nframes; i++) {
+        struct pys_frame *f = &l->lines_buf[i];
+        *f = t->frames[i];
+        if (f->kind != PYS_FRAME_PYTHON)
+            continue;
+        f->lineno = f->end_lineno =
+            l->r->line_mode == LINES_FUNCTION ? f->firstlineno : OUT_LINE_OMITTED;
+        f->col = f->end_col = f->lasti = f->opcode = -1;
+    }
+    return l->lines_buf;
+}
+
 /* Add thread t's stack, under its id in pystrobe's /proc (the target's
  * own, marked, when it runs in another PID namespace), with its Python
  * name when it has one (the main interpreter's threads; s, else NULL). */
-static int add_thread(pys_profile *prof, pys_session *s, const struct pys_thread *t)
+static int add_thread(struct loop *l, pys_session *s, const struct pys_thread *t)
 {
+    pys_profile *prof = l->prof;
     uint64_t id = t->host_id ? t->host_id : t->native_id;
     if (id != t->native_id && pys_profile_thread_ns(prof, id) != t->native_id &&
         pys_profile_set_thread_ns(prof, id, t->native_id) < 0)
@@ -230,7 +266,10 @@ static int add_thread(pys_profile *prof, pys_session *s, const struct pys_thread
     if (name && pys_profile_thread_name(prof, id) != name &&
         pys_profile_set_thread_name(prof, id, name) < 0)
         return PYS_E_NOMEM;
-    return pys_profile_add(prof, id, t->frames, t->nframes, 1);
+    const struct pys_frame *frames = frames_for_lines(l, t);
+    if (!frames)
+        return PYS_E_NOMEM;
+    return pys_profile_add(prof, id, frames, t->nframes, 1);
 }
 
 /* Add one snapshot's stacks that pass the filters to the profile, and
@@ -255,7 +294,7 @@ static int add_snapshot(struct loop *l, const struct pys_snapshot *snap)
             if (!rec_thread_matches(l->r, t))
                 continue;
             kept++;
-            if (add_thread(l->prof, in->id == 0 ? l->s : NULL, t) < 0)
+            if (add_thread(l, in->id == 0 ? l->s : NULL, t) < 0)
                 return PYS_E_NOMEM;
         }
     }
@@ -460,5 +499,6 @@ enum end rec_sample_loop(const struct rec *r, struct rec_sessions *ss, pys_profi
         fputc('\n', stderr);
     rec_async_release(&l.async);
     l.info->duration_ns = rec_now_ns() - l.start - l.waited;
+    free(l.lines_buf);
     return why;
 }

@@ -73,6 +73,7 @@ static const char RUN_USAGE[] =
     "       pystrobe run [options] -m module [args...]\n"
     "       pystrobe run [options] -- COMMAND [args...]\n"
     "       pystrobe attach [options] PID\n"
+    "       pystrobe attach [options] -p PID\n"
     "\n"
     "Sampling:\n"
     "  -r, --sampling-rate RATE  samples per second: 10000, 10khz, 10k (default 1khz)\n"
@@ -143,7 +144,18 @@ static const char RUN_USAGE[] =
     "                            (ptrace): each sample is one moment, at the cost of\n"
     "                            stopping the program (--stats shows how long)\n"
     "Options may follow attach's PID; everything after run's script (or -m module)\n"
-    "is the script's.\n";
+    "is the script's.\n"
+    "py-spy's names and habits:\n"
+    "  -p, --pid PID             (attach) the process, as py-spy writes it\n"
+    "      --gil                 the same as --mode gil\n"
+    "      --function            one entry per function, not per line: each frame at\n"
+    "                            its function's first line\n"
+    "      --nolineno            no line numbers: one entry per function, and collapsed\n"
+    "                            frames without :LINE\n"
+    "      --idle                keep idle threads (the default in wall mode)\n"
+    "      --no-idle             leave out threads the kernel does not show running\n"
+    "      --svg                 an SVG flame graph (flamegraph_PID.svg)\n"
+    "      --chrometrace         Chrome trace events, a timeline (chrometrace_PID.json)\n";
 
 enum {
     OPT_MAIN_ONLY = 256,
@@ -179,6 +191,13 @@ enum {
     OPT_BROWSER,
     OPT_NO_SUMMARY,
     OPT_BLOCKING,
+    OPT_GIL,
+    OPT_FUNCTION,
+    OPT_NOLINENO,
+    OPT_IDLE,
+    OPT_NO_IDLE,
+    OPT_SVG,
+    OPT_CHROMETRACE,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -219,6 +238,14 @@ static const struct option LONG_OPTS[] = {
     {"browser", no_argument, NULL, OPT_BROWSER},
     {"no-summary", no_argument, NULL, OPT_NO_SUMMARY},
     {"blocking", no_argument, NULL, OPT_BLOCKING},
+    {"pid", required_argument, NULL, 'p'},
+    {"gil", no_argument, NULL, OPT_GIL},
+    {"function", no_argument, NULL, OPT_FUNCTION},
+    {"nolineno", no_argument, NULL, OPT_NOLINENO},
+    {"idle", no_argument, NULL, OPT_IDLE},
+    {"no-idle", no_argument, NULL, OPT_NO_IDLE},
+    {"svg", no_argument, NULL, OPT_SVG},
+    {"chrometrace", no_argument, NULL, OPT_CHROMETRACE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -352,6 +379,27 @@ static int set_flag_option(struct rec *r, int c)
     case OPT_BLOCKING:
         r->blocking = 1;
         break;
+    case OPT_GIL:
+        r->mode = MODE_GIL;
+        break;
+    case OPT_FUNCTION:
+        r->line_mode = LINES_FUNCTION;
+        break;
+    case OPT_NOLINENO:
+        r->line_mode = LINES_NONE;
+        break;
+    case OPT_IDLE:
+        r->no_idle = 0;
+        break;
+    case OPT_NO_IDLE:
+        r->no_idle = 1;
+        break;
+    case OPT_SVG:
+        r->format = FMT_SVG;
+        break;
+    case OPT_CHROMETRACE:
+        r->format = FMT_CHROMETRACE;
+        break;
     default:
         return 0;
     }
@@ -484,7 +532,7 @@ static char **python_argv(const char *python, const char *module, char **args, i
  * command (argv[first] on; module: -m's, or NULL). Returns -1 on success,
  * else an exit status. */
 static int finish_args(struct rec *r, int argc, char **argv, int first, const char *module,
-                       int *pid)
+                       const char *pid_opt, int *pid)
 {
     if (r->binary && r->record_path)
         return usage_error("%s", "--binary writes the recording to -o: not --record too");
@@ -508,13 +556,17 @@ static int finish_args(struct rec *r, int argc, char **argv, int first, const ch
     if (r->attach) {
         if (r->detach)
             return usage_error("%s", "--detach is for run");
-        if (first != argc - 1)
+        /* The PID as an argument, or as -p/--pid (py-spy's way). */
+        if (first != argc - (pid_opt ? 0 : 1))
             return usage_error("%s", "attach needs exactly one process id");
-        *pid = cli_parse_pid(argv[first]);
+        const char *arg = pid_opt ? pid_opt : argv[first];
+        *pid = cli_parse_pid(arg);
         if (*pid < 0)
-            return usage_error("not a process id: '%s'", argv[first]);
+            return usage_error("not a process id: '%s'", arg);
         return -1;
     }
+    if (pid_opt)
+        return usage_error("%s", "-p/--pid is for attach");
     if (module) {
         r->argv = python_argv(r->python, module, argv + first, argc - first);
         return -1;
@@ -530,7 +582,8 @@ static int finish_args(struct rec *r, int argc, char **argv, int first, const ch
 
 int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
 {
-    const char *module = NULL; /* run -m MODULE args: python -m MODULE args */
+    const char *module = NULL;  /* run -m MODULE args: python -m MODULE args */
+    const char *pid_opt = NULL; /* attach -p PID */
     int c;
     rec_defaults(r, attach);
     optind = 1;
@@ -544,7 +597,7 @@ int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
     for (;;) {
         if (module)
             break;
-        c = getopt_long(argc, argv, "+:r:d:ao:l:hm:", LONG_OPTS, NULL);
+        c = getopt_long(argc, argv, "+:r:d:ao:l:hm:p:", LONG_OPTS, NULL);
         if (c == -1) {
             if (!r->attach || optind >= argc)
                 break;
@@ -571,6 +624,10 @@ int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
             fputs(RUN_USAGE, stdout);
             return CLI_OK;
         }
+        if (c == 'p') {
+            pid_opt = optarg;
+            continue;
+        }
         if (c != 'm') {
             cli_bad_option(c, argv, LONG_OPTS);
             fputs("(pystrobe run --help for the options)\n", stderr);
@@ -581,6 +638,6 @@ int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
         module = optarg; /* what follows is the module's arguments */
     }
     if (r->attach)
-        return finish_args(r, nops, ops, 0, NULL, pid);
-    return finish_args(r, argc, argv, optind, module, pid);
+        return finish_args(r, nops, ops, 0, NULL, pid_opt, pid);
+    return finish_args(r, argc, argv, optind, module, pid_opt, pid);
 }

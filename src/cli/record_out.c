@@ -16,6 +16,7 @@
 
 #include "cli/cli.h"
 #include "cli/record.h"
+#include "output/chrometrace.h"
 #include "output/collapsed.h"
 #include "output/flamegraph.h"
 #include "output/heatmap.h"
@@ -24,10 +25,12 @@
 #include "output/jsonl.h"
 #include "output/pstats.h"
 #include "output/speedscope.h"
+#include "output/svg.h"
 
-static const char *const FORMAT_NAMES[] = {"pstats",     "collapsed stacks",        "flame graph",
-                                           "speedscope", "pprof profile",           "heatmap",
-                                           "JSON lines", "Firefox Profiler profile"};
+static const char *const FORMAT_NAMES[] = {
+    "pstats",          "collapsed stacks", "flame graph", "speedscope",
+    "pprof profile",   "heatmap",          "JSON lines",  "Firefox Profiler profile",
+    "SVG flame graph", "Chrome trace"};
 
 /* Write the profile in the chosen format to f. */
 static int write_format(FILE *f, const struct rec *r, const pys_profile *p, const char *title)
@@ -45,6 +48,10 @@ static int write_format(FILE *f, const struct rec *r, const pys_profile *p, cons
         return out_jsonl_write(r->jsonl, f);
     case FMT_GECKO:
         return out_gecko_write(r->gecko, f);
+    case FMT_SVG:
+        return out_svg_write(f, p, title);
+    case FMT_CHROMETRACE:
+        return out_chrometrace_write(f, r->trace);
     default:
         return out_pstats_write_marshal(f, p);
     }
@@ -95,10 +102,11 @@ static mode_t new_file_mode(void)
 /* The default file name of the format ("collapsed.txt" without a pid). */
 static void default_name(char *buf, size_t size, enum format fmt, int pid)
 {
-    static const char *const base[] = {"profile", "collapsed", "flamegraph", "profile",
-                                       "profile", "heatmap",   "jsonl",      "gecko"};
-    static const char *const ext[] = {"pstats", "txt", "html",  "speedscope.json",
-                                      "pb.gz",  "",    "jsonl", "json"};
+    static const char *const base[] = {"profile",    "collapsed",  "flamegraph", "profile",
+                                       "profile",    "heatmap",    "jsonl",      "gecko",
+                                       "flamegraph", "chrometrace"};
+    static const char *const ext[] = {
+        "pstats", "txt", "html", "speedscope.json", "pb.gz", "", "jsonl", "json", "svg", "json"};
     const char *dot = *ext[fmt] ? "." : "";
     if (pid > 0)
         snprintf(buf, size, "%s_%d%s%s", base[fmt], pid, dot, ext[fmt]);
@@ -454,7 +462,8 @@ static int write_renamed(struct rec_out *o, const struct rec *r, const pys_profi
 static int write_fallback(const struct rec *r, const pys_profile *p, const char *title, int pid)
 {
     static const char *const ext[] = {".pstats", ".txt", ".html",  ".speedscope.json",
-                                      ".pb.gz",  "",     ".jsonl", ".json"};
+                                      ".pb.gz",  "",     ".jsonl", ".json",
+                                      ".svg",    ".json"};
     const char *tmpdir = getenv("TMPDIR");
     const char *dirs[] = {tmpdir && *tmpdir ? tmpdir : "/tmp", "."};
     char path[4096];
@@ -489,8 +498,8 @@ static void say_empty(const struct rec *r, const struct pys_profile_info *info, 
 {
     if (unmatched > 0) {
         char filter[64];
-        snprintf(filter, sizeof filter, "--mode %s%s", rec_mode_names[r->mode],
-                 r->main_only ? " --main-thread-only" : "");
+        snprintf(filter, sizeof filter, "--mode %s%s%s", rec_mode_names[r->mode],
+                 r->main_only ? " --main-thread-only" : "", r->no_idle ? " --no-idle" : "");
         fprintf(stderr, "pystrobe: no thread matched %s in %llu samples: nothing written\n", filter,
                 (unsigned long long)unmatched);
     } else if (info->samples == 0) {
@@ -599,6 +608,42 @@ void rec_print_stats(const pys_session *s, const struct pys_profile_info *info)
                 "%.1f threads stopped per sample\n",
                 (double)st.paused_ns / (double)st.pauses / 1e3, (double)st.paused_max_ns / 1e3,
                 (double)st.paused_threads / (double)st.pauses);
+}
+
+int rec_trace_new(struct rec *r)
+{
+    static const enum out_trace_lines lines[] = {
+        [LINES_EXACT] = OUT_TRACE_LINE_EXACT,
+        [LINES_FUNCTION] = OUT_TRACE_LINE_FUNCTION,
+        [LINES_NONE] = OUT_TRACE_LINE_NONE,
+    };
+    r->trace = out_chrometrace_new(-1, lines[r->line_mode], r->max_memory);
+    return r->trace ? 0 : PYS_E_NOMEM;
+}
+
+int rec_trace_sample(void *ctx, const struct rec_sample *smp)
+{
+    const struct rec *r = ctx;
+    struct out_chrometrace *tr = r->trace;
+    if (!smp->snap) /* a failed sample: the stacks stand as they were */
+        return 0;
+    out_chrometrace_sample_begin(tr, smp->t_ns);
+    int rc = 0;
+    for (size_t i = 0; i < smp->snap->ninterps && rc == 0; i++) {
+        const struct pys_interp *in = &smp->snap->interps[i];
+        for (size_t k = 0; k < in->nthreads && rc == 0; k++) {
+            const struct pys_thread *t = &in->threads[k];
+            if (t->error || t->nframes == 0 || !rec_thread_matches(r, t))
+                continue;
+            rc = out_chrometrace_thread(tr, t->host_id ? t->host_id : t->native_id, t->frames,
+                                        t->nframes);
+        }
+    }
+    if (rc == 0)
+        rc = out_chrometrace_sample_end(tr);
+    if (rc < 0)
+        fprintf(stderr, "pystrobe: out of memory for the trace: stopping\n");
+    return rc;
 }
 
 int rec_write_output(const struct rec *r, struct rec_out *o, const pys_profile *p, int pid,

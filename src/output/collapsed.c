@@ -30,6 +30,8 @@ static void put_frame(FILE *f, const struct pys_frame *fr)
     put_name(f, fr->filename);
     fputc(':', f);
     put_name(f, fr->qualname);
+    if (fr->lineno == OUT_LINE_OMITTED) /* --nolineno: FILE:QUALNAME */
+        return;
     /* ":%d" without printf's cost. */
     char num[16];
     size_t i = sizeof num;

@@ -1,0 +1,249 @@
+/*
+ * svg: write a profile as an SVG flame graph (format in svg.h). Nodes are
+ * laid out in one pass in id order, which the profile guarantees puts every
+ * parent before its children: a node starts where its previous sibling
+ * ended, or at its parent's start. Nodes narrower than MIN_WIDTH pixels are
+ * left out, with everything above them.
+ */
+#include "output/svg.h"
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WIDTH 1200.0  /* pixels of the graph's drawing area */
+#define PAD 10.0      /* margin on each side */
+#define FRAME_H 16    /* height of one frame's row */
+#define TOP 40        /* the title's band */
+#define MIN_WIDTH 0.1 /* narrower nodes are not drawn */
+#define CHAR_W 7.0    /* a label character's width at font-size 12 */
+#define DEFAULT_TITLE "pystrobe flame graph"
+
+/* Length of the UTF-8 sequence at s (at most n bytes), 0 if it is not a
+ * valid, shortest-form one of a character XML allows. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    uint32_t c;
+    size_t len;
+    if (s[0] < 0x80)
+        return s[0] >= 0x20 || s[0] == '\t' ? 1 : 0;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+        len = 2;
+        c = s[0] & 0x1f;
+    } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+        len = 3;
+        c = s[0] & 0x0f;
+    } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+        len = 4;
+        c = s[0] & 0x07;
+    } else {
+        return 0;
+    }
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        c = c << 6 | (s[i] & 0x3f);
+    }
+    if ((len == 3 && c < 0x800) || (len == 4 && (c < 0x10000 || c > 0x10ffff)) ||
+        (c >= 0xd800 && c <= 0xdfff) || c == 0xfffe || c == 0xffff || (c >= 0x7f && c <= 0x9f))
+        return 0;
+    return len;
+}
+
+/* Write at most max_chars characters of s (all of it for SIZE_MAX),
+ * escaped for XML text and attribute values. Returns how many characters
+ * of s were left unwritten. */
+static size_t put_escaped(FILE *f, const char *s, size_t max_chars)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strlen(s), chars = 0;
+    for (size_t i = 0; i < n; chars++) {
+        if (chars == max_chars) {
+            size_t left = 0;
+            for (; i < n; left++) {
+                size_t k = utf8_len(u + i, n - i);
+                i += k ? k : 1;
+            }
+            return left;
+        }
+        size_t k = utf8_len(u + i, n - i);
+        switch (k ? u[i] : 0) {
+        case 0:
+            fputs("\xef\xbf\xbd", f); /* U+FFFD for a byte XML cannot hold */
+            i++;
+            continue;
+        case '&':
+            fputs("&amp;", f);
+            break;
+        case '<':
+            fputs("&lt;", f);
+            break;
+        case '>':
+            fputs("&gt;", f);
+            break;
+        case '"':
+            fputs("&quot;", f);
+            break;
+        case '\'':
+            fputs("&#39;", f);
+            break;
+        default:
+            fwrite(u + i, 1, k, f);
+        }
+        i += k;
+    }
+    return 0;
+}
+
+/* Characters in s, as put_escaped counts them. */
+static size_t char_count(const char *s)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strlen(s), chars = 0;
+    for (size_t i = 0; i < n; chars++) {
+        size_t k = utf8_len(u + i, n - i);
+        i += k ? k : 1;
+    }
+    return chars;
+}
+
+/* A node's label: "qualname (file:line)" for a Python frame, the marker's
+ * name for the others, "tid:N" for a thread node, "all" for the root. */
+static void put_label(FILE *f, const pys_profile *p, uint32_t id, size_t max_chars)
+{
+    const struct pys_frame *fr = pys_profile_frame(p, pys_profile_node(p, id)->frame);
+    char buf[64];
+    if (!fr) {
+        if (id == 0)
+            snprintf(buf, sizeof buf, "all");
+        else
+            snprintf(buf, sizeof buf, "tid:%" PRIu64, pys_profile_thread(p, id));
+        if (max_chars != SIZE_MAX && strlen(buf) > max_chars) {
+            put_escaped(f, buf, max_chars > 2 ? max_chars - 2 : 0);
+            fputs("..", f);
+        } else {
+            put_escaped(f, buf, SIZE_MAX);
+        }
+        return;
+    }
+    /* The whole label's length decides where it is cut. */
+    size_t qn = char_count(fr->qualname);
+    size_t total = qn;
+    if (fr->kind == PYS_FRAME_PYTHON) {
+        snprintf(buf, sizeof buf, fr->lineno >= 0 ? ":%d)" : ")", (int)fr->lineno);
+        total += 2 + char_count(fr->filename) + strlen(buf);
+    }
+    size_t room = max_chars == SIZE_MAX || total <= max_chars ? SIZE_MAX
+                  : max_chars > 2                             ? max_chars - 2
+                                                              : 0;
+    size_t left = put_escaped(f, fr->qualname, room);
+    if (fr->kind == PYS_FRAME_PYTHON && !left) {
+        size_t used = qn;
+        if (room == SIZE_MAX || used + 2 <= room) {
+            fputs(" (", f);
+            left = put_escaped(f, fr->filename, room == SIZE_MAX ? SIZE_MAX : room - used - 2);
+            used += 2 + char_count(fr->filename);
+            if (!left && (room == SIZE_MAX || used + strlen(buf) <= room))
+                fputs(buf, f);
+        }
+    }
+    if (room != SIZE_MAX)
+        fputs("..", f);
+}
+
+/* A warm colour from the node's name, the same for the same name. */
+static void put_color(FILE *f, const pys_profile *p, uint32_t id)
+{
+    const struct pys_frame *fr = pys_profile_frame(p, pys_profile_node(p, id)->frame);
+    uint32_t h = 2166136261u;
+    for (const char *s = fr ? fr->qualname : "thread"; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    if (fr && fr->kind != PYS_FRAME_PYTHON) {
+        fputs("rgb(160,160,160)", f);
+        return;
+    }
+    fprintf(f, "rgb(%u,%u,%u)", 205 + (h & 0xff) % 50, (h >> 8 & 0xff) % 230,
+            (h >> 16 & 0xff) % 55);
+}
+
+int out_svg_write(FILE *f, const pys_profile *p, const char *title)
+{
+    size_t n = pys_profile_nodes(p);
+    uint64_t all = n ? pys_profile_node(p, 0)->total : 0;
+    double *x = malloc((n ? n : 1) * sizeof *x);       /* left edge, pixels */
+    double *next = malloc((n ? n : 1) * sizeof *next); /* where the next child starts */
+    uint32_t *depth = malloc((n ? n : 1) * sizeof *depth);
+    unsigned char *drawn = calloc(n ? n : 1, 1);
+    int rc = PYS_E_NOMEM;
+    if (!x || !next || !depth || !drawn)
+        goto out;
+
+    /* Lay out: which nodes are drawn, where, and how deep the graph is. */
+    uint32_t max_depth = 0;
+    double scale = all ? WIDTH / (double)all : 0;
+    for (uint32_t id = 0; id < n; id++) {
+        const struct pys_profile_node *nd = pys_profile_node(p, id);
+        double w = (double)nd->total * scale;
+        if (id == 0) {
+            x[0] = next[0] = PAD;
+            depth[0] = 0;
+            drawn[0] = all > 0;
+        } else {
+            uint32_t par = nd->parent;
+            if (par >= id || !drawn[par] || w < MIN_WIDTH)
+                continue;
+            x[id] = next[par];
+            next[par] += w;
+            next[id] = x[id];
+            depth[id] = depth[par] + 1;
+            drawn[id] = 1;
+        }
+        if (drawn[id] && depth[id] > max_depth)
+            max_depth = depth[id];
+    }
+    int height = TOP + ((int)max_depth + 1) * FRAME_H + 2 * (int)PAD;
+
+    fprintf(f,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" "
+            "height=\"%d\" viewBox=\"0 0 %d %d\">\n"
+            "<style>text{font-family:monospace;font-size:12px;fill:#000}"
+            ".t{font-size:17px;text-anchor:middle}rect{stroke:#fff;stroke-width:0.5}</style>\n"
+            "<rect x=\"0\" y=\"0\" width=\"100%%\" height=\"100%%\" fill=\"#f8f8f8\"/>\n"
+            "<text class=\"t\" x=\"%.1f\" y=\"24\">",
+            (int)(WIDTH + 2 * PAD), height, (int)(WIDTH + 2 * PAD), height, PAD + WIDTH / 2);
+    put_escaped(f, title ? title : DEFAULT_TITLE, SIZE_MAX);
+    fputs("</text>\n", f);
+    for (uint32_t id = 0; id < n; id++) {
+        if (!drawn[id])
+            continue;
+        const struct pys_profile_node *nd = pys_profile_node(p, id);
+        double w = (double)nd->total * scale;
+        double y = height - PAD - (double)(depth[id] + 1) * FRAME_H;
+        fputs("<g><title>", f);
+        put_label(f, p, id, SIZE_MAX);
+        fprintf(f,
+                " (%" PRIu64 " samples, %.2f%%)</title><rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" "
+                "height=\"%d\" fill=\"",
+                nd->total, 100.0 * (double)nd->total / (double)all, x[id], y, w, FRAME_H - 1);
+        put_color(f, p, id);
+        fputs("\"/>", f);
+        if (w >= 3 * CHAR_W) {
+            fprintf(f, "<text x=\"%.2f\" y=\"%.0f\">", x[id] + 3, y + FRAME_H - 4);
+            put_label(f, p, id, (size_t)((w - 6) / CHAR_W));
+            fputs("</text>", f);
+        }
+        fputs("</g>\n", f);
+    }
+    fputs("</svg>\n", f);
+    rc = fflush(f) != 0 || ferror(f) ? PYS_E_IO : 0;
+out:
+    free(x);
+    free(next);
+    free(depth);
+    free(drawn);
+    return rc;
+}

@@ -260,87 +260,11 @@ static void prompt_key(struct live_ui *u, int ch)
     }
 }
 
-/* Do what key ch says; *rebuild: the table must be built again. Returns 1
- * to close the view. */
-static int on_key(struct live *lv, int ch, int *rebuild)
+/* A key that moves the cursor or opens the tree of the row under it;
+ * *rebuild: the table must be built again. Returns 0 if ch is none of them. */
+static int move_key(struct live_ui *u, int ch, int *rebuild)
 {
-    struct live_ui *u = &lv->u;
-    if (u->prompt) {
-        prompt_key(u, ch);
-        live_order(u);
-        select_row(u);
-        return 0;
-    }
-    if (u->help) {
-        u->help = ch == KEY_RESIZE;
-        return 0;
-    }
-    if (u->tree && (ch == 27 || ch == '\n' || ch == '\r' || ch == KEY_ENTER || ch == KEY_LEFT ||
-                    ch == KEY_BACKSPACE || ch == 127)) {
-        u->tree = 0;
-        *rebuild = 1;
-        return 0;
-    }
     switch (ch) {
-    case 'q':
-    case 'Q':
-        if (atomic_load(&lv->finished))
-            return 1;
-        lv->quit_asked = 1;
-        atomic_store(&lv->d.quit, 1);
-        break;
-    case 's':
-        u->sort = (u->sort + 1) % LIVE_SORT_N;
-        live_order(u);
-        select_row(u);
-        break;
-    case 'S':
-        u->sort = (u->sort + LIVE_SORT_N - 1) % LIVE_SORT_N;
-        live_order(u);
-        select_row(u);
-        break;
-    case 'p':
-    case 'P':
-        u->paused = !u->paused;
-        break;
-    case 'r':
-    case 'R':
-        if (!atomic_load(&lv->finished)) {
-            live_data_reset(&lv->d);
-            u->t0_ns = now_ns();
-            *rebuild = 1;
-        }
-        break;
-    case '+':
-    case '=':
-        if (u->refresh_ix > 0)
-            u->refresh_ix--;
-        break;
-    case '-':
-    case '_':
-        if (u->refresh_ix < LIVE_REFRESH_N - 1)
-            u->refresh_ix++;
-        break;
-    case '/':
-        u->prompt = 1;
-        snprintf(u->edit, sizeof u->edit, "%s", u->filter);
-        break;
-    case 'c':
-    case 'C':
-        u->filter[0] = '\0';
-        live_order(u);
-        select_row(u);
-        break;
-    case 't':
-    case 'T':
-    case KEY_RIGHT:
-        cycle_thread(u, 1);
-        *rebuild = 1;
-        break;
-    case KEY_LEFT:
-        cycle_thread(u, -1);
-        *rebuild = 1;
-        break;
     case KEY_UP:
     case 'k':
         if (!u->tree && u->pos > 0)
@@ -372,6 +296,62 @@ static int on_key(struct live *lv, int ch, int *rebuild)
             *rebuild = 1;
         }
         break;
+    default:
+        return 0;
+    }
+    return 1;
+}
+
+/* A key that changes what the table shows or how (sort, filter, thread,
+ * lines, window, refresh, pause, help); *rebuild: the table must be built
+ * again. Returns 0 if ch is none of them. */
+static int view_key(struct live_ui *u, int ch, int *rebuild)
+{
+    switch (ch) {
+    case 's':
+        u->sort = (u->sort + 1) % LIVE_SORT_N;
+        live_order(u);
+        select_row(u);
+        break;
+    case 'S':
+        u->sort = (u->sort + LIVE_SORT_N - 1) % LIVE_SORT_N;
+        live_order(u);
+        select_row(u);
+        break;
+    case 'p':
+    case 'P':
+        u->paused = !u->paused;
+        break;
+    case '+':
+    case '=':
+        if (u->refresh_ix > 0)
+            u->refresh_ix--;
+        break;
+    case '-':
+    case '_':
+        if (u->refresh_ix < LIVE_REFRESH_N - 1)
+            u->refresh_ix++;
+        break;
+    case '/':
+        u->prompt = 1;
+        snprintf(u->edit, sizeof u->edit, "%s", u->filter);
+        break;
+    case 'c':
+    case 'C':
+        u->filter[0] = '\0';
+        live_order(u);
+        select_row(u);
+        break;
+    case 't':
+    case 'T':
+    case KEY_RIGHT:
+        cycle_thread(u, 1);
+        *rebuild = 1;
+        break;
+    case KEY_LEFT:
+        cycle_thread(u, -1);
+        *rebuild = 1;
+        break;
     case 'l':
     case 'L':
         u->sc.by_line = !u->sc.by_line;
@@ -390,6 +370,53 @@ static int on_key(struct live *lv, int ch, int *rebuild)
         u->help = 1;
         break;
     default:
+        return 0;
+    }
+    return 1;
+}
+
+/* Do what key ch says; *rebuild: the table must be built again. Returns 1
+ * to close the view. The prompt, the help and the tree each take keys
+ * first; then the session's keys (quit, reset), the view's and the
+ * cursor's. */
+static int on_key(struct live *lv, int ch, int *rebuild)
+{
+    struct live_ui *u = &lv->u;
+    if (u->prompt) {
+        prompt_key(u, ch);
+        live_order(u);
+        select_row(u);
+        return 0;
+    }
+    if (u->help) {
+        u->help = ch == KEY_RESIZE;
+        return 0;
+    }
+    if (u->tree && (ch == 27 || ch == '\n' || ch == '\r' || ch == KEY_ENTER || ch == KEY_LEFT ||
+                    ch == KEY_BACKSPACE || ch == 127)) {
+        u->tree = 0;
+        *rebuild = 1;
+        return 0;
+    }
+    switch (ch) {
+    case 'q':
+    case 'Q':
+        if (atomic_load(&lv->finished))
+            return 1;
+        lv->quit_asked = 1;
+        atomic_store(&lv->d.quit, 1);
+        break;
+    case 'r':
+    case 'R':
+        if (!atomic_load(&lv->finished)) {
+            live_data_reset(&lv->d);
+            u->t0_ns = now_ns();
+            *rebuild = 1;
+        }
+        break;
+    default:
+        if (!view_key(u, ch, rebuild))
+            (void)move_key(u, ch, rebuild);
         break;
     }
     return 0;

@@ -237,6 +237,42 @@ static int map_file(const char *path, const uint8_t **data, size_t *size)
     return 0;
 }
 
+/* Everything a replay holds once its file is read: the profile, the
+ * reader's info, the streamed outputs and the scratch file. */
+static void replay_release(struct replay *x, struct out_rec_read_info *ri)
+{
+    pys_profile_free(x->prof);
+    out_rec_read_info_release(ri);
+    out_jsonl_free(x->r->jsonl);
+    out_gecko_free(x->r->gecko);
+    if (x->spool)
+        fclose(x->spool);
+}
+
+/* The profile's facts, as the live run had them at its end (or at the last
+ * block a cut recording has); sets the mode of x->r from the recording's. */
+static void profile_facts(struct replay *x)
+{
+    struct pys_profile_info *info = pys_profile_info(x->prof);
+    info->pid = x->meta.pid;
+    info->python_version = x->meta.python_version;
+    info->interval_ns = x->meta.interval_ns;
+    info->max_frames = x->meta.max_frames;
+    x->r->mode = MODE_WALL;
+    for (int i = 0; i < 4; i++)
+        if (strcmp(x->mode, rec_mode_names[i]) == 0)
+            x->r->mode = (enum mode)i;
+    info->mode = rec_mode_names[x->r->mode];
+    info->samples = x->samples;
+    if (x->have_stats) {
+        info->samples = x->stats.samples > x->samples ? x->stats.samples : x->samples;
+        info->failed = x->stats.failed;
+        info->missed = x->stats.missed;
+        info->truncated = x->stats.truncated;
+        info->duration_ns = x->stats.duration_ns;
+    }
+}
+
 int cli_replay(int argc, char **argv)
 {
     struct rec r;
@@ -272,12 +308,7 @@ int cli_replay(int argc, char **argv)
     int status = CLI_OK;
     if (x.nomem) {
         fprintf(stderr, "pystrobe: out of memory replaying %s\n", file);
-        pys_profile_free(x.prof);
-        out_rec_read_info_release(&ri);
-        out_jsonl_free(r.jsonl);
-        out_gecko_free(r.gecko);
-        if (x.spool)
-            fclose(x.spool);
+        replay_release(&x, &ri);
         return CLI_ERROR;
     }
     int streamed = r.format == FMT_JSONL || r.format == FMT_GECKO;
@@ -289,12 +320,7 @@ int cli_replay(int argc, char **argv)
         (streamed && !r.jsonl && !r.gecko)) {
         if (err[0])
             fprintf(stderr, "pystrobe: %s: %s\n", file, err);
-        pys_profile_free(x.prof);
-        out_rec_read_info_release(&ri);
-        out_jsonl_free(r.jsonl);
-        out_gecko_free(r.gecko);
-        if (x.spool)
-            fclose(x.spool);
+        replay_release(&x, &ri);
         return CLI_ERROR;
     }
     if (rc < 0 && ri.cut) {
@@ -311,26 +337,7 @@ int cli_replay(int argc, char **argv)
                 file, (unsigned long long)x.samples);
     }
 
-    /* The profile's facts, as the live run had them at its end (or at the
-     * last block a cut recording has). */
-    struct pys_profile_info *info = pys_profile_info(x.prof);
-    info->pid = x.meta.pid;
-    info->python_version = x.meta.python_version;
-    info->interval_ns = x.meta.interval_ns;
-    info->max_frames = x.meta.max_frames;
-    r.mode = MODE_WALL;
-    for (int i = 0; i < 4; i++)
-        if (strcmp(x.mode, rec_mode_names[i]) == 0)
-            r.mode = (enum mode)i;
-    info->mode = rec_mode_names[r.mode];
-    info->samples = x.samples;
-    if (x.have_stats) {
-        info->samples = x.stats.samples > x.samples ? x.stats.samples : x.samples;
-        info->failed = x.stats.failed;
-        info->missed = x.stats.missed;
-        info->truncated = x.stats.truncated;
-        info->duration_ns = x.stats.duration_ns;
-    }
+    profile_facts(&x);
     fprintf(stderr, "Replayed %llu samples of process %d (Python %s, %s mode) from %s\n",
             (unsigned long long)x.samples, x.meta.pid, x.version[0] ? x.version : "?",
             rec_mode_names[r.mode], file);
@@ -340,11 +347,6 @@ int cli_replay(int argc, char **argv)
     rc = rec_out_prepare(&o, &r, pid > 0 ? pid : -1);
     if (rc == -1)
         rc = rec_write_output(&r, &o, x.prof, pid, x.have_stats ? x.stats.unmatched : 0);
-    pys_profile_free(x.prof);
-    out_rec_read_info_release(&ri);
-    out_jsonl_free(r.jsonl);
-    out_gecko_free(r.gecko);
-    if (x.spool)
-        fclose(x.spool);
+    replay_release(&x, &ri);
     return rc == CLI_OK ? status : rc;
 }

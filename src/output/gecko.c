@@ -372,7 +372,8 @@ static void put_int_or_null(FILE *f, int64_t v)
         fprintf(f, "%" PRId64, v);
 }
 
-static void write_thread(out_gecko *g, struct gthread *t, FILE *f)
+/* The thread's identity: name, process, registration; ends with a comma. */
+static void write_thread_head(const out_gecko *g, const struct gthread *t, FILE *f)
 {
     char name[96];
     snprintf(name, sizeof name, "%s %" PRIu64, t->main ? "MainThread" : "Thread", t->id);
@@ -385,7 +386,11 @@ static void write_thread(out_gecko *g, struct gthread *t, FILE *f)
     fprintf(f, "\"pid\":\"%d\",\"tid\":%" PRIu64 ",\"processType\":\"default\",", g->meta.pid,
             t->id);
     fprintf(f, "\"processName\":\"Python %d\",", g->meta.pid);
-    /* samples */
+}
+
+/* "samples": one row per sample, its stack and time; ends with a comma. */
+static void write_samples(const struct gthread *t, FILE *f)
+{
     size_t ns = t->sample_us.n;
     fputs("\"samples\":{", f);
     put_u32s(f, "stack", t->sample_stack.v, ns);
@@ -398,7 +403,12 @@ static void write_thread(out_gecko *g, struct gthread *t, FILE *f)
     fputs("],", f);
     put_same(f, "eventDelay", "null", ns);
     fprintf(f, ",\"weight\":null,\"weightType\":\"samples\",\"length\":%zu},", ns);
-    /* stackTable */
+}
+
+/* "stackTable": each stack as (prefix stack, frame), prefix null at the root;
+   ends with a comma. */
+static void write_stack_table(const struct gthread *t, FILE *f)
+{
     size_t nst = t->stacks.n;
     fputs("\"stackTable\":{\"frame\":[", f);
     for (size_t i = 0; i < nst; i++)
@@ -419,7 +429,11 @@ static void write_thread(out_gecko *g, struct gthread *t, FILE *f)
         put_int_or_null(f, p ? (int64_t)(p - 1) : -1);
     }
     fprintf(f, "],\"length\":%zu},", nst);
-    /* frameTable */
+}
+
+/* "frameTable": each frame as (func, line, column); ends with a comma. */
+static void write_frame_table(const struct gthread *t, FILE *f)
+{
     size_t nf = t->frames.n;
     fputs("\"frameTable\":{", f);
     put_same(f, "address", "-1", nf);
@@ -458,7 +472,13 @@ static void write_thread(out_gecko *g, struct gthread *t, FILE *f)
     fputc(',', f);
     put_same(f, "nativeSymbol", "null", nf);
     fprintf(f, ",\"length\":%zu},", nf);
-    /* funcTable */
+}
+
+/* "funcTable": each function as (name, file, first line, resource); only Python
+   functions count as JS, so the profiler's JS-only views show them. Ends with a
+   comma. */
+static void write_func_table(const struct gthread *t, FILE *f)
+{
     size_t nfn = t->funcs.n;
     fputs("\"funcTable\":{\"name\":[", f);
     for (size_t i = 0; i < nfn; i++)
@@ -486,7 +506,12 @@ static void write_thread(out_gecko *g, struct gthread *t, FILE *f)
     fputs("],", f);
     put_same(f, "columnNumber", "null", nfn);
     fprintf(f, ",\"length\":%zu},", nfn);
-    /* resourceTable: one per file, named by its path */
+}
+
+/* "resourceTable": one per file, named by its path, and the empty
+   "nativeSymbols"; ends with a comma. */
+static void write_resource_table(const struct gthread *t, FILE *f)
+{
     size_t nr = t->resources.n;
     fputs("\"resourceTable\":{", f);
     put_same(f, "lib", "null", nr);
@@ -501,7 +526,12 @@ static void write_thread(out_gecko *g, struct gthread *t, FILE *f)
     fputs("\"nativeSymbols\":{\"libIndex\":[],\"address\":[],\"name\":[],\"functionSize\":[],"
           "\"length\":0},",
           f);
-    /* markers: the closed ones, then those still open at the last sample */
+}
+
+/* "markers": the closed ones, then those still open at the last sample, which
+   this closes there (so it runs once per thread). Ends the thread's object. */
+static void write_markers(const out_gecko *g, struct gthread *t, FILE *f)
+{
     for (int k = 0; k < NMK; k++)
         if (t->open[k]) {
             t->open[k] = 0;
@@ -534,6 +564,18 @@ static void write_thread(out_gecko *g, struct gthread *t, FILE *f)
     for (size_t i = 0; i < nm; i++)
         fprintf(f, "%s%d", i ? "," : "", MK_CATS[t->mk_kind.v[i]]);
     fprintf(f, "],\"length\":%zu}}", nm);
+}
+
+/* One entry of "threads": the tables of the processed-profile format. */
+static void write_thread(const out_gecko *g, struct gthread *t, FILE *f)
+{
+    write_thread_head(g, t, f);
+    write_samples(t, f);
+    write_stack_table(t, f);
+    write_frame_table(t, f);
+    write_func_table(t, f);
+    write_resource_table(t, f);
+    write_markers(g, t, f);
 }
 
 int out_gecko_write(out_gecko *g, FILE *f)

@@ -747,6 +747,123 @@ static int read_thread(struct reader *r, struct cur *c)
     return 0;
 }
 
+/* One field of META or STATS as read: its key, its type and its value (v for
+ * the numbers, a float's bits for V_F64; sv and slen for V_STR, pointing into
+ * the block). */
+struct field {
+    char key[64];
+    int type;
+    uint64_t v, slen;
+    const uint8_t *sv;
+};
+
+/* Read one (key, type, value) at c. 0, or -1 if malformed. */
+static int read_field(struct cur *c, struct field *fl)
+{
+    uint64_t klen;
+    fl->v = fl->slen = 0;
+    fl->sv = NULL;
+    if (get_var(c, &klen) < 0 || klen > left(c) || klen >= sizeof fl->key)
+        return -1;
+    memcpy(fl->key, c->p, klen);
+    fl->key[klen] = '\0';
+    c->p += klen;
+    if (left(c) < 1)
+        return -1;
+    fl->type = *c->p++;
+    switch (fl->type) {
+    case V_UINT:
+    case V_INT:
+        if (get_var(c, &fl->v) < 0)
+            return -1;
+        break;
+    case V_STR:
+        if (get_var(c, &fl->slen) < 0 || fl->slen > left(c))
+            return -1;
+        fl->sv = c->p;
+        c->p += fl->slen;
+        break;
+    case V_F64:
+        if (left(c) < 8)
+            return -1;
+        fl->v = get_le(c->p, 8);
+        c->p += 8;
+        break;
+    default:
+        return -1;
+    }
+    return 0;
+}
+
+/* A STATS field into st (a string reads as 0); unknown keys skipped. */
+static void stats_field(struct out_rec_stats *st, const struct field *fl)
+{
+    const char *key = fl->key;
+    uint64_t v = fl->v;
+    if (!strcmp(key, "samples"))
+        st->samples = v;
+    else if (!strcmp(key, "failed"))
+        st->failed = v;
+    else if (!strcmp(key, "missed"))
+        st->missed = v;
+    else if (!strcmp(key, "truncated"))
+        st->truncated = v;
+    else if (!strcmp(key, "unmatched"))
+        st->unmatched = v;
+    else if (!strcmp(key, "duration_ns"))
+        st->duration_ns = v;
+    else if (!strcmp(key, "final"))
+        st->final = v != 0;
+}
+
+/* A META field into r->meta: the texts into r->meta_text (cut to fit, a NUL
+ * inside written as '?'), the numbers into their fields; other strings and
+ * unknown keys skipped. */
+static void meta_field(struct reader *r, const struct field *fl)
+{
+    const char *key = fl->key;
+    uint64_t v = fl->v;
+    struct out_rec_meta *m = &r->meta;
+    static const char *const text_keys[3] = {"python_version_text", "mode", "tool"};
+    if (fl->type == V_STR) {
+        for (int k = 0; k < 3; k++)
+            if (!strcmp(key, text_keys[k])) {
+                size_t l =
+                    fl->slen < sizeof r->meta_text[k] - 1 ? fl->slen : sizeof r->meta_text[k] - 1;
+                memcpy(r->meta_text[k], fl->sv, l);
+                r->meta_text[k][l] = '\0';
+                for (size_t j = 0; j < l; j++)
+                    if (!r->meta_text[k][j])
+                        r->meta_text[k][j] = '?';
+            }
+        return;
+    }
+    if (!strcmp(key, "pid"))
+        m->pid = v <= 0x7fffffff ? (int)v : -1;
+    else if (!strcmp(key, "python_version"))
+        m->python_version = (uint32_t)v;
+    else if (!strcmp(key, "interval_ns"))
+        m->interval_ns = v;
+    else if (!strcmp(key, "rate_hz") && fl->type == V_F64)
+        memcpy(&m->rate_hz, &v, sizeof v);
+    else if (!strcmp(key, "start_realtime_ns"))
+        m->start_realtime_ns = v;
+    else if (!strcmp(key, "start_monotonic_ns"))
+        m->start_monotonic_ns = v;
+    else if (!strcmp(key, "max_frames"))
+        m->max_frames = v;
+    else if (!strcmp(key, "max_memory"))
+        m->max_memory = v;
+    else if (!strcmp(key, "native"))
+        m->native = v != 0;
+    else if (!strcmp(key, "gc"))
+        m->gc = v != 0;
+    else if (!strcmp(key, "main_only"))
+        m->main_only = v != 0;
+    else if (!strcmp(key, "opcodes"))
+        m->opcodes = v != 0;
+}
+
 /* META and STATS: fields of (key, type, value); unknown keys skipped. */
 static int read_fields(struct reader *r, struct cur *c, int stats, struct out_rec_stats *st)
 {
@@ -754,94 +871,13 @@ static int read_fields(struct reader *r, struct cur *c, int stats, struct out_re
     if (get_var(c, &n) < 0 || n > left(c))
         return -1;
     for (uint64_t i = 0; i < n; i++) {
-        uint64_t klen, v = 0, slen = 0;
-        char key[64];
-        const uint8_t *sv = NULL;
-        if (get_var(c, &klen) < 0 || klen > left(c) || klen >= sizeof key)
+        struct field fl;
+        if (read_field(c, &fl) < 0)
             return -1;
-        memcpy(key, c->p, klen);
-        key[klen] = '\0';
-        c->p += klen;
-        if (left(c) < 1)
-            return -1;
-        int type = *c->p++;
-        switch (type) {
-        case V_UINT:
-        case V_INT:
-            if (get_var(c, &v) < 0)
-                return -1;
-            break;
-        case V_STR:
-            if (get_var(c, &slen) < 0 || slen > left(c))
-                return -1;
-            sv = c->p;
-            c->p += slen;
-            break;
-        case V_F64:
-            if (left(c) < 8)
-                return -1;
-            v = get_le(c->p, 8);
-            c->p += 8;
-            break;
-        default:
-            return -1;
-        }
-        if (stats) {
-            if (!strcmp(key, "samples"))
-                st->samples = v;
-            else if (!strcmp(key, "failed"))
-                st->failed = v;
-            else if (!strcmp(key, "missed"))
-                st->missed = v;
-            else if (!strcmp(key, "truncated"))
-                st->truncated = v;
-            else if (!strcmp(key, "unmatched"))
-                st->unmatched = v;
-            else if (!strcmp(key, "duration_ns"))
-                st->duration_ns = v;
-            else if (!strcmp(key, "final"))
-                st->final = v != 0;
-            continue;
-        }
-        struct out_rec_meta *m = &r->meta;
-        static const char *const text_keys[3] = {"python_version_text", "mode", "tool"};
-        int done = 0;
-        for (int k = 0; k < 3; k++)
-            if (type == V_STR && !strcmp(key, text_keys[k])) {
-                size_t l = slen < sizeof r->meta_text[k] - 1 ? slen : sizeof r->meta_text[k] - 1;
-                memcpy(r->meta_text[k], sv, l);
-                r->meta_text[k][l] = '\0';
-                for (size_t j = 0; j < l; j++)
-                    if (!r->meta_text[k][j])
-                        r->meta_text[k][j] = '?';
-                done = 1;
-            }
-        if (done || type == V_STR)
-            continue;
-        if (!strcmp(key, "pid"))
-            m->pid = v <= 0x7fffffff ? (int)v : -1;
-        else if (!strcmp(key, "python_version"))
-            m->python_version = (uint32_t)v;
-        else if (!strcmp(key, "interval_ns"))
-            m->interval_ns = v;
-        else if (!strcmp(key, "rate_hz") && type == V_F64)
-            memcpy(&m->rate_hz, &v, sizeof v);
-        else if (!strcmp(key, "start_realtime_ns"))
-            m->start_realtime_ns = v;
-        else if (!strcmp(key, "start_monotonic_ns"))
-            m->start_monotonic_ns = v;
-        else if (!strcmp(key, "max_frames"))
-            m->max_frames = v;
-        else if (!strcmp(key, "max_memory"))
-            m->max_memory = v;
-        else if (!strcmp(key, "native"))
-            m->native = v != 0;
-        else if (!strcmp(key, "gc"))
-            m->gc = v != 0;
-        else if (!strcmp(key, "main_only"))
-            m->main_only = v != 0;
-        else if (!strcmp(key, "opcodes"))
-            m->opcodes = v != 0;
+        if (stats)
+            stats_field(st, &fl);
+        else
+            meta_field(r, &fl);
     }
     if (!stats) {
         r->meta.python_version_text = r->meta_text[0];

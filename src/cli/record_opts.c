@@ -300,10 +300,32 @@ static int check_async(const struct rec *r)
     return -1;
 }
 
+/* The options that choose the output format. */
+static const struct {
+    int opt;
+    enum format format;
+} FORMAT_OPTS[] = {
+    {OPT_PSTATS, FMT_PSTATS},
+    {OPT_COLLAPSED, FMT_COLLAPSED},
+    {OPT_FLAMEGRAPH, FMT_FLAMEGRAPH},
+    {OPT_SPEEDSCOPE, FMT_SPEEDSCOPE},
+    {OPT_PPROF, FMT_PPROF},
+    {OPT_HEATMAP, FMT_HEATMAP},
+    {OPT_JSONL, FMT_JSONL},
+    {OPT_GECKO, FMT_GECKO},
+    {OPT_SVG, FMT_SVG},
+    {OPT_CHROMETRACE, FMT_CHROMETRACE},
+};
+
 /* An option that sets a field and takes no value: returns 1 if c is one
  * (r updated), else 0. */
 static int set_flag_option(struct rec *r, int c)
 {
+    for (size_t i = 0; i < sizeof FORMAT_OPTS / sizeof FORMAT_OPTS[0]; i++)
+        if (FORMAT_OPTS[i].opt == c) {
+            r->format = FORMAT_OPTS[i].format;
+            return 1;
+        }
     switch (c) {
     case 'a': /* the default */
         break;
@@ -322,26 +344,8 @@ static int set_flag_option(struct rec *r, int c)
     case OPT_STATS:
         r->stats = 1;
         break;
-    case OPT_PSTATS:
-        r->format = FMT_PSTATS;
-        break;
-    case OPT_COLLAPSED:
-        r->format = FMT_COLLAPSED;
-        break;
-    case OPT_FLAMEGRAPH:
-        r->format = FMT_FLAMEGRAPH;
-        break;
     case OPT_NO_TID:
         r->tid = 0;
-        break;
-    case OPT_SPEEDSCOPE:
-        r->format = FMT_SPEEDSCOPE;
-        break;
-    case OPT_PPROF:
-        r->format = FMT_PPROF;
-        break;
-    case OPT_HEATMAP:
-        r->format = FMT_HEATMAP;
         break;
     case OPT_READ_ONLY:
         r->read_only = 1;
@@ -361,14 +365,8 @@ static int set_flag_option(struct rec *r, int c)
     case OPT_BINARY:
         r->binary = 1;
         break;
-    case OPT_JSONL:
-        r->format = FMT_JSONL;
-        break;
     case OPT_JSONL_SAMPLES:
         r->jsonl_samples = 1;
-        break;
-    case OPT_GECKO:
-        r->format = FMT_GECKO;
         break;
     case OPT_BROWSER:
         r->browser = 1;
@@ -393,12 +391,6 @@ static int set_flag_option(struct rec *r, int c)
         break;
     case OPT_NO_IDLE:
         r->no_idle = 1;
-        break;
-    case OPT_SVG:
-        r->format = FMT_SVG;
-        break;
-    case OPT_CHROMETRACE:
-        r->format = FMT_CHROMETRACE;
         break;
     default:
         return 0;

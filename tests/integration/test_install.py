@@ -300,7 +300,7 @@ def test_bash_completion_offers_commands_options_and_pids(destdir, sleeper):
         pytest.fail("bash-completion is not installed (scripts/install-deps.sh)")
     assert set(bash_complete(destdir, "pystrobe ")) >= {"run", "attach", "dump", "help", "version"}
     assert bash_complete(destdir, "pystrobe d") == ["dump"]
-    assert set(bash_complete(destdir, "pystrobe dump --")) == {"--json", "--max-frames", "--help"}
+    assert set(bash_complete(destdir, "pystrobe dump --")) >= {"--json", "--max-frames", "--help"}
     assert "--sampling-rate" in bash_complete(destdir, "pystrobe attach --sa")
     pids = bash_complete(destdir, "pystrobe dump ")
     assert str(sleeper.pid) in pids, pids

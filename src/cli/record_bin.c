@@ -235,9 +235,11 @@ static int say_write_error(struct rec_bin *b, int err)
 }
 
 /* The threads of snap the outputs keep (as the profile does: a stack, no
- * error, rec_thread_matches) into *th (grown as needed); -1 if out of
- * memory. *unmatched counts a sample with stacks of which none was kept. */
-static ssize_t kept_threads(const struct rec *r, const struct pys_snapshot *snap,
+ * error, rec_thread_matches) into *th (grown as needed), with their Python
+ * names as record_loop.c's add_thread gives them (the main interpreter's
+ * threads, from session s); -1 if out of memory. *unmatched counts a
+ * sample with stacks of which none was kept. */
+static ssize_t kept_threads(const struct rec *r, pys_session *s, const struct pys_snapshot *snap,
                             struct out_rec_thread **th, size_t *capth, uint64_t *unmatched)
 {
     size_t n = 0, stacks = 0;
@@ -259,8 +261,10 @@ static ssize_t kept_threads(const struct rec *r, const struct pys_snapshot *snap
                 *capth = cap;
             }
             uint64_t id = t->host_id ? t->host_id : t->native_id;
+            const char *name = s && in->id == 0 ? pys_session_thread_name(s, t->thread_id) : NULL;
             (*th)[n++] = (struct out_rec_thread){.id = id,
                                                  .ns_id = id != t->native_id ? t->native_id : 0,
+                                                 .name = name,
                                                  .status = t->status,
                                                  .nframes = t->nframes,
                                                  .frames = t->frames};
@@ -276,7 +280,7 @@ int rec_bin_sample(void *ctx, const struct rec_sample *smp)
     if (b->failed)
         return PYS_E_NOMEM;
     const struct pys_snapshot *snap = smp->snap;
-    ssize_t kept = kept_threads(b->r, snap, &b->th, &b->capth, &b->unmatched);
+    ssize_t kept = kept_threads(b->r, smp->s, snap, &b->th, &b->capth, &b->unmatched);
     if (kept < 0)
         goto nomem;
     size_t n = (size_t)kept;
@@ -375,7 +379,7 @@ static struct stream_sink stream;
 static int stream_sample(void *ctx, const struct rec_sample *smp)
 {
     struct stream_sink *k = ctx;
-    ssize_t n = kept_threads(k->r, smp->snap, &k->th, &k->capth, &k->unmatched);
+    ssize_t n = kept_threads(k->r, smp->s, smp->snap, &k->th, &k->capth, &k->unmatched);
     struct out_rec_sample s = {smp->t_ns, smp->snap ? 0 : smp->rc, n < 0 ? 0 : (size_t)n, k->th};
     int rc = n < 0         ? PYS_E_NOMEM
              : k->r->gecko ? out_gecko_sample(k->r->gecko, &s)

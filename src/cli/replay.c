@@ -113,7 +113,8 @@ static int on_stats(void *ctx, const struct out_rec_stats *s)
 }
 
 /* As record_loop.c's add_thread: each thread under pystrobe's id, its
- * own PID namespace's id beside it. */
+ * own PID namespace's id beside it, its Python name (the last one given)
+ * on it. */
 static int on_sample(void *ctx, const struct out_rec_sample *s)
 {
     struct replay *x = ctx;
@@ -122,6 +123,9 @@ static int on_sample(void *ctx, const struct out_rec_sample *s)
         const struct out_rec_thread *t = &s->threads[i];
         if (t->ns_id && pys_profile_thread_ns(x->prof, t->id) != t->ns_id &&
             pys_profile_set_thread_ns(x->prof, t->id, t->ns_id) < 0)
+            goto nomem;
+        if (t->name && pys_profile_thread_name(x->prof, t->id) != t->name &&
+            pys_profile_set_thread_name(x->prof, t->id, t->name) < 0)
             goto nomem;
         if (pys_profile_add(x->prof, t->id, t->frames, t->nframes, 1) < 0)
             goto nomem;

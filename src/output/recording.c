@@ -29,6 +29,7 @@ enum rec_type {
     R_STATS = 5,
     R_SAMPLE = 6,
     R_END = 7,
+    R_THREAD_NAME = 32, /* minor 1: skipped by minor-0 readers */
 };
 
 /* Value types of META and STATS fields. */
@@ -126,6 +127,8 @@ struct frame_ent {
  * them (to compare by field and string address) and their ids. */
 struct thread_ent {
     uint64_t id, ns_id;
+    const char *name; /* the last name given (by address), NULL none */
+    uint32_t name_id; /* its string id + 1, 0 none stored yet */
     struct pys_frame *frames;
     uint32_t *ids;
     size_t n, cap;
@@ -349,12 +352,37 @@ static int same_frame(const struct pys_frame *a, const struct pys_frame *b)
            a->end_col == b->end_col && a->kind == b->kind && a->opcode == b->opcode;
 }
 
+/* A THREAD_NAME record for thread index ti when name differs from the
+ * last one stored for it (NULL: none given, the last one stands). */
+static int enc_thread_name(out_rec_enc *e, size_t ti, const char *name)
+{
+    struct thread_ent *te = &e->threads[ti];
+    if (!name || name == te->name)
+        return 0;
+    uint32_t sid;
+    if (intern_str(e, name, &sid) < 0 || buf_reserve(&e->buf, 1 + 3 * 10) < 0)
+        return PYS_E_NOMEM;
+    te->name = name;
+    if (sid == te->name_id)
+        return 0;
+    te->name_id = sid;
+    uint8_t body[20];
+    struct out_rec_buf b = {body, 0, sizeof body};
+    put_var(&b, ti);
+    put_var(&b, sid - 1);
+    put_u8(&e->buf, R_THREAD_NAME);
+    put_var(&e->buf, b.len);
+    memcpy(e->buf.p + e->buf.len, body, b.len);
+    e->buf.len += b.len;
+    return 0;
+}
+
 /* One thread's part of a SAMPLE record, appended to part; the strings,
- * frames and thread it defines go to e->buf. */
+ * frames, thread and name it defines go to e->buf. */
 static int enc_thread(out_rec_enc *e, const struct out_rec_thread *t, struct out_rec_buf *part)
 {
     size_t ti;
-    if (intern_thread(e, t->id, t->ns_id, &ti) < 0)
+    if (intern_thread(e, t->id, t->ns_id, &ti) < 0 || enc_thread_name(e, ti, t->name) < 0)
         return PYS_E_NOMEM;
     struct thread_ent *te = &e->threads[ti];
     size_t n = t->nframes;
@@ -613,7 +641,7 @@ struct rstr {
 };
 
 struct rthread {
-    struct out_rec_thread t; /* id, ns_id */
+    struct out_rec_thread t; /* id, ns_id, name */
     uint32_t *stack;         /* frame ids, outermost first */
     size_t n, cap;
 };
@@ -744,6 +772,22 @@ static int read_thread(struct reader *r, struct cur *c)
         grow(&r->threads, &r->capthreads, r->nthreads, sizeof *r->threads) < 0)
         return PYS_E_NOMEM;
     r->threads[r->nthreads++] = (struct rthread){.t = {.id = id, .ns_id = ns}};
+    return 0;
+}
+
+/* A THREAD_NAME record's body (after its type and length): the thread's
+ * name from now on; bytes past the fields a later minor may add are
+ * skipped. */
+static int read_thread_name(struct reader *r, struct cur *c)
+{
+    uint64_t len, ti, sid;
+    if (get_var(c, &len) < 0 || len > left(c))
+        return -1;
+    struct cur body = {c->p, c->p + len};
+    if (get_var(&body, &ti) < 0 || ti >= r->nthreads || get_var(&body, &sid) < 0 || sid >= r->nstrs)
+        return -1;
+    r->threads[ti].t.name = r->strs[sid];
+    c->p += len;
     return 0;
 }
 
@@ -1010,6 +1054,9 @@ static int read_records(struct reader *r, const uint8_t *raw, size_t len, uint64
         case R_END:
             r->ended = 1;
             break;
+        case R_THREAD_NAME:
+            rc = read_thread_name(r, &c);
+            break;
         default:
             if (type >= 32) { /* a record a later minor version added: skipped */
                 uint64_t l;
@@ -1022,7 +1069,9 @@ static int read_records(struct reader *r, const uint8_t *raw, size_t len, uint64
             rc = -1;
         }
         if (rc == -1)
-            return fail(r, type >= 1 && type <= 7 ? "malformed record" : "unknown record type",
+            return fail(r,
+                        (type >= 1 && type <= 7) || type == R_THREAD_NAME ? "malformed record"
+                                                                          : "unknown record type",
                         block, off);
         if (rc == PYS_E_NOMEM) {
             snprintf(r->err, r->errlen, "out of memory");

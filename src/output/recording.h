@@ -25,7 +25,7 @@
 #include <pystrobe/pystrobe.h>
 
 #define OUT_REC_MAJOR 1
-#define OUT_REC_MINOR 0
+#define OUT_REC_MINOR 1
 #define OUT_REC_FILE_HEADER 16
 #define OUT_REC_BLOCK_HEADER 20
 /* The largest payload a reader accepts, stored or decompressed. */
@@ -67,9 +67,13 @@ void out_rec_buf_release(struct out_rec_buf *b);
 typedef struct out_rec_enc out_rec_enc;
 
 /* One thread's stack of a sample: id is pystrobe's view of the thread (its
- * /proc), ns_id the target's when it differs (else 0). */
+ * /proc), ns_id the target's when it differs (else 0), name its Python
+ * name (NULL: none known, or unchanged; the encoder compares it by address,
+ * so it must stay valid as the frames' strings do; read: the last name the
+ * recording gave the thread so far). */
 struct out_rec_thread {
     uint64_t id, ns_id;
+    const char *name;
     uint32_t status;
     size_t nframes;
     const struct pys_frame *frames; /* innermost first */

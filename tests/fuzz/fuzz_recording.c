@@ -11,7 +11,8 @@
  * with its magic set.
  *
  * Seeds (tests/fuzz/seeds/fuzz_recording/): short recordings of a real
- * target, zstd and stored, a cut one and one of a newer major version, and
+ * target, zstd and stored, a cut one, one of a newer major version, one
+ * with named threads (named.pysr: THREAD_NAME records, a rename), and
  * small files of CPython 3.15's own writer.
  */
 #include "output/recording.h"
@@ -39,6 +40,8 @@ static int on_sample(void *ctx, const struct out_rec_sample *s)
     (void)ctx;
     for (size_t i = 0; i < s->nthreads; i++) {
         const struct out_rec_thread *t = &s->threads[i];
+        if (t->name)
+            sink_len += strlen(t->name);
         for (size_t k = 0; k < t->nframes; k++) {
             const struct pys_frame *f = &t->frames[k];
             check(f->filename && f->qualname);

@@ -90,8 +90,8 @@ def _fields(b, i):
 def read(path):
     """{"meta", "stats" (the last), "samples": [(t_ns, rc, [(tid, ns_id,
     status, [(file, qualname, line, end_line, col, end_col, kind, firstlineno,
-    opcode) innermost first])])], "complete",
-    "cut", "blocks"}."""
+    opcode) innermost first])])], "names" ({tid: the last THREAD_NAME given},
+    "complete", "cut", "blocks"}."""
     data = open(path, "rb").read()
     cut = False
     try:
@@ -99,8 +99,8 @@ def read(path):
     except Cut as e:
         bl, cut = e.args[0], True
     strings, frames, threads, stacks = [], [], [], {}
-    res = {"meta": None, "stats": None, "samples": [], "complete": False, "cut": cut,
-           "blocks": len(bl)}
+    res = {"meta": None, "stats": None, "samples": [], "names": {}, "complete": False,
+           "cut": cut, "blocks": len(bl)}
     t = 0
     for _, _, b in bl:
         i = 0
@@ -159,7 +159,13 @@ def read(path):
             elif typ == 7:
                 res["complete"] = True
                 return res
-            elif typ >= 32:
+            elif typ == 32:
+                n, i = _var(b, i)
+                ti, j = _var(b, i)
+                sid, _ = _var(b, j)
+                res["names"][threads[ti][0]] = strings[sid]
+                i += n
+            elif typ > 32:
                 n, i = _var(b, i)
                 i += n
             else:

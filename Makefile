@@ -81,7 +81,9 @@ $(B)/obj/src/output/flamegraph.o: $(B)/gen/flamegraph_html.h
 # PYTHONPATH=$(B)/python. One abi3 build (limited API of 3.8) serves every host
 # 3.8+. The library layers it uses are compiled again without $(SAN): a
 # sanitized extension cannot load into an ordinary interpreter. libpystrobe is
-# linked in statically (its symbols hidden), libelf dynamically.
+# linked in statically (its symbols hidden), libelf dynamically, and only the
+# libraries it uses (--as-needed: the module is loaded in chroots and
+# containers that lack the command's libraries, such as protobuf-c).
 
 PY_INCLUDE   = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 MOD_DIR     := $(B)/python/pystrobe
@@ -103,7 +105,7 @@ $(MOD_DIR)/_pystrobe.abi3.so: python/pystrobe/_pystrobe.c $(B)/python/obj/libpys
                               $(wildcard include/pystrobe/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(MOD_CFLAGS) -isystem $(PY_INCLUDE) -DPy_LIMITED_API=0x03080000 -shared $(LDFLAGS) \
-	    -Wl,--exclude-libs,ALL -o $@ $< $(B)/python/obj/libpystrobe.a $(LDLIBS)
+	    -Wl,--exclude-libs,ALL -o $@ $< $(B)/python/obj/libpystrobe.a -Wl,--as-needed $(LDLIBS)
 
 $(MOD_DIR)/%.py: python/pystrobe/%.py
 	@mkdir -p $(dir $@)

@@ -125,7 +125,7 @@ sidroot: deps
 test-one: all module
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 	PYSTROBE_BUILD=$(abspath $(B)) PYSTROBE_SANITIZED=$(if $(SAN),1,) \
-	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+	    $(PYTHON) -m pytest -q -p no:cacheprovider --durations=20 tests/integration
 
 test: sidroot
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)

@@ -234,3 +234,23 @@ class SessionProcesses:
                     pass
             _kill(p)
         self.procs = []
+
+
+# Tests whose cost is a real consumer (a browser, go, npm, tmux) run once, in
+# the normal pass, not again in the sanitizer pass (PYSTROBE_SANITIZED): that
+# keeps `make test` within CI's time. The C code they drive is the same in
+# both builds; the sanitizer pass keeps every test of pystrobe's own output.
+CONSUMER_FILES = {"test_live.py", "test_speedscope.py", "test_pprof.py", "test_heatmap.py"}
+CONSUMER_TESTS = ("test_gecko_", "test_svg_renders", "test_svg_escapes", "test_chrometrace_",
+                  "test_flame_view_and_dark_theme", "test_panel_short_paths",
+                  "test_inverted_view")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not os.environ.get("PYSTROBE_SANITIZED"):
+        return
+    skip = pytest.mark.skip(reason="a real consumer's test: run once, in the normal pass")
+    for item in items:
+        if (Path(str(item.fspath)).name in CONSUMER_FILES
+                or item.name.startswith(CONSUMER_TESTS)):
+            item.add_marker(skip)

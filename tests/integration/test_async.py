@@ -356,7 +356,10 @@ def test_churning_graph_never_mixes_moments(target, sid_root):
         assert r.returncode == 0, r.stderr.decode()
         ok, failed, mixed = map(int, r.stdout.split())
         assert mixed == 0, (ok, failed, mixed)
-        assert ok > 10 * failed, (ok, failed)
+        # Enough graphs read for the check above to mean something. How many
+        # reads the churn defeats depends on the build's speed and the load
+        # (under the sanitizers, most), so no ratio is asserted.
+        assert ok >= 20, (ok, failed)
     finally:
         proc.kill()
         proc.wait()

@@ -222,6 +222,14 @@ struct pys_stats {
      * (from the first thread stopped to the last resumed) in all and in
      * the longest, and the threads stopped, counted once per pause. */
     uint64_t pauses, paused_ns, paused_max_ns, paused_threads;
+    /* Thread stacks read (walked, not taken over from the sample before),
+     * and of those, how many changed while read and were read again before
+     * one was a single moment: a sample re-read is taken a little later
+     * than planned, at a moment easier to read. */
+    uint64_t thread_reads, thread_rereads;
+    /* Times the 3.15 frame cache was set to rest: most walks with it were
+     * torn, on a stack that unwinds between samples. */
+    uint64_t frame_cache_rests;
 };
 PYS_EXTERN void pys_session_stats(const pys_session *s, struct pys_stats *out);
 

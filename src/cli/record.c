@@ -270,6 +270,8 @@ int cli_record(int argc, char **argv, int attach)
     live_free(lv);
     const struct pys_profile_info *info = pys_profile_info(j.prof);
     rec_print_summary(info, j.r.rate_hz, j.r.no_summary);
+    if (!j.r.no_summary)
+        rec_print_rereads(ss.v[ss.n - 1]);
     if (!j.r.binary)
         rec_print_folded(j.prof, j.r.max_memory);
     if (j.r.stats)

@@ -215,6 +215,9 @@ void rec_out_target(struct rec_out *o, const struct rec *r, int pid);
  * in any case. */
 void rec_print_summary(const struct pys_profile_info *info, double rate_hz, int quiet);
 /* The summary's line on folded samples, if the profile reached its bound. */
+/* The thread stacks read more than once before one read was a single
+ * moment (pys_stats.thread_rereads), for the end summary. */
+void rec_print_rereads(const pys_session *s);
 void rec_print_folded(const pys_profile *p, uint64_t max_memory);
 void rec_print_stats(const pys_session *s, const struct pys_profile_info *info);
 /* Write the profile to o, or if that fails to a fallback file named on

@@ -530,6 +530,20 @@ warnings:
                 (unsigned long long)info->truncated, (unsigned long long)info->max_frames);
 }
 
+void rec_print_rereads(const pys_session *s)
+{
+    struct pys_stats st;
+    pys_session_stats(s, &st);
+    uint64_t n = st.thread_reads + st.thread_errors;
+    if (n == 0)
+        return;
+    fprintf(stderr,
+            "Re-read stacks: %llu of %llu (%.2f%%) changed while read and were read again, "
+            "a little later\n",
+            (unsigned long long)st.thread_rereads, (unsigned long long)n,
+            100.0 * (double)st.thread_rereads / (double)n);
+}
+
 void rec_print_folded(const pys_profile *p, uint64_t max_memory)
 {
     uint64_t folded = pys_profile_info_get(p)->folded;
@@ -592,6 +606,11 @@ void rec_print_stats(const pys_session *s, const struct pys_profile_info *info)
                 "  frames:             %llu from the cache, %llu read; %llu anchor writes\n",
                 (unsigned long long)st.frames_from_cache, (unsigned long long)st.frames_read,
                 (unsigned long long)st.mem_writes);
+        if (st.frame_cache_rests)
+            fprintf(stderr,
+                    "  frame cache rests:  %llu (most walks with it were torn: the stack "
+                    "unwinds between samples)\n",
+                    (unsigned long long)st.frame_cache_rests);
         if (st.frame_cache_other_writers)
             fprintf(stderr,
                     "  other profiler:     writes the frame cache anchor of %llu threads too: "

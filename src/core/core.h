@@ -181,6 +181,11 @@ struct prof_fcache {
     size_t seen; /* entries seen by the snapshot under way (prof_fcache_sweep) */
     uint64_t other_writers;      /* threads found with another writer of their anchor */
     uint64_t other_writer_walks; /* thread samples walked without the cache for that */
+    /* Whether the cache pays (snapshot.c, fcache_on): first walks with it
+     * in the window under way, how many were torn, and the snapshot before
+     * which it rests. rests: how many times it was set to rest. */
+    uint32_t win_walks, win_torn;
+    uint64_t rest_until, rests;
 };
 
 struct pys_session;
@@ -222,6 +227,11 @@ struct prof_put_off {
 };
 
 /* What torn.c keeps: its scratch, and the second reads put off. */
+/* Bytes of room to grow (chain_hint) the second copies of one snapshot's
+ * walks may take in all: a few deep threads' worth, so that a process of
+ * many threads does not copy a page more per thread. */
+#define PROF_GROW_BUDGET (64u << 10)
+
 struct prof_torn {
     uint64_t (*verify)[3]; /* code, caller and position of each frame, re-read */
     struct mem_seg *segs;
@@ -243,6 +253,9 @@ struct prof_torn {
     struct prof_put_off *chk_walks;
     size_t nchk_walks, chk_walks_cap;
     int put_off; /* walks may put their second read off */
+    /* Bytes above the stacks' tops the next batch may still copy a second
+     * time (chain_hint's room to grow), this snapshot. */
+    size_t grow_left;
 };
 void prof_torn_release(struct prof_torn *tn);
 
@@ -417,6 +430,8 @@ struct pys_session {
     int have_program, exec_seen;
     uint64_t program_checked_ns;
     uint64_t snapshots, thread_errors; /* counters for pys_session_stats */
+    uint64_t thread_reads, thread_rereads;
+    int rereading; /* put_off_checks: read_thread reads a torn thread again */
 
     struct prof_intern strings;
     struct prof_tnames *tnames; /* threadnames.c: NULL until a name is asked for */

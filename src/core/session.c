@@ -227,6 +227,9 @@ void pys_session_stats(const pys_session *s, struct pys_stats *out)
     out->frame_cache_entries = s->fcache.count;
     out->frame_cache_other_writers = s->fcache.other_writers;
     out->frame_cache_other_writer_walks = s->fcache.other_writer_walks;
+    out->thread_reads = s->thread_reads;
+    out->thread_rereads = s->thread_rereads;
+    out->frame_cache_rests = s->fcache.rests;
     prof_pause_stats(s->pause, out);
 }
 

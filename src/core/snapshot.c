@@ -322,6 +322,8 @@ static int put_off_checks(struct pys_session *s)
         struct cpy_thread t;
         mem_log_mark(&s->mem);
         struct mem_mark mark = mem_mark(&s->mem);
+        /* Its walk was counted as a read: it is one that needed more. */
+        s->thread_reads--;
         int trc = cpy_thread_read(&s->mem, &s->off, &s->sym, pt->tstate, s->tsbuf, &t);
         if (trc == PYS_E_EXITED)
             return trc;
@@ -334,10 +336,47 @@ static int put_off_checks(struct pys_session *s)
             s->thread_errors++;
             continue;
         }
-        if ((trc = read_thread(s, &s->seen_interps[po->ni], &t, mark, po->ti, po->ni)) < 0)
+        s->rereading = 1;
+        trc = read_thread(s, &s->seen_interps[po->ni], &t, mark, po->ti, po->ni);
+        s->rereading = 0;
+        if (trc < 0)
             return trc;
     }
     return 0;
+}
+
+/*
+ * The frame cache pays where a stack's lower part stays put between
+ * samples. On one that unwinds and grows again between them (short calls
+ * deep down), its anchor has moved at most samples: those walks are torn,
+ * and the walks kept after retries lean to the moments that were easy to
+ * read, shallow ones. So once more than 1 in FCACHE_TORN_SHARE of the
+ * first walks in a window of FCACHE_WINDOW used it and were torn, the
+ * cache rests for FCACHE_REST snapshots (walks as --read-only makes them,
+ * no anchor written), then is tried again.
+ */
+#define FCACHE_WINDOW 128
+#define FCACHE_TORN_SHARE 16
+#define FCACHE_REST 2048
+
+static int fcache_on(const struct pys_session *s)
+{
+    return s->use_fcache && s->snapshots >= s->fcache.rest_until;
+}
+
+/* Count a first walk made with the cache: torn or not. */
+static void fcache_outcome(struct pys_session *s, int torn)
+{
+    struct prof_fcache *fc = &s->fcache;
+    fc->win_walks++;
+    fc->win_torn += torn != 0;
+    if (fc->win_torn * FCACHE_TORN_SHARE > FCACHE_WINDOW) {
+        fc->rest_until = s->snapshots + FCACHE_REST;
+        fc->rests++;
+    } else if (fc->win_walks < FCACHE_WINDOW) {
+        return;
+    }
+    fc->win_walks = fc->win_torn = 0;
 }
 
 /* Read one thread: status, then frames. Returns 0 (the thread may carry its
@@ -372,8 +411,9 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
 
     struct cpy_thread cur = *t;
     struct prof_walk w = {.mark = mark};
-    int put_off = 0, restarted = 0;
+    int put_off = 0, restarted = 0, fc = fcache_on(s), walks = 0;
     for (int attempt = 0; attempt < WALK_TRIES; attempt++) {
+        walks++;
         if (attempt > 0 && !restarted) {
             /* The thread moved on while it was read. Read again, in one batch,
              * everything read so far (the failed walk's thread state, chunk
@@ -386,7 +426,8 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
                 break;
         }
         w = (struct prof_walk){.mark = mark, .tail_start = SIZE_MAX};
-        if (s->use_fcache && prof_fcache_usable(s, &cur)) {
+        int fc_walk = fc && prof_fcache_usable(s, &cur);
+        if (fc_walk) {
             rc = prof_fcache_walk(s, &w, &cur);
         } else {
             rc = cpy_stack_walk(&s->mem, &s->off, &cur, &s->stack, s->raw, s->walk_max);
@@ -406,6 +447,8 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
             if (rc < 0 && put_off) /* not named: nothing to check at the end */
                 prof_torn_forget_last(s);
         }
+        if (fc_walk && attempt == 0 && !restarted && rc != PYS_E_EXITED && rc != PYS_E_NOMEM)
+            fcache_outcome(s, rc < 0);
         if (rc >= 0 || rc == PYS_E_EXITED || rc == PYS_E_NOMEM)
             break;
         /* Torn by a top frame that moved on before it was copied: walk
@@ -426,6 +469,8 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
     }
     err[0] = '\0';
     pt->nframes = (size_t)rc;
+    s->thread_reads++;
+    s->thread_rereads += walks > 1 || s->rereading;
     return 0;
 }
 
@@ -653,6 +698,7 @@ static int snapshot_try(struct pys_session *s, int tries)
     s->fcache.seen = 0;
     s->check_each_walk = tries + 1 >= GENERATION_TRIES;
     s->torn.put_off = !s->check_each_walk;
+    s->torn.grow_left = PROF_GROW_BUDGET;
     s->err[0] = '\0';
     s->snapshots++;
     if ((rc = prof_idle_begin(s, tries)) < 0)

@@ -38,8 +38,11 @@
 
 #include "core/core.h"
 
-/* How far past the data stack's top the second copies of a chain reach. */
+/* How far past the data stack's top the second copies of a chain reach:
+ * HINT_SLACK within the top's page, or up to GROW_SLACK within the mapped
+ * start of its chunk (grow_end). */
 #define HINT_SLACK 512
+#define GROW_SLACK (8u << 10)
 
 /* --- the comparisons -------------------------------------------------- */
 
@@ -190,6 +193,32 @@ static int thread_may_move(struct pys_session *s, const struct prof_walk *w,
 
 /* --- second copies in the next batch ---------------------------------- */
 
+/*
+ * Where the second copies hinted above thread t's stack top end. A stack
+ * deeper at the next sample than now finds its new frames' second copies in
+ * that batch only if they reach that far; without them its walk is checked
+ * by a read of its own, later, which a fast-changing stack fails the more
+ * often the deeper it is: kept samples would lean to shallow stacks. So
+ * while the top lies in the first CPY_CHUNK_MIN bytes of its chunk (mapped
+ * whatever the chunk's size), up to GROW_SLACK above it, from the
+ * snapshot's budget; else a little, within the top's page.
+ */
+static uint64_t grow_end(struct pys_session *s, const struct cpy_thread *t)
+{
+    uint64_t top = t->datastack_top, limit = t->datastack_chunk + CPY_CHUNK_MIN;
+    if (top >= t->datastack_chunk && top < limit && s->torn.grow_left > 0) {
+        uint64_t room = limit - top;
+        if (room > GROW_SLACK)
+            room = GROW_SLACK;
+        if (room > s->torn.grow_left)
+            room = s->torn.grow_left;
+        s->torn.grow_left -= (size_t)room;
+        return top + room;
+    }
+    uint64_t page_end = (top + MEM_PAGE_SIZE - 1) & ~(uint64_t)(MEM_PAGE_SIZE - 1);
+    return page_end - top > HINT_SLACK ? top + HINT_SLACK : page_end;
+}
+
 /* Have the next snapshot's batch end with second copies of frames
  * raw[from..k) (and raw[k]'s position with pos_k), and of thread t's data
  * stack above them (frames called since will be there). */
@@ -203,15 +232,14 @@ static void chain_hint(struct pys_session *s, const struct cpy_thread *t,
     uint64_t lo = f->executable < f->previous ? f->executable : f->previous;
     uint64_t hi = (f->executable < f->previous ? f->previous : f->executable) + 8;
     uint64_t plo = po < lo ? po : lo, phi = po + pw > hi ? po + pw : hi;
-    /* From the first frame to a little past the stack's top, within its
-     * page (mapped: the stack's top is in it), hinted first: the frames
-     * below merge into it. */
+    /* From the first frame to past the stack's top (grow_end), hinted
+     * first: the frames below merge into it. */
     uint64_t top = t->datastack_top;
-    uint64_t page_end = (top + MEM_PAGE_SIZE - 1) & ~(uint64_t)(MEM_PAGE_SIZE - 1);
-    uint64_t end = page_end - top > HINT_SLACK ? top + HINT_SLACK : page_end;
-    if (k > from && raw[from].addr >= t->datastack_chunk && raw[from].addr < top &&
-        end - raw[from].addr <= MEM_RECHECK_SPAN)
-        mem_recheck_hint(&s->mem, raw[from].addr, (size_t)(end - raw[from].addr));
+    if (k > from && raw[from].addr >= t->datastack_chunk && raw[from].addr < top) {
+        uint64_t end = grow_end(s, t);
+        if (end - raw[from].addr <= MEM_RECHECK_SPAN)
+            mem_recheck_hint(&s->mem, raw[from].addr, (size_t)(end - raw[from].addr));
+    }
     for (size_t i = from; i < k + (pos_k != 0); i++) {
         int pos = pos_checked(raw, i);
         if (i == k) {

@@ -65,6 +65,10 @@ int cpy_interp_read_first(struct mem *m, const struct cpy_offsets *o, uint64_t r
 
 /* --- threads ------------------------------------------------------------ */
 
+/* The smallest data stack chunk CPython allocates (DATA_STACK_CHUNK_SIZE,
+ * 3.11+): the first CPY_CHUNK_MIN bytes of a current chunk are mapped. */
+#define CPY_CHUNK_MIN (16u << 10)
+
 struct cpy_thread {
     uint64_t addr;
     uint64_t next;

@@ -54,8 +54,7 @@ static void no_window(struct cpy_stack *st)
 /* struct _PyStackChunk's top: slots (pointers) in use, for chunks that are
  * not the current one. */
 #define CHUNK_TOP 16
-/* The smallest chunk CPython allocates (DATA_STACK_CHUNK_SIZE, 3.11+). */
-#define CHUNK_MIN (16u << 10)
+#define CHUNK_MIN CPY_CHUNK_MIN
 
 /* Read chunk bytes: past the prefetch (quiet) or through it. */
 static int read_chunk(struct mem *m, int quiet, uint64_t addr, uint8_t *buf, size_t len)

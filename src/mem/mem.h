@@ -19,7 +19,7 @@
 /* Spans a snapshot can have read twice (mem_recheck_hint), and the most
  * bytes of each. */
 #define MEM_RECHECK_MAX 256
-#define MEM_RECHECK_SPAN 4096
+#define MEM_RECHECK_SPAN (16u << 10)
 
 /* One piece of a batched read. */
 struct mem_seg {

@@ -529,7 +529,7 @@ class Bench:
         prof = None
         try:
             if which == "sleeper":
-                prof = self.start_sleeper(parse_hz(rate))
+                prof = self.start_sleeper(int(parse_hz(rate)))
             elif which:
                 prof = self.start_profiler(which, p.pid, rate, None, rate)
             time.sleep(ATTACH_LEAD)   # the same wait with no profiler
@@ -580,13 +580,13 @@ class Bench:
 
     def at_rate(self, workload, rate="10khz"):
         units = self.calibrate(workload)
-        floor = self.pace_floor(parse_hz(rate))
+        floor = self.pace_floor(int(parse_hz(rate)))
         conds = [None, "sleeper", "pystrobe", "reference"]
         profs = conds[2:]
         runs = {c: [] for c in conds}
         cpu = {c: [] for c in profs}
         failed = {c: [] for c in profs}
-        rate = {c: [] for c in profs}
+        achieved = {c: [] for c in profs}
         for rep in range(self.args.reps):
             k = rep % len(conds)
             for c in conds[k:] + conds[:k]:
@@ -595,7 +595,7 @@ class Bench:
                 if c in profs:
                     cpu[c].append(cpu_rate)
                     failed[c].append(summary["failed_pct"])
-                    rate[c].append(summary["rate"])
+                    achieved[c].append(summary["rate"])
         none = statistics.median(runs[None])
         out = {"units": units, "none": none, "runs": runs, "floor": floor}
         floor["slowdown"] = statistics.median(runs["sleeper"]) / none - 1
@@ -604,7 +604,7 @@ class Bench:
             out[c] = {"elapsed": t, "slowdown": t / none - 1,
                       "cpu": statistics.median(cpu[c]),
                       "failed_pct": statistics.median(failed[c]),
-                      "rate": statistics.median(rate[c])}
+                      "rate": statistics.median(achieved[c])}
         return out
 
     # 4. peak RSS over a long run at 10 kHz

@@ -106,7 +106,9 @@ def main():
     if prof:
         print(f"profiler {prof}: {len(phold)} takings of the target's lock; hold us: "
               f"median {us * statistics.median(phold) if phold else 0:.1f}, p99 "
-              f"{us * pct(phold, .99):.1f}, total {us * sum(phold) / 1e3:.1f} ms")
+              f"{us * pct(phold, .99):.1f}, total {us * sum(phold) / 1e3:.1f} ms; waits for "
+              f"it: total {us * sum(pwait) / 1e3:.1f} ms, over 10 us: "
+              f"{sum(1 for x in pwait if x > 10e-6)}")
 
 
 if __name__ == "__main__":

@@ -50,6 +50,10 @@ def main():
         subprocess.run(["mount", "-t", "tracefs", "nodev", T], check=True)
     ttids = tids(target)
     ptids = tids(prof) if prof else set()
+    with open(f"{T}/buffer_size_kb") as f:
+        old_size = f.read().split()[0]
+    with open(f"{T}/tracing_on") as f:
+        old_on = f.read().strip()
     w("tracing_on", "0")
     w("trace", "")
     w("buffer_size_kb", "65536")
@@ -66,6 +70,8 @@ def main():
     with open(f"{T}/trace") as f:
         lines = f.readlines()
     w("trace", "")
+    w("buffer_size_kb", old_size)  # the tracer as it was found
+    w("tracing_on", old_on)
     start, got = {}, {}
     twait, thold, pwait, phold = [], [], [], []
     target_mm = collections.Counter()

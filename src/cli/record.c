@@ -265,17 +265,20 @@ int cli_record(int argc, char **argv, int attach)
     }
 
     struct rec_sessions ss = {.v = {j.s}, .n = 1, .opt = &j.opt};
+    struct rec_cost cost;
+    rec_cost_begin(&cost);
     enum end why = rec_sample_loop(&j.r, &ss, j.prof, &sinks, &unmatched);
+    rec_cost_end(&cost);
     live_end(lv, why);
     live_free(lv);
     const struct pys_profile_info *info = pys_profile_info(j.prof);
-    rec_print_summary(info, j.r.rate_hz, j.r.no_summary);
+    rec_print_summary(info, j.r.rate_hz, &cost, j.r.no_summary);
     if (!j.r.no_summary)
         rec_print_rereads(ss.v[ss.n - 1]);
     if (!j.r.binary)
         rec_print_folded(j.prof, j.r.max_memory);
     if (j.r.stats)
-        rec_print_stats(ss.v[ss.n - 1], info);
+        rec_print_stats(ss.v[ss.n - 1], info, &cost);
     int status = write_outputs(&j, info, unmatched);
     if (why == END_ERROR && (status == CLI_OK || status == CLI_NOSAMPLES))
         status = rec_error_status;

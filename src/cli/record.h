@@ -152,6 +152,13 @@ extern void (*volatile rec_abort_hook)(void);
  * --main-thread-only filters. */
 enum end rec_sample_loop(const struct rec *r, struct rec_sessions *ss, pys_profile *prof,
                          const struct rec_sinks *sinks, uint64_t *unmatched);
+/* The CPU time (user + system, all threads) this process used from the
+ * start of rec_sample_loop to its end: the profiler's own cost. */
+struct rec_cost {
+    uint64_t user_ns, sys_ns;
+};
+void rec_cost_begin(struct rec_cost *c);
+void rec_cost_end(struct rec_cost *c);
 
 /* record_async.c: --async-aware. */
 struct rec_async {
@@ -213,13 +220,15 @@ void rec_out_discard(struct rec_out *o);
 void rec_out_target(struct rec_out *o, const struct rec *r, int pid);
 /* The end-of-run statistics, unless quiet; the warnings (truncated stacks)
  * in any case. */
-void rec_print_summary(const struct pys_profile_info *info, double rate_hz, int quiet);
+void rec_print_summary(const struct pys_profile_info *info, double rate_hz,
+                       const struct rec_cost *cost, int quiet);
 /* The summary's line on folded samples, if the profile reached its bound. */
 /* The thread stacks read more than once before one read was a single
  * moment (pys_stats.thread_rereads), for the end summary. */
 void rec_print_rereads(const pys_session *s);
 void rec_print_folded(const pys_profile *p, uint64_t max_memory);
-void rec_print_stats(const pys_session *s, const struct pys_profile_info *info);
+void rec_print_stats(const pys_session *s, const struct pys_profile_info *info,
+                     const struct rec_cost *cost);
 /* Write the profile to o, or if that fails to a fallback file named on
  * stderr; nothing if the profile has no stacks (unmatched as from
  * rec_sample_loop says why). Returns an exit status. */

@@ -7,8 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -510,7 +512,39 @@ static void say_empty(const struct rec *r, const struct pys_profile_info *info, 
     }
 }
 
-void rec_print_summary(const struct pys_profile_info *info, double rate_hz, int quiet)
+static uint64_t tv_ns(struct timeval tv)
+{
+    return (uint64_t)tv.tv_sec * 1000000000u + (uint64_t)tv.tv_usec * 1000u;
+}
+
+/* Reads getrusage(RUSAGE_SELF): every thread of pystrobe (the live view's
+ * too), none of a child `run` started. */
+static void cost_now(struct rec_cost *c)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) {
+        c->user_ns = tv_ns(ru.ru_utime);
+        c->sys_ns = tv_ns(ru.ru_stime);
+    } else {
+        c->user_ns = c->sys_ns = 0;
+    }
+}
+
+void rec_cost_begin(struct rec_cost *c)
+{
+    cost_now(c);
+}
+
+void rec_cost_end(struct rec_cost *c)
+{
+    struct rec_cost end;
+    cost_now(&end);
+    c->user_ns = end.user_ns >= c->user_ns ? end.user_ns - c->user_ns : 0;
+    c->sys_ns = end.sys_ns >= c->sys_ns ? end.sys_ns - c->sys_ns : 0;
+}
+
+void rec_print_summary(const struct pys_profile_info *info, double rate_hz,
+                       const struct rec_cost *cost, int quiet)
 {
     double secs = (double)info->duration_ns / 1e9;
     uint64_t expected = info->samples + info->missed;
@@ -524,6 +558,9 @@ void rec_print_summary(const struct pys_profile_info *info, double rate_hz, int 
             info->samples ? 100.0 * (double)info->failed / (double)info->samples : 0.0);
     fprintf(stderr, "Missed samples: %llu (%.2f%%)\n", (unsigned long long)info->missed,
             expected ? 100.0 * (double)info->missed / (double)expected : 0.0);
+    double cpu = (double)(cost->user_ns + cost->sys_ns) / 1e9;
+    fprintf(stderr, "Profiler CPU: %.3f s per second of profiling (%.2f s in %.2f s)\n",
+            secs > 0 ? cpu / secs : 0.0, cpu, secs);
 warnings:
     if (info->truncated > 0)
         fprintf(stderr, "Truncated samples: %llu (stacks deeper than %llu frames; --max-frames)\n",
@@ -568,16 +605,24 @@ void rec_print_folded(const pys_profile *p, uint64_t max_memory)
             all ? 100.0 * (double)folded / (double)all : 0.0, size);
 }
 
-void rec_print_stats(const pys_session *s, const struct pys_profile_info *info)
+void rec_print_stats(const pys_session *s, const struct pys_profile_info *info,
+                     const struct rec_cost *cost)
 {
     struct pys_stats st;
     pys_session_stats(s, &st);
     double n = info->samples ? (double)info->samples : 1.0;
+    double secs = (double)info->duration_ns / 1e9;
     uint64_t code = st.code_hits + st.code_misses;
     fprintf(stderr, "Statistics:\n");
     fprintf(stderr, "  samples:            %llu (failed %llu, thread stacks unreadable %llu)\n",
             (unsigned long long)info->samples, (unsigned long long)info->failed,
             (unsigned long long)st.thread_errors);
+    fprintf(stderr,
+            "  profiler CPU:       %.3f s user, %.3f s system (%.3f s per second, %.1f us "
+            "per sample)\n",
+            (double)cost->user_ns / 1e9, (double)cost->sys_ns / 1e9,
+            secs > 0 ? (double)(cost->user_ns + cost->sys_ns) / 1e9 / secs : 0.0,
+            (double)(cost->user_ns + cost->sys_ns) / 1e3 / n);
     fprintf(stderr,
             "  memory reads:       %llu system calls (%.1f per sample, %.1f pieces), "
             "%llu failed; %llu reads served from the batched prefetch\n",

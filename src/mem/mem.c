@@ -443,6 +443,23 @@ int mem_prefetch_late_value(const struct mem *m, uint64_t *out)
     return 1;
 }
 
+/*
+ * A plan span that failed to read (unmapped since: a data-stack chunk the
+ * target freed) leaves `keep` at once, and the next batch makes a new plan:
+ * kept on, it would fail again in every batch until it expired, each time
+ * one more system call that takes the target's mmap_lock. A span this
+ * snapshot's walk reads is planned again from the log if read again.
+ */
+static void drop_kept(struct mem *m, const struct mem_span *bad)
+{
+    size_t k = 0;
+    for (size_t j = 0; j < m->nkeep; j++)
+        if (m->keep[j].addr < bad->addr || m->keep[j].addr - bad->addr >= bad->len)
+            m->keep[k++] = m->keep[j];
+    m->nkeep = k;
+    m->keep_expiry = 0;
+}
+
 /* The plan index read at position p of the batch: every span in order,
  * but the one at `last` (if < n) moved to the end. */
 static size_t issue_index(size_t p, size_t last, size_t n)
@@ -518,6 +535,7 @@ static void read_plan(struct mem *m, const struct mem_span *plan, size_t n)
         if (got < k) {
             /* A span that failed: dropped, the rest read in the next call. */
             m->stats.failures++;
+            drop_kept(m, &plan[issue_index(i + got, last, n)]);
             off += plan[issue_index(i + got, last, n)].len;
             i += got + 1;
             continue;

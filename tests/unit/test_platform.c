@@ -675,6 +675,54 @@ static void test_mem_read_twice(void **state)
     munmap(p, (size_t)ps);
 }
 
+/* A kept span that fails to read (its memory unmapped since: a data-stack
+ * chunk the target freed) leaves the prefetch at once: one failed read, not
+ * one in every batch until it would have expired. */
+static void test_mem_prefetch_drops_unmapped_span(void **state)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    uint8_t *p = mmap(NULL, 4 * (size_t)ps, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint64_t v = 0;
+    struct mem m;
+    (void)state;
+
+    assert_true(p != MAP_FAILED);
+    /* Below the span that stays, and above it: a failure either side. */
+    for (int below = 0; below <= 1; below++) {
+        uint64_t stay_at = (uint64_t)(uintptr_t)p + 2 * (uint64_t)ps,
+                 gone_at = below ? stay_at - 2 * (uint64_t)ps : stay_at + (uint64_t)ps;
+        uint8_t *gone = (uint8_t *)(uintptr_t)gone_at;
+        if (below && mmap(gone, (size_t)ps, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != gone)
+            fail();
+        mem_init_process(&m, getpid());
+        /* Two snapshots read both spans; then the one is unmapped. */
+        for (int k = 0; k < 2; k++) {
+            mem_prefetch_begin(&m);
+            assert_int_equal(mem_read_u64(&m, stay_at, &v), 0);
+            assert_int_equal(mem_read_u64(&m, gone_at, &v), 0);
+            mem_prefetch_end(&m);
+        }
+        assert_int_equal(munmap(gone, (size_t)ps), 0);
+        uint64_t failures = m.stats.failures;
+        for (int k = 0; k < 6; k++) {
+            mem_prefetch_begin(&m);
+            assert_int_equal(mem_read_u64(&m, stay_at, &v), 0);
+            mem_prefetch_end(&m);
+        }
+        assert_int_equal(m.stats.failures - failures, 1);
+        /* And the batch is one read again. */
+        uint64_t reads = m.stats.reads;
+        mem_prefetch_begin(&m);
+        assert_int_equal(mem_read_u64(&m, stay_at, &v), 0);
+        mem_prefetch_end(&m);
+        assert_int_equal(m.stats.reads - reads, 1);
+        mem_release(&m);
+    }
+    munmap(p, 4 * (size_t)ps);
+}
+
 /* The prefetch keeps a small span for a while after its last read (a
  * generator's frame, read now and then), but a large one only while the
  * same start is still read (a stack copy that may grow back): a stack
@@ -1313,6 +1361,7 @@ int main(void)
         cmocka_unit_test(test_mem_readv_fresh_coalesces),
         cmocka_unit_test(test_mem_prefetch_late_in_span),
         cmocka_unit_test(test_mem_prefetch_keeps_small_spans),
+        cmocka_unit_test(test_mem_prefetch_drops_unmapped_span),
         cmocka_unit_test(test_mem_prefetch_kept_span_leaves),
         cmocka_unit_test(test_mem_read_twice),
         cmocka_unit_test(test_absent_pid),

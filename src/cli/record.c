@@ -252,6 +252,7 @@ int cli_record(int argc, char **argv, int attach)
                                  .native = j.r.native,
                                  .gc = j.r.gc,
                                  .frame_cache = !j.r.read_only,
+                                 .opcodes = j.r.opcodes,
                                  .reuse_idle = !j.r.every_thread,
                                  .max_frames = j.r.max_frames};
     struct live *lv = NULL;

@@ -166,9 +166,12 @@ static void want_opcode(struct pys_session *s, const struct cpy_raw_frame *rf,
     if (res->lasti < 0 || (!pc && prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off,
                                                      &s->sym, rf->code, &pc) != 0))
         return;
-    if ((uint64_t)res->lasti < 2 * pc->code.ncodeunits) {
+    uint64_t start;
+    if ((uint64_t)res->lasti < 2 * pc->code.ncodeunits &&
+        prof_codecache_instr_start(&s->codes, &s->mem, &s->off, pc, (uint64_t)res->lasti / 2,
+                                   &start) == 0) {
         s->op_segs[*nops] =
-            (struct mem_seg){pc->code.code_bytes + (uint64_t)res->lasti, &s->op_byte[*nops], 1};
+            (struct mem_seg){pc->code.code_bytes + 2 * start, &s->op_byte[*nops], 1};
         s->op_frame[(*nops)++] = s->res.nframes;
     }
 }
@@ -351,8 +354,8 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
 
     memset(pt, 0, sizeof *pt);
     err[0] = '\0';
-    s->res.thread_stack[ti] = (struct mem_span){t->datastack_chunk,
-                                                t->datastack_top - t->datastack_chunk, 0};
+    s->res.thread_stack[ti] =
+        (struct mem_span){t->datastack_chunk, t->datastack_top - t->datastack_chunk, 0};
     pt->native_id = t->native_id;
     pt->thread_id = t->thread_id;
     pt->tstate = t->addr;
@@ -544,8 +547,8 @@ static int snapshot_codes_ok(struct pys_session *s, struct mem_mark batch)
     size_t left = s->nsnap_codes;
     int rc = 0;
     if (!mem_past_batch_since(&s->mem, batch))
-        rc = prof_codecache_rechecked(&s->codes, &s->mem, &s->off, s->snap_codes,
-                                      s->nsnap_codes, &left);
+        rc = prof_codecache_rechecked(&s->codes, &s->mem, &s->off, s->snap_codes, s->nsnap_codes,
+                                      &left);
     if (rc == 0 && left > 0)
         rc = prof_codecache_check(&s->codes, &s->mem, &s->off, s->snap_codes, left);
     if (rc < 0)
@@ -585,8 +588,8 @@ static int first_interp(struct pys_session *s, uint64_t *iaddr)
      * millisecond, rather than in the batch, whose plan would carry its page
      * for the next LONE_INTERP_SNAPSHOTS; sampled slowly, in the batch. */
     if (lone != 0 && since > LONE_INTERP_SNAPSHOTS)
-        return mem_read_fresh(&s->mem, s->runtime + s->off.runtime_state.interpreters_head,
-                              iaddr, sizeof *iaddr);
+        return mem_read_fresh(&s->mem, s->runtime + s->off.runtime_state.interpreters_head, iaddr,
+                              sizeof *iaddr);
     return cpy_runtime_first_interp(&s->mem, &s->off, s->runtime, iaddr);
 }
 

@@ -35,8 +35,8 @@ static int grow(struct prof_codecache *cc)
 }
 
 int prof_codecache_get(struct prof_codecache *cc, struct prof_intern *in, struct mem *m,
-                       const struct cpy_offsets *o, const struct cpy_symbols *sym, uint64_t addr,
-                       const struct prof_code **out)
+                       const struct cpy_offsets *o, const struct cpy_symbols *sym,
+                       uint64_t addr, const struct prof_code **out)
 {
     int rc;
     if (cc->count >= CODECACHE_MAX)
@@ -152,8 +152,9 @@ void prof_codecache_hint(struct prof_codecache *cc, struct mem *m, const struct 
     }
 }
 
-int prof_codecache_rechecked(struct prof_codecache *cc, struct mem *m, const struct cpy_offsets *o,
-                             uint64_t *addrs, size_t n, size_t *missing)
+int prof_codecache_rechecked(struct prof_codecache *cc, struct mem *m,
+                             const struct cpy_offsets *o, uint64_t *addrs, size_t n,
+                             size_t *missing)
 {
     int stale = 0;
     *missing = 0;
@@ -244,8 +245,8 @@ int prof_codecache_check(struct prof_codecache *cc, struct mem *m, const struct 
 }
 
 int prof_codecache_locate(struct prof_codecache *cc, const struct cpy_offsets *o,
-                          const struct prof_code *pc, const struct cpy_raw_frame *f, int32_t *lasti,
-                          struct cpy_location *loc)
+                          const struct prof_code *pc, const struct cpy_raw_frame *f,
+                          int32_t *lasti, struct cpy_location *loc)
 {
     if (!cc->memo)
         cc->memo = calloc(PROF_LOCMEMO_SIZE, sizeof *cc->memo);

@@ -45,20 +45,20 @@ void prof_pause_stats(const struct prof_pause *p, struct pys_stats *out);
 /* --- code object cache (codecache.c) ------------------------------------ */
 
 struct prof_code {
-    uint64_t addr;        /* where the code object is */
-    uint64_t id;          /* unique per entry: keys the location memo */
-    int stale;            /* prof_codecache_check found another object at addr */
-    uint64_t checked;     /* the check that last looked at it */
-    uint64_t hinted;      /* the prof_codecache_hint call that last hinted it */
-    const char *filename; /* interned */
-    const char *qualname; /* interned */
-    struct cpy_code code; /* linetable and lengths; its strings are freed */
+    uint64_t addr;          /* where the code object is */
+    uint64_t id;            /* unique per entry: keys the location memo */
+    int stale;              /* prof_codecache_check found another object at addr */
+    uint64_t checked;       /* the check that last looked at it */
+    uint64_t hinted;        /* the prof_codecache_hint call that last hinted it */
+    const char *filename;   /* interned */
+    const char *qualname;   /* interned */
+    struct cpy_code code;   /* linetable and lengths; its strings are freed */
 };
 
 /* A frame position already decoded: (code, position) -> location. */
 struct prof_locmemo {
-    uint64_t code;     /* prof_code.id; 0 = empty */
-    uint64_t position; /* cpy_raw_frame.instr_ptr */
+    uint64_t code;       /* prof_code.id; 0 = empty */
+    uint64_t position;   /* cpy_raw_frame.instr_ptr */
     int32_t lasti;
     struct cpy_location loc;
 };
@@ -72,10 +72,10 @@ struct prof_codecache {
     struct util_htab index;    /* their ids, by address */
     uint64_t hits, misses, stale;
     uint64_t next_id;
-    int validate;         /* cached objects need prof_codecache_check (3.8-3.13) */
-    uint64_t checks;      /* prof_codecache_check calls */
-    uint64_t hints;       /* prof_codecache_hint calls */
-    struct mem_seg *segs; /* its scratch: 3 pieces per code object, sorted copy */
+    int validate;              /* cached objects need prof_codecache_check (3.8-3.13) */
+    uint64_t checks;           /* prof_codecache_check calls */
+    uint64_t hints;            /* prof_codecache_hint calls */
+    struct mem_seg *segs;      /* its scratch: 3 pieces per code object, sorted copy */
     uint8_t *buf;
     size_t segs_cap, buf_cap;
     struct prof_locmemo *memo; /* PROF_LOCMEMO_SIZE entries, allocated on first use */
@@ -97,15 +97,16 @@ int prof_codecache_check(struct prof_codecache *cc, struct mem *m, const struct 
  * failed. The addresses of those it has no copies of are moved to the front
  * of addrs, *missing of them, to be checked by reading. prof_codecache_hint
  * has the next batches make those copies. */
-int prof_codecache_rechecked(struct prof_codecache *cc, struct mem *m, const struct cpy_offsets *o,
-                             uint64_t *addrs, size_t n, size_t *missing);
+int prof_codecache_rechecked(struct prof_codecache *cc, struct mem *m,
+                             const struct cpy_offsets *o, uint64_t *addrs, size_t n,
+                             size_t *missing);
 void prof_codecache_hint(struct prof_codecache *cc, struct mem *m, const struct cpy_offsets *o,
                          const uint64_t *addrs, size_t n);
 
 /* The cached code object at addr, reading and interning it on a miss. */
 int prof_codecache_get(struct prof_codecache *cc, struct prof_intern *in, struct mem *m,
-                       const struct cpy_offsets *o, const struct cpy_symbols *sym, uint64_t addr,
-                       const struct prof_code **out);
+                       const struct cpy_offsets *o, const struct cpy_symbols *sym,
+                       uint64_t addr, const struct prof_code **out);
 /* Where frame f is in code pc, as cpy_code_locate, remembered per
  * (code, position) so that a line table is decoded once per instruction. */
 /* The code unit where the instruction holding unit idx of pc starts, as
@@ -114,8 +115,8 @@ int prof_codecache_instr_start(struct prof_codecache *cc, struct mem *m,
                                const struct cpy_offsets *o, const struct prof_code *pc,
                                uint64_t idx, uint64_t *start);
 int prof_codecache_locate(struct prof_codecache *cc, const struct cpy_offsets *o,
-                          const struct prof_code *pc, const struct cpy_raw_frame *f, int32_t *lasti,
-                          struct cpy_location *loc);
+                          const struct prof_code *pc, const struct cpy_raw_frame *f,
+                          int32_t *lasti, struct cpy_location *loc);
 
 /* Forget every entry (the target may have freed and reused code objects). */
 void prof_codecache_clear(struct prof_codecache *cc);
@@ -153,10 +154,10 @@ struct prof_fcache_entry {
     uint64_t tstate;              /* the thread state's address */
     struct cpy_raw_frame *frames; /* the last chain, current frame first, to the base */
     size_t n, cap;
-    uint64_t anchor, seq; /* last_profiled_frame and its seq when last sampled */
+    uint64_t anchor, seq;         /* last_profiled_frame and its seq when last sampled */
     /* What each of `frames` resolved to last time (PROF_RES_*), so that the
      * cached tail of the next sample is copied, not looked up again. */
-    struct pys_frame *res; /* as many as frames (cap) */
+    struct pys_frame *res;        /* as many as frames (cap) */
     uint8_t *res_kind;
     int res_valid;                /* res matches frames */
     uint64_t epoch;               /* snapshot that last saw the thread */
@@ -182,7 +183,7 @@ struct prof_fcache {
     size_t cap, count;           /* cap: v has room for ids below it */
     struct util_htab index;      /* their ids, by tstate */
     uint64_t hits, partial_hits, misses, frames_cached, frames_read;
-    size_t seen;                 /* entries seen by the snapshot under way (prof_fcache_sweep) */
+    size_t seen; /* entries seen by the snapshot under way (prof_fcache_sweep) */
     uint64_t other_writers;      /* threads found with another writer of their anchor */
     uint64_t other_writer_walks; /* thread samples walked without the cache for that */
 };
@@ -361,8 +362,8 @@ static inline int prof_torn_adjacent(const struct pys_session *s, const struct c
 struct prof_results {
     struct pys_thread *threads;
     size_t nthreads, threads_cap;
-    size_t *thread_frame_start;    /* per thread: index of its first frame */
-    char (*thread_err)[160];       /* per thread: error detail */
+    size_t *thread_frame_start; /* per thread: index of its first frame */
+    char (*thread_err)[160];    /* per thread: error detail */
     struct mem_span *thread_stack; /* per thread: the used data stack chunk, as read */
     struct pys_frame *frames;
     size_t nframes, frames_cap;
@@ -378,17 +379,17 @@ struct prof_results {
  * struct mem, whose batched read learns only such snapshots' reads.
  */
 struct prof_idle {
-    int valid; /* `prev` and the fields below describe the last snapshot */
+    int valid;        /* `prev` and the fields below describe the last snapshot */
     uint64_t interp, head, holder, switches; /* read before it walked any thread */
-    uint32_t since_full;                     /* snapshots since the last that read every thread */
+    uint32_t since_full; /* snapshots since the last that read every thread */
     /* This snapshot: */
-    int have_gil; /* the GIL was read before the snapshot (gil below) */
+    int have_gil;     /* the GIL was read before the snapshot (gil below) */
     struct cpy_interp gil;
-    int active;     /* threads are taken over; walk[] are read */
-    int force_full; /* a check failed: read every thread */
+    int active;       /* threads are taken over; walk[] are read */
+    int force_full;   /* a check failed: read every thread */
     uint64_t walk[2];
     size_t nwalk;
-    uint64_t reused; /* counter: thread stacks taken over */
+    uint64_t reused;  /* counter: thread stacks taken over */
 };
 
 struct pys_session {
@@ -399,20 +400,20 @@ struct pys_session {
     struct prof_image *image;
     struct mem_image image_src;
     struct mem mem;
-    struct mem mem_idle;      /* the other reader: see struct prof_idle */
-    int mem_idle_in_use;      /* mem and mem_idle are swapped */
+    struct mem mem_idle; /* the other reader: see struct prof_idle */
+    int mem_idle_in_use; /* mem and mem_idle are swapped */
     struct prof_results prev; /* the last snapshot's, swapped with the fields below */
     struct prof_idle idle;
     struct cpy_offsets off;
     struct cpy_symbols sym;
-    uint64_t runtime; /* address of _PyRuntime */
+    uint64_t runtime;        /* address of _PyRuntime */
     /* The interpreter list's head as last read, when the list held that one
      * interpreter alone, and when it was read: time and snapshot count
      * (first_interp). */
     uint64_t lone_interp, lone_read_ns, lone_read_snap;
-    char *image_path;      /* the image holding the runtime */
-    char version_text[32]; /* "3.12.1", or "3.9" when the patch level is not known */
-    char err[512];         /* last error detail */
+    char *image_path;        /* the image holding the runtime */
+    char version_text[32];   /* "3.12.1", or "3.9" when the patch level is not known */
+    char err[512];           /* last error detail */
     /* process.c: the target's thread ids in pystrobe's /proc, and the
      * program attached to (have_program: its handle could be had), when it
      * was last compared with the one running, and that an exec was seen. */
@@ -429,7 +430,7 @@ struct pys_session {
     const char *marker_truncated;                        /* "<truncated>" */
     struct prof_codecache codes;
     struct prof_fcache fcache;
-    int use_fcache; /* opt.frame_cache and the target has the anchor (3.15+) */
+    int use_fcache;          /* opt.frame_cache and the target has the anchor (3.15+) */
     /* Each interpreter's code object generation (3.14+) as last seen, by
      * position in the list: the code cache is emptied when one moves. */
     uint64_t gen_interp[PROF_GEN_SLOTS], gen_seen[PROF_GEN_SLOTS];

@@ -19,18 +19,18 @@
 #include "mem/mem.h"
 
 /* Bounds on what a target may make us walk (each says why). */
-#define CPY_MAX_INTERPS 1024            /* CPython has no limit; thousands would be absurd */
-#define CPY_MAX_THREADS 65536           /* above any realistic thread count */
-#define CPY_MAX_CHUNKS 1024             /* data stack chunks per thread */
-#define CPY_OLDER_MAX 64                /* older chunks remembered for read-ahead */
+#define CPY_MAX_INTERPS 1024       /* CPython has no limit; thousands would be absurd */
+#define CPY_MAX_THREADS 65536      /* above any realistic thread count */
+#define CPY_MAX_CHUNKS 1024        /* data stack chunks per thread */
+#define CPY_OLDER_MAX 64           /* older chunks remembered for read-ahead */
 #define CPY_MAX_CHUNK_BYTES (64u << 20) /* all chunks of one thread */
-#define CPY_MAX_STR_CHARS 4096          /* names and file names; longer ones are cut */
-#define CPY_MAX_LINETABLE (4u << 20)    /* a 40 000-line function has ~200 KB */
+#define CPY_MAX_STR_CHARS 4096     /* names and file names; longer ones are cut */
+#define CPY_MAX_LINETABLE (4u << 20) /* a 40 000-line function has ~200 KB */
 
 /* Addresses in the interpreter image that identify objects. */
 struct cpy_symbols {
-    uint64_t code_type; /* &PyCode_Type, 0 if unknown */
-    uint64_t none;      /* &_Py_NoneStruct, 0 if unknown */
+    uint64_t code_type;  /* &PyCode_Type, 0 if unknown */
+    uint64_t none;       /* &_Py_NoneStruct, 0 if unknown */
 };
 
 /* --- interpreters ------------------------------------------------------- */
@@ -40,15 +40,15 @@ struct cpy_interp {
     int64_t id;
     uint64_t next;
     uint64_t threads_head;
-    uint64_t threads_main; /* the interpreter's main thread state, 0 if unknown */
-    uint64_t main_ident;   /* else: thread_id (pthread) of the main thread, 0 if unknown */
-    uint64_t gil_holder;   /* thread state holding the GIL, 0 if nobody */
+    uint64_t threads_main;   /* the interpreter's main thread state, 0 if unknown */
+    uint64_t main_ident;     /* else: thread_id (pthread) of the main thread, 0 if unknown */
+    uint64_t gil_holder;     /* thread state holding the GIL, 0 if nobody */
     /* The GIL's last holder (holding it or not) and its count of hand-overs
      * between thread states: a thread state other than the last holder ran
      * Python code only if the count moved. gil_known: both were read. */
     uint64_t gil_last_holder, gil_switches;
     int gil_known;
-    uint64_t gc_frame;        /* frame that started the running collection (3.15), or 0 */
+    uint64_t gc_frame;       /* frame that started the running collection (3.15), or 0 */
     uint64_t code_generation; /* moves when code objects are freed (3.14+), else 0 */
 };
 
@@ -68,16 +68,16 @@ int cpy_interp_read_first(struct mem *m, const struct cpy_offsets *o, uint64_t r
 struct cpy_thread {
     uint64_t addr;
     uint64_t next;
-    uint64_t native_id; /* kernel TID, 0 if it could not be found */
+    uint64_t native_id;       /* kernel TID, 0 if it could not be found */
     uint64_t thread_id;
     uint64_t current_frame;
-    uint64_t base_frame;              /* 3.15+, else 0 */
-    uint64_t base_code;               /* the base frame's f_executable: None */
+    uint64_t base_frame;      /* 3.15+, else 0 */
+    uint64_t base_code;       /* the base frame's f_executable: None */
     uint64_t last_profiled_frame;     /* 3.15+: the frame cache anchor, else 0 */
     uint64_t last_profiled_frame_seq; /* 3.15+: bumped when the anchor frame returns */
     uint64_t datastack_chunk;
-    uint64_t datastack_top; /* end of the used part of datastack_chunk */
-    int has_exception;      /* raising or handling one */
+    uint64_t datastack_top;   /* end of the used part of datastack_chunk */
+    int has_exception;        /* raising or handling one */
     int gil_requested;
     int holds_gil; /* the thread state's own flag (3.15): 1, 0, or -1 where absent */
     /* The copy of the thread state (and what follows it: 3.15's base frame)
@@ -119,7 +119,7 @@ struct cpy_raw_frame {
  * or just the frames above a walk's stop). Zero-initialise; release with
  * cpy_stack_release. */
 struct cpy_stack {
-    uint8_t *buf; /* the copies, back to back */
+    uint8_t *buf;       /* the copies, back to back */
     size_t cap;
     struct {
         uint64_t addr;   /* target address of the copy's first byte */
@@ -130,18 +130,18 @@ struct cpy_stack {
      * each frame read on its own): 1 means the chain was copied at one
      * moment, and needs no second read to rule out a torn walk. */
     size_t regions;
-    size_t direct;     /* of which frames read on their own (generators' and others) */
-    uint8_t base[128]; /* 3.15's base frame, as it always is (not read) */
-    uint8_t *frame;    /* frames read directly (outside the chunks): the window */
+    size_t direct; /* of which frames read on their own (generators' and others) */
+    uint8_t base[128];  /* 3.15's base frame, as it always is (not read) */
+    uint8_t *frame;     /* frames read directly (outside the chunks): the window */
     size_t frame_cap;
-    uint64_t win_addr; /* the window's target address and length (0: none) */
+    uint64_t win_addr;  /* the window's target address and length (0: none) */
     size_t win_len;
     uint64_t last_direct; /* the last frame read directly, in this walk */
     /* After cpy_stack_walk: 0 when it walked the whole chain; else the
      * chain went on past the frames it could keep, and this is the caller
      * of the last one kept (where it stopped). */
     uint64_t cut;
-    uint64_t *seen;  /* scratch: the addresses of a cut walk, sorted */
+    uint64_t *seen; /* scratch: the addresses of a cut walk, sorted */
     size_t seen_cap; /* entries */
     /* Set by the caller: chunks older than the current one are read for
      * this walk only (the 3.15 frame cache will serve the next samples):
@@ -199,8 +199,8 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
 /*
  * Walk from the thread's current frame towards `stop`, reading only the
  * data stack above it (the chunks down to the one that holds stop): the
- * frames above stop and stop itself, innermost first, into out[0..max). *stop_prev gets stop's
- * `previous`. Returns the number of frames, PYS_E_TOODEEP if stop is more than max frames down (or
+ * frames above stop and stop itself, innermost first, into out[0..max). *stop_prev gets stop's `previous`. Returns the
+ * number of frames, PYS_E_TOODEEP if stop is more than max frames down (or
  * the chain is cyclic), PYS_E_NOTFOUND if the chain reaches the base frame
  * without meeting stop (or is found to have passed it), PYS_E_CORRUPT if it
  * ends short of the base frame, or an error as cpy_stack_walk. For the 3.15
@@ -232,15 +232,15 @@ struct cpy_code_key {
 
 struct cpy_code {
     struct cpy_code_key key;
-    char *filename; /* UTF-8, allocated */
-    char *qualname; /* UTF-8, allocated */
+    char *filename;       /* UTF-8, allocated */
+    char *qualname;       /* UTF-8, allocated */
     int32_t firstlineno;
     int32_t firsttraceable; /* code units of prologue, -1 if unknown */
     int32_t framesize;      /* words a frame of this code takes on the data stack, -1 if unknown */
-    uint8_t *linetable;     /* allocated, NULL if too large or missing */
+    uint8_t *linetable;   /* allocated, NULL if too large or missing */
     size_t linetable_len;
-    uint64_t ncodeunits; /* length of the bytecode in code units */
-    uint64_t code_bytes; /* target address of the bytecode's first byte */
+    uint64_t ncodeunits;  /* length of the bytecode in code units */
+    uint64_t code_bytes;  /* target address of the bytecode's first byte */
     /* Where a position may point into an instruction's inline caches
      * (CPY_POS_PREV_INSTR): a bit per code unit, set where an instruction
      * starts, for units below starts_units; made on first need
@@ -280,8 +280,8 @@ int cpy_frame_incomplete(const struct cpy_offsets *o, const struct cpy_code *c,
 
 /* Read the str at addr as NUL-terminated UTF-8 (allocated, *out), cut at
  * max_chars code points. */
-int cpy_unicode_read(struct mem *m, const struct cpy_offsets *o, uint64_t addr, size_t max_chars,
-                     char **out);
+int cpy_unicode_read(struct mem *m, const struct cpy_offsets *o, uint64_t addr,
+                     size_t max_chars, char **out);
 
 /* Read the bytes object at addr (allocated, *out, *len); PYS_E_NOTFOUND if it
  * holds more than max bytes. */
@@ -313,14 +313,13 @@ int cpy_is_str(struct mem *m, const struct cpy_offsets *o, uint64_t addr);
 /* One minor version's instructions: names[b] is the name of byte value b at
  * the start of an instruction of its code (NULL: no such instruction),
  * bases[b] the byte of the instruction b stands for (itself unless b is a
- * specialized or instrumented form; NULL: every one is its own). */
+ * specialized or instrumented form; NULL: every one is its own), caches[b]
+ * the inline cache units after it (3.11+), 255 when b hides the instruction
+ * it replaced and so its caches (NULL: none). */
 struct cpy_opcode_table {
     int minor;
     const char *const *names;
     const uint8_t *bases;
-    /* caches[b]: the inline cache units after an instruction starting with
-     * b (3.11+), 255 when b hides the instruction it replaced and so its
-     * caches; NULL: none. */
     const uint8_t *caches;
 };
 extern const struct cpy_opcode_table cpy_opcode_tables[];

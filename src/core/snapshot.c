@@ -157,8 +157,10 @@ static int name_frame(struct pys_session *s, const struct cpy_thread *t,
 }
 
 /* pys_options.opcodes: have read_opcodes fill frame s->res.nframes (about
- * to be added: rf, resolved to res, code *pc if looked up) with its
- * opcode. */
+ * to be added: rf, resolved to res, code *pc if looked up) with the first
+ * byte of the instruction at its position (where the position points into
+ * the instruction's inline caches, 3.11-3.12, of the instruction they
+ * follow). */
 static void want_opcode(struct pys_session *s, const struct cpy_raw_frame *rf,
                         const struct pys_frame *res, const struct prof_code *pc, size_t *nops)
 {
@@ -354,8 +356,8 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
 
     memset(pt, 0, sizeof *pt);
     err[0] = '\0';
-    s->res.thread_stack[ti] =
-        (struct mem_span){t->datastack_chunk, t->datastack_top - t->datastack_chunk, 0};
+    s->res.thread_stack[ti] = (struct mem_span){t->datastack_chunk,
+                                                t->datastack_top - t->datastack_chunk, 0};
     pt->native_id = t->native_id;
     pt->thread_id = t->thread_id;
     pt->tstate = t->addr;
@@ -547,8 +549,8 @@ static int snapshot_codes_ok(struct pys_session *s, struct mem_mark batch)
     size_t left = s->nsnap_codes;
     int rc = 0;
     if (!mem_past_batch_since(&s->mem, batch))
-        rc = prof_codecache_rechecked(&s->codes, &s->mem, &s->off, s->snap_codes, s->nsnap_codes,
-                                      &left);
+        rc = prof_codecache_rechecked(&s->codes, &s->mem, &s->off, s->snap_codes,
+                                      s->nsnap_codes, &left);
     if (rc == 0 && left > 0)
         rc = prof_codecache_check(&s->codes, &s->mem, &s->off, s->snap_codes, left);
     if (rc < 0)
@@ -588,8 +590,8 @@ static int first_interp(struct pys_session *s, uint64_t *iaddr)
      * millisecond, rather than in the batch, whose plan would carry its page
      * for the next LONE_INTERP_SNAPSHOTS; sampled slowly, in the batch. */
     if (lone != 0 && since > LONE_INTERP_SNAPSHOTS)
-        return mem_read_fresh(&s->mem, s->runtime + s->off.runtime_state.interpreters_head, iaddr,
-                              sizeof *iaddr);
+        return mem_read_fresh(&s->mem, s->runtime + s->off.runtime_state.interpreters_head,
+                              iaddr, sizeof *iaddr);
     return cpy_runtime_first_interp(&s->mem, &s->off, s->runtime, iaddr);
 }
 

@@ -487,7 +487,7 @@ static int count_opcode(pys_profile *p, uint32_t node, int32_t opcode, uint64_t 
         return 0;
     if (p->n_ops == 0)
         p->n_ops = 1; /* id 0 is the empty slot */
-    if (p->n_ops == p->cap_ops) {
+    if (p->n_ops >= p->cap_ops) {
         size_t cap = grown_cap(p, p->cap_ops, sizeof *p->ops, ROOM_ORDINARY);
         if (!cap)
             return 0;

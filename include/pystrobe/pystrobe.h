@@ -475,6 +475,11 @@ PYS_EXTERN int pys_session_step_thread(pys_session *s, uint64_t thread, unsigned
  * else to NULL. Static strings. */
 PYS_EXTERN const char *pys_opcode_name(uint32_t python_version, int opcode, const char **base);
 
+/* Count, from now on, the samples of each node at each instruction
+ * (pys_frame.opcode >= 0 of the frames added): off (0) in a new profile, so
+ * that a profile of frames without instructions spends nothing on them. */
+PYS_EXTERN void pys_profile_count_opcodes(pys_profile *p, int on);
+
 /* Samples of one profile node at one instruction. */
 struct pys_opcode_count {
     int32_t opcode; /* pys_frame.opcode */

@@ -142,6 +142,8 @@ static int job_setup(struct job *j)
     }
 
     j->prof = pys_profile_new();
+    if (j->prof)
+        pys_profile_count_opcodes(j->prof, r->opcodes);
     if (!j->prof) {
         rec_out_discard(&j->out);
         pys_session_free(j->s);

@@ -111,6 +111,7 @@ struct pys_profile {
     struct op_count *ops_order; /* a copy of ops[1..], by (node, opcode), made when asked */
     size_t n_order;             /* entries ops_order holds */
     int ops_stale;              /* entries were made since ops_order was */
+    int count_ops;              /* pys_profile_count_opcodes */
 };
 
 /* No ':' or ';' in its name: the collapsed format's readers split on them. */
@@ -359,6 +360,11 @@ void pys_profile_free(pys_profile *p)
     free(p);
 }
 
+void pys_profile_count_opcodes(pys_profile *p, int on)
+{
+    p->count_ops = on != 0;
+}
+
 void pys_profile_set_max_memory(pys_profile *p, uint64_t max_bytes)
 {
     p->max_bytes = max_bytes;
@@ -548,7 +554,7 @@ int pys_profile_add(pys_profile *p, uint64_t thread, const struct pys_frame *fra
     ls->n = n;
     p->nodes[id].self += weight;
     p->stale = 1;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n && p->count_ops; i++)
         if (frames[n - 1 - i].opcode >= 0 &&
             (rc = count_opcode(p, ls->path[i + 1], frames[n - 1 - i].opcode, weight)) < 0)
             return rc;

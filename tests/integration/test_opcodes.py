@@ -144,6 +144,15 @@ def test_flamegraph_tooltip_counts(pystrobe, target, tmp_path):
     if target.version >= (3, 11):
         names = {(a, b) for n in adds for a, b, _ in per_node[n]}
         assert ("BINARY_OP_ADD_INT", "BINARY_OP") in names, names
+    # A recording keeps each frame's instruction: replayed, the same counts.
+    rec = tmp_path / "rec.pysr"
+    res = run_pystrobe(pystrobe, "run", "--opcodes", "--flamegraph", "-o", tmp_path / "live.html",
+                       "--record", rec, "--", *target.argv, f"{target_dir}/loop.py")
+    assert res.returncode == 0, res.stderr.decode()
+    res = run_pystrobe(pystrobe, "replay", "--flamegraph", "-o", tmp_path / "replayed.html", rec)
+    assert res.returncode == 0, res.stderr.decode()
+    assert page_data(tmp_path / "replayed.html")["opcodes"] == \
+        page_data(tmp_path / "live.html")["opcodes"]
     # Without --opcodes the page carries no such data.
     out2 = tmp_path / "fg2.html"
     res = run_pystrobe(pystrobe, "run", "-d", "0.3", "--flamegraph", "-o", out2, "--",

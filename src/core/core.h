@@ -114,6 +114,10 @@ int prof_codecache_get(struct prof_codecache *cc, struct prof_intern *in, struct
 int prof_codecache_instr_start(struct prof_codecache *cc, struct mem *m,
                                const struct cpy_offsets *o, const struct prof_code *pc,
                                uint64_t idx, uint64_t *start);
+/* The first byte of code unit idx of pc from the cache's copy of its
+ * bytecode, as cpy_code_opcode (PYS_E_NOTFOUND: not held, read it live). */
+int prof_codecache_opcode(struct prof_codecache *cc, struct mem *m, const struct cpy_offsets *o,
+                          const struct prof_code *pc, uint64_t idx, uint8_t *op);
 int prof_codecache_locate(struct prof_codecache *cc, const struct cpy_offsets *o,
                           const struct prof_code *pc, const struct cpy_raw_frame *f,
                           int32_t *lasti, struct cpy_location *loc);

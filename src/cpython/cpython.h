@@ -247,6 +247,11 @@ struct cpy_code {
      * (cpy_code_instr_start), NULL until then. */
     uint8_t *starts;
     uint64_t starts_units;
+    /* Where the bytecode is an immutable bytes object (co_code, 3.8-3.10):
+     * its first bytecode_units units, copied on first need
+     * (cpy_code_opcode), NULL until then. */
+    uint8_t *bytecode;
+    uint64_t bytecode_units;
 };
 
 /* The key of a code object from a copy of its head and of the 16 bytes at
@@ -339,5 +344,12 @@ const char *cpy_opcode_name(int minor, int op, const char **base);
 int cpy_code_instr_start(struct mem *m, const struct cpy_offsets *o, struct cpy_code *c,
                          uint64_t idx, uint64_t *start);
 #define CPY_OPCODE_MAX_UNITS (1u << 20)
+/* The first byte of code unit idx of c from a copy of c's bytecode, kept
+ * where the bytecode never changes (co_code, 3.8-3.10: read once, at most
+ * CPY_OPCODE_MAX_UNITS units). PYS_E_NOTFOUND where it may change (3.11+'s
+ * adaptive code: read it at each sample) or past the copy; else 0 or a read
+ * error. */
+int cpy_code_opcode(struct mem *m, const struct cpy_offsets *o, struct cpy_code *c, uint64_t idx,
+                    uint8_t *op);
 
 #endif

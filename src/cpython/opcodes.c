@@ -95,3 +95,27 @@ int cpy_code_instr_start(struct mem *m, const struct cpy_offsets *o, struct cpy_
         }
     return PYS_E_NOTFOUND;
 }
+
+int cpy_code_opcode(struct mem *m, const struct cpy_offsets *o, struct cpy_code *c, uint64_t idx,
+                    uint8_t *op)
+{
+    if (!CPY_HAS(o, code_object, co_code))
+        return PYS_E_NOTFOUND;
+    if (!c->bytecode) {
+        uint64_t n = c->ncodeunits < CPY_OPCODE_MAX_UNITS ? c->ncodeunits : CPY_OPCODE_MAX_UNITS;
+        uint8_t *code = malloc(n ? 2 * n : 1);
+        int rc;
+        if (!code)
+            return PYS_E_NOMEM;
+        if (n && (rc = mem_read(m, c->code_bytes, code, 2 * n)) < 0) {
+            free(code);
+            return rc;
+        }
+        c->bytecode = code;
+        c->bytecode_units = n;
+    }
+    if (idx >= c->bytecode_units)
+        return PYS_E_NOTFOUND;
+    *op = c->bytecode[2 * idx];
+    return 0;
+}

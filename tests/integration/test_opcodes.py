@@ -159,3 +159,39 @@ def test_flamegraph_tooltip_counts(pystrobe, target, tmp_path):
                        *target.argv, f"{target_dir}/loop.py")
     assert res.returncode == 0, res.stderr.decode()
     assert "opcodes" not in page_data(out2)
+
+
+# Hovers every box of the page until it finds the frame named `add`, and
+# reports what the tooltip showed for it.
+HOVER_ADD = r"""
+(function () {
+  var $ = function (id) { return document.getElementById(id); };
+  var canvas = $('graph'), r = canvas.getBoundingClientRect(), t = $('tooltip'), out = null;
+  for (var row = 0; row < 40 && !out; row++)
+    for (var x = 1; x < r.width && !out; x += 3) {
+      canvas.dispatchEvent(new MouseEvent('mousemove', { bubbles: true,
+        clientX: r.left + x, clientY: r.top + row * 18 + 9 }));
+      if (!t.hidden && t.querySelector('.tt-name').textContent === 'add')
+        out = t.querySelector('.tt-ops').textContent;
+    }
+  document.body.dataset.result = JSON.stringify(out);
+})();
+"""
+
+
+def test_flamegraph_tooltip_shows_instructions(pystrobe, target, tmp_path):
+    """The page's tooltip, in a browser, lists the instructions of the frame."""
+    if target.version != (3, 12):
+        pytest.skip("one interpreter is enough for the page")
+    from test_flamegraph import assert_ok, load, with_script
+    out = tmp_path / "fg.html"
+    host_dir, target_dir = target.stage_dir()
+    (host_dir / "loop.py").write_text(LOOP_CODE)
+    res = run_pystrobe(pystrobe, "run", "--opcodes", "--flamegraph", "-o", out, "--",
+                       *target.argv, f"{target_dir}/loop.py")
+    assert res.returncode == 0, res.stderr.decode()
+    page = load(with_script(out, tmp_path / "hover.html", HOVER_ADD), tmp_path)
+    assert_ok(page)
+    text = json.loads(page.body.attrs["data-result"])
+    assert text and text.startswith("Instructions: "), text
+    assert "BINARY_OP_ADD_INT (BINARY_OP) " in text, text

@@ -471,6 +471,37 @@ PYS_EXTERN int pys_session_resume(pys_session *s);
  * PYS_E_NOTFOUND, no such stopped thread; PYS_E_EXITED, it is gone. */
 PYS_EXTERN int pys_session_step_thread(pys_session *s, uint64_t thread, unsigned steps);
 
+/* --- instruction names -------------------------------------------------- */
+
+/* The name of instruction byte `opcode` (pys_frame.opcode) in the code of
+ * CPython `python_version` (PY_VERSION_HEX, as pys_session_python_version),
+ * from that version's own opcode table, or NULL when the version has no
+ * such instruction (or is not supported). 3.11+ run specialized forms
+ * ("BINARY_OP_ADD_INT") and, under sys.monitoring or a tracer (3.12+),
+ * instrumented ones ("INSTRUMENTED_CALL"): for those *base (when base is
+ * not NULL) is set to the instruction it stands for ("BINARY_OP", "CALL"),
+ * else to NULL. Static strings. */
+PYS_EXTERN const char *pys_opcode_name(uint32_t python_version, int opcode, const char **base);
+
+/* Count, from now on, the samples of each node at each instruction
+ * (pys_frame.opcode >= 0 of the frames added): off (0) in a new profile, so
+ * that a profile of frames without instructions spends nothing on them. */
+PYS_EXTERN void pys_profile_count_opcodes(pys_profile *p, int on);
+
+/* Samples of one profile node at one instruction. */
+struct pys_opcode_count {
+    int32_t opcode; /* pys_frame.opcode */
+    uint64_t count; /* summed weights */
+};
+/* The instructions node id's frame was sampled at (frames added with
+ * pys_frame.opcode, from sessions with pys_options.opcodes), in increasing
+ * opcode order: writes the first max of them to out and returns how many
+ * there are (0 for a node without), or PYS_E_NOMEM. The counts of a node
+ * add up to its self and callee samples that carried an opcode, less those
+ * a profile past its memory bound had no room for. */
+PYS_EXTERN int pys_profile_node_opcodes(const pys_profile *p, uint32_t id,
+                                        struct pys_opcode_count *out, size_t max);
+
 #ifdef __cplusplus
 }
 #endif

@@ -16,7 +16,7 @@
 #include "output/json.h"
 
 static const char DUMP_USAGE[] =
-    "usage: pystrobe dump [--json] [--no-source] [--blocking] [--max-frames N] PID\n"
+    "usage: pystrobe dump [--json] [--no-source] [--blocking] [--opcodes] [--max-frames N] PID\n"
     "       pystrobe dump [options] -p PID\n"
     "       pystrobe dump --async-aware [--async-mode all|running] [--json] PID\n"
     "\n"
@@ -24,6 +24,8 @@ static const char DUMP_USAGE[] =
     "  --json           one JSON document instead of the text\n"
     "  --blocking       stop the target's threads while their stacks are read\n"
     "  --no-source      no source lines under the frames\n"
+    "  --opcodes        the instruction each frame executes, named from the target's\n"
+    "                   opcode table: CALL_PY_EXACT_ARGS (CALL) for a specialized one\n"
     "  --max-frames N   frames kept of a stack, 16 to 1000000 (default 8192): a deeper\n"
     "                   one keeps its innermost N-1 over a <truncated> frame\n"
     "  --async-aware    the asyncio tasks (CPython 3.14+): each task's name, coroutine\n"
@@ -125,8 +127,23 @@ static void print_source(FILE *f, struct cli_source *src, const struct pys_frame
     fputc('\n', f);
 }
 
+/* Frame fr's instruction, as --opcodes shows it: its name, and the
+ * instruction a specialized or instrumented one stands for in parentheses;
+ * "opcode N" for a byte the version does not name, "?" when unread. */
+static void put_opcode(FILE *f, uint32_t version, const struct pys_frame *fr)
+{
+    const char *base = NULL;
+    const char *name = fr->opcode >= 0 ? pys_opcode_name(version, fr->opcode, &base) : NULL;
+    if (name)
+        fprintf(f, base ? "%s (%s)" : "%s", name, base);
+    else if (fr->opcode >= 0)
+        fprintf(f, "opcode %d", (int)fr->opcode);
+    else
+        fputc('?', f);
+}
+
 static void print_text(FILE *f, pys_session *s, const struct pys_snapshot *snap, size_t max_frames,
-                       struct cli_source *src)
+                       struct cli_source *src, int opcodes)
 {
     fprintf(f, "Process %d: Python %s (", pys_session_pid(s), pys_session_python_version_text(s));
     put_text(f, pys_session_image_path(s));
@@ -195,7 +212,12 @@ static void print_text(FILE *f, pys_session *s, const struct pys_snapshot *snap,
                 put_num(f, fr->end_lineno);
                 fputc(':', f);
                 put_num(f, fr->end_col);
-                fputs("]\n", f);
+                fputc(']', f);
+                if (opcodes && fr->kind == PYS_FRAME_PYTHON) {
+                    fputs("  ", f);
+                    put_opcode(f, pys_session_python_version(s), fr);
+                }
+                fputc('\n', f);
                 if (src)
                     print_source(f, src, fr);
             }
@@ -203,7 +225,27 @@ static void print_text(FILE *f, pys_session *s, const struct pys_snapshot *snap,
     }
 }
 
-static void print_json(FILE *f, pys_session *s, const struct pys_snapshot *snap)
+/* --opcodes: the frame's instruction byte, its name and the instruction it
+ * stands for (null when its own, or unknown). */
+static void put_json_opcode(struct out_json *j, uint32_t version, const struct pys_frame *fr)
+{
+    const char *base = NULL;
+    const char *name = fr->opcode >= 0 ? pys_opcode_name(version, fr->opcode, &base) : NULL;
+    out_json_key(j, "opcode");
+    out_json_int_or_null(j, fr->opcode);
+    out_json_key(j, "opname");
+    if (name)
+        out_json_string(j, name);
+    else
+        out_json_null(j);
+    out_json_key(j, "opbase");
+    if (base)
+        out_json_string(j, base);
+    else
+        out_json_null(j);
+}
+
+static void print_json(FILE *f, pys_session *s, const struct pys_snapshot *snap, int opcodes)
 {
     struct out_json j;
     out_json_init(&j, f);
@@ -283,6 +325,8 @@ static void print_json(FILE *f, pys_session *s, const struct pys_snapshot *snap)
                 out_json_int_or_null(&j, fr->end_col);
                 out_json_key(&j, "lasti");
                 out_json_int(&j, fr->lasti);
+                if (opcodes)
+                    put_json_opcode(&j, pys_session_python_version(s), fr);
                 out_json_end_object(&j);
             }
             out_json_end_array(&j);
@@ -312,7 +356,7 @@ static void test_delay(void)
 
 /* What `dump` was asked. */
 struct dump_args {
-    int json, pid, source, blocking;
+    int json, pid, source, blocking, opcodes;
     int async_aware, async_mode, async_mode_set;
     size_t max_frames;
 };
@@ -328,6 +372,8 @@ static int parse_dump_option(struct dump_args *a, int argc, char **argv, int *i)
         a->source = 0;
     } else if (strcmp(o, "--blocking") == 0) {
         a->blocking = 1;
+    } else if (strcmp(o, "--opcodes") == 0) {
+        a->opcodes = 1;
     } else if (strcmp(o, "-p") == 0 || strcmp(o, "--pid") == 0 || strncmp(o, "--pid=", 6) == 0) {
         const char *v = o[1] == 'p'   ? (*i + 1 < argc ? argv[++*i] : "")
                         : o[5] == '=' ? o + 6
@@ -414,7 +460,7 @@ int cli_dump(int argc, char **argv)
         return rc;
     int json = a.json, pid = a.pid, source = a.source, blocking = a.blocking;
     size_t max_frames = a.max_frames;
-    struct pys_options opt = {.cpu_state = 1, .max_frames = max_frames};
+    struct pys_options opt = {.cpu_state = 1, .max_frames = max_frames, .opcodes = a.opcodes};
     pys_session *s = NULL;
     char err[512];
     rc = pys_session_attach(&s, pid, &opt, err, sizeof err);
@@ -453,10 +499,10 @@ int cli_dump(int argc, char **argv)
         return status;
     }
     if (json) {
-        print_json(stdout, s, snap);
+        print_json(stdout, s, snap, a.opcodes);
     } else {
         struct cli_source *src = source ? cli_source_new(pid) : NULL;
-        print_text(stdout, s, snap, max_frames, src);
+        print_text(stdout, s, snap, max_frames, src, a.opcodes);
         cli_source_free(src);
     }
     pys_session_free(s);

@@ -142,6 +142,8 @@ static int job_setup(struct job *j)
     }
 
     j->prof = pys_profile_new();
+    if (j->prof)
+        pys_profile_count_opcodes(j->prof, r->opcodes);
     if (!j->prof) {
         rec_out_discard(&j->out);
         pys_session_free(j->s);
@@ -252,6 +254,7 @@ int cli_record(int argc, char **argv, int attach)
                                  .native = j.r.native,
                                  .gc = j.r.gc,
                                  .frame_cache = !j.r.read_only,
+                                 .opcodes = j.r.opcodes,
                                  .reuse_idle = !j.r.every_thread,
                                  .max_frames = j.r.max_frames};
     struct live *lv = NULL;

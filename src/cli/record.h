@@ -73,6 +73,7 @@ struct rec {
     int blocking;                  /* stop the target's threads for each sample */
     enum line_mode line_mode;      /* --function, --nolineno */
     int no_idle;                   /* --no-idle: only threads the kernel shows running */
+    int opcodes;                   /* --opcodes: each frame's instruction (pys_options.opcodes) */
     struct out_chrometrace *trace; /* --chrometrace: its events, filled while sampling */
 };
 enum { REC_COMPRESSION_AUTO, REC_COMPRESSION_ZSTD, REC_COMPRESSION_NONE };

@@ -184,6 +184,7 @@ const struct out_rec_meta *rec_run_meta(const struct rec *r, const pys_session *
         .native = r->native,
         .gc = r->gc,
         .main_only = r->main_only,
+        .opcodes = r->opcodes,
     };
     made = 1;
     return &m;

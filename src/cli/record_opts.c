@@ -143,6 +143,11 @@ static const char RUN_USAGE[] =
     "      --blocking            stop every thread of the target for each sample\n"
     "                            (ptrace): each sample is one moment, at the cost of\n"
     "                            stopping the program (--stats shows how long)\n"
+    "Instructions:\n"
+    "      --opcodes             the instruction each frame executes, named from the\n"
+    "                            target's opcode table (BINARY_OP_ADD_INT (BINARY_OP)):\n"
+    "                            counts per frame in the flame graph's tooltip, in\n"
+    "                            recordings; one more read per thread and sample\n"
     "Options may follow attach's PID; everything after run's script (or -m module)\n"
     "is the script's.\n"
     "py-spy's names and habits:\n"
@@ -198,6 +203,7 @@ enum {
     OPT_NO_IDLE,
     OPT_SVG,
     OPT_CHROMETRACE,
+    OPT_OPCODES,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -246,6 +252,7 @@ static const struct option LONG_OPTS[] = {
     {"no-idle", no_argument, NULL, OPT_NO_IDLE},
     {"svg", no_argument, NULL, OPT_SVG},
     {"chrometrace", no_argument, NULL, OPT_CHROMETRACE},
+    {"opcodes", no_argument, NULL, OPT_OPCODES},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -391,6 +398,9 @@ static int set_flag_option(struct rec *r, int c)
         break;
     case OPT_NO_IDLE:
         r->no_idle = 1;
+        break;
+    case OPT_OPCODES:
+        r->opcodes = 1;
         break;
     default:
         return 0;

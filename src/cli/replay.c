@@ -90,6 +90,7 @@ static int on_meta(void *ctx, const struct out_rec_meta *m)
              m->python_version_text ? m->python_version_text : "");
     x->have_meta = 1;
     pys_profile_set_max_memory(x->prof, m->max_memory);
+    pys_profile_count_opcodes(x->prof, m->opcodes);
     if (x->r->format == FMT_GECKO && !(x->r->gecko = out_gecko_new(m))) {
         x->nomem = 1;
         return 1;

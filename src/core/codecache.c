@@ -270,6 +270,22 @@ int prof_codecache_locate(struct prof_codecache *cc, const struct cpy_offsets *o
     return rc;
 }
 
+int prof_codecache_instr_start(struct prof_codecache *cc, struct mem *m,
+                               const struct cpy_offsets *o, const struct prof_code *pc,
+                               uint64_t idx, uint64_t *start)
+{
+    /* pc is one of cc's entries: what is kept in it is the cache's own. */
+    struct prof_code *e = &cc->entries[pc - cc->entries];
+    return cpy_code_instr_start(m, o, &e->code, idx, start);
+}
+
+int prof_codecache_opcode(struct prof_codecache *cc, struct mem *m, const struct cpy_offsets *o,
+                          const struct prof_code *pc, uint64_t idx, uint8_t *op)
+{
+    struct prof_code *e = &cc->entries[pc - cc->entries];
+    return cpy_code_opcode(m, o, &e->code, idx, op);
+}
+
 void prof_codecache_clear(struct prof_codecache *cc)
 {
     if (cc->memo)

@@ -109,6 +109,15 @@ int prof_codecache_get(struct prof_codecache *cc, struct prof_intern *in, struct
                        uint64_t addr, const struct prof_code **out);
 /* Where frame f is in code pc, as cpy_code_locate, remembered per
  * (code, position) so that a line table is decoded once per instruction. */
+/* The code unit where the instruction holding unit idx of pc starts, as
+ * cpy_code_instr_start (which may decode pc's code once and keep that). */
+int prof_codecache_instr_start(struct prof_codecache *cc, struct mem *m,
+                               const struct cpy_offsets *o, const struct prof_code *pc,
+                               uint64_t idx, uint64_t *start);
+/* The first byte of code unit idx of pc from the cache's copy of its
+ * bytecode, as cpy_code_opcode (PYS_E_NOTFOUND: not held, read it live). */
+int prof_codecache_opcode(struct prof_codecache *cc, struct mem *m, const struct cpy_offsets *o,
+                          const struct prof_code *pc, uint64_t idx, uint8_t *op);
 int prof_codecache_locate(struct prof_codecache *cc, const struct cpy_offsets *o,
                           const struct prof_code *pc, const struct cpy_raw_frame *f,
                           int32_t *lasti, struct cpy_location *loc);

@@ -23,6 +23,12 @@
  * the bound, the last sixteenth of which is kept for fold markers. A stack
  * that would need a node or frame past that is counted under a marker child
  * of the deepest node its path has (see fold()).
+ *
+ * Frames that carry their instruction (pys_frame.opcode, with
+ * pys_options.opcodes) also count, per node, the samples at each opcode: an
+ * entry per (node, opcode) seen, found by a hash like the nodes, and
+ * listed per node from a sorted copy made when asked (ops_order). An entry
+ * past the bound is not made: that sample's instruction goes uncounted.
  */
 #include <assert.h>
 #include <stdlib.h>
@@ -60,6 +66,13 @@ struct last_stack {
     size_t n, cap;
 };
 
+/* Samples of node `node` at instruction `opcode`. */
+struct op_count {
+    uint32_t node;
+    int32_t opcode;
+    uint64_t count;
+};
+
 struct thread_entry {
     uint32_t node;
     uint64_t thread;
@@ -91,6 +104,14 @@ struct pys_profile {
     const char **ns_names;     /* and their names (pys_profile_set_thread_name), by id */
     size_t n_ns, cap_ns;       /* cap_ns: ns_ids has room for ids below it */
     struct util_htab ns_index; /* their ids, by thread */
+
+    struct op_count *ops; /* ops[1..n_ops-1] */
+    size_t n_ops, cap_ops;
+    struct util_htab ops_index; /* their ids, by (node, opcode) */
+    struct op_count *ops_order; /* a copy of ops[1..], by (node, opcode), made when asked */
+    size_t n_order;             /* entries ops_order holds */
+    int ops_stale;              /* entries were made since ops_order was */
+    int count_ops;              /* pys_profile_count_opcodes */
 };
 
 /* No ':' or ';' in its name: the collapsed format's readers split on them. */
@@ -333,7 +354,15 @@ void pys_profile_free(pys_profile *p)
     free(p->ns_ids);
     free(p->ns_names);
     util_htab_release(&p->ns_index);
+    free(p->ops);
+    util_htab_release(&p->ops_index);
+    free(p->ops_order);
     free(p);
+}
+
+void pys_profile_count_opcodes(pys_profile *p, int on)
+{
+    p->count_ops = on != 0;
 }
 
 void pys_profile_set_max_memory(pys_profile *p, uint64_t max_bytes)
@@ -435,6 +464,54 @@ static int fold(pys_profile *p, uint32_t at, uint32_t thread_node, uint64_t weig
     return 0;
 }
 
+static uint64_t op_hash(uint32_t node, int32_t opcode)
+{
+    return util_hash_u64((uint64_t)node << 32 | (uint32_t)opcode);
+}
+
+static uint64_t op_hash_at(const void *ctx, uint32_t id)
+{
+    const pys_profile *p = ctx;
+    return op_hash(p->ops[id].node, p->ops[id].opcode);
+}
+
+/* Add weight to node's count at opcode, its entry made as room allows.
+ * 0 (counted, or not for want of room) or PYS_E_NOMEM. */
+static int count_opcode(pys_profile *p, uint32_t node, int32_t opcode, uint64_t weight)
+{
+    uint64_t h = op_hash(node, opcode);
+    uint32_t id;
+    if (p->ops_index.cap) {
+        for (size_t j = util_htab_first(&p->ops_index, h); (id = p->ops_index.slot[j]);
+             j = util_htab_next(&p->ops_index, j))
+            if (p->ops[id].node == node && p->ops[id].opcode == opcode) {
+                p->ops[id].count += weight;
+                return 0;
+            }
+    }
+    if (p->n_ops >= PROFILE_MAX_NODES || !fits(p, 0, ROOM_ORDINARY))
+        return 0;
+    if (p->n_ops == 0)
+        p->n_ops = 1; /* id 0 is the empty slot */
+    if (p->n_ops >= p->cap_ops) {
+        size_t cap = grown_cap(p, p->cap_ops, sizeof *p->ops, ROOM_ORDINARY);
+        if (!cap)
+            return 0;
+        int rc = resize(p, (void **)&p->ops, p->cap_ops, cap, sizeof *p->ops);
+        if (rc < 0)
+            return rc;
+        p->cap_ops = cap;
+    }
+    int rc = index_room(p, &p->ops_index, p->n_ops, ROOM_ORDINARY, op_hash_at);
+    if (rc)
+        return rc < 0 ? rc : 0;
+    id = (uint32_t)p->n_ops++;
+    p->ops[id] = (struct op_count){node, opcode, weight};
+    util_htab_set(&p->ops_index, util_htab_free_slot(&p->ops_index, h), id);
+    p->ops_stale = 1;
+    return 0;
+}
+
 int pys_profile_add(pys_profile *p, uint64_t thread, const struct pys_frame *frames, size_t n,
                     uint64_t weight)
 {
@@ -477,6 +554,10 @@ int pys_profile_add(pys_profile *p, uint64_t thread, const struct pys_frame *fra
     ls->n = n;
     p->nodes[id].self += weight;
     p->stale = 1;
+    for (size_t i = 0; i < n && p->count_ops; i++)
+        if (frames[n - 1 - i].opcode >= 0 &&
+            (rc = count_opcode(p, ls->path[i + 1], frames[n - 1 - i].opcode, weight)) < 0)
+            return rc;
     return 0;
 }
 
@@ -639,4 +720,58 @@ uint64_t pys_profile_thread_ns(const pys_profile *p, uint64_t thread)
         return 0;
     uint32_t id = ns_find(p, thread, util_hash_u64(thread));
     return id ? p->ns_ids[id][1] : 0;
+}
+
+/* --- instructions per node ------------------------------------------------ */
+
+static int cmp_ops(const void *a, const void *b)
+{
+    const struct op_count *x = a, *y = b;
+    if (x->node != y->node)
+        return x->node < y->node ? -1 : 1;
+    return x->opcode < y->opcode ? -1 : x->opcode > y->opcode;
+}
+
+/* ops_order made again if entries were made since: 0 or PYS_E_NOMEM. */
+static int ops_sorted(pys_profile *p)
+{
+    if (!p->ops_stale)
+        return 0;
+    size_t n = p->n_ops ? p->n_ops - 1 : 0;
+    struct op_count *order = realloc(p->ops_order, (n ? n : 1) * sizeof *order);
+    if (!order)
+        return PYS_E_NOMEM;
+    p->bytes += (uint64_t)n * sizeof *order;
+    p->bytes -= (uint64_t)p->n_order * sizeof *order;
+    p->ops_order = order;
+    p->n_order = n;
+    memcpy(order, p->ops + 1, n * sizeof *order);
+    qsort(order, n, sizeof *order, cmp_ops);
+    p->ops_stale = 0;
+    return 0;
+}
+
+int pys_profile_node_opcodes(const pys_profile *p, uint32_t id, struct pys_opcode_count *out,
+                             size_t max)
+{
+    /* The order is a cache of the entries, as the totals are of the
+     * counts (pys_profile_node). */
+    pys_profile *q = (pys_profile *)p;
+    int rc = ops_sorted(q);
+    if (rc < 0)
+        return rc;
+    const struct op_count *o = p->ops_order;
+    size_t lo = 0, hi = p->n_order;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (o[mid].node < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t k = 0;
+    for (; lo < p->n_order && o[lo].node == id; lo++, k++)
+        if (k < max)
+            out[k] = (struct pys_opcode_count){o[lo].opcode, o[lo].count};
+    return k > (size_t)INT32_MAX ? INT32_MAX : (int)k;
 }

@@ -192,6 +192,17 @@ uint32_t pys_session_python_version(const pys_session *s)
     return s->off.version;
 }
 
+const char *pys_opcode_name(uint32_t python_version, int opcode, const char **base)
+{
+    const char *b = NULL;
+    const char *name = (python_version >> 24) == 3
+                           ? cpy_opcode_name((int)((python_version >> 16) & 0xff), opcode, &b)
+                           : NULL;
+    if (name && base)
+        *base = b;
+    return name;
+}
+
 const char *pys_session_python_version_text(const pys_session *s)
 {
     return s->version_text;

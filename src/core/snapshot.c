@@ -156,21 +156,33 @@ static int name_frame(struct pys_session *s, const struct cpy_thread *t,
     return 0;
 }
 
-/* pys_options.opcodes: have read_opcodes fill frame s->res.nframes (about
- * to be added: rf, resolved to res, code *pc if looked up) with its
- * opcode. */
-static void want_opcode(struct pys_session *s, const struct cpy_raw_frame *rf,
-                        const struct pys_frame *res, const struct prof_code *pc, size_t *nops)
+/* pys_options.opcodes: the first byte of the instruction at the position
+ * of frame s->res.nframes (about to be added: rf, resolved to res, code *pc
+ * if looked up), where the position points into the instruction's inline
+ * caches (3.11-3.12) of the instruction they follow. Returns it when the
+ * code cache holds it (immutable bytecode, 3.8-3.10); else has
+ * read_opcodes read it and returns -1. */
+static int want_opcode(struct pys_session *s, const struct cpy_raw_frame *rf,
+                       const struct pys_frame *res, const struct prof_code *pc, size_t *nops)
 {
     /* The cached tail's code objects are looked up only for this. */
     if (res->lasti < 0 || (!pc && prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off,
                                                      &s->sym, rf->code, &pc) != 0))
-        return;
-    if ((uint64_t)res->lasti < 2 * pc->code.ncodeunits) {
+        return -1;
+    uint64_t start, idx = (uint64_t)res->lasti / 2;
+    uint8_t op;
+    if (idx >= pc->code.ncodeunits ||
+        prof_codecache_instr_start(&s->codes, &s->mem, &s->off, pc, idx, &start) != 0)
+        return -1;
+    int rc = prof_codecache_opcode(&s->codes, &s->mem, &s->off, pc, start, &op);
+    if (rc == 0)
+        return op;
+    if (rc == PYS_E_NOTFOUND) {
         s->op_segs[*nops] =
-            (struct mem_seg){pc->code.code_bytes + (uint64_t)res->lasti, &s->op_byte[*nops], 1};
+            (struct mem_seg){pc->code.code_bytes + 2 * start, &s->op_byte[*nops], 1};
         s->op_frame[(*nops)++] = s->res.nframes;
     }
+    return -1;
 }
 
 /*
@@ -244,9 +256,10 @@ static int resolve_frames(struct pys_session *s, const struct prof_walk *w,
         }
         /* 3.11 marks the first Python frame of each C-level call instead. */
         pending_native = rf->entry;
-        if (s->opt.opcodes)
-            want_opcode(s, rf, res, pc, &nops);
+        int op = s->opt.opcodes ? want_opcode(s, rf, res, pc, &nops) : -1;
         s->res.frames[s->res.nframes++] = *res;
+        if (op >= 0)
+            s->res.frames[s->res.nframes - 1].opcode = op;
     }
     read_opcodes(s, nops);
     if (w->cut) {

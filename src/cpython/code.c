@@ -176,6 +176,8 @@ void cpy_code_release(struct cpy_code *c)
     free(c->filename);
     free(c->qualname);
     free(c->linetable);
+    free(c->starts);
+    free(c->bytecode);
     memset(c, 0, sizeof *c);
 }
 

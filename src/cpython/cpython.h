@@ -245,6 +245,17 @@ struct cpy_code {
     size_t linetable_len;
     uint64_t ncodeunits;  /* length of the bytecode in code units */
     uint64_t code_bytes;  /* target address of the bytecode's first byte */
+    /* Where a position may point into an instruction's inline caches
+     * (CPY_POS_PREV_INSTR): a bit per code unit, set where an instruction
+     * starts, for units below starts_units; made on first need
+     * (cpy_code_instr_start), NULL until then. */
+    uint8_t *starts;
+    uint64_t starts_units;
+    /* Where the bytecode is an immutable bytes object (co_code, 3.8-3.10):
+     * its first bytecode_units units, copied on first need
+     * (cpy_code_opcode), NULL until then. */
+    uint8_t *bytecode;
+    uint64_t bytecode_units;
 };
 
 /* The key of a code object from a copy of its head and of the 16 bytes at
@@ -305,5 +316,44 @@ int cpy_object_attr(struct mem *m, const struct cpy_offsets *o, uint64_t obj, co
 int cpy_long_read(struct mem *m, const struct cpy_offsets *o, uint64_t addr, uint64_t *out);
 /* Is the object at addr a str (or a str subclass)? */
 int cpy_is_str(struct mem *m, const struct cpy_offsets *o, uint64_t addr);
+
+/* --- instruction names (opcodes.c; tables generated into opcodes_gen.c) -- */
+
+/* One minor version's instructions: names[b] is the name of byte value b at
+ * the start of an instruction of its code (NULL: no such instruction),
+ * bases[b] the byte of the instruction b stands for (itself unless b is a
+ * specialized or instrumented form; NULL: every one is its own), caches[b]
+ * the inline cache units after it (3.11+), 255 when b hides the instruction
+ * it replaced and so its caches (NULL: none). */
+struct cpy_opcode_table {
+    int minor;
+    const char *const *names;
+    const uint8_t *bases;
+    const uint8_t *caches;
+};
+extern const struct cpy_opcode_table cpy_opcode_tables[];
+extern const size_t cpy_opcode_tables_count;
+
+/* The name of instruction byte op in CPython 3.minor, NULL when the version
+ * is not known or has no such instruction; *base (if base is not NULL) the
+ * name of the instruction it stands for, NULL when it is its own. */
+const char *cpy_opcode_name(int minor, int op, const char **base);
+/* The code unit where the instruction holding code unit idx of c starts:
+ * idx itself unless the version's frame position may point into inline
+ * caches (CPY_POS_PREV_INSTR: a caller's points to its CALL's last cache),
+ * where c's code is read once (at most CPY_OPCODE_MAX_UNITS units) and
+ * decoded instruction by instruction from its start. PYS_E_NOTFOUND past an
+ * instruction that hides its length (INSTRUMENTED_LINE) or past the bound,
+ * else 0 or a read error. */
+int cpy_code_instr_start(struct mem *m, const struct cpy_offsets *o, struct cpy_code *c,
+                         uint64_t idx, uint64_t *start);
+#define CPY_OPCODE_MAX_UNITS (1u << 20)
+/* The first byte of code unit idx of c from a copy of c's bytecode, kept
+ * where the bytecode never changes (co_code, 3.8-3.10: read once, at most
+ * CPY_OPCODE_MAX_UNITS units). PYS_E_NOTFOUND where it may change (3.11+'s
+ * adaptive code: read it at each sample) or past the copy; else 0 or a read
+ * error. */
+int cpy_code_opcode(struct mem *m, const struct cpy_offsets *o, struct cpy_code *c, uint64_t idx,
+                    uint8_t *op);
 
 #endif

@@ -165,8 +165,73 @@ static void write_threads(struct out_json *j, const pys_profile *p, size_t n)
     out_json_end_array(j);
 }
 
+/* Samples of a node at an instruction (pys_profile_node_opcodes), with the
+ * instruction's names as string indexes (-1: none). */
+struct op_row {
+    uint32_t node;
+    int32_t opcode, name, base;
+    uint64_t count;
+};
+
+struct op_rows {
+    struct op_row *v;
+    size_t n, cap;
+};
+
+/* Every node's instructions, their names added to st. 0 or PYS_E_NOMEM. */
+static int collect_opcodes(const pys_profile *p, size_t n, struct strtab *st, struct op_rows *out)
+{
+    uint32_t version = pys_profile_info_get(p)->python_version;
+    struct pys_opcode_count buf[256];
+    for (uint32_t id = 1; id < n; id++) {
+        int k = pys_profile_node_opcodes(p, id, buf, sizeof buf / sizeof buf[0]);
+        if (k < 0)
+            return k;
+        if (k > (int)(sizeof buf / sizeof buf[0]))
+            k = (int)(sizeof buf / sizeof buf[0]);
+        for (int i = 0; i < k; i++) {
+            if (out->n == out->cap) {
+                size_t cap = out->cap ? 2 * out->cap : 256;
+                struct op_row *v = realloc(out->v, cap * sizeof *v);
+                if (!v)
+                    return PYS_E_NOMEM;
+                out->v = v;
+                out->cap = cap;
+            }
+            const char *base = NULL;
+            const char *name = pys_opcode_name(version, buf[i].opcode, &base);
+            struct op_row r = {id, buf[i].opcode, name ? strtab_add(st, name) : -1,
+                               base ? strtab_add(st, base) : -1, buf[i].count};
+            if ((name && r.name < 0) || (base && r.base < 0))
+                return PYS_E_NOMEM;
+            out->v[out->n++] = r;
+        }
+    }
+    return 0;
+}
+
+static void write_opcodes(struct out_json *j, const struct op_rows *ops)
+{
+    static const char *const keys[] = {"node", "opcode", "name", "base", "count"};
+    out_json_begin_object(j);
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        out_json_key(j, keys[k]);
+        out_json_begin_array(j);
+        for (size_t i = 0; i < ops->n; i++) {
+            const struct op_row *r = &ops->v[i];
+            out_json_int(j, k == 0   ? (int64_t)r->node
+                            : k == 1 ? r->opcode
+                            : k == 2 ? r->name
+                            : k == 3 ? r->base
+                                     : clamp_u64(r->count));
+        }
+        out_json_end_array(j);
+    }
+    out_json_end_object(j);
+}
+
 static void write_data(FILE *f, const pys_profile *p, const char *title, const struct strtab *st,
-                       const int32_t *ix, size_t n)
+                       const int32_t *ix, size_t n, const struct op_rows *ops)
 {
     struct out_json j;
     out_json_init(&j, f);
@@ -196,6 +261,10 @@ static void write_data(FILE *f, const pys_profile *p, const char *title, const s
         out_json_end_array(&j);
     }
     out_json_end_object(&j);
+    if (ops->n) {
+        out_json_key(&j, "opcodes");
+        write_opcodes(&j, ops);
+    }
     out_json_end_object(&j);
 }
 
@@ -206,6 +275,7 @@ int out_flamegraph_write(FILE *f, const pys_profile *p, const char *title)
     size_t n = pys_profile_nodes(p);
     struct strtab st = {0};
     int32_t *ix = NULL; /* per node: string index of qualname, then of filename */
+    struct op_rows ops = {0};
     int rc = PYS_E_NOMEM;
 
     /* The page is ours and fixed at build time; the test suite renders it. */
@@ -223,13 +293,16 @@ int out_flamegraph_write(FILE *f, const pys_profile *p, const char *title)
         if (ix[2 * (size_t)id] < 0 || ix[2 * (size_t)id + 1] < 0)
             goto out;
     }
+    if ((rc = collect_opcodes(p, n, &st, &ops)) < 0)
+        goto out;
 
     fwrite(page, 1, (size_t)(mark - page), f);
-    write_data(f, p, title ? title : DEFAULT_TITLE, &st, ix, n);
+    write_data(f, p, title ? title : DEFAULT_TITLE, &st, ix, n, &ops);
     fputs(mark + strlen(DATA_MARK), f);
     rc = fflush(f) != 0 || ferror(f) ? PYS_E_IO : 0;
 out:
     free(ix);
+    free(ops.v);
     strtab_release(&st);
     return rc;
 }

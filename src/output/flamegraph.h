@@ -17,7 +17,10 @@
  *    "threads": [[node, tid], ...],      the thread nodes and their native ids
  *                                        (a decimal string above 2^53)
  *    "nodes": {"parent": [...], "name": [...], "file": [...], "line": [...],
- *              "first": [...], "kind": [...], "self": [...], "total": [...]}}
+ *              "first": [...], "kind": [...], "self": [...], "total": [...]},
+ *    "opcodes": {"node": [...], "opcode": [...], "name": [...], "base": [...],
+ *                "count": [...]}}    only in a profile whose frames carry
+ *                                    their instruction (--opcodes)
  *
  * The node arrays are parallel, indexed by node id as in the profile: node 0
  * is the root (parent -1), its children the threads, then frames outermost
@@ -25,6 +28,9 @@
  * "file" index "strings" (-1 for the root and thread nodes), "line" and
  * "first" are the frame's lineno and firstlineno (-1 unknown), "kind" is
  * PYS_FRAME_* (-1 for the root and threads), "self" and "total" are samples.
+ * "opcodes" is parallel too, a row per (node, instruction) sampled: the
+ * instruction's byte, its name and the instruction it stands for (indexes
+ * into "strings", -1: none; pys_opcode_name) and the samples at it.
  */
 #ifndef PYSTROBE_OUTPUT_FLAMEGRAPH_H
 #define PYSTROBE_OUTPUT_FLAMEGRAPH_H

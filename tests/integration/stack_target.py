@@ -234,11 +234,17 @@ def signature(stacks):
 
 
 def opcode_at(code, lasti):
-    """The byte at the instruction as the interpreter runs it: 3.11+ rewrites
-    instructions in place (code._co_code_adaptive), before that co_code."""
+    """The first byte of the instruction holding f_lasti, as the interpreter
+    runs it: 3.11+ rewrites instructions in place (code._co_code_adaptive),
+    before that co_code. On 3.11 and 3.12 a caller's f_lasti is its call's
+    last inline cache unit: the instruction is the last one starting at or
+    before it, as dis decodes the code."""
     if lasti < 0:
         return None
-    return getattr(code, "_co_code_adaptive", code.co_code)[lasti]
+    import dis
+    kw = {"adaptive": True} if sys.version_info >= (3, 11) else {}
+    start = max(i.offset for i in dis.get_instructions(code, **kw) if i.offset <= lasti)
+    return getattr(code, "_co_code_adaptive", code.co_code)[start]
 
 
 def frame_record(f):

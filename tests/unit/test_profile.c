@@ -451,6 +451,49 @@ static void test_folds_into_the_thread_with_no_room(void **state)
     pys_profile_free(p);
 }
 
+/* Each node counts the samples at each instruction of its frame, the
+ * callers' as well as the leaf's; a profile not asked to counts none. */
+static void test_opcode_counts(void **state)
+{
+    (void)state;
+    pys_profile *p = pys_profile_new(), *off = pys_profile_new();
+    assert_non_null(p);
+    assert_non_null(off);
+    pys_profile_count_opcodes(p, 1);
+    struct pys_frame f[2] = {frame(1, 10), frame(0, 5)}; /* run called by main */
+    const int leaf_ops[] = {7, 7, 9, 7}, caller_op = 171;
+    f[1].opcode = caller_op;
+    for (size_t k = 0; k < sizeof leaf_ops / sizeof leaf_ops[0]; k++) {
+        f[0].opcode = leaf_ops[k];
+        assert_int_equal(pys_profile_add(p, 1, f, 2, k == 3 ? 2 : 1), 0);
+        assert_int_equal(pys_profile_add(off, 1, f, 2, 1), 0);
+    }
+    f[0].opcode = -1; /* not read: not counted */
+    assert_int_equal(pys_profile_add(p, 1, f, 2, 1), 0);
+    struct pys_opcode_count c[4];
+    uint32_t run = 0, main_ = 0;
+    for (uint32_t id = 1; id < pys_profile_nodes(p); id++) {
+        const struct pys_frame *fr = pys_profile_frame(p, pys_profile_node(p, id)->frame);
+        if (fr && fr->qualname == funcs[1])
+            run = id;
+        if (fr && fr->qualname == funcs[0])
+            main_ = id;
+    }
+    assert_int_equal(pys_profile_node_opcodes(p, run, c, 4), 2);
+    assert_int_equal(c[0].opcode, 7);
+    assert_int_equal(c[0].count, 4); /* 1 + 1 + 2 */
+    assert_int_equal(c[1].opcode, 9);
+    assert_int_equal(c[1].count, 1);
+    assert_int_equal(pys_profile_node_opcodes(p, main_, c, 1), 1);
+    assert_int_equal(c[0].opcode, caller_op);
+    assert_int_equal(c[0].count, 6);
+    assert_int_equal(pys_profile_node_opcodes(p, 0, c, 4), 0);
+    for (uint32_t id = 0; id < pys_profile_nodes(off); id++)
+        assert_int_equal(pys_profile_node_opcodes(off, id, c, 4), 0);
+    pys_profile_free(off);
+    pys_profile_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -460,6 +503,7 @@ int main(void)
         cmocka_unit_test(test_memory_per_node),
         cmocka_unit_test(test_folds_past_a_tiny_bound),
         cmocka_unit_test(test_folds_into_the_thread_with_no_room),
+        cmocka_unit_test(test_opcode_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -153,6 +153,7 @@ struct rec_target {
     pys_profile *prof;      /* its own, or the merged one */
     uint64_t unmatched;     /* as rec_sample_loop's */
     uint64_t samples, failed;
+    uint64_t first_ns; /* its first sample's start (rec_now_ns), 0 before */
     /* --merge-processes: the outermost frame of its stacks, "process PID
      * COMMAND" (the command as when its current program was attached). */
     struct pys_frame root;

@@ -550,7 +550,8 @@ static void sample_target(struct loop *l, struct rec_procs *procs, struct rec_ta
         return;
     }
     l->info->samples++;
-    t->samples++;
+    if (t->samples++ == 0)
+        t->first_ns = t1;
     if (rc < 0) {
         l->info->failed++;
         t->failed++;

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -60,6 +61,7 @@ struct proc {
     int is_main;      /* the first target: sessions and profile are the caller's */
     int in_tree;      /* seen in the last walk */
     uint64_t seen_ns; /* first seen */
+    uint64_t born_ns; /* when it started, CLOCK_BOOTTIME to a clock tick; 0 unknown */
     uint64_t probe_until, next_probe, probe_wait;
     uint64_t start_ns, end_ns;      /* attached, ended */
     char cmd[CMD_LEN];              /* its command line as last read ("" for a zombie) */
@@ -77,7 +79,8 @@ struct rec_procs {
     struct proc *v[MAX_PROCS];
     size_t n;
     uint64_t next_walk, recheck;
-    long last_pid; /* as /proc/loadavg said at the last walk */
+    uint64_t began_ns; /* sampling's start, CLOCK_BOOTTIME */
+    long last_pid;     /* as /proc/loadavg said at the last walk */
     int said_full;
     pid_t tree[MAX_TREE];
 };
@@ -118,6 +121,41 @@ static struct proc *find(struct rec_procs *p, int pid)
     return NULL;
 }
 
+/* CLOCK_BOOTTIME, in ns. */
+static uint64_t boot_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* When pid started (its starttime in /proc/PID/stat: clock ticks since
+ * boot, CLOCK_BOOTTIME's origin), in ns; 0 if unknown. */
+static uint64_t started_ns(int pid)
+{
+    char path[64], buf[1024];
+    unsigned long long ticks;
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char *s = strrchr(buf, ')'); /* the name may hold anything */
+    long hz = sysconf(_SC_CLK_TCK);
+    /* Fields from the state (3rd) on; starttime is the 22nd. */
+    if (!s || hz <= 0 ||
+        sscanf(s + 1,
+               " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+               "%*d %*d %*d %llu",
+               &ticks) != 1)
+        return 0;
+    return (uint64_t)ticks * (1000000000ull / (uint64_t)hz);
+}
+
 static struct proc *proc_new(struct rec_procs *p, int pid, uint64_t now)
 {
     if (p->n == MAX_PROCS) {
@@ -135,6 +173,7 @@ static struct proc *proc_new(struct rec_procs *p, int pid, uint64_t now)
     pr->seen_ns = pr->next_probe = now;
     pr->probe_until = now + FOLLOW_NS;
     pr->probe_wait = PROBE_NS;
+    pr->born_ns = started_ns(pid);
     pr->root_fd = pr->cwd_fd = -1;
     pr->in_tree = 1;
     read_cmdline(pid, pr->cmd, sizeof pr->cmd);
@@ -274,16 +313,39 @@ static long last_pid(void)
     return sp ? strtol(sp + 1, NULL, 10) : -1;
 }
 
-/* A process gone from the tree: ended, unless a target (one whose parent
- * exited leaves the tree and is still sampled). */
+/* Is pid a process that runs (not gone, not a zombie)? Its state letter
+ * in /proc/PID/stat, after the name (which may hold anything). */
+static int alive(int pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char *close_paren = strrchr(buf, ')');
+    return close_paren && close_paren[1] == ' ' && close_paren[2] != 'Z' && close_paren[2] != 'X' &&
+           close_paren[2] != '\0';
+}
+
+/* A process not in the tree (or a zombie): ended if it is gone, or if it
+ * runs on but is not followed any more (a non-Python process re-parented
+ * away). A target stays: its samples say when it ends. */
 static void left_tree(struct rec_procs *p, struct proc *pr, uint64_t now)
 {
-    if (pr->t.state == REC_T_PROBING || pr->t.state == REC_T_OTHER) {
-        pr->t.state = REC_T_ENDED;
-        pr->end_ns = now;
-        if (pr->t.pid != p->command)
-            waitpid(pr->t.pid, NULL, WNOHANG); /* an orphan re-parented to pystrobe */
-    }
+    if (pr->t.state != REC_T_PROBING && pr->t.state != REC_T_OTHER)
+        return;
+    int running = alive(pr->t.pid);
+    if (running && pr->t.state == REC_T_PROBING)
+        return;
+    pr->t.state = REC_T_ENDED;
+    pr->end_ns = now;
+    if (!running && pr->t.pid != p->command)
+        waitpid(pr->t.pid, NULL, WNOHANG); /* an orphan re-parented to pystrobe */
 }
 
 /* Follow the tree below the root: new processes, execs of others. */
@@ -306,8 +368,8 @@ static void walk(struct rec_procs *p, uint64_t now)
             continue;
         char cmd[CMD_LEN];
         read_cmdline(pr->t.pid, cmd, sizeof cmd);
-        if (cmd[0] == '\0') { /* a zombie */
-            pr->in_tree = 0;
+        if (cmd[0] == '\0') { /* a zombie, or a moment of its exec */
+            pr->in_tree = alive(pr->t.pid);
         } else if (strcmp(cmd, pr->cmd) != 0) { /* an exec, most likely */
             memcpy(pr->cmd, cmd, sizeof cmd);
             probe_again(pr, now);
@@ -328,6 +390,7 @@ struct rec_procs *rec_procs_new(const struct rec *r, const struct pys_options *o
     p->opt = opt;
     p->root = root;
     p->command = command;
+    p->began_ns = boot_ns();
     uint64_t now = rec_now_ns();
     int pid = pys_session_pid(ss->v[ss->n - 1]);
     struct proc *main = proc_new(p, pid, now);
@@ -491,13 +554,21 @@ int rec_procs_finish(struct rec_procs *p, const struct rec *r, int quiet)
     }
     if (quiet)
         return status;
+    /* FIRST: from a process's start to its first sample, for those that
+     * started while pystrobe sampled (the kernel gives the start to a
+     * clock tick, 10 ms: the figure may be that much too high). */
+    uint64_t boot_minus_mono = boot_ns() - rec_now_ns();
     fprintf(stderr, "Processes (--subprocesses):\n");
-    fprintf(stderr, "  %8s %9s %7s  %s\n", "PID", "SAMPLES", "FAILED", "COMMAND");
+    fprintf(stderr, "  %8s %9s %7s %8s  %s\n", "PID", "SAMPLES", "FAILED", "FIRST", "COMMAND");
     for (size_t i = 0; i < p->n; i++) {
         const struct proc *pr = p->v[i];
         const char *st = state_text(pr);
-        fprintf(stderr, "  %8d %9llu %7llu  %s%s%s%s\n", pr->t.pid,
-                (unsigned long long)pr->t.samples, (unsigned long long)pr->t.failed,
+        char first[32] = "-";
+        uint64_t first_boot = pr->t.first_ns + boot_minus_mono;
+        if (pr->t.first_ns && pr->born_ns >= p->began_ns && first_boot >= pr->born_ns)
+            snprintf(first, sizeof first, "%.0fms", (double)(first_boot - pr->born_ns) / 1e6);
+        fprintf(stderr, "  %8d %9llu %7llu %8s  %s%s%s%s\n", pr->t.pid,
+                (unsigned long long)pr->t.samples, (unsigned long long)pr->t.failed, first,
                 pr->cmd[0] ? pr->cmd : "?", *st ? " (" : "", st, *st ? ")" : "");
     }
     return status;

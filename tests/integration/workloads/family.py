@@ -2,7 +2,7 @@
 
     family.py MODE DIR
 
-The parent spins in parent_before() for a moment, starts its children the
+The parent prints "ready", spins in parent_before() for a moment, starts its children the
 way MODE says, waits for them, and spins in parent_after(). Each child
 spins in a function named after the way it was started (child_fork,
 child_mp_spawn, ...) and writes its pid to DIR/<that name>.pid first, so a
@@ -15,8 +15,8 @@ test knows which profile file is whose. Modes:
   early          a child that exits early, the parent going on a second more
   split          a spawned child running split_3_1.py's 3:1 alpha/beta split
   timing-METHOD  (METHOD: fork, spawn, subprocess) the child spins in
-                 child_early_phase until START + EARLY seconds, START being
-                 when the parent started it, then in child_late_phase: how
+                 child_early_phase until START + EARLY (1) seconds, START being
+                 when the parent started it, then in child_late_phase (LATE, 0.5 s): how
                  many early samples a profile has tells how soon the child
                  was first sampled
 
@@ -30,7 +30,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHILD_SECONDS = 1.0
-EARLY = 0.5
+EARLY = 1.0
 LATE = 0.5
 
 
@@ -182,6 +182,7 @@ def main(argv):
     if argv[0] == "timing":
         child_timing(argv[1], float(argv[2]))
         return
+    print("ready", flush=True)
     parent_before()
     start(argv[0], argv[1])
     parent_after()

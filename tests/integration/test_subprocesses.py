@@ -115,6 +115,17 @@ def test_child_exiting_early(strobes, work, tmp_path):  # noqa: F811
     assert after > 0, st.describe()
 
 
+def test_orphan(strobes, work, tmp_path):  # noqa: F811
+    """A child whose parent exits at once (a double fork), outliving the
+    target too: re-parented to pystrobe (a child subreaper with run), so
+    still followed and profiled to its end."""
+    st, pids = family(strobes, work, tmp_path, "orphan")
+    child = pids["child_orphan"]
+    assert (tmp_path / f"prof_{child}.txt").is_file(), st.describe()
+    stacks = load_collapsed(tmp_path / f"prof_{child}.txt")
+    assert "child_orphan" in names(stacks)
+
+
 def test_merged(strobes, work, tmp_path):  # noqa: F811
     """--merge-processes: one file; every stack under `process PID COMMAND`
     (before the thread's frame in collapsed output), the child's function

@@ -13,6 +13,8 @@ test knows which profile file is whose. Modes:
   shell          /bin/sh -c running it (the shell stays: a non-Python parent)
   grandchild     a subprocess whose own subprocess does the work
   early          a child that exits early, the parent going on a second more
+  orphan         a child that forks the worker and exits at once (the worker,
+                 an orphan, outlives the parent too)
   split          a spawned child running split_3_1.py's 3:1 alpha/beta split
   timing-METHOD  (METHOD: fork, spawn, subprocess) the child spins in
                  child_early_phase until START + EARLY (1) seconds, START being
@@ -86,6 +88,20 @@ def child_early(d):
     spin_until(time.monotonic() + 0.2)
 
 
+def child_orphan(d):
+    note(d, "child_orphan")
+    spin_until(time.monotonic() + CHILD_SECONDS)
+
+
+def orphan_middle(d):
+    """Fork the worker and exit at once: the worker's parent is gone."""
+    if os.fork() == 0:
+        try:
+            child_orphan(d)
+        finally:
+            os._exit(0)
+
+
 def child_split(d):
     note(d, "child_split")
     sys.path.insert(0, HERE)
@@ -155,6 +171,8 @@ def start(mode, d):
     elif mode == "early":
         subprocess.run(again("child", "child_early", d), check=True)
         parent_after(1.0)
+    elif mode == "orphan":
+        fork_child(orphan_middle, d)
     elif mode == "split":
         mp_child("spawn", child_split, d)
     elif mode.startswith("timing-"):

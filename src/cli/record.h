@@ -170,11 +170,11 @@ void rec_procs_poll(struct rec_procs *p, uint64_t now);
 size_t rec_procs_count(const struct rec_procs *p);
 struct rec_target *rec_procs_target(struct rec_procs *p, size_t i);
 /* What a sample of a target said: it exited, it exec'd (its session's
- * error tells), or it cannot be sampled any more (rc, with why). */
+ * error tells), or it cannot be sampled any more (why). */
 void rec_procs_exited(struct rec_procs *p, struct rec_target *t, uint64_t now);
 void rec_procs_exec(struct rec_procs *p, struct rec_target *t, uint64_t now);
-void rec_procs_fail(struct rec_procs *p, struct rec_target *t, int rc, const char *why);
-/* Whether nothing is left to sample or to follow. */
+void rec_procs_fail(struct rec_procs *p, struct rec_target *t, const char *why);
+/* Whether nothing is left to sample or to follow (run's command included). */
 int rec_procs_done(const struct rec_procs *p);
 /* The first target's sessions, after sampling (to free). */
 struct rec_sessions *rec_procs_main_sessions(struct rec_procs *p);

@@ -542,7 +542,7 @@ static void sample_target(struct loop *l, struct rec_procs *procs, struct rec_ta
     if (pause_rc < 0) {
         char msg[512];
         snprintf(msg, sizeof msg, "--blocking: %s", pys_session_last_error(l->s));
-        rec_procs_fail(procs, t, pause_rc, msg);
+        rec_procs_fail(procs, t, msg);
         return;
     }
     if (rc == PYS_E_EXEC) {
@@ -556,7 +556,7 @@ static void sample_target(struct loop *l, struct rec_procs *procs, struct rec_ta
         l->info->failed++;
         t->failed++;
     } else if (add_snapshot(l, snap) < 0) {
-        rec_procs_fail(procs, t, PYS_E_NOMEM, "out of memory");
+        rec_procs_fail(procs, t, "out of memory");
     }
 }
 

@@ -19,7 +19,6 @@
  * Failures (permission, an unsupported version, out of memory) are the
  * target's own: said in the table at the end, never stopping the others.
  */
-#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,13 +40,13 @@
  * its exec. */
 #define PROBE_NS 1000000ull
 #define PROBE_MAX_NS 50000000ull
-/* The tree is followed at least this often, for the execs of processes
- * known (which make no new pid). */
-#define RECHECK_NS 20000000ull
 /* ... for this long after it appeared or changed its command line: an
  * interpreter initialises in its first tens of milliseconds, a shell that
  * execs one takes a little more. */
 #define FOLLOW_NS 2000000000ull
+/* The tree is followed at least this often, for the execs of processes
+ * known (which make no new pid). */
+#define RECHECK_NS 20000000ull
 /* Processes known at once (targets and others): beyond it new ones are
  * not followed (said once). Each target holds a session and a profile. */
 #define MAX_PROCS 1024
@@ -458,19 +457,22 @@ void rec_procs_exec(struct rec_procs *p, struct rec_target *t, uint64_t now)
     probe_again(proc_of(t), now);
 }
 
-void rec_procs_fail(struct rec_procs *p, struct rec_target *t, int rc, const char *why)
+void rec_procs_fail(struct rec_procs *p, struct rec_target *t, const char *why)
 {
     (void)p;
-    (void)rc;
     fail(proc_of(t), why);
     proc_of(t)->end_ns = rec_now_ns();
 }
 
+/* Sampling goes on while a target is sampled or may become Python, and
+ * while run's command runs (a shell script may start Python again); other
+ * programs that are not Python hold nothing up (a daemon). */
 int rec_procs_done(const struct rec_procs *p)
 {
     for (size_t i = 0; i < p->n; i++) {
         enum rec_target_state st = p->v[i]->t.state;
-        if (st == REC_T_SAMPLING || st == REC_T_PROBING || st == REC_T_OTHER)
+        if (st == REC_T_SAMPLING || st == REC_T_PROBING ||
+            (st == REC_T_OTHER && p->v[i]->t.pid == p->command))
             return 0;
     }
     return 1;

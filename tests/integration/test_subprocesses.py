@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import wait_ready
-from targets import supported_targets
+from targets import supported_targets, unsupported_targets
 from test_sampling import (EXIT_USAGE, SessionProcesses, Work, load_collapsed,  # noqa: F401
                            parse_collapsed, strobes)
 
@@ -124,6 +124,32 @@ def test_orphan(strobes, work, tmp_path):  # noqa: F811
     assert (tmp_path / f"prof_{child}.txt").is_file(), st.describe()
     stacks = load_collapsed(tmp_path / f"prof_{child}.txt")
     assert "child_orphan" in names(stacks)
+
+
+FAILING_PARENT = """
+import subprocess, sys
+spin = "import time\\nt = time.time()\\nwhile time.time() - t < 1: pass"
+old = subprocess.Popen([sys.argv[1], "-c", spin])
+new = subprocess.Popen([sys.executable, "-c", "def supported_child():\\n " + spin.replace("\\n", "\\n ") + "\\nsupported_child()"])
+assert old.wait() == 0 and new.wait() == 0
+"""
+
+
+def test_child_failure_stops_nothing(strobes, work, tmp_path):  # noqa: F811
+    """A child pystrobe cannot sample (a Python it does not support) is
+    said, with why, in the table; its sibling is profiled all the same."""
+    old = [t for t in unsupported_targets() if t.chroot is None]
+    if work.target.chroot is not None or not old:
+        pytest.skip("needs a pyenv target and an unsupported pyenv Python")
+    st = strobes(["run", "--subprocesses", "--collapsed", "-o", tmp_path / "p.txt", "--",
+                  *work.target.argv, "-c", FAILING_PARENT, old[0].argv[0]])
+    st.check()
+    rows = table(st)
+    failed = [r for r in rows.values() if "not supported" in r[2]]
+    assert len(failed) == 1 and failed[0][0] == 0, st.describe()
+    ok = [pid for pid, r in rows.items() if "supported_child" in r[2]]
+    assert len(ok) == 1, st.describe()
+    assert "supported_child" in names(load_collapsed(tmp_path / f"p_{ok[0]}.txt"))
 
 
 def test_merged(strobes, work, tmp_path):  # noqa: F811

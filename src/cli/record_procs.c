@@ -34,7 +34,7 @@
  * sampling does not make a new process's start any less missed. */
 #define DISCOVER_NS 1000000ull
 /* A process that is not Python yet is attached again after PROBE_NS, then
- * after each wait half as long again as the one before, up to
+ * after each wait a quarter longer than the one before, up to
  * PROBE_MAX_NS: an attempt reads its maps and probes its files (half a
  * millisecond), and an interpreter is attachable a few milliseconds after
  * its exec. */
@@ -279,7 +279,7 @@ static void probe(struct rec_procs *p, struct proc *pr, uint64_t now)
         return;
     }
     pr->next_probe = now + pr->probe_wait;
-    pr->probe_wait += pr->probe_wait / 2;
+    pr->probe_wait += pr->probe_wait / 4;
     if (pr->probe_wait > PROBE_MAX_NS)
         pr->probe_wait = PROBE_MAX_NS;
     if (now >= pr->probe_until)

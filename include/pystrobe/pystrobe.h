@@ -78,6 +78,10 @@ PYS_EXTERN const char *pys_strerror(int code);
 /* "<truncated>": the stack goes on below the frames pys_options.max_frames
  * keeps; always last. */
 #define PYS_FRAME_TRUNCATED 4
+/* "process PID COMMAND", only in profiles: the process a stack of a profile
+ * of several processes came from (pystrobe's --merge-processes); always
+ * outermost. */
+#define PYS_FRAME_PROCESS 5
 
 struct pys_frame {
     const char *filename; /* co_filename */

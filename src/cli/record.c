@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <pystrobe/pystrobe.h>
 
@@ -129,6 +130,10 @@ static int job_setup(struct job *j)
     if (rc != -1)
         return rc;
     rec_abort_cleanup(-1, -1, named_tmp(&j->out));
+    /* --subprocesses: what run's command leaves behind when its parent
+     * exits stays pystrobe's descendant, to be followed. */
+    if (r->subprocesses && !r->attach)
+        prctl(PR_SET_CHILD_SUBREAPER, 1UL);
     rc = r->attach ? attach_target(j) : start_target(j);
     if (rc != -1)
         return rc;
@@ -267,22 +272,42 @@ int cli_record(int argc, char **argv, int attach)
         return rc;
     }
 
-    struct rec_sessions ss = {.v = {j.s}, .n = 1, .opt = &j.opt};
+    struct rec_sessions ss = {.v = {j.s}, .n = 1, .opt = &j.opt}, *ssp = &ss;
+    struct rec_procs *procs = NULL;
+    enum end why;
     struct rec_cost cost;
     rec_cost_begin(&cost);
-    enum end why = rec_sample_loop(&j.r, &ss, j.prof, &sinks, &unmatched);
+    if (j.r.subprocesses) {
+        /* --subprocesses: every target at each tick (no sinks: refused). */
+        procs =
+            rec_procs_new(&j.r, &j.opt, j.r.attach ? j.pid : (int)getpid(), j.child, &ss, j.prof);
+        if (!procs) {
+            fprintf(stderr, "pystrobe: out of memory\n");
+            job_abandon(&j);
+            return CLI_ERROR;
+        }
+        why = rec_sample_procs(&j.r, procs);
+        ssp = rec_procs_main_sessions(procs);
+        unmatched = rec_procs_target(procs, 0)->unmatched;
+    } else {
+        why = rec_sample_loop(&j.r, &ss, j.prof, &sinks, &unmatched);
+    }
     rec_cost_end(&cost);
     live_end(lv, why);
     live_free(lv);
     const struct pys_profile_info *info = pys_profile_info(j.prof);
     rec_print_summary(info, j.r.rate_hz, &cost, j.r.no_summary);
     if (!j.r.no_summary)
-        rec_print_rereads(ss.v[ss.n - 1]);
+        rec_print_rereads(ssp->v[ssp->n - 1]);
     if (!j.r.binary)
         rec_print_folded(j.prof, j.r.max_memory);
     if (j.r.stats)
-        rec_print_stats(ss.v[ss.n - 1], info, &cost);
+        rec_print_stats(ssp->v[ssp->n - 1], info, &cost);
     int status = write_outputs(&j, info, unmatched);
+    if (procs) {
+        int st = rec_procs_finish(procs, &j.r, j.r.no_summary);
+        status = status == CLI_OK ? st : status;
+    }
     if (why == END_ERROR && (status == CLI_OK || status == CLI_NOSAMPLES))
         status = rec_error_status;
     if (j.r.browser && status == CLI_OK && j.r.format == FMT_FLAMEGRAPH && j.out.path)
@@ -293,7 +318,8 @@ int cli_record(int argc, char **argv, int attach)
     rec_stream_free(&j.r);
     pys_profile_free(j.prof);
     out_chrometrace_free(j.r.trace);
-    for (size_t i = 0; i < ss.n; i++)
-        pys_session_free(ss.v[i]);
+    for (size_t i = 0; i < ssp->n; i++)
+        pys_session_free(ssp->v[i]);
+    rec_procs_free(procs);
     return status;
 }

@@ -5,6 +5,7 @@
  *   record_opts.c   options and usage
  *   record_loop.c   the sampling loop, its clock and its signals
  *   record_child.c  `run`'s child process: start, find its Python, stop
+ *   record_procs.c  --subprocesses: the target's descendants, a target each
  *   record_out.c    the summary, --stats and the output files
  *
  * Private to src/cli.
@@ -75,6 +76,9 @@ struct rec {
     int no_idle;                   /* --no-idle: only threads the kernel shows running */
     int opcodes;                   /* --opcodes: each frame's instruction (pys_options.opcodes) */
     struct out_chrometrace *trace; /* --chrometrace: its events, filled while sampling */
+    /* --subprocesses: every Python descendant sampled too (record_procs.c);
+     * merge_processes: into the one profile, under a process frame each. */
+    int subprocesses, merge_processes;
 };
 enum { REC_COMPRESSION_AUTO, REC_COMPRESSION_ZSTD, REC_COMPRESSION_NONE };
 
@@ -132,6 +136,55 @@ struct rec_sinks {
 int rec_sinks_add(struct rec_sinks *ks, void *ctx,
                   int (*sample)(void *, const struct rec_sample *));
 
+/* record_procs.c: --subprocesses. The processes sampled are targets; the
+ * first is the one run started or attach named (its sessions and profile
+ * are the caller's), the others are found by following the process tree
+ * at most every millisecond of sampling. */
+enum rec_target_state {
+    REC_T_PROBING,  /* not (yet) Python: attach is tried again */
+    REC_T_SAMPLING, /* attached: sampled at each tick */
+    REC_T_OTHER,    /* not Python: followed through, looked at again if it execs */
+    REC_T_ENDED,    /* exited */
+    REC_T_FAILED    /* cannot be sampled (why: its text) */
+};
+struct rec_target {
+    int pid;
+    enum rec_target_state state;
+    struct rec_sessions ss; /* its programs (ss.n == 0: never attached) */
+    pys_profile *prof;      /* its own, or the merged one */
+    uint64_t unmatched;     /* as rec_sample_loop's */
+    uint64_t samples, failed;
+    uint64_t first_ns; /* its first sample's start (rec_now_ns), 0 before */
+    /* --merge-processes: the outermost frame of its stacks, "process PID
+     * COMMAND" (the command as when its current program was attached). */
+    struct pys_frame root;
+};
+struct rec_procs;
+/* The set for the target whose session is ss->v[0], sampled into prof
+ * (NULL if out of memory). Descendants of root are followed: attach's
+ * target, or pystrobe itself for run (a child subreaper, so that orphans
+ * stay in its tree); command: run's child, which the caller reaps (-1). */
+struct rec_procs *rec_procs_new(const struct rec *r, const struct pys_options *opt, int root,
+                                int command, const struct rec_sessions *ss, pys_profile *prof);
+/* At each tick (now): follow the tree, attach to what became Python. */
+void rec_procs_poll(struct rec_procs *p, uint64_t now);
+size_t rec_procs_count(const struct rec_procs *p);
+struct rec_target *rec_procs_target(struct rec_procs *p, size_t i);
+/* What a sample of a target said: it exited, it exec'd (its session's
+ * error tells), or it cannot be sampled any more (why). */
+void rec_procs_exited(struct rec_procs *p, struct rec_target *t, uint64_t now);
+void rec_procs_exec(struct rec_procs *p, struct rec_target *t, uint64_t now);
+void rec_procs_fail(struct rec_procs *p, struct rec_target *t, const char *why);
+/* Whether nothing is left to sample or to follow (run's command included). */
+int rec_procs_done(const struct rec_procs *p);
+/* The first target's sessions, after sampling (to free). */
+struct rec_sessions *rec_procs_main_sessions(struct rec_procs *p);
+/* After sampling: each other target's profile written beside the main
+ * one (unless merged), then the table of processes. Returns CLI_OK, or
+ * the status of the first output that failed. */
+int rec_procs_finish(struct rec_procs *p, const struct rec *r, int quiet);
+void rec_procs_free(struct rec_procs *p);
+
 /* record_loop.c */
 uint64_t rec_now_ns(void);
 /* Whether thread t's stack belongs in the output: --mode,
@@ -160,6 +213,11 @@ struct rec_cost {
 };
 void rec_cost_begin(struct rec_cost *c);
 void rec_cost_end(struct rec_cost *c);
+/* --subprocesses: sample every target of procs at each tick, the first
+ * into its own profile (its counters), until a signal, the duration, or
+ * nothing is left to sample (END_EXITED). A target that fails or ends
+ * never stops the others. */
+enum end rec_sample_procs(const struct rec *r, struct rec_procs *procs);
 
 /* record_async.c: --async-aware. */
 struct rec_async {

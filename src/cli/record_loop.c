@@ -212,6 +212,7 @@ struct loop {
     struct rec_async async;      /* --async-aware's reader */
     struct pys_frame *lines_buf; /* --function, --nolineno: a stack's rewritten frames */
     size_t lines_cap;
+    const struct pys_frame *root; /* --merge-processes: the outermost frame, else NULL */
 };
 
 static void realtime_line(const struct timing *tm, uint64_t samples, uint64_t failed, uint64_t now)
@@ -228,27 +229,32 @@ static void realtime_line(const struct timing *tm, uint64_t samples, uint64_t fa
 /* Thread t's frames as the profile gets them: with --function each Python
  * frame stands at its function's first line, with --nolineno at none
  * (OUT_LINE_OMITTED, which the outputs other than collapsed take as unknown),
- * so that a function's lines count as one entry. NULL if out of memory. */
-static const struct pys_frame *frames_for_lines(struct loop *l, const struct pys_thread *t)
+ * so that a function's lines count as one entry; with --merge-processes
+ * below the process's frame (*n then one more). NULL if out of memory. */
+static const struct pys_frame *frames_for_lines(struct loop *l, const struct pys_thread *t,
+                                                size_t *n)
 {
-    if (l->r->line_mode == LINES_EXACT)
+    *n = t->nframes;
+    if (l->r->line_mode == LINES_EXACT && !l->root)
         return t->frames;
-    if (t->nframes > l->lines_cap) {
-        struct pys_frame *v = realloc(l->lines_buf, t->nframes * sizeof *v);
+    if (t->nframes + 1 > l->lines_cap) {
+        struct pys_frame *v = realloc(l->lines_buf, (t->nframes + 1) * sizeof *v);
         if (!v)
             return NULL;
         l->lines_buf = v;
-        l->lines_cap = t->nframes;
+        l->lines_cap = t->nframes + 1;
     }
     for (size_t i = 0; i < t->nframes; i++) {
         struct pys_frame *f = &l->lines_buf[i];
         *f = t->frames[i];
-        if (f->kind != PYS_FRAME_PYTHON)
+        if (f->kind != PYS_FRAME_PYTHON || l->r->line_mode == LINES_EXACT)
             continue;
         f->lineno = f->end_lineno =
             l->r->line_mode == LINES_FUNCTION ? f->firstlineno : OUT_LINE_OMITTED;
         f->col = f->end_col = f->lasti = f->opcode = -1;
     }
+    if (l->root)
+        l->lines_buf[(*n)++] = *l->root;
     return l->lines_buf;
 }
 
@@ -266,10 +272,11 @@ static int add_thread(struct loop *l, pys_session *s, const struct pys_thread *t
     if (name && pys_profile_thread_name(prof, id) != name &&
         pys_profile_set_thread_name(prof, id, name) < 0)
         return PYS_E_NOMEM;
-    const struct pys_frame *frames = frames_for_lines(l, t);
+    size_t n;
+    const struct pys_frame *frames = frames_for_lines(l, t, &n);
     if (!frames)
         return PYS_E_NOMEM;
-    return pys_profile_add(prof, id, frames, t->nframes, 1);
+    return pys_profile_add(prof, id, frames, n, 1);
 }
 
 /* Add one snapshot's stacks that pass the filters to the profile, and
@@ -307,7 +314,7 @@ static int add_snapshot(struct loop *l, const struct pys_snapshot *snap)
 /* Account a sample taken from t0 to t1: its time, the realtime line
  * (every 250 ms with --realtime-stats), and the next deadline; deadlines
  * passed by more than a whole interval are counted missed and skipped. */
-static void sample_done(struct loop *l, uint64_t t0, uint64_t t1)
+static uint64_t sample_done(struct loop *l, uint64_t t0, uint64_t t1)
 {
     struct timing *tm = &l->tm;
     uint64_t dt = t1 - t0, interval = l->r->interval_ns;
@@ -322,11 +329,12 @@ static void sample_done(struct loop *l, uint64_t t0, uint64_t t1)
         tm->window_n = 0;
     }
     l->next += interval;
-    if (t1 >= l->next + interval) {
-        uint64_t skip = (t1 - l->next) / interval;
-        l->info->missed += skip;
-        l->next += skip * interval;
-    }
+    if (t1 < l->next + interval)
+        return 0;
+    uint64_t skip = (t1 - l->next) / interval;
+    l->info->missed += skip;
+    l->next += skip * interval;
+    return skip;
 }
 
 /* The program was replaced (t1: when the sample saw it). Returns 1 if
@@ -456,6 +464,17 @@ static int sample_one(struct loop *l, uint64_t t0, enum end *why)
     return 1;
 }
 
+/* Where sampling starts: the way to wait, the clock. */
+static void loop_start(struct loop *l)
+{
+    /* Spin only where sleeping cannot keep up: intervals shorter than twice
+     * the wake-up latency, and never at 20 kHz or below (sleeping a little
+     * late there costs nothing: deadlines are absolute). */
+    l->spin = l->r->interval_ns < 50000 && l->r->interval_ns < 2 * wake_latency_ns();
+    l->start = l->next = rec_now_ns();
+    l->tm = (struct timing){0, 0, UINT64_MAX, 0, l->start, 0, l->start};
+}
+
 /* Sample until the end; fill the profile and its info. */
 enum end rec_sample_loop(const struct rec *r, struct rec_sessions *ss, pys_profile *prof,
                          const struct rec_sinks *sinks, uint64_t *unmatched)
@@ -467,12 +486,7 @@ enum end rec_sample_loop(const struct rec *r, struct rec_sessions *ss, pys_profi
                      .info = pys_profile_info(prof),
                      .sinks = sinks,
                      .unmatched = unmatched};
-    /* Spin only where sleeping cannot keep up: intervals shorter than twice
-     * the wake-up latency, and never at 20 kHz or below (sleeping a little
-     * late there costs nothing: deadlines are absolute). */
-    l.spin = r->interval_ns < 50000 && r->interval_ns < 2 * wake_latency_ns();
-    l.start = l.next = rec_now_ns();
-    l.tm = (struct timing){0, 0, UINT64_MAX, 0, l.start, 0, l.start};
+    loop_start(&l);
     enum end why = END_SIGNAL;
 
     *unmatched = 0;
@@ -499,6 +513,93 @@ enum end rec_sample_loop(const struct rec *r, struct rec_sessions *ss, pys_profi
         fputc('\n', stderr);
     rec_async_release(&l.async);
     l.info->duration_ns = rec_now_ns() - l.start - l.waited;
+    free(l.lines_buf);
+    return why;
+}
+
+/* --- several processes (--subprocesses) ------------------------------------ */
+
+/* Sample target t of procs once, into its profile. */
+static void sample_target(struct loop *l, struct rec_procs *procs, struct rec_target *t)
+{
+    l->ss = &t->ss;
+    l->s = t->ss.v[t->ss.n - 1];
+    l->prof = t->prof;
+    l->info = pys_profile_info(t->prof);
+    l->unmatched = &t->unmatched;
+    l->root = l->r->merge_processes ? &t->root : NULL;
+    const struct pys_snapshot *snap;
+    int rc, pause_rc = 0;
+    if (l->r->blocking)
+        rc = cli_blocking_snapshot(l->s, &snap, &pause_rc);
+    else
+        rc = pys_session_snapshot(l->s, &snap);
+    uint64_t t1 = rec_now_ns();
+    if (rc == PYS_E_EXITED || pause_rc == PYS_E_EXITED) {
+        rec_procs_exited(procs, t, t1);
+        return;
+    }
+    if (pause_rc < 0) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "--blocking: %s", pys_session_last_error(l->s));
+        rec_procs_fail(procs, t, msg);
+        return;
+    }
+    if (rc == PYS_E_EXEC) {
+        rec_procs_exec(procs, t, t1);
+        return;
+    }
+    l->info->samples++;
+    if (t->samples++ == 0)
+        t->first_ns = t1;
+    if (rc < 0) {
+        l->info->failed++;
+        t->failed++;
+    } else if (add_snapshot(l, snap) < 0) {
+        rec_procs_fail(procs, t, "out of memory");
+    }
+}
+
+enum end rec_sample_procs(const struct rec *r, struct rec_procs *procs)
+{
+    struct rec_target *main = rec_procs_target(procs, 0);
+    struct pys_profile_info *info = pys_profile_info(main->prof);
+    struct loop l = {.r = r, .info = info};
+    enum end why = END_SIGNAL;
+    loop_start(&l);
+    for (;;) {
+        if (rec_stop)
+            break;
+        uint64_t t0 = rec_now_ns();
+        if (r->duration_ns && t0 - l.start >= r->duration_ns) {
+            why = END_DURATION;
+            break;
+        }
+        if (t0 < l.next) {
+            wait_deadline(&l);
+            if (rec_stop)
+                continue;
+            t0 = rec_now_ns();
+        }
+        rec_procs_poll(procs, t0);
+        size_t n = rec_procs_count(procs);
+        for (size_t i = 0; i < n; i++) {
+            struct rec_target *t = rec_procs_target(procs, i);
+            if (t->state == REC_T_SAMPLING)
+                sample_target(&l, procs, t);
+        }
+        if (rec_procs_done(procs)) {
+            why = END_EXITED;
+            break;
+        }
+        /* The tick's timing and missed deadlines count in the first
+         * target's profile: its summary is the run's. */
+        l.info = info;
+        sample_done(&l, t0, rec_now_ns());
+    }
+    if (r->realtime)
+        fputc('\n', stderr);
+    info->duration_ns = rec_now_ns() - l.start;
     free(l.lines_buf);
     return why;
 }

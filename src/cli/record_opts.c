@@ -160,7 +160,15 @@ static const char RUN_USAGE[] =
     "      --idle                keep idle threads (the default in wall mode)\n"
     "      --no-idle             leave out threads the kernel does not show running\n"
     "      --svg                 an SVG flame graph (flamegraph_PID.svg)\n"
-    "      --chrometrace         Chrome trace events, a timeline (chrometrace_PID.json)\n";
+    "      --chrometrace         Chrome trace events, a timeline (chrometrace_PID.json)\n"
+    "Processes:\n"
+    "      --subprocesses        profile every Python process the target starts too\n"
+    "                            (fork, multiprocessing, subprocess, through a shell),\n"
+    "                            from its first milliseconds: a profile per process,\n"
+    "                            named BASE_PID.EXT beside the main one, and a table\n"
+    "                            of the processes at the end\n"
+    "      --merge-processes     with --subprocesses: one profile, each stack under a\n"
+    "                            'process PID COMMAND' frame\n";
 
 enum {
     OPT_MAIN_ONLY = 256,
@@ -204,6 +212,9 @@ enum {
     OPT_SVG,
     OPT_CHROMETRACE,
     OPT_OPCODES,
+    /* --subprocesses */
+    OPT_SUBPROCESSES,
+    OPT_MERGE_PROCESSES,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -253,6 +264,8 @@ static const struct option LONG_OPTS[] = {
     {"svg", no_argument, NULL, OPT_SVG},
     {"chrometrace", no_argument, NULL, OPT_CHROMETRACE},
     {"opcodes", no_argument, NULL, OPT_OPCODES},
+    {"subprocesses", no_argument, NULL, OPT_SUBPROCESSES},
+    {"merge-processes", no_argument, NULL, OPT_MERGE_PROCESSES},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -304,6 +317,27 @@ static int check_async(const struct rec *r)
     if (r->binary || r->record_path || r->format == FMT_JSONL || r->format == FMT_GECKO || r->live)
         return usage_error("%s", "--async-aware cannot be combined with --binary, --record, "
                                  "--jsonl, --gecko or --live yet");
+    return -1;
+}
+
+/* --subprocesses' companions and conflicts: -1, or the exit status. */
+static int check_subprocesses(const struct rec *r)
+{
+    if (r->merge_processes && !r->subprocesses)
+        return usage_error("%s", "--merge-processes goes with --subprocesses");
+    if (!r->subprocesses)
+        return -1;
+    /* These are fed by one target's sample stream, or show one process. */
+    if (r->live)
+        return usage_error("%s", "--subprocesses cannot be combined with --live (it shows one "
+                                 "process)");
+    if (r->binary || r->record_path || r->format == FMT_JSONL || r->format == FMT_GECKO ||
+        r->format == FMT_CHROMETRACE)
+        return usage_error("%s", "--subprocesses cannot be combined with --binary, --record, "
+                                 "--jsonl, --gecko or --chrometrace yet (they record one "
+                                 "process's sample stream)");
+    if (r->async_aware)
+        return usage_error("%s", "--subprocesses cannot be combined with --async-aware yet");
     return -1;
 }
 
@@ -401,6 +435,12 @@ static int set_flag_option(struct rec *r, int c)
         break;
     case OPT_OPCODES:
         r->opcodes = 1;
+        break;
+    case OPT_SUBPROCESSES:
+        r->subprocesses = 1;
+        break;
+    case OPT_MERGE_PROCESSES:
+        r->merge_processes = 1;
         break;
     default:
         return 0;
@@ -545,6 +585,8 @@ static int finish_args(struct rec *r, int argc, char **argv, int first, const ch
     if (r->jsonl_samples && r->format != FMT_JSONL)
         return usage_error("%s", "--jsonl-samples goes with --jsonl");
     int bad = check_async(r);
+    if (bad == -1)
+        bad = check_subprocesses(r);
     if (bad != -1)
         return bad;
     r->interval_ns = (uint64_t)(1e9 / r->rate_hz + 0.5);

@@ -230,6 +230,11 @@ int prof_attach_runtime(struct pys_session *s)
             return prof_fail(s, rc, "process %d has exited", s->pid);
         return prof_fail(s, rc, "no such process: %d", s->pid);
     }
+    /* A child of vfork shows its parent's memory until it execs: its
+     * program is not yet its own (run it again a moment later). */
+    if (plat_proc_shares_parent_vm(s->pid) == 1)
+        return prof_fail(s, PYS_E_NOTPYTHON,
+                         "process %d shares its parent's memory (vfork, before its exec)", s->pid);
     if ((rc = plat_maps_read(s->pid, &maps)) < 0) {
         if (rc == PYS_E_PERM)
             return prof_fail(s, rc, "permission denied reading process %d", s->pid);

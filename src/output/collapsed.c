@@ -64,6 +64,16 @@ static int write_lines(FILE *f, const pys_profile *p, int tid)
             if (!fr) { /* a thread node */
                 if (!tid)
                     continue;
+                /* A merged profile's process frame goes before the thread:
+                 * the processes are the roots. */
+                const struct pys_frame *pf =
+                    depth > 0 ? pys_profile_frame(p, pys_profile_node(p, path[depth - 1])->frame)
+                              : NULL;
+                int process_first = pf && pf->kind == PYS_FRAME_PROCESS;
+                if (process_first) {
+                    put_frame(f, pf);
+                    fputc(';', f);
+                }
                 uint64_t thread_id = pys_profile_thread(p, path[depth]);
                 fprintf(f, "tid:%llu", (unsigned long long)thread_id);
                 uint64_t ns = pys_profile_thread_ns(p, thread_id);
@@ -75,6 +85,8 @@ static int write_lines(FILE *f, const pys_profile *p, int tid)
                     put_name(f, name);
                     fputc(')', f);
                 }
+                if (process_first)
+                    depth--; /* written above */
             } else {
                 if (!first)
                     fputc(';', f);

@@ -69,6 +69,11 @@ int plat_proc_exe(pid_t pid, char *buf, size_t len);
 /* Descendants of pid (children only unless recursive), breadth first, at
  * most max of them into out. Returns how many, or a negative code. */
 int plat_proc_children(pid_t pid, int recursive, pid_t *out, size_t max);
+/* Does process pid share its parent's address space: a child of vfork (or
+ * of clone with CLONE_VM) before its exec, whose memory is its parent's?
+ * 1 or 0 (0 too where the kernel cannot tell: no kcmp, or not allowed);
+ * PYS_E_NOPROC if it is gone. */
+int plat_proc_shares_parent_vm(pid_t pid);
 
 /* errno of a failed open, read or readlink under /proc/PID as a PYS_E_*
  * code (for the platform layer's own files). ENOENT means "no such process"

@@ -81,11 +81,31 @@ static void test_namespace_thread_ids(void **state)
     pys_profile_free(p);
 }
 
+/* A merged profile's process frame (outermost) is the root of each line,
+ * before the thread's frame. */
+static void test_process_frame_first(void **state)
+{
+    (void)state;
+    pys_profile *p = pys_profile_new();
+    assert_non_null(p);
+    struct pys_frame a[2] = {frame("main.py", "<module>", 3, PYS_FRAME_PYTHON),
+                             frame("~", "process 7 python3 a;b.py", 0, PYS_FRAME_PROCESS)};
+    assert_int_equal(pys_profile_add(p, 8, a, 2, 2), 0);
+    char *out = write_all(p, 1);
+    assert_string_equal(out, "process 7 python3 a,b.py;tid:8;main.py:<module>:3 2\n");
+    free(out);
+    out = write_all(p, 0);
+    assert_string_equal(out, "process 7 python3 a,b.py;main.py:<module>:3 2\n");
+    free(out);
+    pys_profile_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_separators_in_names_are_replaced),
         cmocka_unit_test(test_namespace_thread_ids),
+        cmocka_unit_test(test_process_frame_first),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -578,8 +578,8 @@ static void test_mem_readv_fresh_coalesces(void **state)
 static void test_mem_prefetch_late_in_span(void **state)
 {
     long ps = sysconf(_SC_PAGESIZE);
-    uint8_t *p = mmap(NULL, 3 * (size_t)ps, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *p =
+        mmap(NULL, 3 * (size_t)ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     struct mem m;
     uint64_t a = 0, b = 0, c = 0, late = 0;
     (void)state;
@@ -628,8 +628,8 @@ static void test_mem_prefetch_late_in_span(void **state)
 static void test_mem_read_twice(void **state)
 {
     long ps = sysconf(_SC_PAGESIZE);
-    uint8_t *p = mmap(NULL, 2 * (size_t)ps, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *p =
+        mmap(NULL, 2 * (size_t)ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     uint8_t first[256], second[256];
     uint64_t word = 0;
     struct mem m;
@@ -668,9 +668,9 @@ static void test_mem_read_twice(void **state)
     assert_int_equal(mem_read_twice(&m, span, first, second, 256, &after, 1, span, 256), 0);
     assert_memory_equal(first, p, 256);
     /* The span itself unmapped: mem_read's error. */
-    assert_int_equal(mem_read_twice(&m, span + (uint64_t)ps, first, second, 8, NULL, 0,
-                                    span + (uint64_t)ps, 8),
-                     PYS_E_BADADDR);
+    assert_int_equal(
+        mem_read_twice(&m, span + (uint64_t)ps, first, second, 8, NULL, 0, span + (uint64_t)ps, 8),
+        PYS_E_BADADDR);
     mem_release(&m);
     munmap(p, (size_t)ps);
 }
@@ -730,8 +730,8 @@ static void test_mem_prefetch_drops_unmapped_span(void **state)
 static void test_mem_prefetch_keeps_small_spans(void **state)
 {
     long ps = sysconf(_SC_PAGESIZE);
-    uint8_t *p = mmap(NULL, 8 * (size_t)ps, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *p =
+        mmap(NULL, 8 * (size_t)ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     uint8_t *big = malloc(2 * (size_t)ps);
     uint64_t v = 0;
     struct mem m;
@@ -789,8 +789,8 @@ static void snapshots_reading(struct mem *m, uint64_t at, int n)
 static void test_mem_prefetch_kept_span_leaves(void **state)
 {
     long ps = sysconf(_SC_PAGESIZE);
-    uint8_t *p = mmap(NULL, 4 * (size_t)ps, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *p =
+        mmap(NULL, 4 * (size_t)ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     uint64_t v = 0;
     struct mem m;
     (void)state;
@@ -862,8 +862,8 @@ static void *tick(void *arg)
 static void test_mem_recheck_after_batch(void **state)
 {
     long ps = sysconf(_SC_PAGESIZE);
-    uint8_t *p = mmap(NULL, 3 * (size_t)ps, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *p =
+        mmap(NULL, 3 * (size_t)ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     struct mem m;
     (void)state;
 
@@ -1337,6 +1337,92 @@ static void test_program_exec(void **state)
     assert_int_equal(after, 0);
 }
 
+/* A child that shares its parent's memory (clone with CLONE_VM, as a vfork
+ * child before its exec) is told apart from a forked one. */
+static char vm_child_stack[64 * 1024] __attribute__((aligned(16)));
+
+static int vm_child(void *arg)
+{
+    (void)arg;
+    for (;;)
+        pause(); /* a system call only: the memory is the parent's */
+    return 0;
+}
+
+static void test_shares_parent_vm(void **state)
+{
+    (void)state;
+    pid_t shared =
+        clone(vm_child, vm_child_stack + sizeof vm_child_stack, CLONE_VM | SIGCHLD, NULL);
+    assert_true(shared > 0);
+    pid_t forked = fork();
+    if (forked == 0) {
+        for (;;)
+            pause();
+    }
+    int a = plat_proc_shares_parent_vm(shared);
+    int b = forked > 0 ? plat_proc_shares_parent_vm(forked) : -100;
+    kill(shared, SIGKILL);
+    waitpid(shared, NULL, 0);
+    if (forked > 0) {
+        kill(forked, SIGKILL);
+        waitpid(forked, NULL, 0);
+    }
+    int gone = plat_proc_shares_parent_vm(forked);
+    assert_int_equal(a, 1);
+    assert_int_equal(b, 0);
+    assert_int_equal(gone, PYS_E_NOPROC);
+}
+
+/* The descendants: children and a grandchild, from the kernel's lists. */
+static void test_children_recursive(void **state)
+{
+    int fds[2];
+    (void)state;
+    assert_int_equal(pipe(fds), 0);
+    pid_t kids[2];
+    for (int i = 0; i < 2; i++) {
+        kids[i] = fork();
+        assert_true(kids[i] >= 0);
+        if (kids[i] == 0) {
+            close(fds[0]);
+            if (i == 1 && fork() == 0) { /* the grandchild */
+                for (;;)
+                    pause();
+            }
+            if (i == 1 && write(fds[1], "x", 1) != 1)
+                _exit(1);
+            for (;;)
+                pause();
+        }
+    }
+    close(fds[1]);
+    char c;
+    ssize_t r = read(fds[0], &c, 1); /* the grandchild is born */
+    close(fds[0]);
+    pid_t out[16];
+    int direct = plat_proc_children(getpid(), 0, out, 16);
+    int all = plat_proc_children(getpid(), 1, out, 16);
+    int found = 0;
+    pid_t grandchild = 0;
+    for (int i = 0; i < all && i < 16; i++) {
+        found += out[i] == kids[0] || out[i] == kids[1];
+        if (out[i] != kids[0] && out[i] != kids[1])
+            grandchild = out[i];
+    }
+    if (grandchild > 0)
+        kill(grandchild, SIGKILL);
+    for (int i = 0; i < 2; i++) {
+        kill(kids[i], SIGKILL);
+        waitpid(kids[i], NULL, 0);
+    }
+    assert_int_equal(r, 1);
+    assert_int_equal(direct, 2);
+    assert_int_equal(all, 3);
+    assert_int_equal(found, 2);
+    assert_true(grandchild > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1374,6 +1460,8 @@ int main(void)
         cmocka_unit_test(test_tids_same_namespace),
         cmocka_unit_test(test_tids_child_namespace),
         cmocka_unit_test(test_program_exec),
+        cmocka_unit_test(test_shares_parent_vm),
+        cmocka_unit_test(test_children_recursive),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -269,6 +269,8 @@ static int add_thread(struct loop *l, pys_session *s, const struct pys_thread *t
     const struct pys_frame *frames = frames_for_lines(l, t);
     if (!frames)
         return PYS_E_NOMEM;
+    if (id && pys_profile_count_states(prof, id, t->status, t->frames, t->nframes, 1) < 0)
+        return PYS_E_NOMEM;
     return pys_profile_add(prof, id, frames, t->nframes, 1);
 }
 

@@ -52,6 +52,9 @@ static PyTypeObject *CoroInfo_Type;
 
 /* Task names are cut where the reference cuts them (asyncio.c: 255). */
 #define TASK_NAME_MAX 255
+/* So are file names and qualified names of frames: at 1024 code points
+ * (the library keeps up to CPY_MAX_STR_CHARS, 4096, for the CLI). */
+#define NAME_MAX_CHARS 1024
 /* Coroutine chains: the reference returns chains of 1,024 frames and refuses
  * some length between that and 1,536 ("Too many coroutine frames"); past
  * this bound pystrobe returns the innermost part and a <truncated> frame. */
@@ -247,6 +250,12 @@ static PyObject *name_object(struct objcache *names, const char *s)
         PyErr_Clear();
         v = PyUnicode_DecodeUTF8(s, len, "replace");
         if (!v)
+            return NULL;
+    }
+    if (PyUnicode_GetLength(v) > NAME_MAX_CHARS) {
+        PyObject *cut = PyUnicode_Substring(v, 0, NAME_MAX_CHARS);
+        Py_DECREF(v);
+        if (!(v = cut))
             return NULL;
     }
     if (objcache_put(names, &key, v) < 0) {

@@ -485,6 +485,28 @@ PYS_EXTERN int pys_profile_count_states(pys_profile *p, uint64_t thread, uint32_
 PYS_EXTERN int pys_profile_thread_states(const pys_profile *p, uint64_t thread,
                                          struct pys_thread_states *out);
 
+/* --- garbage-collector statistics (CPython 3.15+) ---------------------- */
+
+/* One entry of the statistics an interpreter keeps per generation (the
+ * last few collections of each, in its ring buffers' order), as
+ * _remote_debugging's GCStatsInfo gives it. ts_* are the target's raw
+ * PyTime_t clock readings; duration is in seconds. */
+struct pys_gc_stats {
+    int gen;
+    int64_t iid;
+    int64_t ts_start, ts_stop;
+    int64_t collections, collected, uncollectable, candidates, heap_size;
+    double duration;
+};
+/* The entries of the main interpreter (all_interps: of every interpreter)
+ * into out[0..max), their number in *n. 0; PYS_E_VERSION for a target
+ * before 3.15 or a layout pystrobe does not know; PYS_E_NOMEM if max is
+ * too small (17 entries per interpreter); PYS_E_CORRUPT if the statistics
+ * kept changing while read; read errors. Detail in the last error. */
+PYS_EXTERN int pys_session_gc_stats(pys_session *s, int all_interps, struct pys_gc_stats *out,
+                                    size_t max, size_t *n);
+#define PYS_GC_STATS_PER_INTERP 17
+
 #ifdef __cplusplus
 }
 #endif

@@ -269,7 +269,10 @@ static int add_thread(struct loop *l, pys_session *s, const struct pys_thread *t
     const struct pys_frame *frames = frames_for_lines(l, t);
     if (!frames)
         return PYS_E_NOMEM;
-    if (id && pys_profile_count_states(prof, id, t->status, t->frames, t->nframes, 1) < 0)
+    /* Its states; the stack is scanned for a <GC> frame only where one can
+     * be (--no-gc off, a 3.15+ target). */
+    size_t scan = l->r->gc && l->info->python_version >= 0x030f0000 ? t->nframes : 0;
+    if (id && pys_profile_count_states(prof, id, t->status, t->frames, scan, 1) < 0)
         return PYS_E_NOMEM;
     return pys_profile_add(prof, id, frames, t->nframes, 1);
 }

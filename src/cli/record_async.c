@@ -155,8 +155,8 @@ int rec_async_sample(struct rec_async *a, const struct rec *r, pys_session *s,
         a->threads[i].frames = a->frames + a->off[i];
     for (size_t i = 0; i < a->ninterps; i++) {
         size_t end = i + 1 < a->ninterps ? a->ioff[i + 1] : a->nthreads;
-        a->interps[i].threads = a->threads + a->ioff[i];
         a->interps[i].nthreads = end - a->ioff[i];
+        a->interps[i].threads = a->interps[i].nthreads ? a->threads + a->ioff[i] : NULL;
     }
     a->snap = (struct pys_snapshot){a->ninterps, a->interps};
     *out = &a->snap;

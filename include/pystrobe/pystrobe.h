@@ -97,16 +97,16 @@ struct pys_frame {
 };
 
 struct pys_thread {
-    uint64_t native_id;  /* kernel thread id, as the target sees it (in its PID namespace) */
+    uint64_t native_id; /* kernel thread id, as the target sees it (in its PID namespace) */
     /* The same thread's id as pystrobe sees it (its /proc's PID namespace):
      * equal to native_id unless the target runs in another PID namespace (a
      * container); 0 when it could not be found (native_id 0, or a thread
      * gone or not yet in /proc). */
     uint64_t host_id;
-    uint64_t thread_id;  /* threading.get_ident() (pthread_t) */
-    uint64_t tstate;     /* address of the PyThreadState in the target */
-    uint32_t status;     /* PYS_THREAD_* bits */
-    int error;           /* 0, or why the stack below is missing */
+    uint64_t thread_id;     /* threading.get_ident() (pthread_t) */
+    uint64_t tstate;        /* address of the PyThreadState in the target */
+    uint32_t status;        /* PYS_THREAD_* bits */
+    int error;              /* 0, or why the stack below is missing */
     const char *error_text; /* NULL, or detail for error */
     size_t nframes;
     const struct pys_frame *frames; /* innermost first */
@@ -199,23 +199,23 @@ PYS_EXTERN const char *pys_session_image_path(const pys_session *s);
 
 /* Counters of a session, for --stats. */
 struct pys_stats {
-    uint64_t snapshots;        /* pys_session_snapshot calls */
-    uint64_t thread_errors;    /* thread stacks that could not be read */
-    uint64_t mem_reads;        /* read system calls (a batch counts once) */
-    uint64_t mem_prefetched;   /* reads served from the snapshot's batched prefetch */
-    uint64_t mem_bytes;        /* bytes asked for */
-    uint64_t mem_failures;     /* reads that failed */
-    uint64_t code_hits;        /* code objects found in the cache */
-    uint64_t code_misses;      /* code objects read from the target */
+    uint64_t snapshots;                /* pys_session_snapshot calls */
+    uint64_t thread_errors;            /* thread stacks that could not be read */
+    uint64_t mem_reads;                /* read system calls (a batch counts once) */
+    uint64_t mem_prefetched;           /* reads served from the snapshot's batched prefetch */
+    uint64_t mem_bytes;                /* bytes asked for */
+    uint64_t mem_failures;             /* reads that failed */
+    uint64_t code_hits;                /* code objects found in the cache */
+    uint64_t code_misses;              /* code objects read from the target */
     uint64_t frame_cache_hits;         /* 3.15 frame cache: only the top frame read */
     uint64_t frame_cache_partial_hits; /* frames above the anchor read, the rest cached */
     uint64_t frame_cache_misses;       /* whole stack walked */
     uint64_t frames_from_cache;
-    uint64_t frames_read;              /* frame records read while the cache was on */
-    uint64_t mem_writes;               /* anchor writes into the target */
-    uint64_t mem_pieces; /* pieces (iovecs) those reads asked for: the kernel's
-                          * cost grows with them more than with bytes */
-    uint64_t threads_reused; /* pys_options.reuse_idle: thread stacks taken over */
+    uint64_t frames_read;         /* frame records read while the cache was on */
+    uint64_t mem_writes;          /* anchor writes into the target */
+    uint64_t mem_pieces;          /* pieces (iovecs) those reads asked for: the kernel's
+                                   * cost grows with them more than with bytes */
+    uint64_t threads_reused;      /* pys_options.reuse_idle: thread stacks taken over */
     uint64_t frame_cache_entries; /* threads the frame cache holds a stack for now */
     /* Threads whose frame cache anchor another profiler writes too (CPython
      * 3.15's own, with cache_frames): they are walked without the cache
@@ -281,15 +281,15 @@ struct pys_profile_node {
 struct pys_profile_info {
     int pid;
     uint32_t python_version;
-    uint64_t interval_ns;   /* the requested sampling interval */
-    uint64_t duration_ns;   /* wall time sampled */
-    uint64_t samples;       /* snapshots taken */
-    uint64_t failed;        /* snapshots in which a thread could not be read */
-    uint64_t truncated;     /* snapshots in which a stack ended with PYS_FRAME_TRUNCATED */
-    uint64_t max_frames;    /* the frames a stack was given (pys_options.max_frames) */
-    uint64_t missed;        /* deadlines passed without a snapshot */
-    const char *mode;       /* "wall", "cpu", "gil", "exception" */
-    uint64_t folded;        /* set by the profile: samples folded past its memory bound */
+    uint64_t interval_ns; /* the requested sampling interval */
+    uint64_t duration_ns; /* wall time sampled */
+    uint64_t samples;     /* snapshots taken */
+    uint64_t failed;      /* snapshots in which a thread could not be read */
+    uint64_t truncated;   /* snapshots in which a stack ended with PYS_FRAME_TRUNCATED */
+    uint64_t max_frames;  /* the frames a stack was given (pys_options.max_frames) */
+    uint64_t missed;      /* deadlines passed without a snapshot */
+    const char *mode;     /* "wall", "cpu", "gil", "exception" */
+    uint64_t folded;      /* set by the profile: samples folded past its memory bound */
 };
 
 /* The default memory bound of a profile: 512 MiB (docs/cli.md). */
@@ -384,7 +384,7 @@ struct pys_task_list {
     /* The thread whose list this is (kernel id as the target sees it), or 0
      * for the interpreter's list of tasks whose thread is gone. */
     uint64_t native_id;
-    uint64_t tstate; /* 0 for the interpreter's list */
+    uint64_t tstate;       /* 0 for the interpreter's list */
     uint64_t running_task; /* 0 when its loop runs no task (or no loop runs) */
     /* 0, or why the running task's stack is missing (PYS_TASKS_RUNNING:
      * its coroutine's frame was not on the thread's stack, read after read). */
@@ -505,6 +505,50 @@ struct pys_opcode_count {
  * a profile past its memory bound had no room for. */
 PYS_EXTERN int pys_profile_node_opcodes(const pys_profile *p, uint32_t id,
                                         struct pys_opcode_count *out, size_t max);
+
+/* --- threads' states in a profile -------------------------------------- */
+
+/* How often a thread of a profile was seen in each state (in samples, as
+ * weighted): what the outputs that show threads give as its shares. */
+struct pys_thread_states {
+    uint64_t samples;   /* stacks of the thread counted */
+    uint64_t gil;       /* holding the GIL (PYS_THREAD_HAS_GIL) */
+    uint64_t gil_wait;  /* asking for it (PYS_THREAD_GIL_REQUESTED: CPython 3.15+) */
+    uint64_t cpu_known; /* its CPU state was read (no PYS_THREAD_UNKNOWN) */
+    uint64_t cpu;       /* of those, on the CPU (PYS_THREAD_ON_CPU) */
+    uint64_t gc;        /* a PYS_FRAME_GC frame on its stack (3.15+, pys_options.gc) */
+    uint64_t exception; /* handling an exception (PYS_THREAD_HAS_EXCEPTION) */
+};
+/* Count one stack of thread `thread` (an id given to pys_profile_add; not
+ * 0) with its pys_thread.status and frames, weight times. 0, PYS_E_INVAL
+ * (thread 0) or PYS_E_NOMEM. */
+PYS_EXTERN int pys_profile_count_states(pys_profile *p, uint64_t thread, uint32_t status,
+                                        const struct pys_frame *frames, size_t n, uint64_t weight);
+/* Its counts so far into *out: 0, or PYS_E_NOTFOUND (none counted). */
+PYS_EXTERN int pys_profile_thread_states(const pys_profile *p, uint64_t thread,
+                                         struct pys_thread_states *out);
+
+/* --- garbage-collector statistics (CPython 3.15+) ---------------------- */
+
+/* One entry of the statistics an interpreter keeps per generation (the
+ * last few collections of each, in its ring buffers' order), as
+ * _remote_debugging's GCStatsInfo gives it. ts_* are the target's raw
+ * PyTime_t clock readings; duration is in seconds. */
+struct pys_gc_stats {
+    int gen;
+    int64_t iid;
+    int64_t ts_start, ts_stop;
+    int64_t collections, collected, uncollectable, candidates, heap_size;
+    double duration;
+};
+/* The entries of the main interpreter (all_interps: of every interpreter)
+ * into out[0..max), their number in *n. 0; PYS_E_VERSION for a target
+ * before 3.15 or a layout pystrobe does not know; PYS_E_NOMEM if max is
+ * too small (17 entries per interpreter); PYS_E_CORRUPT if the statistics
+ * kept changing while read; read errors. Detail in the last error. */
+PYS_EXTERN int pys_session_gc_stats(pys_session *s, int all_interps, struct pys_gc_stats *out,
+                                    size_t max, size_t *n);
+#define PYS_GC_STATS_PER_INTERP 17
 
 #ifdef __cplusplus
 }

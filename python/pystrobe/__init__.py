@@ -20,6 +20,10 @@ Linux; task graphs need a 3.14+ target)::
 behave as in ``_remote_debugging`` (docs/python.md). The
 ``PROFILING_MODE_*`` constants name the values of ``mode``.
 
+``get_gc_stats()``, ``GCMonitor`` and ``GCStatsInfo`` read the target's
+garbage-collector statistics as ``_remote_debugging``'s do (CPython 3.15+
+targets; an older one raises ``RuntimeError``).
+
 ``get_all_awaited_by()`` and ``get_async_stack_trace()`` read the target's
 asyncio tasks (CPython 3.14+; an older target raises ``RuntimeError``
 saying so). A graph that changes while it is read is read again, never
@@ -52,12 +56,15 @@ from ._pystrobe import (  # noqa: F401 (re-exported)
     AwaitedInfo,
     CoroInfo,
     FrameInfo,
+    GCMonitor,
+    GCStatsInfo,
     InterpreterInfo,
     LocationInfo,
     RemoteUnwinder,
     TaskInfo,
     ThreadInfo,
     get_child_pids,
+    get_gc_stats,
     is_python_process,
 )
 
@@ -72,6 +79,9 @@ __all__ = [
     "AwaitedInfo",
     "TaskInfo",
     "CoroInfo",
+    "GCStatsInfo",
+    "GCMonitor",
+    "get_gc_stats",
     "is_python_process",
     "get_child_pids",
     "THREAD_STATUS_HAS_GIL",

@@ -48,10 +48,15 @@ static PyTypeObject *LocationInfo_Type;
 static PyTypeObject *RemoteUnwinder_Type;
 static PyTypeObject *AwaitedInfo_Type;
 static PyTypeObject *TaskInfo_Type;
+static PyTypeObject *GCStatsInfo_Type;
+static PyTypeObject *GCMonitor_Type;
 static PyTypeObject *CoroInfo_Type;
 
 /* Task names are cut where the reference cuts them (asyncio.c: 255). */
 #define TASK_NAME_MAX 255
+/* So are file names and qualified names of frames: at 1024 code points
+ * (the library keeps up to CPY_MAX_STR_CHARS, 4096, for the CLI). */
+#define NAME_MAX_CHARS 1024
 /* Coroutine chains: the reference returns chains of 1,024 frames and refuses
  * some length between that and 1,536 ("Too many coroutine frames"); past
  * this bound pystrobe returns the innermost part and a <truncated> frame. */
@@ -113,6 +118,22 @@ static PyStructSequence_Field task_info_fields[] = {
     {"awaited_by", "List of CoroInfo: the tasks awaiting it"},
     {NULL, NULL},
 };
+static PyStructSequence_Field gc_stats_info_fields[] = {
+    {"gen", "GC generation number"},
+    {"iid", "Interpreter ID"},
+    {"ts_start", "Raw timestamp at collection start"},
+    {"ts_stop", "Raw timestamp at collection stop"},
+    {"collections", "Total number of collections"},
+    {"collected", "Total number of collected objects"},
+    {"uncollectable", "Total number of uncollectable objects"},
+    {"candidates", "Total objects considered and traversed"},
+    {"heap_size", "Number of live objects"},
+    {"duration", "Total collection time, in seconds"},
+    {NULL, NULL}};
+static PyStructSequence_Desc gc_stats_info_desc = {
+    "pystrobe.GCStatsInfo", "Information about a garbage collector stats sample",
+    gc_stats_info_fields, 10};
+
 static PyStructSequence_Desc task_info_desc = {"pystrobe.TaskInfo", "Information about a task",
                                                task_info_fields, 4};
 
@@ -247,6 +268,12 @@ static PyObject *name_object(struct objcache *names, const char *s)
         PyErr_Clear();
         v = PyUnicode_DecodeUTF8(s, len, "replace");
         if (!v)
+            return NULL;
+    }
+    if (PyUnicode_GetLength(v) > NAME_MAX_CHARS) {
+        PyObject *cut = PyUnicode_Substring(v, 0, NAME_MAX_CHARS);
+        Py_DECREF(v);
+        if (!(v = cut))
             return NULL;
     }
     if (objcache_put(names, &key, v) < 0) {
@@ -1375,6 +1402,162 @@ static PyObject *mod_get_child_pids(PyObject *module, PyObject *args, PyObject *
     return list;
 }
 
+/* --- garbage-collector statistics ------------------------------------------ */
+
+/* get_gc_stats()'s list for session s: GCStatsInfo per entry. */
+static PyObject *gc_stats_list(pys_session *s, int all_interps)
+{
+    size_t cap = PYS_GC_STATS_PER_INTERP * 4, n = 0;
+    struct pys_gc_stats *v = NULL;
+    int rc;
+    for (;;) {
+        struct pys_gc_stats *p = realloc(v, cap * sizeof *v);
+        if (!p) {
+            free(v);
+            return PyErr_NoMemory();
+        }
+        v = p;
+        PyThreadState *ts = PyEval_SaveThread();
+        rc = pys_session_gc_stats(s, all_interps, v, cap, &n);
+        PyEval_RestoreThread(ts);
+        /* More interpreters than room: ask again with more. */
+        if (rc != PYS_E_NOMEM || cap >= PYS_GC_STATS_PER_INTERP * 256)
+            break;
+        cap *= 4;
+    }
+    if (rc < 0) {
+        free(v);
+        if (rc == PYS_E_EXITED || rc == PYS_E_NOPROC)
+            raise_oserror(PyExc_ProcessLookupError, ESRCH, "No such process");
+        else
+            PyErr_SetString(PyExc_RuntimeError, pys_session_last_error(s));
+        return NULL;
+    }
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; list && i < n; i++) {
+        const struct pys_gc_stats *g = &v[i];
+        PyObject *f[10] = {PyLong_FromLong(g->gen),
+                           PyLong_FromLongLong(g->iid),
+                           PyLong_FromLongLong(g->ts_start),
+                           PyLong_FromLongLong(g->ts_stop),
+                           PyLong_FromLongLong(g->collections),
+                           PyLong_FromLongLong(g->collected),
+                           PyLong_FromLongLong(g->uncollectable),
+                           PyLong_FromLongLong(g->candidates),
+                           PyLong_FromLongLong(g->heap_size),
+                           PyFloat_FromDouble(g->duration)};
+        PyObject *o = new_seq(GCStatsInfo_Type, f, 10);
+        if (!o) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SetItem(list, (Py_ssize_t)i, o);
+    }
+    free(v);
+    return list;
+}
+
+/* A session on pid for the GC statistics, or NULL with an exception. */
+static pys_session *gc_attach(int pid)
+{
+    pys_session *s = NULL;
+    char err[512] = "";
+    struct pys_options opt = {0};
+    PyThreadState *ts = PyEval_SaveThread();
+    int rc = pys_session_attach(&s, pid, &opt, err, sizeof err);
+    PyEval_RestoreThread(ts);
+    if (rc < 0) {
+        raise_attach_error(rc, err);
+        return NULL;
+    }
+    return s;
+}
+
+static PyObject *mod_get_gc_stats(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"pid", "all_interpreters", NULL};
+    int pid, all = 0;
+    (void)module;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "i|$p:get_gc_stats", kwlist, &pid, &all))
+        return NULL;
+    pys_session *s = gc_attach(pid);
+    if (!s)
+        return NULL;
+    PyObject *r = gc_stats_list(s, all);
+    pys_session_free(s);
+    return r;
+}
+
+struct gcmonitor {
+    PyObject ob_base; /* PyObject_HEAD */
+    pys_session *session;
+};
+
+static int gcmonitor_init(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"pid", NULL};
+    struct gcmonitor *self = (struct gcmonitor *)op;
+    int pid;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "i:GCMonitor", kwlist, &pid))
+        return -1;
+    pys_session *s = gc_attach(pid);
+    if (!s)
+        return -1;
+    pys_session_free(self->session);
+    self->session = s;
+    return 0;
+}
+
+static void gcmonitor_dealloc(PyObject *op)
+{
+    struct gcmonitor *self = (struct gcmonitor *)op;
+    PyTypeObject *tp = Py_TYPE(op);
+    pys_session_free(self->session);
+    self->session = NULL;
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free(op);
+    Py_DECREF(tp);
+}
+
+static PyObject *gcmonitor_get_gc_stats(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"all_interpreters", NULL};
+    struct gcmonitor *self = (struct gcmonitor *)op;
+    int all = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p:get_gc_stats", kwlist, &all))
+        return NULL;
+    if (!self->session) {
+        PyErr_SetString(PyExc_RuntimeError, "GCMonitor is not initialised");
+        return NULL;
+    }
+    return gc_stats_list(self->session, all);
+}
+
+#define GC_STATS_DOC                                                                               \
+    "Garbage-collector statistics of the target (CPython 3.15+): a GCStatsInfo for\n"              \
+    "every entry of the ring buffers each interpreter keeps per generation (the\n"                 \
+    "main interpreter's; every interpreter's with all_interpreters=True), as\n"                    \
+    "_remote_debugging gives them. RuntimeError for an older target."
+
+static PyMethodDef gcmonitor_methods[] = {
+    {"get_gc_stats", (PyCFunction)(void (*)(void))gcmonitor_get_gc_stats,
+     METH_VARARGS | METH_KEYWORDS, "get_gc_stats(all_interpreters=False)\n--\n\n" GC_STATS_DOC},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot gcmonitor_slots[] = {
+    {Py_tp_doc, (void *)"GCMonitor(pid): Monitor GC events of a remote Python process."},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {Py_tp_init, (void *)gcmonitor_init},
+    {Py_tp_dealloc, (void *)gcmonitor_dealloc},
+    {Py_tp_methods, gcmonitor_methods},
+    {0, NULL},
+};
+
+static PyType_Spec gcmonitor_spec = {
+    "pystrobe.GCMonitor", sizeof(struct gcmonitor), 0, Py_TPFLAGS_DEFAULT, gcmonitor_slots,
+};
+
 static PyMethodDef module_methods[] = {
     {"is_python_process", (PyCFunction)(void (*)(void))mod_is_python_process,
      METH_VARARGS | METH_KEYWORDS,
@@ -1387,6 +1570,8 @@ static PyMethodDef module_methods[] = {
      "get_child_pids(pid, *, recursive=True)\n--\n\n"
      "Descendants of pid (children only with recursive=False), breadth first;\n"
      "[] for an unknown pid. OSError if the process table cannot be read."},
+    {"get_gc_stats", (PyCFunction)(void (*)(void))mod_get_gc_stats, METH_VARARGS | METH_KEYWORDS,
+     "get_gc_stats(pid, *, all_interpreters=False)\n--\n\n" GC_STATS_DOC},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1430,8 +1615,13 @@ PyMODINIT_FUNC PyInit__pystrobe(void)
         AwaitedInfo_Type = PyStructSequence_NewType(&awaited_info_desc);
         TaskInfo_Type = PyStructSequence_NewType(&task_info_desc);
         CoroInfo_Type = PyStructSequence_NewType(&coro_info_desc);
+        GCStatsInfo_Type = PyStructSequence_NewType(&gc_stats_info_desc);
+        GCMonitor_Type = (PyTypeObject *)PyType_FromSpec(&gcmonitor_spec);
         if (!InterpreterInfo_Type || !ThreadInfo_Type || !FrameInfo_Type || !LocationInfo_Type ||
-            !RemoteUnwinder_Type || !AwaitedInfo_Type || !TaskInfo_Type || !CoroInfo_Type) {
+            !RemoteUnwinder_Type || !AwaitedInfo_Type || !TaskInfo_Type || !CoroInfo_Type ||
+            !GCStatsInfo_Type || !GCMonitor_Type) {
+            Py_CLEAR(GCStatsInfo_Type);
+            Py_CLEAR(GCMonitor_Type);
             Py_CLEAR(AwaitedInfo_Type);
             Py_CLEAR(TaskInfo_Type);
             Py_CLEAR(CoroInfo_Type);
@@ -1449,7 +1639,9 @@ PyMODINIT_FUNC PyInit__pystrobe(void)
         add_type(m, "LocationInfo", LocationInfo_Type) < 0 ||
         add_type(m, "RemoteUnwinder", RemoteUnwinder_Type) < 0 ||
         add_type(m, "AwaitedInfo", AwaitedInfo_Type) < 0 ||
-        add_type(m, "TaskInfo", TaskInfo_Type) < 0 || add_type(m, "CoroInfo", CoroInfo_Type) < 0)
+        add_type(m, "TaskInfo", TaskInfo_Type) < 0 || add_type(m, "CoroInfo", CoroInfo_Type) < 0 ||
+        add_type(m, "GCStatsInfo", GCStatsInfo_Type) < 0 ||
+        add_type(m, "GCMonitor", GCMonitor_Type) < 0)
         goto fail;
     const struct {
         const char *name;

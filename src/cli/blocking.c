@@ -31,7 +31,7 @@ static int step_unreadable(pys_session *s, const struct pys_snapshot *snap)
     return stepped;
 }
 
-int cli_blocking_snapshot(pys_session *s, const struct pys_snapshot **out, int *pause_rc)
+int cli_blocking_snapshot_paused(pys_session *s, const struct pys_snapshot **out, int *pause_rc)
 {
     int rc;
     *pause_rc = 0;
@@ -44,6 +44,13 @@ int cli_blocking_snapshot(pys_session *s, const struct pys_snapshot **out, int *
         if (rc < 0 || attempt + 1 == BLOCKING_TRIES || step_unreadable(s, *out) == 0)
             break;
     }
-    pys_session_resume(s);
+    return rc;
+}
+
+int cli_blocking_snapshot(pys_session *s, const struct pys_snapshot **out, int *pause_rc)
+{
+    int rc = cli_blocking_snapshot_paused(s, out, pause_rc);
+    if (*pause_rc == 0)
+        pys_session_resume(s);
     return rc;
 }

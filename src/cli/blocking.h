@@ -12,5 +12,9 @@
  * that error, also in *pause_rc (0 otherwise), detail in
  * pys_session_last_error. */
 int cli_blocking_snapshot(pys_session *s, const struct pys_snapshot **out, int *pause_rc);
+/* The same, but the target is left stopped (unless *pause_rc says it could
+ * not be stopped), for more reads of the same moment: the caller resumes it
+ * (pys_session_resume). */
+int cli_blocking_snapshot_paused(pys_session *s, const struct pys_snapshot **out, int *pause_rc);
 
 #endif

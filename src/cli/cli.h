@@ -39,10 +39,10 @@ int cli_parse_max_frames(const char *s, size_t *out);
 
 int cli_dump(int argc, char **argv);
 /* dump --async-aware (dump_async.c): print session s's asyncio task graph
- * (mode: PYS_TASKS_ALL or PYS_TASKS_RUNNING) as text or JSON; the exit
- * status. */
+ * (mode: PYS_TASKS_ALL or PYS_TASKS_RUNNING) as text or JSON, read with
+ * the target stopped if blocking; the exit status. */
 #include <pystrobe/pystrobe.h>
-int cli_dump_tasks(pys_session *s, int mode, int json);
+int cli_dump_tasks(pys_session *s, int mode, int json, int blocking);
 /* `run` (attach == 0) and `attach` (attach == 1). */
 int cli_record(int argc, char **argv, int attach);
 /* `replay FILE`: a recording into any output (replay.c). */

@@ -18,7 +18,7 @@
 static const char DUMP_USAGE[] =
     "usage: pystrobe dump [--json] [--no-source] [--blocking] [--opcodes] [--max-frames N] PID\n"
     "       pystrobe dump [options] -p PID\n"
-    "       pystrobe dump --async-aware [--async-mode all|running] [--json] PID\n"
+    "       pystrobe dump --async-aware [--async-mode all|running] [--json] [--blocking] PID\n"
     "\n"
     "  -p, --pid PID    the process, as py-spy writes it\n"
     "  --json           one JSON document instead of the text\n"
@@ -444,11 +444,6 @@ static int parse_dump_args(struct dump_args *a, int argc, char **argv)
         fprintf(stderr, "pystrobe: --async-mode needs --async-aware\n%s", DUMP_USAGE);
         return CLI_USAGE;
     }
-    if (a->async_aware && a->blocking) {
-        fprintf(stderr, "pystrobe: --async-aware cannot be combined with --blocking yet\n%s",
-                DUMP_USAGE);
-        return CLI_USAGE;
-    }
     return -1;
 }
 
@@ -468,7 +463,7 @@ int cli_dump(int argc, char **argv)
         return cli_report(rc, err);
     test_delay();
     if (a.async_aware) {
-        int status = cli_dump_tasks(s, a.async_mode, json);
+        int status = cli_dump_tasks(s, a.async_mode, json, blocking);
         pys_session_free(s);
         if (status == CLI_OK && (fflush(stdout) != 0 || ferror(stdout))) {
             perror("pystrobe: writing the dump");

@@ -213,7 +213,7 @@ static void print_json(FILE *f, pys_session *s, const pys_tasks *t, const struct
     fputc('\n', f);
 }
 
-int cli_dump_tasks(pys_session *s, int mode, int json)
+int cli_dump_tasks(pys_session *s, int mode, int json, int blocking)
 {
     pys_tasks *t = NULL;
     const struct pys_task_graph *g;
@@ -225,7 +225,15 @@ int cli_dump_tasks(pys_session *s, int mode, int json)
         return cli_report(rc, msg);
     }
     struct pys_tasks_options opt = {mode, 0, 0, 0};
+    /* --blocking: the graph read with every thread stopped (one moment). */
+    if (blocking && (rc = pys_session_pause(s)) < 0) {
+        snprintf(msg, sizeof msg, "--blocking: %s", pys_session_last_error(s));
+        pys_tasks_free(t);
+        return cli_report(rc, msg);
+    }
     rc = pys_tasks_read(t, &opt, &g);
+    if (blocking)
+        pys_session_resume(s);
     if (rc < 0) {
         snprintf(msg, sizeof msg, "process %d: %s", pys_session_pid(s),
                  pys_tasks_last_error(t)[0] ? pys_tasks_last_error(t) : pys_strerror(rc));

@@ -222,20 +222,35 @@ enum end rec_sample_procs(const struct rec *r, struct rec_procs *procs);
 /* record_async.c: --async-aware. */
 struct rec_async {
     pys_tasks *tasks;
-    pys_session *s; /* the session tasks reads */
-    struct pys_frame *buf;
+    pys_session *s;        /* the session tasks reads */
+    struct pys_frame *buf; /* one task's stack */
     size_t cap;
+    /* The snapshot of task stacks made by the last rec_async_sample: its
+     * frames, "threads" (one per task stack, with the offset of its first
+     * frame) and interpreters (with the index of their first thread). */
+    struct pys_frame *frames;
+    size_t nframes, capframes;
+    struct pys_thread *threads;
+    size_t *off;
+    size_t nthreads, capthreads, capoff;
+    struct pys_interp *interps;
+    size_t *ioff;
+    size_t ninterps, capinterps, capioff;
+    struct pys_snapshot snap;
 };
 /* Can --async-aware sample session s? -1, or the exit status to end with
  * after saying why (a target before CPython 3.14). */
 int rec_async_check(pys_session *s);
-/* One async-aware sample of session s into prof, each stack under its
- * thread: per r->async_mode, the running task of each thread, or every
- * task nobody awaits (a leaf of the task graph). 0, or a PYS_E code (the
- * sample failed; PYS_E_EXITED and PYS_E_NOMEM end sampling). *stacks: the
- * stacks added; *truncated: one was cut. */
-int rec_async_sample(struct rec_async *a, const struct rec *r, pys_session *s, pys_profile *prof,
-                     int *stacks, int *truncated);
+/* One async-aware sample of session s: the task graph read and made into
+ * *out, a snapshot whose threads are task stacks (per r->async_mode, the
+ * running task of each thread, or every task nobody awaits: each leaf of
+ * the task graph), each with the ids and status of the thread of threads
+ * (the thread snapshot of the same sample; NULL: none) whose loop holds it;
+ * tasks whose thread is gone have thread id 0 and no status. *out is valid
+ * until the next call or rec_async_release. 0, or a PYS_E code (the sample
+ * failed; PYS_E_EXITED and PYS_E_NOMEM end sampling). */
+int rec_async_sample(struct rec_async *a, const struct rec *r, pys_session *s,
+                     const struct pys_snapshot *threads, const struct pys_snapshot **out);
 void rec_async_release(struct rec_async *a);
 
 /* record_child.c */

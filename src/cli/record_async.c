@@ -1,12 +1,17 @@
 /*
  * record_async: `--async-aware` sampling for run and attach. Each sample
- * reads the target's asyncio task graph (pys_tasks_read) and adds, for each
- * task sampled, its task stack (pys_task_stack: its coroutine frames, a
- * <task> frame naming it, then those of the task awaiting it, to the root)
- * under the thread whose loop holds it.
+ * reads the target's asyncio task graph (pys_tasks_read) and turns it into
+ * a snapshot of the same shape as a thread snapshot, whose "threads" are
+ * task stacks (pys_task_stack: a task's coroutine frames, a <task> frame
+ * naming it, then those of the task awaiting it, to the root), each filed
+ * under the thread whose loop holds the task and carrying that thread's
+ * ids and status from the thread snapshot taken just before. Everything
+ * downstream (the profile, the filters, the recording, the stream outputs,
+ * the live view, the trace) takes it as it takes thread stacks.
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <pystrobe/pystrobe.h>
 
@@ -27,23 +32,82 @@ int rec_async_check(pys_session *s)
     return cli_report(rc, msg);
 }
 
-/* Add task's stack under thread tid. */
-static int add_task(struct rec_async *a, pys_profile *prof, uint64_t tid,
-                    const struct pys_task *task, int *truncated)
+/* Room for n elements of size sz in *v (capacity *cap). 0, or -1. */
+static int reserve(void **v, size_t *cap, size_t n, size_t sz)
+{
+    if (n <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 16;
+    while (c < n)
+        c *= 2;
+    void *p = realloc(*v, c * sz);
+    if (!p)
+        return -1;
+    *v = p;
+    *cap = c;
+    return 0;
+}
+
+/* The thread of snapshot snap that list l belongs to, or NULL (the
+ * interpreter's list of tasks whose thread is gone, or a thread the
+ * snapshot did not see). */
+static const struct pys_thread *thread_of(const struct pys_snapshot *snap,
+                                          const struct pys_task_list *l)
+{
+    if (!snap || !l->tstate)
+        return NULL;
+    for (size_t i = 0; i < snap->ninterps; i++) {
+        const struct pys_interp *in = &snap->interps[i];
+        if (in->id != l->interp_id)
+            continue;
+        for (size_t k = 0; k < in->nthreads; k++)
+            if (in->threads[k].tstate == l->tstate)
+                return &in->threads[k];
+    }
+    return NULL;
+}
+
+static uint64_t gil_holder_of(const struct pys_snapshot *snap, int64_t interp)
+{
+    for (size_t i = 0; snap && i < snap->ninterps; i++)
+        if (snap->interps[i].id == interp)
+            return snap->interps[i].gil_holder;
+    return 0;
+}
+
+/* Append task's stack as a thread of the snapshot being built, with the
+ * ids and status of th (NULL: none known). */
+static int add_task(struct rec_async *a, const struct pys_task_list *l, const struct pys_thread *th,
+                    const struct pys_task *task)
 {
     size_t n = pys_task_stack(a->tasks, task, a->buf, a->cap);
     if (n == 0)
         return 0;
-    *truncated |= a->buf[n - 1].kind == PYS_FRAME_TRUNCATED;
-    return pys_profile_add(prof, tid, a->buf, n, 1);
+    if (reserve((void **)&a->frames, &a->capframes, a->nframes + n, sizeof *a->frames) < 0 ||
+        reserve((void **)&a->threads, &a->capthreads, a->nthreads + 1, sizeof *a->threads) < 0 ||
+        reserve((void **)&a->off, &a->capoff, a->nthreads + 1, sizeof *a->off) < 0)
+        return PYS_E_NOMEM;
+    memcpy(a->frames + a->nframes, a->buf, n * sizeof *a->buf);
+    struct pys_thread *t = &a->threads[a->nthreads];
+    memset(t, 0, sizeof *t);
+    t->native_id = l->native_id;
+    if (th) {
+        t->host_id = th->host_id;
+        t->thread_id = th->thread_id;
+        t->status = th->status;
+    }
+    t->tstate = l->tstate;
+    t->nframes = n;
+    a->off[a->nthreads++] = a->nframes;
+    a->nframes += n;
+    return 0;
 }
 
-int rec_async_sample(struct rec_async *a, const struct rec *r, pys_session *s, pys_profile *prof,
-                     int *stacks, int *truncated)
+int rec_async_sample(struct rec_async *a, const struct rec *r, pys_session *s,
+                     const struct pys_snapshot *threads, const struct pys_snapshot **out)
 {
     const struct pys_task_graph *g;
     int rc;
-    *stacks = *truncated = 0;
     if (a->s != s) {
         /* A new program (an exec followed): a new reader. */
         pys_tasks_free(a->tasks);
@@ -61,20 +125,41 @@ int rec_async_sample(struct rec_async *a, const struct rec *r, pys_session *s, p
     struct pys_tasks_options opt = {r->async_mode, 0, 0, 0};
     if ((rc = pys_tasks_read(a->tasks, &opt, &g)) < 0)
         return rc;
+    a->nframes = a->nthreads = a->ninterps = 0;
     for (size_t i = 0; i < g->nlists; i++) {
         const struct pys_task_list *l = &g->lists[i];
+        /* The lists come interpreter by interpreter: one pys_interp each. */
+        if (a->ninterps == 0 || a->interps[a->ninterps - 1].id != l->interp_id) {
+            if (reserve((void **)&a->interps, &a->capinterps, a->ninterps + 1, sizeof *a->interps) <
+                    0 ||
+                reserve((void **)&a->ioff, &a->capioff, a->ninterps + 1, sizeof *a->ioff) < 0)
+                return PYS_E_NOMEM;
+            a->interps[a->ninterps] = (struct pys_interp){
+                .id = l->interp_id, .gil_holder = gil_holder_of(threads, l->interp_id)};
+            a->ioff[a->ninterps++] = a->nthreads;
+        }
         if (l->error)
             continue;
+        const struct pys_thread *th = thread_of(threads, l);
         for (size_t k = 0; k < l->ntasks; k++) {
             const struct pys_task *task = &l->tasks[k];
             /* running: the list is that task, then what awaits it. */
             if (r->async_mode == PYS_TASKS_RUNNING ? k > 0 : (task->flags & PYS_TASK_AWAITING))
                 continue;
-            if ((rc = add_task(a, prof, l->native_id, task, truncated)) < 0)
+            if ((rc = add_task(a, l, th, task)) < 0)
                 return rc;
-            (*stacks)++;
         }
     }
+    /* The arrays stay put now: point into them. */
+    for (size_t i = 0; i < a->nthreads; i++)
+        a->threads[i].frames = a->frames + a->off[i];
+    for (size_t i = 0; i < a->ninterps; i++) {
+        size_t end = i + 1 < a->ninterps ? a->ioff[i + 1] : a->nthreads;
+        a->interps[i].nthreads = end - a->ioff[i];
+        a->interps[i].threads = a->interps[i].nthreads ? a->threads + a->ioff[i] : NULL;
+    }
+    a->snap = (struct pys_snapshot){a->ninterps, a->interps};
+    *out = &a->snap;
     return 0;
 }
 
@@ -82,7 +167,10 @@ void rec_async_release(struct rec_async *a)
 {
     pys_tasks_free(a->tasks);
     free(a->buf);
-    a->tasks = NULL;
-    a->buf = NULL;
-    a->s = NULL;
+    free(a->frames);
+    free(a->threads);
+    free(a->off);
+    free(a->interps);
+    free(a->ioff);
+    memset(a, 0, sizeof *a);
 }

@@ -276,6 +276,11 @@ static int add_thread(struct loop *l, pys_session *s, const struct pys_thread *t
     const struct pys_frame *frames = frames_for_lines(l, t, &n);
     if (!frames)
         return PYS_E_NOMEM;
+    /* Its states; the stack is scanned for a <GC> frame only where one can
+     * be (--no-gc off, a 3.15+ target). */
+    size_t scan = l->r->gc && l->info->python_version >= 0x030f0000 ? t->nframes : 0;
+    if (id && pys_profile_count_states(prof, id, t->status, t->frames, scan, 1) < 0)
+        return PYS_E_NOMEM;
     return pys_profile_add(prof, id, frames, n, 1);
 }
 
@@ -385,30 +390,6 @@ static int feed_sinks(const struct loop *l, uint64_t t0, uint64_t t1,
     return 1;
 }
 
-/* --async-aware: sample_one's work on the task graph. */
-static int sample_tasks(struct loop *l, uint64_t t0, enum end *why)
-{
-    int stacks, truncated;
-    int rc = rec_async_sample(&l->async, l->r, l->s, l->prof, &stacks, &truncated);
-    uint64_t t1 = rec_now_ns();
-    if (rc == PYS_E_EXITED) {
-        *why = END_EXITED;
-        return 0;
-    }
-    if (rc == PYS_E_NOMEM) {
-        fprintf(stderr, "pystrobe: out of memory: stopping\n");
-        *why = END_SIGNAL;
-        return 0;
-    }
-    l->info->samples++;
-    if (rc < 0)
-        l->info->failed++;
-    else
-        l->info->truncated += (uint64_t)truncated;
-    sample_done(l, t0, t1);
-    return 1;
-}
-
 int rec_error_status = CLI_ERROR;
 
 /* --blocking could not stop the target (rc): the end of sampling, the
@@ -426,19 +407,31 @@ static void blocking_failed(struct loop *l, int rc, enum end *why)
     *why = END_ERROR;
 }
 
-/* Take one sample, begun at t0. Returns 1 to go on, else 0 with *why. */
+/* Take one sample, begun at t0. Returns 1 to go on, else 0 with *why.
+ * --async-aware: the thread snapshot is followed by a read of the task
+ * graph (with --blocking, while the target is still stopped: the same
+ * moment), and the task stacks stand in for the thread stacks. */
 static int sample_one(struct loop *l, uint64_t t0, enum end *why)
 {
-    if (l->r->async_aware)
-        return sample_tasks(l, t0, why);
     const struct pys_snapshot *snap;
-    int rc, pause_rc = 0;
-    if (l->r->blocking)
+    int rc, pause_rc = 0, async = l->r->async_aware;
+    if (l->r->blocking && async)
+        rc = cli_blocking_snapshot_paused(l->s, &snap, &pause_rc);
+    else if (l->r->blocking)
         rc = cli_blocking_snapshot(l->s, &snap, &pause_rc);
     else
         rc = pys_session_snapshot(l->s, &snap);
     if (pause_rc < 0) {
         blocking_failed(l, pause_rc, why);
+        return 0;
+    }
+    if (async && rc >= 0)
+        rc = rec_async_sample(&l->async, l->r, l->s, snap, &snap);
+    if (l->r->blocking && async)
+        pys_session_resume(l->s);
+    if (async && rc == PYS_E_NOMEM) {
+        fprintf(stderr, "pystrobe: out of memory: stopping\n");
+        *why = END_SIGNAL;
         return 0;
     }
     uint64_t t1 = rec_now_ns();

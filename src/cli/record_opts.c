@@ -119,10 +119,12 @@ static const char RUN_USAGE[] =
     "Async-aware (CPython 3.14+):\n"
     "      --async-aware         stacks of asyncio tasks: a task's coroutine frames, a\n"
     "                            <task> frame naming it, then the task awaiting it, up\n"
-    "                            to the root task (not with --native, --mode other than\n"
-    "                            wall, --main-thread-only)\n"
+    "                            to the root task, under the thread whose loop runs\n"
+    "                            it (not with --native); in every output, --record,\n"
+    "                            --live; --mode and --main-thread-only filter by thread\n"
     "      --async-mode MODE     running: the task each thread's loop runs at each sample\n"
     "                            (default); all: every task nobody awaits, each sample\n"
+    "                            (not with the timelines --gecko, --chrometrace)\n"
     "Recording (docs/format.md; pystrobe replay turns it into any output):\n"
     "      --binary              the output is a recording of every sample\n"
     "                            (default file recording_PID.pysr)\n"
@@ -307,16 +309,12 @@ static int check_async(const struct rec *r)
     if (r->native)
         return usage_error("%s", "--async-aware cannot be combined with --native (task stacks "
                                  "are made of coroutine frames)");
-    if (r->mode != MODE_WALL)
-        return usage_error("--async-aware cannot be combined with --mode %s (tasks are sampled "
-                           "in wall-clock time)",
-                           rec_mode_names[r->mode]);
-    if (r->main_only)
-        return usage_error("%s", "--async-aware cannot be combined with --main-thread-only");
-    /* Task stacks do not go through the sample stream yet. */
-    if (r->binary || r->record_path || r->format == FMT_JSONL || r->format == FMT_GECKO || r->live)
-        return usage_error("%s", "--async-aware cannot be combined with --binary, --record, "
-                                 "--jsonl, --gecko or --live yet");
+    /* A timeline shows one stack per thread at each moment; all gives a
+     * thread one stack per task at every sample. */
+    if (r->async_mode == PYS_TASKS_ALL && (r->format == FMT_CHROMETRACE || r->format == FMT_GECKO))
+        return usage_error("--async-mode all cannot be combined with --%s (a timeline has one "
+                           "stack per thread at a time; use --async-mode running)",
+                           r->format == FMT_GECKO ? "gecko" : "chrometrace");
     return -1;
 }
 

@@ -128,6 +128,9 @@ static int on_sample(void *ctx, const struct out_rec_sample *s)
         if (t->name && pys_profile_thread_name(x->prof, t->id) != t->name &&
             pys_profile_set_thread_name(x->prof, t->id, t->name) < 0)
             goto nomem;
+        if (t->id &&
+            pys_profile_count_states(x->prof, t->id, t->status, t->frames, t->nframes, 1) < 0)
+            goto nomem;
         if (pys_profile_add(x->prof, t->id, t->frames, t->nframes, 1) < 0)
             goto nomem;
     }

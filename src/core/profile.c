@@ -101,10 +101,10 @@ struct pys_profile {
     /* Thread ids in the target's PID namespace (pys_profile_set_thread_ns):
      * ns_ids[id] = {thread, ns id} for ids 1..n_ns. */
     uint64_t (*ns_ids)[2];
-    const char **ns_names;     /* and their names (pys_profile_set_thread_name), by id */
-    size_t n_ns, cap_ns;       /* cap_ns: ns_ids has room for ids below it */
-    struct util_htab ns_index; /* their ids, by thread */
-
+    const char **ns_names;               /* and their names (pys_profile_set_thread_name), by id */
+    struct pys_thread_states *ns_states; /* and their states (pys_profile_count_states) */
+    size_t n_ns, cap_ns;                 /* cap_ns: ns_ids has room for ids below it */
+    struct util_htab ns_index;           /* their ids, by thread */
     struct op_count *ops; /* ops[1..n_ops-1] */
     size_t n_ops, cap_ops;
     struct util_htab ops_index; /* their ids, by (node, opcode) */
@@ -353,6 +353,7 @@ void pys_profile_free(pys_profile *p)
     util_htab_release(&p->last_index);
     free(p->ns_ids);
     free(p->ns_names);
+    free(p->ns_states);
     util_htab_release(&p->ns_index);
     free(p->ops);
     util_htab_release(&p->ops_index);
@@ -673,12 +674,17 @@ static uint32_t ns_entry(pys_profile *p, uint64_t thread)
             if (!names)
                 return 0;
             p->ns_names = names;
+            struct pys_thread_states *states = realloc(p->ns_states, cap * sizeof *states);
+            if (!states)
+                return 0;
+            p->ns_states = states;
             p->cap_ns = cap;
         }
         id = (uint32_t)++p->n_ns;
         p->ns_ids[id][0] = thread;
         p->ns_ids[id][1] = 0;
         p->ns_names[id] = NULL;
+        memset(&p->ns_states[id], 0, sizeof p->ns_states[id]);
         util_htab_set(&p->ns_index, util_htab_free_slot(&p->ns_index, h), id);
     }
     return id;
@@ -774,4 +780,39 @@ int pys_profile_node_opcodes(const pys_profile *p, uint32_t id, struct pys_opcod
         if (k < max)
             out[k] = (struct pys_opcode_count){o[lo].opcode, o[lo].count};
     return k > (size_t)INT32_MAX ? INT32_MAX : (int)k;
+}
+
+/* --- threads' states ------------------------------------------------------ */
+
+int pys_profile_count_states(pys_profile *p, uint64_t thread, uint32_t status,
+                             const struct pys_frame *frames, size_t n, uint64_t weight)
+{
+    if (thread == 0)
+        return PYS_E_INVAL;
+    uint32_t id = ns_entry(p, thread);
+    if (!id)
+        return PYS_E_NOMEM;
+    struct pys_thread_states *st = &p->ns_states[id];
+    int gc = 0;
+    for (size_t i = 0; i < n && !gc; i++)
+        gc = frames[i].kind == PYS_FRAME_GC;
+    st->samples += weight;
+    st->gil += status & PYS_THREAD_HAS_GIL ? weight : 0;
+    st->gil_wait += status & PYS_THREAD_GIL_REQUESTED ? weight : 0;
+    if (!(status & PYS_THREAD_UNKNOWN)) {
+        st->cpu_known += weight;
+        st->cpu += status & PYS_THREAD_ON_CPU ? weight : 0;
+    }
+    st->gc += gc ? weight : 0;
+    st->exception += status & PYS_THREAD_HAS_EXCEPTION ? weight : 0;
+    return 0;
+}
+
+int pys_profile_thread_states(const pys_profile *p, uint64_t thread, struct pys_thread_states *out)
+{
+    uint32_t id = thread ? ns_find(p, thread, util_hash_u64(thread)) : 0;
+    if (!id || p->ns_states[id].samples == 0)
+        return PYS_E_NOTFOUND;
+    *out = p->ns_states[id];
+    return 0;
 }

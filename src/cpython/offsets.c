@@ -56,28 +56,40 @@ static const enum cpy_field FIELD_SIZE[CPY_F_COUNT] = {
 
 /* Fields a walk cannot do without, in every version. */
 static const enum cpy_field REQUIRED[] = {
-    CPY_F_runtime_state_interpreters_head, CPY_F_interpreter_state_id,
-    CPY_F_interpreter_state_next,          CPY_F_interpreter_state_threads_head,
-    CPY_F_thread_state_next,               CPY_F_thread_state_thread_id,
-    CPY_F_thread_state_exc_info,           CPY_F_thread_state_current_exception,
-    CPY_F_err_stackitem_exc_value,         CPY_F_err_stackitem_previous_item,
-    CPY_F_interpreter_frame_previous,      CPY_F_interpreter_frame_executable,
-    CPY_F_code_object_filename,            CPY_F_code_object_name,
-    CPY_F_code_object_linetable,           CPY_F_code_object_firstlineno,
-    CPY_F_pyobject_ob_type,                CPY_F_var_object_ob_size,
-    CPY_F_type_object_tp_name,             CPY_F_bytes_object_ob_size,
-    CPY_F_bytes_object_ob_sval,            CPY_F_unicode_object_state,
-    CPY_F_unicode_object_length,           CPY_F_unicode_object_asciiobject_size,
+    CPY_F_runtime_state_interpreters_head,
+    CPY_F_interpreter_state_id,
+    CPY_F_interpreter_state_next,
+    CPY_F_interpreter_state_threads_head,
+    CPY_F_thread_state_next,
+    CPY_F_thread_state_thread_id,
+    CPY_F_thread_state_exc_info,
+    CPY_F_thread_state_current_exception,
+    CPY_F_err_stackitem_exc_value,
+    CPY_F_err_stackitem_previous_item,
+    CPY_F_interpreter_frame_previous,
+    CPY_F_interpreter_frame_executable,
+    CPY_F_code_object_filename,
+    CPY_F_code_object_name,
+    CPY_F_code_object_linetable,
+    CPY_F_code_object_firstlineno,
+    CPY_F_pyobject_ob_type,
+    CPY_F_var_object_ob_size,
+    CPY_F_type_object_tp_name,
+    CPY_F_bytes_object_ob_size,
+    CPY_F_bytes_object_ob_sval,
+    CPY_F_unicode_object_state,
+    CPY_F_unicode_object_length,
+    CPY_F_unicode_object_asciiobject_size,
 };
 
 /* And those each way of keeping frames needs. */
 static const enum cpy_field REQUIRED_OBJECT[] = {
     CPY_F_thread_state_current_frame, CPY_F_interpreter_frame_lasti, CPY_F_code_object_co_code};
 static const enum cpy_field REQUIRED_CFRAME[] = {
-    CPY_F_thread_state_cframe,          CPY_F_cframe_current_frame,
+    CPY_F_thread_state_cframe,           CPY_F_cframe_current_frame,
     CPY_F_thread_state_native_thread_id, CPY_F_thread_state_datastack_chunk,
-    CPY_F_interpreter_frame_instr_ptr,  CPY_F_interpreter_frame_owner,
-    CPY_F_code_object_qualname,         CPY_F_code_object_co_code_adaptive};
+    CPY_F_interpreter_frame_instr_ptr,   CPY_F_interpreter_frame_owner,
+    CPY_F_code_object_qualname,          CPY_F_code_object_co_code_adaptive};
 static const enum cpy_field REQUIRED_DIRECT[] = {
     CPY_F_thread_state_current_frame,   CPY_F_thread_state_native_thread_id,
     CPY_F_thread_state_datastack_chunk, CPY_F_interpreter_frame_instr_ptr,
@@ -126,10 +138,12 @@ static int check_fields(const struct cpy_offsets *o, char *err, size_t errlen)
         uint64_t v = *field_ptr(m, (enum cpy_field)f);
         if (v == CPY_ABSENT)
             continue;
-        if (FIELD_WIDTH[f] == 0 && FIELD_SIZE[f] == (enum cpy_field)f) {
+        /* A size (of what gc.generation_stats points to), not a field. */
+        if (FIELD_WIDTH[f] == 0 &&
+            (FIELD_SIZE[f] == (enum cpy_field)f || f == CPY_F_gc_generation_stats_size)) {
             if (v == 0 || v > CPY_MAX_STRUCT_SIZE)
-                return fail(PYS_E_CORRUPT, err, errlen, "debug offsets: %s is %llu",
-                            FIELD_NAME[f], (unsigned long long)v);
+                return fail(PYS_E_CORRUPT, err, errlen, "debug offsets: %s is %llu", FIELD_NAME[f],
+                            (unsigned long long)v);
             continue;
         }
         uint64_t limit = CPY_MAX_STRUCT_SIZE;
@@ -203,12 +217,18 @@ static size_t thread_readlen(const struct cpy_offsets *o)
      * bytes). Used by cpy_thread_read. */
     const struct cpy_thread_offsets *ts = &o->thread_state;
     uint64_t end = 0;
-    const uint64_t words[] = {ts->next,           ts->thread_id,
-                              ts->native_thread_id, ts->cframe,
-                              ts->current_frame,  ts->datastack_chunk,
-                              ts->datastack_top,  ts->base_frame,
-                              ts->last_profiled_frame, ts->last_profiled_frame_seq,
-                              ts->current_exception, ts->exc_info};
+    const uint64_t words[] = {ts->next,
+                              ts->thread_id,
+                              ts->native_thread_id,
+                              ts->cframe,
+                              ts->current_frame,
+                              ts->datastack_chunk,
+                              ts->datastack_top,
+                              ts->base_frame,
+                              ts->last_profiled_frame,
+                              ts->last_profiled_frame_seq,
+                              ts->current_exception,
+                              ts->exc_info};
     for (size_t i = 0; i < sizeof words / sizeof *words; i++)
         field_end(&end, words[i], 8);
     field_end(&end, ts->holds_gil, 4);
@@ -287,8 +307,7 @@ int cpy_offsets_parse(const uint8_t *buf, size_t len, struct cpy_offsets *out, c
                 return fail(PYS_E_CORRUPT, err, errlen, "layout table inconsistent");
             v = load_u64(buf + lay->pos[f]);
             if (v == CPY_ABSENT)
-                return fail(PYS_E_CORRUPT, err, errlen, "debug offsets: %s is -1",
-                            FIELD_NAME[f]);
+                return fail(PYS_E_CORRUPT, err, errlen, "debug offsets: %s is -1", FIELD_NAME[f]);
         }
         *field_ptr(&o, (enum cpy_field)f) = v;
     }

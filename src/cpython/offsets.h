@@ -122,6 +122,8 @@
     X(gc, size, 0)                                                                                 \
     X(gc, collecting, 4)                                                                           \
     X(gc, frame, 8)                                                                                \
+    X(gc, generation_stats_size, 0)                                                                \
+    X(gc, generation_stats, 8)                                                                     \
     X(set_object, size, 0)                                                                         \
     X(set_object, used, 8)                                                                         \
     X(set_object, table, 8)                                                                        \
@@ -153,9 +155,8 @@ struct cpy_offsets {
     } interpreter_state;
     struct cpy_thread_offsets {
         uint64_t size, prev, next, interp, current_frame, cframe, base_frame, last_profiled_frame,
-            last_profiled_frame_seq, thread_id, native_thread_id,
-            datastack_chunk, datastack_top, status, holds_gil, gil_requested, current_exception, exc_info,
-            exc_state;
+            last_profiled_frame_seq, thread_id, native_thread_id, datastack_chunk, datastack_top,
+            status, holds_gil, gil_requested, current_exception, exc_info, exc_state;
     } thread_state;
     struct {
         uint64_t exc_value, previous_item;
@@ -218,6 +219,9 @@ struct cpy_offsets {
     } unicode_object;
     struct {
         uint64_t size, collecting, frame;
+        /* 3.15+: the size of the struct gc_stats that generation_stats
+         * points to (a size, not an offset in gc), and that pointer. */
+        uint64_t generation_stats_size, generation_stats;
     } gc;
     /* 3.14+ (asyncio task graphs, cpython/asyncio.c); CPY_ABSENT before. */
     struct {
@@ -232,9 +236,9 @@ struct cpy_offsets {
 
     /* Constants of the version, not offsets. */
     struct cpy_traits {
-        uint8_t frames;   /* CPY_FRAMES_*: how frames are reached and linked */
-        uint8_t position; /* CPY_POS_*: what the frame's position field holds */
-        uint8_t lines;    /* CPY_LINES_*: the line table's format */
+        uint8_t frames;      /* CPY_FRAMES_*: how frames are reached and linked */
+        uint8_t position;    /* CPY_POS_*: what the frame's position field holds */
+        uint8_t lines;       /* CPY_LINES_*: the line table's format */
         uint8_t debug_table; /* the runtime starts with _Py_DebugOffsets (3.13+) */
         uint8_t executing;   /* 3.8-3.10: the value of interpreter_frame.executing (f_executing,
                                 f_state) while a frame runs */

@@ -158,8 +158,21 @@ static void write_threads(struct out_json *j, const pys_profile *p, size_t n)
             out_json_string(j, buf);
         }
         const char *name = pys_profile_thread_name(p, thread);
+        struct pys_thread_states st;
+        int states = pys_profile_thread_states(p, thread, &st) == 0;
         if (name)
             out_json_string(j, name);
+        else if (states)
+            out_json_null(j);
+        /* Its states: [samples, gil, gil_wait, cpu_known, cpu, gc, exception]. */
+        if (states) {
+            const uint64_t v[] = {st.samples, st.gil, st.gil_wait, st.cpu_known,
+                                  st.cpu,     st.gc,  st.exception};
+            out_json_begin_array(j);
+            for (size_t k = 0; k < sizeof v / sizeof v[0]; k++)
+                out_json_int(j, clamp_u64(v[k]));
+            out_json_end_array(j);
+        }
         out_json_end_array(j);
     }
     out_json_end_array(j);

@@ -494,6 +494,47 @@ static void test_opcode_counts(void **state)
     pys_profile_free(p);
 }
 
+/* Each thread's states, counted by weight; a <GC> frame anywhere on the
+ * stack counts as in GC; the CPU counts only where the state was read;
+ * thread 0 and threads never counted have none. */
+static void test_thread_states(void **state)
+{
+    (void)state;
+    pys_profile *p = pys_profile_new();
+    assert_non_null(p);
+    struct pys_frame f[2] = {frame(0, 1), frame(1, 2)};
+    assert_int_equal(
+        pys_profile_count_states(p, 7, PYS_THREAD_HAS_GIL | PYS_THREAD_ON_CPU, f, 2, 3), 0);
+    f[0].kind = PYS_FRAME_GC;
+    assert_int_equal(pys_profile_count_states(p, 7,
+                                              PYS_THREAD_GIL_REQUESTED | PYS_THREAD_UNKNOWN |
+                                                  PYS_THREAD_HAS_EXCEPTION,
+                                              f, 2, 1),
+                     0);
+    assert_int_equal(pys_profile_count_states(p, 8, 0, f, 1, 1), 0);
+    struct pys_thread_states st;
+    assert_int_equal(pys_profile_thread_states(p, 7, &st), 0);
+    assert_int_equal(st.samples, 4);
+    assert_int_equal(st.gil, 3);
+    assert_int_equal(st.gil_wait, 1);
+    assert_int_equal(st.cpu_known, 3);
+    assert_int_equal(st.cpu, 3);
+    assert_int_equal(st.gc, 1);
+    assert_int_equal(st.exception, 1);
+    assert_int_equal(pys_profile_thread_states(p, 8, &st), 0);
+    assert_int_equal(st.samples, 1);
+    assert_int_equal(st.gc, 1);
+    assert_int_equal(st.cpu_known, 1);
+    assert_int_equal(st.cpu, 0);
+    assert_int_equal(pys_profile_count_states(p, 0, 0, f, 1, 1), PYS_E_INVAL);
+    assert_int_equal(pys_profile_thread_states(p, 0, &st), PYS_E_NOTFOUND);
+    assert_int_equal(pys_profile_thread_states(p, 9, &st), PYS_E_NOTFOUND);
+    /* A name set first keeps its states table entry consistent. */
+    assert_int_equal(pys_profile_set_thread_name(p, 10, "x"), 0);
+    assert_int_equal(pys_profile_thread_states(p, 10, &st), PYS_E_NOTFOUND);
+    pys_profile_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -504,6 +545,7 @@ int main(void)
         cmocka_unit_test(test_folds_past_a_tiny_bound),
         cmocka_unit_test(test_folds_into_the_thread_with_no_room),
         cmocka_unit_test(test_opcode_counts),
+        cmocka_unit_test(test_thread_states),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -156,6 +156,10 @@ struct pys_options {
      * interpreter's entry frames) keeps its innermost max_frames - 1 and
      * ends with a PYS_FRAME_TRUNCATED marker. Scratch memory grows with it. */
     size_t max_frames;
+    /* Keep each Python frame's address, so that pys_session_frame_locals
+     * can read its local variables. Not with frame_cache or reuse_idle
+     * (attach fails with PYS_E_INVAL). */
+    int locals;
 };
 
 #define PYS_MAX_FRAMES_DEFAULT 8192
@@ -462,6 +466,37 @@ PYS_EXTERN int pys_session_resume(pys_session *s);
  * moment before its caller is linked to it). 0; PYS_E_INVAL if not paused;
  * PYS_E_NOTFOUND, no such stopped thread; PYS_E_EXITED, it is gone. */
 PYS_EXTERN int pys_session_step_thread(pys_session *s, uint64_t thread, unsigned steps);
+
+/* --- local variables ---------------------------------------------------- */
+
+struct pys_local {
+    const char *name; /* interned by the session */
+    /* A short representation: repr() for None, bool, int (to 64 bits),
+     * float, and str and bytes (cut at 100 characters and 64 bytes, then
+     * "..."); "<list of N at 0x...>" for lists and tuples; "<TYPE at
+     * 0x...>" for the rest. Control characters are escaped as repr does;
+     * other text is UTF-8. Valid until the next call. */
+    const char *repr;
+};
+
+/* The most locals pys_session_frame_locals gives one frame. */
+#define PYS_LOCALS_MAX 1024
+
+/*
+ * The local variables of frame `frame` (an index into t->frames) of thread
+ * t of the last snapshot of a session attached with pys_options.locals,
+ * read now from the target (so, for a snapshot of a running target, as
+ * they are a moment later: pys_session_pause keeps them as the snapshot
+ * saw them). Arguments and locals in the code object's order, unbound ones
+ * left out; 3.8-3.10 give co_varnames only (a cell variable that is not an
+ * argument is not among them), 3.11+ every fast local, cells showing what
+ * they hold. *out and *n get them (0 for a marker frame); valid until the
+ * next call or snapshot. PYS_E_INVAL without pys_options.locals or for a
+ * frame not of the last snapshot; PYS_E_CORRUPT when the frame no longer
+ * runs the same code (it returned since the snapshot); a read error.
+ */
+PYS_EXTERN int pys_session_frame_locals(pys_session *s, const struct pys_thread *t, size_t frame,
+                                        const struct pys_local **out, size_t *n);
 
 #ifdef __cplusplus
 }

@@ -33,6 +33,12 @@ static int step_unreadable(pys_session *s, const struct pys_snapshot *snap)
 
 int cli_blocking_snapshot(pys_session *s, const struct pys_snapshot **out, int *pause_rc)
 {
+    return cli_blocking_snapshot_held(s, out, pause_rc, 0);
+}
+
+int cli_blocking_snapshot_held(pys_session *s, const struct pys_snapshot **out, int *pause_rc,
+                               int hold)
+{
     int rc;
     *pause_rc = 0;
     if ((rc = pys_session_pause(s)) < 0) {
@@ -44,6 +50,7 @@ int cli_blocking_snapshot(pys_session *s, const struct pys_snapshot **out, int *
         if (rc < 0 || attempt + 1 == BLOCKING_TRIES || step_unreadable(s, *out) == 0)
             break;
     }
-    pys_session_resume(s);
+    if (!hold || rc < 0)
+        pys_session_resume(s);
     return rc;
 }

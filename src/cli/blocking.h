@@ -12,5 +12,9 @@
  * that error, also in *pause_rc (0 otherwise), detail in
  * pys_session_last_error. */
 int cli_blocking_snapshot(pys_session *s, const struct pys_snapshot **out, int *pause_rc);
+/* The same, leaving the target stopped after a snapshot when hold is set
+ * (the caller resumes it: pys_session_resume, or pys_session_free). */
+int cli_blocking_snapshot_held(pys_session *s, const struct pys_snapshot **out, int *pause_rc,
+                               int hold);
 
 #endif

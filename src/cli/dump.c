@@ -16,7 +16,7 @@
 #include "output/json.h"
 
 static const char DUMP_USAGE[] =
-    "usage: pystrobe dump [--json] [--no-source] [--blocking] [--max-frames N] PID\n"
+    "usage: pystrobe dump [--json] [--no-source] [--locals] [--blocking] [--max-frames N] PID\n"
     "       pystrobe dump [options] -p PID\n"
     "       pystrobe dump --async-aware [--async-mode all|running] [--json] PID\n"
     "\n"
@@ -24,6 +24,9 @@ static const char DUMP_USAGE[] =
     "  --json           one JSON document instead of the text\n"
     "  --blocking       stop the target's threads while their stacks are read\n"
     "  --no-source      no source lines under the frames\n"
+    "  --locals         each Python frame's local variables (arguments first), shown\n"
+    "                   short: repr() of None, bool, int, float, str, bytes (cut), else\n"
+    "                   the type and address\n"
     "  --max-frames N   frames kept of a stack, 16 to 1000000 (default 8192): a deeper\n"
     "                   one keeps its innermost N-1 over a <truncated> frame\n"
     "  --async-aware    the asyncio tasks (CPython 3.14+): each task's name, coroutine\n"
@@ -125,8 +128,30 @@ static void print_source(FILE *f, struct cli_source *src, const struct pys_frame
     fputc('\n', f);
 }
 
+/* --locals under frame n of thread t: "name = repr" lines, or why not. */
+static void print_locals(FILE *f, pys_session *s, const struct pys_thread *t, size_t n)
+{
+    const struct pys_local *lv;
+    size_t nl;
+    if (t->frames[n].kind != PYS_FRAME_PYTHON)
+        return;
+    if (pys_session_frame_locals(s, t, n, &lv, &nl) < 0) {
+        fputs("        (locals unreadable: ", f);
+        put_text(f, pys_session_last_error(s));
+        fputs(")\n", f);
+        return;
+    }
+    for (size_t i = 0; i < nl; i++) {
+        fputs("        ", f);
+        put_text(f, lv[i].name);
+        fputs(" = ", f);
+        put_text(f, lv[i].repr);
+        fputc('\n', f);
+    }
+}
+
 static void print_text(FILE *f, pys_session *s, const struct pys_snapshot *snap, size_t max_frames,
-                       struct cli_source *src)
+                       struct cli_source *src, int locals)
 {
     fprintf(f, "Process %d: Python %s (", pys_session_pid(s), pys_session_python_version_text(s));
     put_text(f, pys_session_image_path(s));
@@ -198,12 +223,41 @@ static void print_text(FILE *f, pys_session *s, const struct pys_snapshot *snap,
                 fputs("]\n", f);
                 if (src)
                     print_source(f, src, fr);
+                if (locals)
+                    print_locals(f, s, t, n);
             }
         }
     }
 }
 
-static void print_json(FILE *f, pys_session *s, const struct pys_snapshot *snap)
+/* --locals in JSON: "locals": [{"name", "repr"}...], or null and
+ * "locals_error" when they could not be read. */
+static void json_locals(struct out_json *j, pys_session *s, const struct pys_thread *t, size_t n)
+{
+    const struct pys_local *lv;
+    size_t nl;
+    int rc = t->frames[n].kind == PYS_FRAME_PYTHON ? pys_session_frame_locals(s, t, n, &lv, &nl)
+                                                   : (nl = 0, 0);
+    out_json_key(j, "locals");
+    if (rc < 0) {
+        out_json_null(j);
+        out_json_key(j, "locals_error");
+        out_json_string(j, pys_session_last_error(s));
+        return;
+    }
+    out_json_begin_array(j);
+    for (size_t i = 0; i < nl; i++) {
+        out_json_begin_object(j);
+        out_json_key(j, "name");
+        out_json_string(j, lv[i].name);
+        out_json_key(j, "repr");
+        out_json_string(j, lv[i].repr);
+        out_json_end_object(j);
+    }
+    out_json_end_array(j);
+}
+
+static void print_json(FILE *f, pys_session *s, const struct pys_snapshot *snap, int locals)
 {
     struct out_json j;
     out_json_init(&j, f);
@@ -283,6 +337,8 @@ static void print_json(FILE *f, pys_session *s, const struct pys_snapshot *snap)
                 out_json_int_or_null(&j, fr->end_col);
                 out_json_key(&j, "lasti");
                 out_json_int(&j, fr->lasti);
+                if (locals)
+                    json_locals(&j, s, t, n);
                 out_json_end_object(&j);
             }
             out_json_end_array(&j);
@@ -312,7 +368,7 @@ static void test_delay(void)
 
 /* What `dump` was asked. */
 struct dump_args {
-    int json, pid, source, blocking;
+    int json, pid, source, blocking, locals;
     int async_aware, async_mode, async_mode_set;
     size_t max_frames;
 };
@@ -328,6 +384,8 @@ static int parse_dump_option(struct dump_args *a, int argc, char **argv, int *i)
         a->source = 0;
     } else if (strcmp(o, "--blocking") == 0) {
         a->blocking = 1;
+    } else if (strcmp(o, "--locals") == 0) {
+        a->locals = 1;
     } else if (strcmp(o, "-p") == 0 || strcmp(o, "--pid") == 0 || strncmp(o, "--pid=", 6) == 0) {
         const char *v = o[1] == 'p'   ? (*i + 1 < argc ? argv[++*i] : "")
                         : o[5] == '=' ? o + 6
@@ -398,6 +456,10 @@ static int parse_dump_args(struct dump_args *a, int argc, char **argv)
         fprintf(stderr, "pystrobe: --async-mode needs --async-aware\n%s", DUMP_USAGE);
         return CLI_USAGE;
     }
+    if (a->async_aware && a->locals) {
+        fprintf(stderr, "pystrobe: --locals cannot be combined with --async-aware\n%s", DUMP_USAGE);
+        return CLI_USAGE;
+    }
     if (a->async_aware && a->blocking) {
         fprintf(stderr, "pystrobe: --async-aware cannot be combined with --blocking yet\n%s",
                 DUMP_USAGE);
@@ -414,7 +476,7 @@ int cli_dump(int argc, char **argv)
         return rc;
     int json = a.json, pid = a.pid, source = a.source, blocking = a.blocking;
     size_t max_frames = a.max_frames;
-    struct pys_options opt = {.cpu_state = 1, .max_frames = max_frames};
+    struct pys_options opt = {.cpu_state = 1, .max_frames = max_frames, .locals = a.locals};
     pys_session *s = NULL;
     char err[512];
     rc = pys_session_attach(&s, pid, &opt, err, sizeof err);
@@ -432,7 +494,10 @@ int cli_dump(int argc, char **argv)
     }
     const struct pys_snapshot *snap;
     int pause_rc = 0;
-    rc = blocking ? cli_blocking_snapshot(s, &snap, &pause_rc) : pys_session_snapshot(s, &snap);
+    /* --locals --blocking: the locals are read while the target is still
+     * stopped, so they are those of the stacks shown. */
+    rc = blocking ? cli_blocking_snapshot_held(s, &snap, &pause_rc, a.locals)
+                  : pys_session_snapshot(s, &snap);
     if (pause_rc < 0 && pause_rc != PYS_E_EXITED) {
         char msg[512];
         snprintf(msg, sizeof msg, "--blocking: %s", pys_session_last_error(s));
@@ -453,12 +518,14 @@ int cli_dump(int argc, char **argv)
         return status;
     }
     if (json) {
-        print_json(stdout, s, snap);
+        print_json(stdout, s, snap, a.locals);
     } else {
         struct cli_source *src = source ? cli_source_new(pid) : NULL;
-        print_text(stdout, s, snap, max_frames, src);
+        print_text(stdout, s, snap, max_frames, src, a.locals);
         cli_source_free(src);
     }
+    if (blocking && a.locals)
+        pys_session_resume(s);
     pys_session_free(s);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         perror("pystrobe: writing the dump");

@@ -76,6 +76,11 @@ int prof_session_open(pys_session **out, int pid, struct mem_source *src,
                      PYS_MAX_FRAMES_MIN, PYS_MAX_FRAMES_MAX);
         return PYS_E_INVAL;
     }
+    if (opt && opt->locals && (opt->frame_cache || opt->reuse_idle)) {
+        if (errtext && errlen)
+            snprintf(errtext, errlen, "locals cannot be combined with frame_cache or reuse_idle");
+        return PYS_E_INVAL;
+    }
     s = calloc(1, sizeof *s);
     if (!s)
         return PYS_E_NOMEM;
@@ -109,6 +114,8 @@ int prof_session_open(pys_session **out, int pid, struct mem_source *src,
     s->marker_truncated = prof_intern_str(&s->strings, "<truncated>", 11);
     if (!s->tsbuf || !s->raw || !s->res_scratch || !s->kind_scratch || !s->marker_file ||
         !s->marker_native || !s->marker_gc || !s->marker_truncated)
+        goto fail;
+    if (s->opt.locals && !(s->locals = prof_locals_new()))
         goto fail;
     if (s->opt.opcodes) {
         s->op_segs = malloc(nmax * sizeof *s->op_segs);
@@ -149,6 +156,7 @@ void pys_session_free(pys_session *s)
     mem_release(&s->mem_idle);
     prof_tnames_free(s->tnames);
     prof_pause_free(s->pause);
+    prof_locals_free(s->locals);
     prof_intern_release(&s->strings);
     cpy_stack_release(&s->stack);
     free(s->tsbuf);

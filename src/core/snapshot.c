@@ -246,6 +246,8 @@ static int resolve_frames(struct pys_session *s, const struct prof_walk *w,
         pending_native = rf->entry;
         if (s->opt.opcodes)
             want_opcode(s, rf, res, pc, &nops);
+        if (s->locals && (rc = prof_locals_note(s, s->res.nframes, rf->addr, rf->code)) < 0)
+            goto fail;
         s->res.frames[s->res.nframes++] = *res;
     }
     read_opcodes(s, nops);

@@ -27,6 +27,9 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 TOOL_SRC := $(wildcard tests/tools/*.c)
 TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(B)/tests/%)
 
+# --- native stacks (--native): elfutils' libdwfl unwinds and symbolises
+# (src/platform/unwind.c; libdw-dev).
+LDLIBS  += -ldw
 # --- pprof: the C code of src/output/profile.proto, made by protoc-c ----------
 # (protobuf-c-compiler) at build time into $(B)/gen, linked with libprotobuf-c;
 # -lm for the heatmap's log scale.

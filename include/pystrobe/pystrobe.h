@@ -106,6 +106,9 @@ struct pys_thread {
     const char *error_text; /* NULL, or detail for error */
     size_t nframes;
     const struct pys_frame *frames; /* innermost first */
+    /* pys_options.native_stacks: NULL, or why this thread's native stack
+     * is missing (its frames are then the Python ones alone). */
+    const char *native_error;
 };
 
 struct pys_interp {
@@ -160,6 +163,17 @@ struct pys_options {
      * can read its local variables. Not with frame_cache or reuse_idle
      * (attach fails with PYS_E_INVAL). */
     int locals;
+    /* Native stacks, as py-spy's --native: in each snapshot taken while
+     * the session is paused (pys_session_pause; the threads must be
+     * stopped to be unwound), each thread's frames are its native (C)
+     * stack with every frame of the interpreter's evaluation loop replaced
+     * by the Python frames it runs, and the interpreter's other frames left
+     * out. A native frame has kind PYS_FRAME_NATIVE, qualname its symbol
+     * (or "0xOFFSET" in its module), filename its module's path, lineno its
+     * source line where debug information has it (else -1). Snapshots not
+     * paused get the Python frames with the markers of `native`, which
+     * this option sets. Not with locals (PYS_E_INVAL). */
+    int native_stacks;
 };
 
 #define PYS_MAX_FRAMES_DEFAULT 8192

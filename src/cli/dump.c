@@ -16,7 +16,8 @@
 #include "output/json.h"
 
 static const char DUMP_USAGE[] =
-    "usage: pystrobe dump [--json] [--no-source] [--locals] [--blocking] [--max-frames N] PID\n"
+    "usage: pystrobe dump [--json] [--no-source] [--locals | --native] [--blocking]\n"
+    "                     [--max-frames N] PID\n"
     "       pystrobe dump [options] -p PID\n"
     "       pystrobe dump --async-aware [--async-mode all|running] [--json] PID\n"
     "\n"
@@ -27,6 +28,8 @@ static const char DUMP_USAGE[] =
     "  --locals         each Python frame's local variables (arguments first), shown\n"
     "                   short: repr() of None, bool, int, float, str, bytes (cut), else\n"
     "                   the type and address\n"
+    "  --native         native (C) frames between the Python frames, named by symbol,\n"
+    "                   the interpreter's own left out (stops the threads: --blocking)\n"
     "  --max-frames N   frames kept of a stack, 16 to 1000000 (default 8192): a deeper\n"
     "                   one keeps its innermost N-1 over a <truncated> frame\n"
     "  --async-aware    the asyncio tasks (CPython 3.14+): each task's name, coroutine\n"
@@ -195,6 +198,11 @@ static void print_text(FILE *f, pys_session *s, const struct pys_snapshot *snap,
                 fputs(")\n", f);
                 continue;
             }
+            if (t->native_error) {
+                fputs("    (native stack unreadable: ", f);
+                put_text(f, t->native_error);
+                fputs(")\n", f);
+            }
             if (t->nframes == 0)
                 fputs("    (no Python frames)\n", f);
             for (size_t n = t->nframes; n-- > 0;) {
@@ -204,6 +212,17 @@ static void print_text(FILE *f, pys_session *s, const struct pys_snapshot *snap,
                             "    <truncated> (stack deeper than %zu frames: its outermost "
                             "calls are left out; --max-frames)\n",
                             max_frames);
+                    continue;
+                }
+                if (fr->kind == PYS_FRAME_NATIVE && fr->filename[0] != '~') {
+                    /* --native: a C frame, by symbol and module. */
+                    fputs("    Native ", f);
+                    put_text(f, fr->qualname);
+                    fputs(" (", f);
+                    put_text(f, fr->filename);
+                    if (fr->lineno > 0)
+                        fprintf(f, ", line %d", (int)fr->lineno);
+                    fputs(")\n", f);
                     continue;
                 }
                 fputs("    File \"", f);
@@ -316,6 +335,10 @@ static void print_json(FILE *f, pys_session *s, const struct pys_snapshot *snap,
                 out_json_string(&j, t->error_text ? t->error_text : pys_strerror(t->error));
             else
                 out_json_null(&j);
+            if (t->native_error) {
+                out_json_key(&j, "native_error");
+                out_json_string(&j, t->native_error);
+            }
             out_json_key(&j, "frames");
             out_json_begin_array(&j);
             for (size_t n = t->nframes; n-- > 0;) {
@@ -337,6 +360,10 @@ static void print_json(FILE *f, pys_session *s, const struct pys_snapshot *snap,
                 out_json_int_or_null(&j, fr->end_col);
                 out_json_key(&j, "lasti");
                 out_json_int(&j, fr->lasti);
+                if (fr->kind != PYS_FRAME_PYTHON) {
+                    out_json_key(&j, "native");
+                    out_json_bool(&j, 1);
+                }
                 if (locals)
                     json_locals(&j, s, t, n);
                 out_json_end_object(&j);
@@ -368,7 +395,7 @@ static void test_delay(void)
 
 /* What `dump` was asked. */
 struct dump_args {
-    int json, pid, source, blocking, locals;
+    int json, pid, source, blocking, locals, native;
     int async_aware, async_mode, async_mode_set;
     size_t max_frames;
 };
@@ -386,6 +413,8 @@ static int parse_dump_option(struct dump_args *a, int argc, char **argv, int *i)
         a->blocking = 1;
     } else if (strcmp(o, "--locals") == 0) {
         a->locals = 1;
+    } else if (strcmp(o, "--native") == 0) {
+        a->native = 1;
     } else if (strcmp(o, "-p") == 0 || strcmp(o, "--pid") == 0 || strncmp(o, "--pid=", 6) == 0) {
         const char *v = o[1] == 'p'   ? (*i + 1 < argc ? argv[++*i] : "")
                         : o[5] == '=' ? o + 6
@@ -456,6 +485,16 @@ static int parse_dump_args(struct dump_args *a, int argc, char **argv)
         fprintf(stderr, "pystrobe: --async-mode needs --async-aware\n%s", DUMP_USAGE);
         return CLI_USAGE;
     }
+    if (a->native && a->locals) {
+        fprintf(stderr, "pystrobe: --locals cannot be combined with --native yet\n%s", DUMP_USAGE);
+        return CLI_USAGE;
+    }
+    if (a->async_aware && a->native) {
+        fprintf(stderr, "pystrobe: --native cannot be combined with --async-aware\n%s", DUMP_USAGE);
+        return CLI_USAGE;
+    }
+    /* Native stacks are unwound from stopped threads. */
+    a->blocking |= a->native;
     if (a->async_aware && a->locals) {
         fprintf(stderr, "pystrobe: --locals cannot be combined with --async-aware\n%s", DUMP_USAGE);
         return CLI_USAGE;
@@ -476,7 +515,8 @@ int cli_dump(int argc, char **argv)
         return rc;
     int json = a.json, pid = a.pid, source = a.source, blocking = a.blocking;
     size_t max_frames = a.max_frames;
-    struct pys_options opt = {.cpu_state = 1, .max_frames = max_frames, .locals = a.locals};
+    struct pys_options opt = {
+        .cpu_state = 1, .max_frames = max_frames, .locals = a.locals, .native_stacks = a.native};
     pys_session *s = NULL;
     char err[512];
     rc = pys_session_attach(&s, pid, &opt, err, sizeof err);
@@ -500,7 +540,9 @@ int cli_dump(int argc, char **argv)
                   : pys_session_snapshot(s, &snap);
     if (pause_rc < 0 && pause_rc != PYS_E_EXITED) {
         char msg[512];
-        snprintf(msg, sizeof msg, "--blocking: %s", pys_session_last_error(s));
+        snprintf(msg, sizeof msg, "%s: %s",
+                 a.native ? "--native (stopping the threads to unwind them)" : "--blocking",
+                 pys_session_last_error(s));
         int status = cli_report(rc, msg);
         pys_session_free(s);
         return status;

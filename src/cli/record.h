@@ -71,6 +71,7 @@ struct rec {
     int browser;                   /* open the HTML output once written */
     int no_summary;                /* leave out the end-of-run statistics (warnings stay) */
     int blocking;                  /* stop the target's threads for each sample */
+    int native_stacks;             /* --native: native frames (implies blocking) */
     enum line_mode line_mode;      /* --function, --nolineno */
     int no_idle;                   /* --no-idle: only threads the kernel shows running */
     struct out_chrometrace *trace; /* --chrometrace: its events, filled while sampling */

@@ -83,7 +83,9 @@ static const char RUN_USAGE[] =
     "      --mode MODE           wall: every thread (default); cpu: threads the kernel\n"
     "                            shows running; gil: the thread holding the GIL;\n"
     "                            exception: threads raising or handling an exception\n"
-    "      --native              <native> frames where C code sits between Python frames\n"
+    "      --native              native (C) frames between the Python frames, by symbol\n"
+    "                            (py-spy's); stops every thread for each sample\n"
+    "      --native-markers      a <native> frame where C code sits between Python frames\n"
     "      --no-gc               no <GC> frames (shown by default where the target\n"
     "                            publishes the collecting frame: CPython 3.15)\n"
     "      --realtime-stats      a live line: achieved rate, time per sample\n"
@@ -198,6 +200,8 @@ enum {
     OPT_NO_IDLE,
     OPT_SVG,
     OPT_CHROMETRACE,
+    /* native stacks (issue 30) */
+    OPT_NATIVE_MARKERS,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -246,6 +250,7 @@ static const struct option LONG_OPTS[] = {
     {"no-idle", no_argument, NULL, OPT_NO_IDLE},
     {"svg", no_argument, NULL, OPT_SVG},
     {"chrometrace", no_argument, NULL, OPT_CHROMETRACE},
+    {"native-markers", no_argument, NULL, OPT_NATIVE_MARKERS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -333,6 +338,10 @@ static int set_flag_option(struct rec *r, int c)
         r->main_only = 1;
         break;
     case OPT_NATIVE:
+        /* py-spy's --native: unwound from stopped threads. */
+        r->native = r->native_stacks = 1;
+        break;
+    case OPT_NATIVE_MARKERS:
         r->native = 1;
         break;
     case OPT_NO_GC:
@@ -540,6 +549,10 @@ static int finish_args(struct rec *r, int argc, char **argv, int first, const ch
     r->interval_ns = (uint64_t)(1e9 / r->rate_hz + 0.5);
     if (r->interval_ns == 0)
         r->interval_ns = 1;
+    if (r->native_stacks && r->mode == MODE_CPU)
+        return usage_error("%s", "--native stops every thread to unwind it, so none is ever seen "
+                                 "running: not with --mode cpu");
+    r->blocking |= r->native_stacks;
     if (r->blocking && r->mode == MODE_CPU)
         return usage_error("%s", "--blocking stops every thread, so none is ever seen running: "
                                  "not with --mode cpu");

@@ -84,3 +84,29 @@ def test_dump_native_other_tracer(pystrobe, native_target):
     finally:
         gdb.kill()
         gdb.wait()
+
+
+def test_attach_native_collapsed(pystrobe, native_target, tmp_path):
+    """attach --native: the profile's stacks carry the native frames in
+    the same order (collapsed: root first)."""
+    out = tmp_path / "n.txt"
+    res = run_pystrobe(pystrobe, "attach", "--native", "-d", "1", "--collapsed", "-o", out,
+                       native_target.pid)
+    assert res.returncode == 0, res.stderr.decode()
+    stacks = [line.rsplit(" ", 1)[0].split(";") for line in out.read_text().splitlines()]
+    main = [s for s in stacks if any(f.endswith(":compare:17") for f in s)]
+    assert main, stacks
+    for s in main:
+        names = [f.split(":")[-2] if ":" in f and f.count(":") >= 2 else f for f in s]
+        o = next(i for i, f in enumerate(s) if ":outer:" in f)
+        c = next(i for i, f in enumerate(s) if ":compare:" in f)
+        assert o < c, s
+        assert any(n.startswith(("qsort", "msort")) for n in names[o + 1:c]), s
+        assert "<native>" not in s, s
+
+
+def test_run_native_refusals(pystrobe, tmp_path):
+    marker = tmp_path / "started"
+    res = run_pystrobe(pystrobe, "run", "--native", "--mode", "cpu", "--", "touch", marker)
+    assert res.returncode == 2 and b"--native" in res.stderr, res.stderr
+    assert not marker.exists()

@@ -92,6 +92,9 @@ PY_INCLUDE   = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths
 MOD_DIR     := $(B)/python/pystrobe
 MOD_CFLAGS  := -std=c11 -D_GNU_SOURCE -fvisibility=hidden -fPIC -Iinclude -Isrc $(WARN) $(CFLAGS)
 MOD_LIB_SRC := $(filter-out src/output/% src/cli/%,$(LIB_SRC))
+# The module has no native stacks: it needs no libdw (a sid-root Python has none).
+MOD_LIB_SRC := $(filter-out src/platform/unwind.c,$(MOD_LIB_SRC))
+MOD_CFLAGS  += -DPYS_NO_NATIVE_STACKS
 MOD_LIB_OBJ := $(MOD_LIB_SRC:%.c=$(B)/python/obj/%.o)
 MOD_PY      := $(patsubst python/pystrobe/%,$(MOD_DIR)/%,$(wildcard python/pystrobe/*.py))
 

@@ -63,6 +63,41 @@ struct prof_native {
     uint64_t refreshed_snap; /* the snapshot whose miss last refreshed the modules */
 };
 
+#ifdef PYS_NO_NATIVE_STACKS
+/* A build without libdw (the Python module): no native stacks. */
+int plat_unwinder_new(pid_t pid, struct plat_unwinder **out)
+{
+    (void)pid;
+    (void)out;
+    return PYS_E_INVAL;
+}
+void plat_unwinder_free(struct plat_unwinder *u)
+{
+    (void)u;
+}
+const char *plat_unwinder_error(const struct plat_unwinder *u)
+{
+    (void)u;
+    return "not built with native stacks";
+}
+int plat_unwinder_refresh(struct plat_unwinder *u)
+{
+    (void)u;
+    return PYS_E_INVAL;
+}
+int plat_unwind_thread(struct plat_unwinder *u, pid_t tid, uint64_t *pcs, uint64_t *sps,
+                       size_t max, size_t *n)
+{
+    (void)u, (void)tid, (void)pcs, (void)sps, (void)max, (void)n;
+    return PYS_E_INVAL;
+}
+int plat_unwind_symbol(struct plat_unwinder *u, uint64_t pc, struct plat_symbol *out)
+{
+    (void)u, (void)pc, (void)out;
+    return PYS_E_NOTFOUND;
+}
+#endif
+
 struct prof_native *prof_native_new(void)
 {
     return calloc(1, sizeof(struct prof_native));
@@ -256,8 +291,8 @@ int prof_native_snapshot(struct pys_session *s)
             return rc;
         if (rc < 0) {
             n->unw_failed = 1;
-            snprintf(n->err, sizeof n->err, "native stacks: cannot read the modules of process %d",
-                     s->pid);
+            snprintf(n->err, sizeof n->err, "cannot read the modules of process %d%s", s->pid,
+                     rc == PYS_E_INVAL ? ": not built with native stacks" : "");
         }
     }
     int rc = prof_reserve((void **)&n->start, &n->start_cap, s->res.nthreads + 1, sizeof *n->start);

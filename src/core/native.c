@@ -85,8 +85,8 @@ int plat_unwinder_refresh(struct plat_unwinder *u)
     (void)u;
     return PYS_E_INVAL;
 }
-int plat_unwind_thread(struct plat_unwinder *u, pid_t tid, uint64_t *pcs, uint64_t *sps,
-                       size_t max, size_t *n)
+int plat_unwind_thread(struct plat_unwinder *u, pid_t tid, uint64_t *pcs, uint64_t *sps, size_t max,
+                       size_t *n)
 {
     (void)u, (void)tid, (void)pcs, (void)sps, (void)max, (void)n;
     return PYS_E_INVAL;
@@ -240,7 +240,7 @@ static int merge(struct pys_session *s, const struct pys_thread *t, size_t npcs,
                  size_t sto)
 {
     struct prof_native *n = s->native;
-    size_t i = 0; /* next Python frame */
+    size_t i = 0, loops = 0; /* next Python frame; evaluation loops met */
     for (size_t k = 0; k < npcs; k++) {
         const struct sym_entry *e = lookup(s, n->pcs[k]);
         if (!e)
@@ -249,6 +249,7 @@ static int merge(struct pys_session *s, const struct pys_thread *t, size_t npcs,
             int rc = push_group(s, t, &i);
             if (rc < 0)
                 return rc;
+            loops++;
             continue;
         }
         if (e->cls == SYM_INTERNAL)
@@ -267,6 +268,10 @@ static int merge(struct pys_session *s, const struct pys_thread *t, size_t npcs,
         if (rc < 0)
             return rc;
     }
+    /* No evaluation loop recognised at all (a stripped 3.11 or older, no
+     * symbols): where the Python frames go is not known. */
+    if (loops == 0 && t->nframes > 0)
+        return PYS_E_NOTFOUND;
     /* Python frames no evaluation-loop frame was found for (an unwind cut
      * short): below, as they are, markers dropped. */
     for (; i < t->nframes; i++) {
@@ -324,7 +329,13 @@ int prof_native_snapshot(struct pys_session *s)
             sfrom++;
         for (sto = sfrom; sto < n->nshims && n->shims[sto].at <= at + t->nframes; sto++)
             ;
-        if ((rc = merge(s, t, npcs, sfrom, sto)) < 0)
+        if ((rc = merge(s, t, npcs, sfrom, sto)) == PYS_E_NOTFOUND) {
+            n->nframes = first;
+            t->native_error = "the interpreter's evaluation loop is not among the native frames "
+                              "(no symbols for it): Python frames only";
+            continue;
+        }
+        if (rc < 0)
             return rc;
         n->start[ti] = first;
     }

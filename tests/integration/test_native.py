@@ -11,7 +11,8 @@ from targets import ROOT, all_targets
 
 WORKLOAD = ROOT / "tests" / "integration" / "workloads" / "native_target.py"
 NATIVE_TARGETS = [t for t in all_targets()
-                  if t.name in ("pyenv-3.8.18", "pyenv-3.11.7", "pyenv-3.12.1", "sid-3.15")]
+                  if t.name in ("pyenv-3.8.18", "pyenv-3.11.7", "pyenv-3.12.1", "debian-3.11-static",
+                               "sid-3.14", "sid-3.15")]
 
 
 @pytest.fixture(params=NATIVE_TARGETS, ids=repr)

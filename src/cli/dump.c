@@ -276,6 +276,37 @@ static void json_locals(struct out_json *j, pys_session *s, const struct pys_thr
     out_json_end_array(j);
 }
 
+/* One frame (t->frames[n]) of thread t in --json. */
+static void json_frame(struct out_json *jp, pys_session *s, const struct pys_thread *t, size_t n,
+                       int locals)
+{
+    const struct pys_frame *fr = &t->frames[n];
+    out_json_begin_object(jp);
+    out_json_key(jp, "filename");
+    out_json_string(jp, fr->filename);
+    out_json_key(jp, "qualname");
+    out_json_string(jp, fr->qualname);
+    out_json_key(jp, "firstlineno");
+    out_json_int(jp, fr->firstlineno);
+    out_json_key(jp, "lineno");
+    out_json_int_or_null(jp, fr->lineno);
+    out_json_key(jp, "end_lineno");
+    out_json_int_or_null(jp, fr->end_lineno);
+    out_json_key(jp, "col_offset");
+    out_json_int_or_null(jp, fr->col);
+    out_json_key(jp, "end_col_offset");
+    out_json_int_or_null(jp, fr->end_col);
+    out_json_key(jp, "lasti");
+    out_json_int(jp, fr->lasti);
+    if (fr->kind == PYS_FRAME_NATIVE && fr->filename[0] != '~') { /* --native, not a marker */
+        out_json_key(jp, "native");
+        out_json_bool(jp, 1);
+    }
+    if (locals)
+        json_locals(jp, s, t, n);
+    out_json_end_object(jp);
+}
+
 static void print_json(FILE *f, pys_session *s, const struct pys_snapshot *snap, int locals)
 {
     struct out_json j;
@@ -341,33 +372,8 @@ static void print_json(FILE *f, pys_session *s, const struct pys_snapshot *snap,
             }
             out_json_key(&j, "frames");
             out_json_begin_array(&j);
-            for (size_t n = t->nframes; n-- > 0;) {
-                const struct pys_frame *fr = &t->frames[n];
-                out_json_begin_object(&j);
-                out_json_key(&j, "filename");
-                out_json_string(&j, fr->filename);
-                out_json_key(&j, "qualname");
-                out_json_string(&j, fr->qualname);
-                out_json_key(&j, "firstlineno");
-                out_json_int(&j, fr->firstlineno);
-                out_json_key(&j, "lineno");
-                out_json_int_or_null(&j, fr->lineno);
-                out_json_key(&j, "end_lineno");
-                out_json_int_or_null(&j, fr->end_lineno);
-                out_json_key(&j, "col_offset");
-                out_json_int_or_null(&j, fr->col);
-                out_json_key(&j, "end_col_offset");
-                out_json_int_or_null(&j, fr->end_col);
-                out_json_key(&j, "lasti");
-                out_json_int(&j, fr->lasti);
-                if (fr->kind != PYS_FRAME_PYTHON) {
-                    out_json_key(&j, "native");
-                    out_json_bool(&j, 1);
-                }
-                if (locals)
-                    json_locals(&j, s, t, n);
-                out_json_end_object(&j);
-            }
+            for (size_t n = t->nframes; n-- > 0;)
+                json_frame(&j, s, t, n, locals);
             out_json_end_array(&j);
             out_json_end_object(&j);
         }

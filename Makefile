@@ -27,6 +27,9 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 TOOL_SRC := $(wildcard tests/tools/*.c)
 TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(B)/tests/%)
 
+# --- native stacks (--native): elfutils' libdwfl unwinds and symbolises
+# (src/platform/unwind.c; libdw-dev).
+LDLIBS  += -ldw
 # --- pprof: the C code of src/output/profile.proto, made by protoc-c ----------
 # (protobuf-c-compiler) at build time into $(B)/gen, linked with libprotobuf-c;
 # -lm for the heatmap's log scale.
@@ -89,6 +92,9 @@ PY_INCLUDE   = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths
 MOD_DIR     := $(B)/python/pystrobe
 MOD_CFLAGS  := -std=c11 -D_GNU_SOURCE -fvisibility=hidden -fPIC -Iinclude -Isrc $(WARN) $(CFLAGS)
 MOD_LIB_SRC := $(filter-out src/output/% src/cli/%,$(LIB_SRC))
+# The module has no native stacks: it needs no libdw (a sid-root Python has none).
+MOD_LIB_SRC := $(filter-out src/platform/unwind.c,$(MOD_LIB_SRC))
+MOD_CFLAGS  += -DPYS_NO_NATIVE_STACKS
 MOD_LIB_OBJ := $(MOD_LIB_SRC:%.c=$(B)/python/obj/%.o)
 MOD_PY      := $(patsubst python/pystrobe/%,$(MOD_DIR)/%,$(wildcard python/pystrobe/*.py))
 

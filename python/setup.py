@@ -25,6 +25,8 @@ def library_sources():
     sources = []
     for layer in LAYERS:
         sources += sorted(glob.glob(os.path.join(TOP, "src", layer, "*.c")))
+    # No native stacks in the module: it needs no libdw (Makefile's MOD_LIB_SRC).
+    sources = [s for s in sources if not s.endswith(os.path.join("platform", "unwind.c"))]
     if not sources:
         raise SystemExit("setup.py: library sources not found in %s: build pystrobe's "
                          "module from its source tree" % os.path.join(TOP, "src"))
@@ -35,7 +37,8 @@ extension = Extension(
     "pystrobe._pystrobe",
     sources=["pystrobe/_pystrobe.c"] + library_sources(),
     include_dirs=[rel(os.path.join(TOP, "include")), rel(os.path.join(TOP, "src"))],
-    define_macros=[("_GNU_SOURCE", None), ("Py_LIMITED_API", LIMITED_API)],
+    define_macros=[("_GNU_SOURCE", None), ("Py_LIMITED_API", LIMITED_API),
+                   ("PYS_NO_NATIVE_STACKS", None)],
     extra_compile_args=["-std=c11", "-fvisibility=hidden"],
     libraries=["elf", "z"],
     py_limited_api=True,

@@ -17,6 +17,7 @@ PKGS="make gcc clang libclang-rt-dev libelf-dev zlib1g-dev libcmocka-dev pkg-con
       golang-go
       python3-jsonschema
       libzstd-dev zstd
+      libdw-dev
       libncurses-dev
       tmux
       nodejs"

@@ -185,6 +185,19 @@ EXPRS = {
     ("object_prefix", "managed_dict"): [
         (f"{V} >= 0x030c0000 && {V} < 0x030d0000", "3 * sizeof(PyObject *)"),
         (f"{V} >= 0x030b0000", "(size_t)(-(MANAGED_DICT_OFFSET))")],
+    # Local variables (dump --locals): the 3.13+ tables carry these.
+    ("interpreter_frame", "localsplus"): [
+        (f"{V} < 0x030b0000", "offsetof(PyFrameObject, f_localsplus)"),
+        ("1", "offsetof(_PyInterpreterFrame, localsplus)")],
+    ("code_object", "localsplusnames"): [
+        (f"{V} < 0x030b0000", "offsetof(PyCodeObject, co_varnames)"),
+        ("1", "offsetof(PyCodeObject, co_localsplusnames)")],
+    ("code_object", "localspluskinds"): [
+        (f"{V} >= 0x030b0000", "offsetof(PyCodeObject, co_localspluskinds)")],
+    ("tuple_object", "size"): [("1", "sizeof(PyTupleObject)")],
+    ("tuple_object", "ob_item"): [("1", "offsetof(PyTupleObject, ob_item)")],
+    ("float_object", "size"): [("1", "sizeof(PyFloatObject)")],
+    ("float_object", "ob_fval"): [("1", "offsetof(PyFloatObject, ob_fval)")],
     ("object_prefix", "managed_values"): [
         (f"{V} >= 0x030b0000 && {V} < 0x030c0000", "4 * sizeof(PyObject *)"),
         (f"{V} >= 0x030c0000 && {V} < 0x030d0000", "3 * sizeof(PyObject *)")],

@@ -110,6 +110,9 @@ struct pys_thread {
     const char *error_text; /* NULL, or detail for error */
     size_t nframes;
     const struct pys_frame *frames; /* innermost first */
+    /* pys_options.native_stacks: NULL, or why this thread's native stack
+     * is missing (its frames are then the Python ones alone). */
+    const char *native_error;
 };
 
 struct pys_interp {
@@ -160,6 +163,21 @@ struct pys_options {
      * interpreter's entry frames) keeps its innermost max_frames - 1 and
      * ends with a PYS_FRAME_TRUNCATED marker. Scratch memory grows with it. */
     size_t max_frames;
+    /* Keep each Python frame's address, so that pys_session_frame_locals
+     * can read its local variables. Not with frame_cache or reuse_idle
+     * (attach fails with PYS_E_INVAL). */
+    int locals;
+    /* Native stacks, as py-spy's --native: in each snapshot taken while
+     * the session is paused (pys_session_pause; the threads must be
+     * stopped to be unwound), each thread's frames are its native (C)
+     * stack with every frame of the interpreter's evaluation loop replaced
+     * by the Python frames it runs, and the interpreter's other frames left
+     * out. A native frame has kind PYS_FRAME_NATIVE, qualname its symbol
+     * (or "0xOFFSET" in its module), filename its module's path, lineno its
+     * source line where debug information has it (else -1). Snapshots not
+     * paused get the Python frames with the markers of `native`, which
+     * this option sets. Not with locals (PYS_E_INVAL). */
+    int native_stacks;
 };
 
 #define PYS_MAX_FRAMES_DEFAULT 8192
@@ -549,6 +567,37 @@ struct pys_gc_stats {
 PYS_EXTERN int pys_session_gc_stats(pys_session *s, int all_interps, struct pys_gc_stats *out,
                                     size_t max, size_t *n);
 #define PYS_GC_STATS_PER_INTERP 17
+
+/* --- local variables ---------------------------------------------------- */
+
+struct pys_local {
+    const char *name; /* interned by the session */
+    /* A short representation: repr() for None, bool, int (to 64 bits),
+     * float, and str and bytes (cut at 100 characters and 64 bytes, then
+     * "..."); "<list of N at 0x...>" for lists and tuples; "<TYPE at
+     * 0x...>" for the rest. Control characters are escaped as repr does;
+     * other text is UTF-8. Valid until the next call. */
+    const char *repr;
+};
+
+/* The most locals pys_session_frame_locals gives one frame. */
+#define PYS_LOCALS_MAX 1024
+
+/*
+ * The local variables of frame `frame` (an index into t->frames) of thread
+ * t of the last snapshot of a session attached with pys_options.locals,
+ * read now from the target (so, for a snapshot of a running target, as
+ * they are a moment later: pys_session_pause keeps them as the snapshot
+ * saw them). Arguments and locals in the code object's order, unbound ones
+ * left out; 3.8-3.10 give co_varnames only (a cell variable that is not an
+ * argument is not among them), 3.11+ every fast local, cells showing what
+ * they hold. *out and *n get them (0 for a marker frame); valid until the
+ * next call or snapshot. PYS_E_INVAL without pys_options.locals or for a
+ * frame not of the last snapshot; PYS_E_CORRUPT when the frame no longer
+ * runs the same code (it returned since the snapshot); a read error.
+ */
+PYS_EXTERN int pys_session_frame_locals(pys_session *s, const struct pys_thread *t, size_t frame,
+                                        const struct pys_local **out, size_t *n);
 
 #ifdef __cplusplus
 }

@@ -47,10 +47,16 @@ int cli_blocking_snapshot_paused(pys_session *s, const struct pys_snapshot **out
     return rc;
 }
 
-int cli_blocking_snapshot(pys_session *s, const struct pys_snapshot **out, int *pause_rc)
+int cli_blocking_snapshot_held(pys_session *s, const struct pys_snapshot **out, int *pause_rc,
+                               int hold)
 {
     int rc = cli_blocking_snapshot_paused(s, out, pause_rc);
-    if (*pause_rc == 0)
+    if (*pause_rc == 0 && (!hold || rc < 0))
         pys_session_resume(s);
     return rc;
+}
+
+int cli_blocking_snapshot(pys_session *s, const struct pys_snapshot **out, int *pause_rc)
+{
+    return cli_blocking_snapshot_held(s, out, pause_rc, 0);
 }

@@ -16,5 +16,9 @@ int cli_blocking_snapshot(pys_session *s, const struct pys_snapshot **out, int *
  * not be stopped), for more reads of the same moment: the caller resumes it
  * (pys_session_resume). */
 int cli_blocking_snapshot_paused(pys_session *s, const struct pys_snapshot **out, int *pause_rc);
+/* The same, leaving the target stopped after a snapshot when hold is set
+ * (the caller resumes it: pys_session_resume, or pys_session_free). */
+int cli_blocking_snapshot_held(pys_session *s, const struct pys_snapshot **out, int *pause_rc,
+                               int hold);
 
 #endif

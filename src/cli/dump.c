@@ -16,7 +16,8 @@
 #include "output/json.h"
 
 static const char DUMP_USAGE[] =
-    "usage: pystrobe dump [--json] [--no-source] [--blocking] [--opcodes] [--max-frames N] PID\n"
+    "usage: pystrobe dump [--json] [--no-source] [--locals | --native] [--opcodes]\n"
+    "                     [--blocking] [--max-frames N] PID\n"
     "       pystrobe dump [options] -p PID\n"
     "       pystrobe dump --async-aware [--async-mode all|running] [--json] [--blocking] PID\n"
     "\n"
@@ -26,6 +27,11 @@ static const char DUMP_USAGE[] =
     "  --no-source      no source lines under the frames\n"
     "  --opcodes        the instruction each frame executes, named from the target's\n"
     "                   opcode table: CALL_PY_EXACT_ARGS (CALL) for a specialized one\n"
+    "  --locals         each Python frame's local variables (arguments first), shown\n"
+    "                   short: repr() of None, bool, int, float, str, bytes (cut), else\n"
+    "                   the type and address\n"
+    "  --native         native (C) frames between the Python frames, named by symbol,\n"
+    "                   the interpreter's own left out (stops the threads: --blocking)\n"
     "  --max-frames N   frames kept of a stack, 16 to 1000000 (default 8192): a deeper\n"
     "                   one keeps its innermost N-1 over a <truncated> frame\n"
     "  --async-aware    the asyncio tasks (CPython 3.14+): each task's name, coroutine\n"
@@ -142,8 +148,30 @@ static void put_opcode(FILE *f, uint32_t version, const struct pys_frame *fr)
         fputc('?', f);
 }
 
+/* --locals under frame n of thread t: "name = repr" lines, or why not. */
+static void print_locals(FILE *f, pys_session *s, const struct pys_thread *t, size_t n)
+{
+    const struct pys_local *lv;
+    size_t nl;
+    if (t->frames[n].kind != PYS_FRAME_PYTHON)
+        return;
+    if (pys_session_frame_locals(s, t, n, &lv, &nl) < 0) {
+        fputs("        (locals unreadable: ", f);
+        put_text(f, pys_session_last_error(s));
+        fputs(")\n", f);
+        return;
+    }
+    for (size_t i = 0; i < nl; i++) {
+        fputs("        ", f);
+        put_text(f, lv[i].name);
+        fputs(" = ", f);
+        put_text(f, lv[i].repr);
+        fputc('\n', f);
+    }
+}
+
 static void print_text(FILE *f, pys_session *s, const struct pys_snapshot *snap, size_t max_frames,
-                       struct cli_source *src, int opcodes)
+                       struct cli_source *src, int opcodes, int locals)
 {
     fprintf(f, "Process %d: Python %s (", pys_session_pid(s), pys_session_python_version_text(s));
     put_text(f, pys_session_image_path(s));
@@ -187,6 +215,11 @@ static void print_text(FILE *f, pys_session *s, const struct pys_snapshot *snap,
                 fputs(")\n", f);
                 continue;
             }
+            if (t->native_error) {
+                fputs("    (native stack unreadable: ", f);
+                put_text(f, t->native_error);
+                fputs(")\n", f);
+            }
             if (t->nframes == 0)
                 fputs("    (no Python frames)\n", f);
             for (size_t n = t->nframes; n-- > 0;) {
@@ -196,6 +229,17 @@ static void print_text(FILE *f, pys_session *s, const struct pys_snapshot *snap,
                             "    <truncated> (stack deeper than %zu frames: its outermost "
                             "calls are left out; --max-frames)\n",
                             max_frames);
+                    continue;
+                }
+                if (fr->kind == PYS_FRAME_NATIVE && fr->filename[0] != '~') {
+                    /* --native: a C frame, by symbol and module. */
+                    fputs("    Native ", f);
+                    put_text(f, fr->qualname);
+                    fputs(" (", f);
+                    put_text(f, fr->filename);
+                    if (fr->lineno > 0)
+                        fprintf(f, ", line %d", (int)fr->lineno);
+                    fputs(")\n", f);
                     continue;
                 }
                 fputs("    File \"", f);
@@ -220,6 +264,8 @@ static void print_text(FILE *f, pys_session *s, const struct pys_snapshot *snap,
                 fputc('\n', f);
                 if (src)
                     print_source(f, src, fr);
+                if (locals)
+                    print_locals(f, s, t, n);
             }
         }
     }
@@ -245,7 +291,68 @@ static void put_json_opcode(struct out_json *j, uint32_t version, const struct p
         out_json_null(j);
 }
 
-static void print_json(FILE *f, pys_session *s, const struct pys_snapshot *snap, int opcodes)
+/* --locals in JSON: "locals": [{"name", "repr"}...], or null and
+ * "locals_error" when they could not be read. */
+static void json_locals(struct out_json *j, pys_session *s, const struct pys_thread *t, size_t n)
+{
+    const struct pys_local *lv;
+    size_t nl;
+    int rc = t->frames[n].kind == PYS_FRAME_PYTHON ? pys_session_frame_locals(s, t, n, &lv, &nl)
+                                                   : (nl = 0, 0);
+    out_json_key(j, "locals");
+    if (rc < 0) {
+        out_json_null(j);
+        out_json_key(j, "locals_error");
+        out_json_string(j, pys_session_last_error(s));
+        return;
+    }
+    out_json_begin_array(j);
+    for (size_t i = 0; i < nl; i++) {
+        out_json_begin_object(j);
+        out_json_key(j, "name");
+        out_json_string(j, lv[i].name);
+        out_json_key(j, "repr");
+        out_json_string(j, lv[i].repr);
+        out_json_end_object(j);
+    }
+    out_json_end_array(j);
+}
+
+/* One frame (t->frames[n]) of thread t in --json. */
+static void json_frame(struct out_json *jp, pys_session *s, const struct pys_thread *t, size_t n,
+                       int locals, int opcodes)
+{
+    const struct pys_frame *fr = &t->frames[n];
+    out_json_begin_object(jp);
+    out_json_key(jp, "filename");
+    out_json_string(jp, fr->filename);
+    out_json_key(jp, "qualname");
+    out_json_string(jp, fr->qualname);
+    out_json_key(jp, "firstlineno");
+    out_json_int(jp, fr->firstlineno);
+    out_json_key(jp, "lineno");
+    out_json_int_or_null(jp, fr->lineno);
+    out_json_key(jp, "end_lineno");
+    out_json_int_or_null(jp, fr->end_lineno);
+    out_json_key(jp, "col_offset");
+    out_json_int_or_null(jp, fr->col);
+    out_json_key(jp, "end_col_offset");
+    out_json_int_or_null(jp, fr->end_col);
+    out_json_key(jp, "lasti");
+    out_json_int(jp, fr->lasti);
+    if (fr->kind == PYS_FRAME_NATIVE && fr->filename[0] != '~') { /* --native, not a marker */
+        out_json_key(jp, "native");
+        out_json_bool(jp, 1);
+    }
+    if (opcodes)
+        put_json_opcode(jp, pys_session_python_version(s), fr);
+    if (locals)
+        json_locals(jp, s, t, n);
+    out_json_end_object(jp);
+}
+
+static void print_json(FILE *f, pys_session *s, const struct pys_snapshot *snap, int locals,
+                       int opcodes)
 {
     struct out_json j;
     out_json_init(&j, f);
@@ -304,31 +411,14 @@ static void print_json(FILE *f, pys_session *s, const struct pys_snapshot *snap,
                 out_json_string(&j, t->error_text ? t->error_text : pys_strerror(t->error));
             else
                 out_json_null(&j);
+            if (t->native_error) {
+                out_json_key(&j, "native_error");
+                out_json_string(&j, t->native_error);
+            }
             out_json_key(&j, "frames");
             out_json_begin_array(&j);
-            for (size_t n = t->nframes; n-- > 0;) {
-                const struct pys_frame *fr = &t->frames[n];
-                out_json_begin_object(&j);
-                out_json_key(&j, "filename");
-                out_json_string(&j, fr->filename);
-                out_json_key(&j, "qualname");
-                out_json_string(&j, fr->qualname);
-                out_json_key(&j, "firstlineno");
-                out_json_int(&j, fr->firstlineno);
-                out_json_key(&j, "lineno");
-                out_json_int_or_null(&j, fr->lineno);
-                out_json_key(&j, "end_lineno");
-                out_json_int_or_null(&j, fr->end_lineno);
-                out_json_key(&j, "col_offset");
-                out_json_int_or_null(&j, fr->col);
-                out_json_key(&j, "end_col_offset");
-                out_json_int_or_null(&j, fr->end_col);
-                out_json_key(&j, "lasti");
-                out_json_int(&j, fr->lasti);
-                if (opcodes)
-                    put_json_opcode(&j, pys_session_python_version(s), fr);
-                out_json_end_object(&j);
-            }
+            for (size_t n = t->nframes; n-- > 0;)
+                json_frame(&j, s, t, n, locals, opcodes);
             out_json_end_array(&j);
             out_json_end_object(&j);
         }
@@ -356,7 +446,7 @@ static void test_delay(void)
 
 /* What `dump` was asked. */
 struct dump_args {
-    int json, pid, source, blocking, opcodes;
+    int json, pid, source, blocking, opcodes, locals, native;
     int async_aware, async_mode, async_mode_set;
     size_t max_frames;
 };
@@ -374,6 +464,10 @@ static int parse_dump_option(struct dump_args *a, int argc, char **argv, int *i)
         a->blocking = 1;
     } else if (strcmp(o, "--opcodes") == 0) {
         a->opcodes = 1;
+    } else if (strcmp(o, "--locals") == 0) {
+        a->locals = 1;
+    } else if (strcmp(o, "--native") == 0) {
+        a->native = 1;
     } else if (strcmp(o, "-p") == 0 || strcmp(o, "--pid") == 0 || strncmp(o, "--pid=", 6) == 0) {
         const char *v = o[1] == 'p'   ? (*i + 1 < argc ? argv[++*i] : "")
                         : o[5] == '=' ? o + 6
@@ -444,6 +538,20 @@ static int parse_dump_args(struct dump_args *a, int argc, char **argv)
         fprintf(stderr, "pystrobe: --async-mode needs --async-aware\n%s", DUMP_USAGE);
         return CLI_USAGE;
     }
+    if (a->native && a->locals) {
+        fprintf(stderr, "pystrobe: --locals cannot be combined with --native yet\n%s", DUMP_USAGE);
+        return CLI_USAGE;
+    }
+    if (a->async_aware && a->native) {
+        fprintf(stderr, "pystrobe: --native cannot be combined with --async-aware\n%s", DUMP_USAGE);
+        return CLI_USAGE;
+    }
+    /* Native stacks are unwound from stopped threads. */
+    a->blocking |= a->native;
+    if (a->async_aware && a->locals) {
+        fprintf(stderr, "pystrobe: --locals cannot be combined with --async-aware\n%s", DUMP_USAGE);
+        return CLI_USAGE;
+    }
     return -1;
 }
 
@@ -455,7 +563,11 @@ int cli_dump(int argc, char **argv)
         return rc;
     int json = a.json, pid = a.pid, source = a.source, blocking = a.blocking;
     size_t max_frames = a.max_frames;
-    struct pys_options opt = {.cpu_state = 1, .max_frames = max_frames, .opcodes = a.opcodes};
+    struct pys_options opt = {.cpu_state = 1,
+                              .max_frames = max_frames,
+                              .opcodes = a.opcodes,
+                              .locals = a.locals,
+                              .native_stacks = a.native};
     pys_session *s = NULL;
     char err[512];
     rc = pys_session_attach(&s, pid, &opt, err, sizeof err);
@@ -473,10 +585,15 @@ int cli_dump(int argc, char **argv)
     }
     const struct pys_snapshot *snap;
     int pause_rc = 0;
-    rc = blocking ? cli_blocking_snapshot(s, &snap, &pause_rc) : pys_session_snapshot(s, &snap);
+    /* --locals --blocking: the locals are read while the target is still
+     * stopped, so they are those of the stacks shown. */
+    rc = blocking ? cli_blocking_snapshot_held(s, &snap, &pause_rc, a.locals)
+                  : pys_session_snapshot(s, &snap);
     if (pause_rc < 0 && pause_rc != PYS_E_EXITED) {
         char msg[512];
-        snprintf(msg, sizeof msg, "--blocking: %s", pys_session_last_error(s));
+        snprintf(msg, sizeof msg, "%s: %s",
+                 a.native ? "--native (stopping the threads to unwind them)" : "--blocking",
+                 pys_session_last_error(s));
         int status = cli_report(rc, msg);
         pys_session_free(s);
         return status;
@@ -494,12 +611,14 @@ int cli_dump(int argc, char **argv)
         return status;
     }
     if (json) {
-        print_json(stdout, s, snap, a.opcodes);
+        print_json(stdout, s, snap, a.locals, a.opcodes);
     } else {
         struct cli_source *src = source ? cli_source_new(pid) : NULL;
-        print_text(stdout, s, snap, max_frames, src, a.opcodes);
+        print_text(stdout, s, snap, max_frames, src, a.opcodes, a.locals);
         cli_source_free(src);
     }
+    if (blocking && a.locals)
+        pys_session_resume(s);
     pys_session_free(s);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         perror("pystrobe: writing the dump");

@@ -258,9 +258,11 @@ int cli_record(int argc, char **argv, int attach)
     j.opt = (struct pys_options){.cpu_state = j.r.mode == MODE_CPU || j.r.no_idle,
                                  .native = j.r.native,
                                  .gc = j.r.gc,
-                                 .frame_cache = !j.r.read_only,
+                                 /* --native: every thread unwound at each sample. */
+                                 .frame_cache = !j.r.read_only && !j.r.native_stacks,
                                  .opcodes = j.r.opcodes,
-                                 .reuse_idle = !j.r.every_thread,
+                                 .reuse_idle = !j.r.every_thread && !j.r.native_stacks,
+                                 .native_stacks = j.r.native_stacks,
                                  .max_frames = j.r.max_frames};
     struct live *lv = NULL;
     struct rec_sinks sinks = {.n = 0};

@@ -72,6 +72,7 @@ struct rec {
     int browser;                   /* open the HTML output once written */
     int no_summary;                /* leave out the end-of-run statistics (warnings stay) */
     int blocking;                  /* stop the target's threads for each sample */
+    int native_stacks;             /* --native: native frames (implies blocking) */
     enum line_mode line_mode;      /* --function, --nolineno */
     int no_idle;                   /* --no-idle: only threads the kernel shows running */
     int opcodes;                   /* --opcodes: each frame's instruction (pys_options.opcodes) */

@@ -402,7 +402,9 @@ static void blocking_failed(struct loop *l, int rc, enum end *why)
         return;
     }
     char msg[512];
-    snprintf(msg, sizeof msg, "--blocking: %s", pys_session_last_error(l->s));
+    snprintf(msg, sizeof msg, "%s: %s",
+             l->r->native_stacks ? "--native (stopping the threads to unwind them)" : "--blocking",
+             pys_session_last_error(l->s));
     rec_error_status = cli_report(rc, msg);
     *why = END_ERROR;
 }

@@ -83,7 +83,9 @@ static const char RUN_USAGE[] =
     "      --mode MODE           wall: every thread (default); cpu: threads the kernel\n"
     "                            shows running; gil: the thread holding the GIL;\n"
     "                            exception: threads raising or handling an exception\n"
-    "      --native              <native> frames where C code sits between Python frames\n"
+    "      --native              native (C) frames between the Python frames, by symbol\n"
+    "                            (py-spy's); stops every thread for each sample\n"
+    "      --native-markers      a <native> frame where C code sits between Python frames\n"
     "      --no-gc               no <GC> frames (shown by default where the target\n"
     "                            publishes the collecting frame: CPython 3.15)\n"
     "      --realtime-stats      a live line: achieved rate, time per sample\n"
@@ -217,6 +219,8 @@ enum {
     /* --subprocesses */
     OPT_SUBPROCESSES,
     OPT_MERGE_PROCESSES,
+    /* native stacks (issue 30) */
+    OPT_NATIVE_MARKERS,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -268,6 +272,7 @@ static const struct option LONG_OPTS[] = {
     {"opcodes", no_argument, NULL, OPT_OPCODES},
     {"subprocesses", no_argument, NULL, OPT_SUBPROCESSES},
     {"merge-processes", no_argument, NULL, OPT_MERGE_PROCESSES},
+    {"native-markers", no_argument, NULL, OPT_NATIVE_MARKERS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -372,6 +377,10 @@ static int set_flag_option(struct rec *r, int c)
         r->main_only = 1;
         break;
     case OPT_NATIVE:
+        /* py-spy's --native: unwound from stopped threads. */
+        r->native = r->native_stacks = 1;
+        break;
+    case OPT_NATIVE_MARKERS:
         r->native = 1;
         break;
     case OPT_NO_GC:
@@ -590,6 +599,10 @@ static int finish_args(struct rec *r, int argc, char **argv, int first, const ch
     r->interval_ns = (uint64_t)(1e9 / r->rate_hz + 0.5);
     if (r->interval_ns == 0)
         r->interval_ns = 1;
+    if (r->native_stacks && r->mode == MODE_CPU)
+        return usage_error("%s", "--native stops every thread to unwind it, so none is ever seen "
+                                 "running: not with --mode cpu");
+    r->blocking |= r->native_stacks;
     if (r->blocking && r->mode == MODE_CPU)
         return usage_error("%s", "--blocking stops every thread, so none is ever seen running: "
                                  "not with --mode cpu");

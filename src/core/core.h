@@ -42,6 +42,30 @@ struct prof_pause;
 void prof_pause_free(struct prof_pause *p);
 void prof_pause_stats(const struct prof_pause *p, struct pys_stats *out);
 
+/* --- native stacks (native.c) ------------------------------------------ */
+
+struct prof_native;
+struct prof_native *prof_native_new(void);
+void prof_native_free(struct prof_native *n);
+/* After a snapshot of a paused target: each thread's frames become its
+ * merged native and Python stack. 0, or PYS_E_NOMEM. */
+int prof_native_snapshot(struct pys_session *s);
+/* While a walk's frames are named: a shim frame at addr lies between the
+ * frames before s->res.nframes and those after. 0, or PYS_E_NOMEM. */
+int prof_native_note_shim(struct pys_session *s, uint64_t addr);
+/* At a snapshot's start. */
+void prof_native_begin(struct pys_session *s);
+
+/* --- local variables (locals.c) ---------------------------------------- */
+
+struct prof_locals;
+/* NULL if out of memory. */
+struct prof_locals *prof_locals_new(void);
+void prof_locals_free(struct prof_locals *l);
+/* pys_options.locals: the Python frame at index i of s->res.frames is the
+ * frame at addr running code. 0 or PYS_E_NOMEM. */
+int prof_locals_note(struct pys_session *s, size_t i, uint64_t addr, uint64_t code);
+
 /* --- code object cache (codecache.c) ------------------------------------ */
 
 struct prof_code {
@@ -445,6 +469,8 @@ struct pys_session {
     struct prof_intern strings;
     struct prof_tnames *tnames; /* threadnames.c: NULL until a name is asked for */
     struct prof_pause *pause;   /* pause.c: NULL until the first pause */
+    struct prof_locals *locals; /* locals.c: with opt.locals, else NULL */
+    struct prof_native *native; /* native.c: with opt.native_stacks, else NULL */
     const char *marker_file, *marker_native, *marker_gc; /* interned "~", "<native>", "<GC>" */
     const char *marker_truncated;                        /* "<truncated>" */
     struct prof_codecache codes;

@@ -76,6 +76,16 @@ int prof_session_open(pys_session **out, int pid, struct mem_source *src,
                      PYS_MAX_FRAMES_MIN, PYS_MAX_FRAMES_MAX);
         return PYS_E_INVAL;
     }
+    if (opt && opt->locals && opt->native_stacks) {
+        if (errtext && errlen)
+            snprintf(errtext, errlen, "locals cannot be combined with native_stacks");
+        return PYS_E_INVAL;
+    }
+    if (opt && opt->locals && (opt->frame_cache || opt->reuse_idle)) {
+        if (errtext && errlen)
+            snprintf(errtext, errlen, "locals cannot be combined with frame_cache or reuse_idle");
+        return PYS_E_INVAL;
+    }
     s = calloc(1, sizeof *s);
     if (!s)
         return PYS_E_NOMEM;
@@ -110,6 +120,13 @@ int prof_session_open(pys_session **out, int pid, struct mem_source *src,
     if (!s->tsbuf || !s->raw || !s->res_scratch || !s->kind_scratch || !s->marker_file ||
         !s->marker_native || !s->marker_gc || !s->marker_truncated)
         goto fail;
+    if (s->opt.locals && !(s->locals = prof_locals_new()))
+        goto fail;
+    if (s->opt.native_stacks) {
+        s->opt.native = 1; /* its markers say which frames one eval loop runs */
+        if (!(s->native = prof_native_new()))
+            goto fail;
+    }
     if (s->opt.opcodes) {
         s->op_segs = malloc(nmax * sizeof *s->op_segs);
         s->op_frame = malloc(nmax * sizeof *s->op_frame);
@@ -149,6 +166,8 @@ void pys_session_free(pys_session *s)
     mem_release(&s->mem_idle);
     prof_tnames_free(s->tnames);
     prof_pause_free(s->pause);
+    prof_locals_free(s->locals);
+    prof_native_free(s->native);
     prof_intern_release(&s->strings);
     cpy_stack_release(&s->stack);
     free(s->tsbuf);

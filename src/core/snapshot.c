@@ -239,6 +239,8 @@ static int resolve_frames(struct pys_session *s, const struct prof_walk *w,
             kind = &w->entry->res_kind[i];
         } else if (rf->shim) {
             s->kind_scratch[i] = PROF_RES_SHIM;
+            if (s->native && (rc = prof_native_note_shim(s, rf->addr)) < 0)
+                goto fail;
         } else if ((rc = name_frame(s, t, raw, i, &pc, err, errlen)) < 0) {
             goto fail;
         }
@@ -257,6 +259,8 @@ static int resolve_frames(struct pys_session *s, const struct prof_walk *w,
         /* 3.11 marks the first Python frame of each C-level call instead. */
         pending_native = rf->entry;
         int op = s->opt.opcodes ? want_opcode(s, rf, res, pc, &nops) : -1;
+        if (s->locals && (rc = prof_locals_note(s, s->res.nframes, rf->addr, rf->code)) < 0)
+            goto fail;
         s->res.frames[s->res.nframes++] = *res;
         if (op >= 0)
             s->res.frames[s->res.nframes - 1].opcode = op;
@@ -800,6 +804,7 @@ int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
         return PYS_E_EXEC;
     /* The last snapshot's results stay readable: threads may be taken over. */
     prof_idle_keep_results(s);
+    prof_native_begin(s);
     while ((rc = snapshot_try(s, tries)) > 0) {
         tries += rc == SNAP_AGAIN;
         mem_prefetch_end(&s->mem);
@@ -824,6 +829,8 @@ int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
     prof_idle_end(s, 1);
     int failed = fix_up(s);
     mem_prefetch_end(&s->mem);
+    if (s->native && (rc = prof_native_snapshot(s)) < 0)
+        return prof_fail(s, rc, "native stacks: %s", pys_strerror(rc));
     /* What was read may be another program's memory: not reported then. */
     if ((rc = prof_exec_check(s, failed)) < 0)
         return rc;

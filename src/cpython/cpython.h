@@ -203,8 +203,8 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
 /*
  * Walk from the thread's current frame towards `stop`, reading only the
  * data stack above it (the chunks down to the one that holds stop): the
- * frames above stop and stop itself, innermost first, into out[0..max). *stop_prev gets stop's `previous`. Returns the
- * number of frames, PYS_E_TOODEEP if stop is more than max frames down (or
+ * frames above stop and stop itself, innermost first, into out[0..max). *stop_prev gets stop's
+ * `previous`. Returns the number of frames, PYS_E_TOODEEP if stop is more than max frames down (or
  * the chain is cyclic), PYS_E_NOTFOUND if the chain reaches the base frame
  * without meeting stop (or is found to have passed it), PYS_E_CORRUPT if it
  * ends short of the base frame, or an error as cpy_stack_walk. For the 3.15
@@ -355,5 +355,51 @@ int cpy_code_instr_start(struct mem *m, const struct cpy_offsets *o, struct cpy_
  * error. */
 int cpy_code_opcode(struct mem *m, const struct cpy_offsets *o, struct cpy_code *c, uint64_t idx,
                     uint8_t *op);
+
+/* --- local variables (locals.c) ---------------------------------------- */
+
+/* co_nlocalsplus is a C int; no real function has this many locals. */
+#define CPY_MAX_LOCALS 65536
+
+/* One fast local of a frame, as cpy_frame_locals finds it. */
+struct cpy_local {
+    uint64_t name;      /* the name's str object */
+    uint64_t value;     /* the object (0: unbound), or a tagged int's word (tagged_int) */
+    uint8_t kind;       /* co_localspluskinds' byte (3.11+), else 0 */
+    uint8_t hidden;     /* a comprehension's inlined variable (3.12+) */
+    uint8_t cell;       /* a cell or free variable: the value may be its cell */
+    uint8_t tagged_int; /* 3.14+: value is a _PyStackRef holding an int */
+};
+
+/*
+ * The fast locals of the frame at `frame` whose code object is at `code`,
+ * at most max of them, into out: how many, PYS_E_VERSION where the layout
+ * lacks them, PYS_E_CORRUPT for counts that are not plausible, or a read
+ * error. 3.8-3.10: co_varnames (arguments and locals; cells that are not
+ * arguments are not among them); 3.11+: every entry of co_localsplusnames.
+ */
+int cpy_frame_locals(struct mem *m, const struct cpy_offsets *o, uint64_t frame, uint64_t code,
+                     struct cpy_local *out, size_t max);
+
+/* How much of a value cpy_object_repr shows. */
+struct cpy_repr_limits {
+    size_t max_str;   /* code points of a str */
+    size_t max_bytes; /* bytes of a bytes object */
+};
+
+/*
+ * A short representation of the object at obj into out (cap bytes, always
+ * NUL-terminated, cut at cap): repr() for None, bool, int (to 64 bits),
+ * float, str and bytes (cut at the limits, then "..."), "<list of N at
+ * 0x...>" for lists and tuples, "<TYPE at 0x...>" for the rest and for any
+ * object that does not look like one of its type. With deref_cell, a cell
+ * shows what it holds. 0; PYS_E_NOTFOUND for obj 0 (an empty cell, too);
+ * a read error when not even the type could be read.
+ */
+int cpy_object_repr(struct mem *m, const struct cpy_offsets *o, const struct cpy_symbols *sym,
+                    uint64_t obj, int deref_cell, const struct cpy_repr_limits *lim, char *out,
+                    size_t cap);
+/* The repr of a 3.14+ tagged int (cpy_local.tagged_int). */
+int cpy_tagged_int_repr(uint64_t word, char *out, size_t cap);
 
 #endif

@@ -131,7 +131,14 @@
     X(gen_object, size, 0)                                                                         \
     X(gen_object, gi_iframe, 0)                                                                    \
     X(gen_object, gi_frame_state, 1)                                                               \
-    X(llist_node, next, 8)
+    X(llist_node, next, 8)                                                                         \
+    X(interpreter_frame, localsplus, 0)                                                            \
+    X(code_object, localsplusnames, 8)                                                             \
+    X(code_object, localspluskinds, 8)                                                             \
+    X(tuple_object, size, 0)                                                                       \
+    X(tuple_object, ob_item, 0)                                                                    \
+    X(float_object, size, 0)                                                                       \
+    X(float_object, ob_fval, 8)
 
 enum cpy_field {
 #define CPY_FIELD_ENUM_(g, n, w) CPY_F_##g##_##n,
@@ -167,10 +174,16 @@ struct cpy_offsets {
     struct cpy_frame_offsets {
         uint64_t size, previous, executable, instr_ptr, owner, is_entry, lasti, executing,
             stackpointer;
+        /* The fast locals: 3.8-3.10 PyFrameObject.f_localsplus, 3.11+
+         * _PyInterpreterFrame.localsplus (dump --locals). */
+        uint64_t localsplus;
     } interpreter_frame;
     struct {
         uint64_t size, filename, name, qualname, linetable, firstlineno, firsttraceable, framesize,
             co_code_adaptive, co_code;
+        /* The locals' names: co_varnames before 3.11, co_localsplusnames
+         * after; their kinds (3.11+, a bytes object). */
+        uint64_t localsplusnames, localspluskinds;
     } code_object;
     struct {
         uint64_t size, ob_type;
@@ -233,6 +246,13 @@ struct cpy_offsets {
     struct {
         uint64_t next;
     } llist_node;
+    /* Tuples and floats: dump --locals (cpython/locals.c). */
+    struct {
+        uint64_t size, ob_item;
+    } tuple_object;
+    struct {
+        uint64_t size, ob_fval;
+    } float_object;
 
     /* Constants of the version, not offsets. */
     struct cpy_traits {

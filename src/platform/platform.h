@@ -196,4 +196,37 @@ void plat_resume_all(struct plat_stopper *st);
  * PYS_E_EXITED if it is gone. */
 int plat_stop_step(struct plat_stopper *st, pid_t tid, unsigned steps);
 
+/* --- native stacks (unwind.c, elfutils' libdwfl) -------------------------- */
+
+struct plat_unwinder;
+/* An unwinder of process pid, with its modules as mapped now. PYS_E_NOMEM,
+ * PYS_E_EXITED, PYS_E_IO. */
+int plat_unwinder_new(pid_t pid, struct plat_unwinder **out);
+void plat_unwinder_free(struct plat_unwinder *u);
+/* Why the last call failed. */
+const char *plat_unwinder_error(const struct plat_unwinder *u);
+/* Read the modules again (the process mapped or unmapped files). */
+int plat_unwinder_refresh(struct plat_unwinder *u);
+/* The native stack of thread tid (a host id), which this thread must hold
+ * ptrace-stopped: up to max addresses into pcs, innermost first, each the
+ * instruction executing or the call a frame returns to (return address - 1),
+ * and each frame's stack pointer into sps (0 unknown; a frame's own stack
+ * lies from its sp up to its caller's), *n how many. PYS_E_PERM,
+ * PYS_E_EXITED, PYS_E_IO (detail: plat_unwinder_error). */
+int plat_unwind_thread(struct plat_unwinder *u, pid_t tid, uint64_t *pcs, uint64_t *sps, size_t max,
+                       size_t *n);
+
+/* What an address is. Strings are the unwinder's, valid until it is freed
+ * or refreshed; NULL where unknown. */
+struct plat_symbol {
+    const char *name;       /* the function's symbol */
+    uint64_t offset;        /* pc - the symbol's start */
+    const char *module;     /* the module's path as the process maps it */
+    uint64_t module_offset; /* pc - the module's load address */
+    const char *file;       /* source file, from DWARF line tables */
+    int line;               /* its line, -1 unknown */
+};
+/* PYS_E_NOTFOUND for an address in no module. */
+int plat_unwind_symbol(struct plat_unwinder *u, uint64_t pc, struct plat_symbol *out);
+
 #endif

@@ -640,7 +640,7 @@ MODE_RUNS = {
     "gil": ["--mode", "gil"],
     "exception": ["--mode", "exception"],
     "default": [],
-    "native": ["--native"],
+    "native": ["--native-markers"],
     "main-only": ["--main-thread-only"],
     "no-tid": ["--no-tid"],
 }
@@ -730,7 +730,7 @@ def test_mode_wall_every_thread(mode_profiles, name):
 
 
 def test_native_marker_between_python_frames(mode_profiles, work):
-    """--native: via_c() calls nap() through map(), a C function. Before
+    """--native-markers: via_c() calls nap() through map(), a C function. Before
     3.11 frames do not say where C code called back into Python (docs/cli.md):
     only the bottom-of-thread marker exists there."""
     if work.target.version < (3, 11):

@@ -1,0 +1,113 @@
+"""--native (issue 30): native (C) frames interleaved with the Python
+frames, as py-spy shows them, on real targets: a Python function called
+back from libc's qsort through ctypes (workloads/native_target.py)."""
+import json
+import subprocess
+
+import pytest
+
+from conftest import run_pystrobe, wait_ready
+from targets import ROOT, all_targets
+
+WORKLOAD = ROOT / "tests" / "integration" / "workloads" / "native_target.py"
+NATIVE_TARGETS = [t for t in all_targets()
+                  if t.name in ("pyenv-3.8.18", "pyenv-3.11.7", "pyenv-3.12.1", "debian-3.11-static",
+                               "sid-3.14", "sid-3.15")]
+
+
+@pytest.fixture(params=NATIVE_TARGETS, ids=repr)
+def native_target(request, spawn):
+    t = request.param
+    p = spawn(t.argv + ["-B", t.stage(WORKLOAD)], stdout=subprocess.PIPE)
+    wait_ready(p)
+    return p
+
+
+def main_frames(dump):
+    threads = dump["interpreters"][0]["threads"]
+    (main,) = [t for t in threads if t["status"]["main_thread"]]
+    assert main["error"] is None and "native_error" not in main, main
+    return main["frames"]  # outermost first
+
+
+def test_dump_native_interleaves(pystrobe, native_target):
+    res = run_pystrobe(pystrobe, "dump", "--native", "--json", native_target.pid)
+    assert res.returncode == 0, res.stderr.decode()
+    frames = main_frames(json.loads(res.stdout))
+    names = [f["qualname"] for f in frames]
+    py = [f["qualname"] for f in frames if not f.get("native")]
+    # The Python frames, all of them, in order.
+    assert py[-3:] == ["<module>", "outer", "compare"], names
+    at = {n: names.index(n) for n in ("outer", "compare")}
+    between = [f for f in frames[at["outer"] + 1:at["compare"]]]
+    # Between the caller and the callback: libc's sort, through libffi.
+    assert all(f.get("native") for f in between), names
+    assert any(f["qualname"].startswith(("qsort", "msort")) and "libc" in f["filename"]
+               for f in between), names
+    assert any("ffi" in f["filename"] for f in between), names
+    # The interpreter's evaluation loop is replaced, not shown.
+    assert not any("_PyEval_EvalFrame" in n for n in names), names
+    # Below <module>: the C code that started the process (libc's).
+    assert any(f.get("native") and "libc" in f["filename"] for f in frames[:names.index("<module>")])
+
+
+def test_dump_native_text(pystrobe, native_target):
+    res = run_pystrobe(pystrobe, "dump", "--native", "--no-source", native_target.pid)
+    assert res.returncode == 0, res.stderr.decode()
+    lines = res.stdout.decode().splitlines()
+    outer = next(i for i, l in enumerate(lines) if l.endswith("in outer") or " in outer  [" in l)
+    compare = next(i for i, l in enumerate(lines) if " in compare" in l)
+    assert outer < compare
+    assert any(l.strip().startswith("Native qsort") or l.strip().startswith("Native msort")
+               for l in lines[outer + 1:compare]), lines
+
+
+def test_dump_native_refusals(pystrobe):
+    for extra, msg in ((["--locals"], b"--locals cannot be combined with --native"),
+                       (["--async-aware"], b"--native cannot be combined with --async-aware")):
+        res = run_pystrobe(pystrobe, "dump", "--native", *extra, "1")
+        assert res.returncode == 2, res.stderr
+        assert msg in res.stderr
+
+
+def test_dump_native_other_tracer(pystrobe, native_target):
+    """A thread another tracer holds cannot be stopped: a clear error."""
+    gdb = subprocess.Popen(["python3", "-c", "import ctypes,sys,time;"
+                            "libc=ctypes.CDLL(None);"
+                            f"r=libc.ptrace(16,{native_target.pid},0,0);"
+                            "print(r,flush=True);time.sleep(60)"],
+                           stdout=subprocess.PIPE)
+    try:
+        assert gdb.stdout.readline().strip() == b"0"
+        res = run_pystrobe(pystrobe, "dump", "--native", native_target.pid)
+        assert res.returncode != 0
+        assert b"--native" in res.stderr, res.stderr
+    finally:
+        gdb.kill()
+        gdb.wait()
+
+
+def test_attach_native_collapsed(pystrobe, native_target, tmp_path):
+    """attach --native: the profile's stacks carry the native frames in
+    the same order (collapsed: root first)."""
+    out = tmp_path / "n.txt"
+    res = run_pystrobe(pystrobe, "attach", "--native", "-d", "1", "--collapsed", "-o", out,
+                       native_target.pid)
+    assert res.returncode == 0, res.stderr.decode()
+    stacks = [line.rsplit(" ", 1)[0].split(";") for line in out.read_text().splitlines()]
+    main = [s for s in stacks if any(f.endswith(":compare:17") for f in s)]
+    assert main, stacks
+    for s in main:
+        names = [f.split(":")[-2] if ":" in f and f.count(":") >= 2 else f for f in s]
+        o = next(i for i, f in enumerate(s) if ":outer:" in f)
+        c = next(i for i, f in enumerate(s) if ":compare:" in f)
+        assert o < c, s
+        assert any(n.startswith(("qsort", "msort")) for n in names[o + 1:c]), s
+        assert "<native>" not in s, s
+
+
+def test_run_native_refusals(pystrobe, tmp_path):
+    marker = tmp_path / "started"
+    res = run_pystrobe(pystrobe, "run", "--native", "--mode", "cpu", "--", "touch", marker)
+    assert res.returncode == 2 and b"--native" in res.stderr, res.stderr
+    assert not marker.exists()

@@ -597,10 +597,20 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
         memcpy(&prev, st->frame + f->previous, 8);
         memcpy(&lasti, st->frame + f->lasti, 4);
         /* Every frame on a live stack is executing; a suspended generator's
-         * frame (its f_back NULL) here means the stack moved under the walk. */
+         * frame (its f_back NULL) here means the stack moved under the walk.
+         * Not always the top frame: the interpreter makes a frame the
+         * thread's current one before it marks it executing (a call, a
+         * generator resumed) and unmarks it before it makes the caller
+         * current again (a return, a yield), its caller linked all along.
+         * Such a top, its caller set, is passed over as its caller's
+         * moment, as Python itself shows it: the caller is checked like any
+         * other frame (executing, read again), and a frame read after it
+         * returned (freed, its stale caller kept) leads to that caller's
+         * stack at its own moment, or to a frame not executing below the
+         * top. On a stopped target the top is passed over even alone. */
         if (CPY_HAS(o, interpreter_frame, executing) &&
             st->frame[f->executing] != o->traits.executing) {
-            if (n == 0 && addr == t->current_frame && st->stopped) {
+            if (n == 0 && addr == t->current_frame && (st->stopped || prev != 0)) {
                 addr = prev;
                 continue;
             }

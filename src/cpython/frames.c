@@ -16,6 +16,7 @@
 
 #include "cpython/cpython.h"
 
+
 /* struct _PyStackChunk, unchanged from 3.11 to 3.15: previous, size, top,
  * then the frames. */
 #define CHUNK_PREVIOUS 0
@@ -159,9 +160,9 @@ static void keep_ahead(const struct mem_seg *segs, size_t n, size_t off, struct 
  * shorter than CPython's still gives its header. Sets *have to the bytes of
  * addr's chunk now at `at`.
  */
-static int read_older(struct mem *m, struct cpy_stack *st, uint64_t addr, uint64_t stop, size_t at,
-                      int quiet, struct ahead *ahead, size_t *nahead, size_t *ahead_end,
-                      size_t *have)
+static int read_older(struct mem *m, struct cpy_stack *st, uint64_t addr, uint64_t stop,
+                      size_t at, int quiet, struct ahead *ahead, size_t *nahead,
+                      size_t *ahead_end, size_t *have)
 {
     int rc;
     *have = CHUNK_MIN <= CPY_MAX_CHUNK_BYTES - at ? CHUNK_MIN : CHUNK_HEADER;
@@ -316,8 +317,8 @@ static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_sta
              * this one, read those expected in the same call. */
             struct mem_seg more[AHEAD_MAX];
             size_t bytes = 0, off = at + len;
-            size_t n =
-                older_after(st, addr, stop, more, AHEAD_MAX, CPY_MAX_CHUNK_BYTES - off, &bytes);
+            size_t n = older_after(st, addr, stop, more, AHEAD_MAX,
+                                   CPY_MAX_CHUNK_BYTES - off, &bytes);
             if ((rc = grow(&st->buf, &st->cap, off + bytes)) < 0)
                 return rc;
             for (size_t k = 0; k < n; k++) {
@@ -406,8 +407,8 @@ static int copy_above(struct mem *m, const struct cpy_thread *t, struct cpy_stac
     size_t note_len = (size_t)(note_end - note_start);
     int rc = grow(&st->buf, &st->cap, len);
     if (rc == 0 && st->nafter > 0 && (rc = grow(&st->second, &st->second_cap, len)) == 0) {
-        rc = mem_read_twice(m, stop, st->buf, st->second, len, st->after, st->nafter, note_start,
-                            note_len);
+        rc = mem_read_twice(m, stop, st->buf, st->second, len, st->after, st->nafter,
+                            note_start, note_len);
         if (rc == 1) {
             st->second_addr = stop;
             st->second_len = len;

@@ -527,10 +527,7 @@ int prof_torn_walk(struct pys_session *s, const struct prof_walk *w, const struc
     /* From the batch's second copies if it has them, else with the other
      * threads' at the snapshot's end if it can. */
     int r = chain_rechecked(s, w, NULL, s->raw, top, end, last_prev, 0);
-    /* 3.8-3.10's frame objects are read past the batch (walk_objects):
-     * second copies in it would never serve. */
-    if (s->off.traits.frames != CPY_FRAMES_OBJECT)
-        chain_hint(s, t, s->raw, top, end, 0);
+    chain_hint(s, t, s->raw, top, end, 0);
     if (r >= 0)
         return r ? PROF_TORN_ONE : PROF_TORN_MIXED;
     if (s->torn.put_off && put_off(s, ti, ni, s->raw, top, end, last_prev) == 0)

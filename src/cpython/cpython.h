@@ -23,8 +23,6 @@
 #define CPY_MAX_THREADS 65536      /* above any realistic thread count */
 #define CPY_MAX_CHUNKS 1024        /* data stack chunks per thread */
 #define CPY_OLDER_MAX 64           /* older chunks remembered for read-ahead */
-#define CPY_OBJ_LINKS 1024         /* 3.8-3.10: frame object links remembered (power of 2) */
-#define CPY_OBJ_GUESS 256          /* 3.8-3.10: frame objects read in one system call */
 #define CPY_MAX_CHUNK_BYTES (64u << 20) /* all chunks of one thread */
 #define CPY_MAX_STR_CHARS 4096     /* names and file names; longer ones are cut */
 #define CPY_MAX_LINETABLE (4u << 20) /* a 40 000-line function has ~200 KB */
@@ -181,16 +179,6 @@ struct cpy_stack {
     uint64_t second_addr;
     size_t second_len;
     struct mem_mark second_mark;
-    /* 3.8-3.10: the caller each frame object had when a walk last met it
-     * (direct-mapped by address; a guess, never trusted). The interpreter
-     * reuses a code object's freed frame at the same address, so a chain
-     * is most often where it was: a walk reads the frames these links
-     * predict in one system call (walk_objects). */
-    struct {
-        uint64_t addr, prev;
-    } links[CPY_OBJ_LINKS];
-    struct mem_seg *guess; /* scratch: the frames one read asks for */
-    size_t guess_cap;
 };
 void cpy_stack_release(struct cpy_stack *st);
 

@@ -29,7 +29,6 @@ void cpy_stack_release(struct cpy_stack *st)
     free(st->frame);
     free(st->second);
     free(st->seen);
-    free(st->guess);
     memset(st, 0, sizeof *st);
 }
 
@@ -567,84 +566,14 @@ static int cut_walk(struct cpy_stack *st, const struct cpy_raw_frame *out, size_
     return (int)n - 1;
 }
 
-/* 3.8-3.10: the slot of st->links for the frame object at addr. */
-static size_t link_slot(uint64_t addr)
-{
-    return (size_t)(((addr >> 4) * 0x9E3779B97F4A7C15ull) >> 54) & (CPY_OBJ_LINKS - 1);
-}
-
-/* The caller the frame object at addr had when a walk last met it, or 0. */
-static uint64_t link_of(const struct cpy_stack *st, uint64_t addr)
-{
-    size_t k = link_slot(addr);
-    return st->links[k].addr == addr ? st->links[k].prev : 0;
-}
-
-/*
- * Read the frame object at addr and, in the same system call, those the
- * links predict below it (the chain the last walks met), as far as they are
- * readable: into st->frame, one frame size apart, in st->guess[0..*got).
- * Past the prefetch, which then holds no frame objects: one short read per
- * walk rather than every frame of the last snapshots in each batch, so that
- * the chain is copied in a short window. 0 or a read error (addr itself
- * unreadable).
- */
-static int read_guessed(struct mem *m, struct cpy_stack *st, uint64_t addr, size_t fsize,
-                        size_t max, size_t *got)
-{
-    size_t n = 0, cap = max < CPY_OBJ_GUESS ? max : CPY_OBJ_GUESS;
-    int rc;
-    if (cap == 0)
-        cap = 1;
-    if (st->guess_cap < cap) {
-        struct mem_seg *g = realloc(st->guess, cap * sizeof *g);
-        if (!g)
-            return PYS_E_NOMEM;
-        st->guess = g;
-        st->guess_cap = cap;
-    }
-    if ((rc = grow(&st->frame, &st->frame_cap, cap * fsize)) < 0)
-        return rc;
-    /* Bounded by cap; a cycle among the links only repeats frames. */
-    for (uint64_t a = addr; a != 0 && a % 8 == 0 && n < cap; a = link_of(st, a)) {
-        st->guess[n] = (struct mem_seg){a, st->frame + n * fsize, fsize};
-        n++;
-    }
-    mem_force_recheck(m);
-    int k = n > 1 ? mem_readv_some(m, st->guess, n) : 0;
-    if (k < 0)
-        return k;
-    if (k == 0) {
-        /* addr alone, for its error if it has one. */
-        if ((rc = mem_read_fresh(m, addr, st->frame, fsize)) < 0)
-            return rc;
-        k = 1;
-    }
-    *got = (size_t)k;
-    return 0;
-}
-
-/* Remember the links of the walk's frames out[0..n) (the last one's caller:
- * last_prev), for the next walk's guess. */
-static void keep_links(struct cpy_stack *st, const struct cpy_raw_frame *out, size_t n,
-                       uint64_t last_prev)
-{
-    for (size_t i = 0; i < n; i++) {
-        size_t k = link_slot(out[i].addr);
-        st->links[k].addr = out[i].addr;
-        st->links[k].prev = i + 1 < n ? out[i + 1].addr : last_prev;
-    }
-}
-
-/* 3.8-3.10: every frame is a PyFrameObject on the heap, generators' too.
- * They are read in as few system calls as the links predict (read_guessed):
- * a frame the last read did not bring starts another. */
+/* 3.8-3.10: every frame is a PyFrameObject on the heap, generators' too. */
 static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
                         struct cpy_stack *st, struct cpy_raw_frame *out, size_t max)
 {
     const struct cpy_frame_offsets *f = &o->interpreter_frame;
     /* Only the fields the walk reads, up to the last of them: the object's
-     * head, well short of its size. */
+     * head, well short of its size (and so is each span the next batch
+     * replays). */
     uint64_t need = f->executable + 8;
     if (f->previous + 8 > need)
         need = f->previous + 8;
@@ -656,8 +585,10 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
     if (fsize > f->size)
         fsize = (size_t)f->size;
     struct cycle cy = {0, 1, 0};
-    size_t n = 0, wi = 0, wn = 0;
+    size_t n = 0;
     int rc;
+    if ((rc = grow(&st->frame, &st->frame_cap, fsize)) < 0)
+        return rc;
     st->nchunks = 0;
     st->regions = 0;
     st->direct = 0;
@@ -665,29 +596,19 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
     for (uint64_t addr = t->current_frame; addr != 0;) {
         uint64_t code, prev;
         int32_t lasti;
-        const uint8_t *fb;
-        if (n == max) {
-            keep_links(st, out, n, addr);
+        if (n == max)
             return cut_walk(st, out, n, addr);
-        }
         if ((rc = cycle_step(&cy, addr)) < 0)
             return rc;
         if (addr % 8 != 0)
             return PYS_E_CORRUPT;
-        if (wi < wn && st->guess[wi].addr == addr) {
-            fb = st->frame + wi * fsize;
-            wi++;
-        } else {
-            if ((rc = read_guessed(m, st, addr, fsize, max + 1 - n, &wn)) < 0)
-                return rc;
-            st->regions++;
-            fb = st->frame;
-            wi = 1;
-        }
+        if ((rc = mem_read(m, addr, st->frame, fsize)) < 0)
+            return rc;
+        st->regions++;
         st->direct++;
-        memcpy(&code, fb + f->executable, 8);
-        memcpy(&prev, fb + f->previous, 8);
-        memcpy(&lasti, fb + f->lasti, 4);
+        memcpy(&code, st->frame + f->executable, 8);
+        memcpy(&prev, st->frame + f->previous, 8);
+        memcpy(&lasti, st->frame + f->lasti, 4);
         /* Every frame on a live stack is executing; a suspended generator's
          * frame (its f_back NULL) here means the stack moved under the walk.
          * Not always the top frame: the interpreter makes a frame the
@@ -700,7 +621,8 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
          * returned (freed, its stale caller kept) leads to that caller's
          * stack at its own moment, or to a frame not executing below the
          * top. On a stopped target the top is passed over even alone. */
-        if (CPY_HAS(o, interpreter_frame, executing) && fb[f->executing] != o->traits.executing) {
+        if (CPY_HAS(o, interpreter_frame, executing) &&
+            st->frame[f->executing] != o->traits.executing) {
             if (n == 0 && addr == t->current_frame && (st->stopped || prev != 0)) {
                 addr = prev;
                 continue;
@@ -716,7 +638,6 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
         n++;
         addr = prev;
     }
-    keep_links(st, out, n, 0);
     return (int)n;
 }
 

@@ -20,6 +20,7 @@ PKGS="make gcc clang libclang-rt-dev libelf-dev zlib1g-dev libcmocka-dev pkg-con
       libdw-dev
       libncurses-dev
       tmux
+      gdb
       nodejs"
 # --- speedscope (npm), whose Chrome trace importer reads --chrometrace in
 # tests/integration/test_pyspy_habits.py: pinned, into .cache/npm of the tree.

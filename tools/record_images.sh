@@ -7,13 +7,39 @@
 #   tools/record_images.sh BUILD_DIR [VERSION...]   (e.g. 3.12 3.15)
 # "pos" as a version records tests/images/pos.py under 3.15 instead
 # (pos-3.15-a.img at spin <- a2, pos-3.15-b.img at spin2 <- a2).
+# "enter" records enter-3.8/3.9/3.10.img: aba.py stopped by gdb
+# (tools/enter_frame.gdb) as spin's frame is entered, before it executes.
 set -eu
 B=${1:?usage: record_images.sh BUILD_DIR [VERSION...]}
 shift
 ROOT=${PYSTROBE_IMAGES_SIDROOT:-.cache/sid-root}
 OUT=tests/images
-[ $# -gt 0 ] || set -- 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15 pos
+[ $# -gt 0 ] || set -- 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15 pos enter
 for v in "$@"; do
+    if [ "$v" = enter ]; then
+        mkdir -p /tmp/pystrobe-images
+        cp $OUT/aba.py /tmp/pystrobe-images/aba.py
+        for pv in 3.8.18 3.9.18 3.10.13; do
+            rc=1
+            for _ in 1 2 3; do # gdb's conditional breakpoint sometimes misses
+                "$(pyenv prefix $pv)/bin/python3" -B /tmp/pystrobe-images/aba.py 60 & pid=$!
+                sleep 1
+                rc=0
+                gdb -p $pid -batch -x tools/enter_frame.gdb >/dev/null 2>&1 || rc=$?
+                # The queued SIGSTOP is taken as gdb lets go: wait for it.
+                for _ in 1 2 3 4 5 6 7 8 9 10; do
+                    grep -q '^State:.*T' /proc/$pid/status && break
+                    sleep 0.2
+                done
+                [ $rc -eq 0 ] && { "$B/tests/record_image" $pid "$OUT/enter-${pv%.*}.img:a2,a1" || rc=$?; }
+                kill -9 $pid 2>/dev/null || true
+                wait $pid 2>/dev/null || true
+                [ $rc -eq 0 ] && break
+            done
+            [ $rc -eq 0 ] || { echo "record_images: enter $pv failed" >&2; exit 1; }
+        done
+        continue
+    fi
     if [ "$v" = pos ]; then
         mkdir -p "$ROOT/tmp/pystrobe-images"
         cp $OUT/pos.py "$ROOT/tmp/pystrobe-images/pos.py"

@@ -570,10 +570,23 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
                         struct cpy_stack *st, struct cpy_raw_frame *out, size_t max)
 {
     const struct cpy_frame_offsets *f = &o->interpreter_frame;
+    /* Only the fields the walk reads, up to the last of them: the object's
+     * head, well short of its size (and so is each span the next batch
+     * replays). */
+    uint64_t need = f->executable + 8;
+    if (f->previous + 8 > need)
+        need = f->previous + 8;
+    if (f->lasti + 4 > need)
+        need = f->lasti + 4;
+    if (CPY_HAS(o, interpreter_frame, executing) && f->executing + 1 > need)
+        need = f->executing + 1;
+    size_t fsize = (size_t)((need + 7) & ~(uint64_t)7);
+    if (fsize > f->size)
+        fsize = (size_t)f->size;
     struct cycle cy = {0, 1, 0};
     size_t n = 0;
     int rc;
-    if ((rc = grow(&st->frame, &st->frame_cap, (size_t)f->size)) < 0)
+    if ((rc = grow(&st->frame, &st->frame_cap, fsize)) < 0)
         return rc;
     st->nchunks = 0;
     st->regions = 0;
@@ -588,7 +601,7 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
             return rc;
         if (addr % 8 != 0)
             return PYS_E_CORRUPT;
-        if ((rc = mem_read(m, addr, st->frame, (size_t)f->size)) < 0)
+        if ((rc = mem_read(m, addr, st->frame, fsize)) < 0)
             return rc;
         st->regions++;
         st->direct++;
@@ -596,10 +609,20 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
         memcpy(&prev, st->frame + f->previous, 8);
         memcpy(&lasti, st->frame + f->lasti, 4);
         /* Every frame on a live stack is executing; a suspended generator's
-         * frame (its f_back NULL) here means the stack moved under the walk. */
+         * frame (its f_back NULL) here means the stack moved under the walk.
+         * Not always the top frame: the interpreter makes a frame the
+         * thread's current one before it marks it executing (a call, a
+         * generator resumed) and unmarks it before it makes the caller
+         * current again (a return, a yield), its caller linked all along.
+         * Such a top, its caller set, is passed over as its caller's
+         * moment, as Python itself shows it: the caller is checked like any
+         * other frame (executing, read again), and a frame read after it
+         * returned (freed, its stale caller kept) leads to that caller's
+         * stack at its own moment, or to a frame not executing below the
+         * top. On a stopped target the top is passed over even alone. */
         if (CPY_HAS(o, interpreter_frame, executing) &&
             st->frame[f->executing] != o->traits.executing) {
-            if (n == 0 && addr == t->current_frame && st->stopped) {
+            if (n == 0 && addr == t->current_frame && (st->stopped || prev != 0)) {
                 addr = prev;
                 continue;
             }

@@ -42,10 +42,6 @@ STOPPED_INIT_SHIM = (
     "not started': _remote_debugging reads those moments as _call_soon;__init__;"
     "__init__;get_debug, the frame below Handle.__init__ apparently CPython's "
     "init-cleanup shim, a code object named __init__ that never starts)")
-STOPPED_READS_FAIL = (
-    "issue 33: a check rejects states of 3.8-3.10 frame objects that the "
-    "stopped interpreter really passes through ('frame chain changed while it "
-    "was read, or did not reach the base frame')")
 PROFILE_3_8_10 = (
     "issue 33: on 3.8-3.10, on an idle machine (the profiler's walk then runs "
     "beside the target on another core), a third or more of the samples of "
@@ -101,7 +97,6 @@ def chains(target, pystrobe, tmp_path_factory):
 def test_stopped_chains_read(request, target, chains):
     """Every moment of a stopped target reads, and the CLI's dump reads it
     the same as the library."""
-    xfail_if(request, target.version <= (3, 10), STOPPED_READS_FAIL)
     truth, _, _, _ = chains
     assert truth.failed_stops == 0, truth.to_json()
     assert not truth.diffs, truth.to_json()
@@ -121,7 +116,6 @@ STOPPED_XFAIL = {
 def test_stopped_reads(request, target, pystrobe, workload):
     """The same with frames switching fast: a generator pipeline driven from
     C, an asyncio pipeline (tasks, queues, callbacks)."""
-    xfail_if(request, target.version <= (3, 10), STOPPED_READS_FAIL)
     reason = STOPPED_XFAIL.get((workload, target.version))
     xfail_if(request, reason is not None, reason)
     p, info, truth = stopped_truth(pystrobe, target, workload, GEN_STOPS)

@@ -14,6 +14,7 @@
  * 3. The same for tests/images/pos.py (3.15), whose two moments differ only
  *    above the frame cache's anchor and in the anchor's position.
  * 4. Images doctored so that only the shape checks can refuse their stack.
+ * 5. 3.8-3.10 stopped as a frame is entered (tests/images/enter-3.X.img).
  *
  * The images are looked for in $PYSTROBE_IMAGES, else tests/images (make
  * runs the tests from the top of the tree).
@@ -608,12 +609,54 @@ static void test_anchor_position(void **state)
     assert_int_equal(mixes, 0);
 }
 
+/*
+ * 3.8-3.10: aba.py stopped (tools/record_images.sh, "enter") as a2 calls
+ * spin, after spin's frame became the thread's current one and before the
+ * interpreter marked it executing: a moment every call passes through.
+ * It reads as a2's stack, spin not yet started, as Python shows it.
+ */
+static void test_entering(void **state)
+{
+    (void)state;
+    static const char *const old[] = {"3.8", "3.9", "3.10"};
+    for (size_t v = 0; v < sizeof old / sizeof *old; v++) {
+        char path[512], err[512];
+        const char *dir = getenv("PYSTROBE_IMAGES");
+        snprintf(path, sizeof path, "%s/enter-%s.img", dir && *dir ? dir : "tests/images", old[v]);
+        pys_session *s = NULL;
+        struct pys_options opt = {0};
+        int rc = pys_session_attach_image(&s, path, &opt, err, sizeof err);
+        if (rc != 0)
+            print_message("%s: %s\n", path, err);
+        assert_int_equal(rc, 0);
+        for (int k = 0; k < 2; k++) {
+            const struct pys_snapshot *snap = NULL;
+            assert_int_equal(pys_session_snapshot(s, &snap), 0);
+            assert_int_equal(snap->interps[0].nthreads, 1);
+            const struct pys_thread *t = &snap->interps[0].threads[0];
+            size_t f = 0;
+            for (; t->error == 0 && f < 5 && f < t->nframes; f++)
+                if (strcmp(t->frames[f].qualname, ABA[0][f + 1].qualname) != 0 ||
+                    t->frames[f].lineno != ABA[0][f + 1].lineno)
+                    break;
+            if (f != 5 || t->nframes != 5) {
+                print_message("%s, snapshot %d:\n", path, k);
+                print_thread(t);
+            }
+            assert_int_equal(t->error, 0);
+            assert_int_equal(t->nframes, 5);
+            assert_int_equal(f, 5);
+        }
+        pys_session_free(s);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replay),          cmocka_unit_test(test_bad_image),
         cmocka_unit_test(test_shape),           cmocka_unit_test(test_switch),
-        cmocka_unit_test(test_anchor_position),
+        cmocka_unit_test(test_anchor_position), cmocka_unit_test(test_entering),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

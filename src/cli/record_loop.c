@@ -225,31 +225,27 @@ static void realtime_line(const struct timing *tm, uint64_t samples, uint64_t fa
             (double)tm->max / 1e3, (unsigned long long)samples, (unsigned long long)failed);
 }
 
-/* Thread t's frames as the profile gets them: with --function each Python
- * frame stands at its function's first line, with --nolineno at none
- * (OUT_LINE_OMITTED, which the outputs other than collapsed take as unknown),
- * so that a function's lines count as one entry. NULL if out of memory. */
-static const struct pys_frame *frames_for_lines(struct loop *l, const struct pys_thread *t)
+const struct pys_frame *rec_frames_for_lines(enum line_mode m, const struct pys_frame *frames,
+                                             size_t n, struct pys_frame **buf, size_t *cap)
 {
-    if (l->r->line_mode == LINES_EXACT)
-        return t->frames;
-    if (t->nframes > l->lines_cap) {
-        struct pys_frame *v = realloc(l->lines_buf, t->nframes * sizeof *v);
+    if (m == LINES_EXACT)
+        return frames;
+    if (n > *cap) {
+        struct pys_frame *v = realloc(*buf, n * sizeof *v);
         if (!v)
             return NULL;
-        l->lines_buf = v;
-        l->lines_cap = t->nframes;
+        *buf = v;
+        *cap = n;
     }
-    for (size_t i = 0; i < t->nframes; i++) {
-        struct pys_frame *f = &l->lines_buf[i];
-        *f = t->frames[i];
+    for (size_t i = 0; i < n; i++) {
+        struct pys_frame *f = &(*buf)[i];
+        *f = frames[i];
         if (f->kind != PYS_FRAME_PYTHON)
             continue;
-        f->lineno = f->end_lineno =
-            l->r->line_mode == LINES_FUNCTION ? f->firstlineno : OUT_LINE_OMITTED;
+        f->lineno = f->end_lineno = m == LINES_FUNCTION ? f->firstlineno : OUT_LINE_OMITTED;
         f->col = f->end_col = f->lasti = f->opcode = -1;
     }
-    return l->lines_buf;
+    return *buf;
 }
 
 /* Add thread t's stack, under its id in pystrobe's /proc (the target's
@@ -266,7 +262,8 @@ static int add_thread(struct loop *l, pys_session *s, const struct pys_thread *t
     if (name && pys_profile_thread_name(prof, id) != name &&
         pys_profile_set_thread_name(prof, id, name) < 0)
         return PYS_E_NOMEM;
-    const struct pys_frame *frames = frames_for_lines(l, t);
+    const struct pys_frame *frames =
+        rec_frames_for_lines(l->r->line_mode, t->frames, t->nframes, &l->lines_buf, &l->lines_cap);
     if (!frames)
         return PYS_E_NOMEM;
     return pys_profile_add(prof, id, frames, t->nframes, 1);

@@ -78,7 +78,18 @@ static int by_filename(const void *a, const void *b)
 {
     const char *x = py_frame(g_p, *(const uint32_t *)a)->filename;
     const char *y = py_frame(g_p, *(const uint32_t *)b)->filename;
-    return x < y ? -1 : x > y;
+    return x == y ? 0 : strcmp(x, y);
+}
+
+/* Names compared by their text, never their address: the pages must not
+ * depend on where strings happen to lie (a replay's are elsewhere). */
+static int name_cmp(const char *x, const char *y)
+{
+    if (x == y)
+        return 0;
+    if (!x || !y)
+        return x ? 1 : -1;
+    return strcmp(x, y);
 }
 
 static int by_file_line(const void *a, const void *b)
@@ -102,7 +113,7 @@ static int cmp_edge(const struct hedge *x, const struct hedge *y, int callee_fir
         return a2 < b2 ? -1 : 1;
     if (x->callee_first != y->callee_first)
         return x->callee_first < y->callee_first ? -1 : 1;
-    return x->name < y->name ? -1 : x->name > y->name;
+    return name_cmp(x->name, y->name);
 }
 
 static int by_caller(const void *a, const void *b)
@@ -152,7 +163,7 @@ static int number_nodes(struct heat *h)
     }
     for (size_t i = 0; i < n; i++) {
         const char *name = py_frame(p, ids[i])->filename;
-        if (i == 0 || name != h->files[h->nfiles - 1].name) {
+        if (i == 0 || name_cmp(name, h->files[h->nfiles - 1].name) != 0) {
             h->files[h->nfiles].name = name;
             h->files[h->nfiles].group = group_of(name);
             h->nfiles++;

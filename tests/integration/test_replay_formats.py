@@ -139,7 +139,7 @@ def test_replay_help_lists_run_output_options(pystrobe):
     out_opts = ["--pstats", "--collapsed", "--flamegraph", "--speedscope", "--pprof",
                 "--heatmap", "--output", "--sort", "--limit", "--no-tid", "--jsonl",
                 "--jsonl-samples", "--gecko", "--svg", "--chrometrace", "--function",
-                "--nolineno", "--browser"]
+                "--nolineno", "--browser", "--diff-flamegraph"]
     for o in out_opts:
         line = next(l for l in run_help.splitlines() if re.match(rf"^ {{2,6}}(-\w, )?{o}\b", l))
         assert line in rep.splitlines(), o

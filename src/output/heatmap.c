@@ -6,6 +6,7 @@
  * path" counters, as output/pstats.c does for cumulative samples.
  */
 #include "output/heatmap.h"
+#include "output/utf8.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -261,39 +262,6 @@ static int count(struct heat *h)
 
 /* --- HTML ----------------------------------------------------------------- */
 
-/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    size_t k;
-    uint32_t cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf) {
-        k = 2;
-        cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        k = 3;
-        cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        k = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (k > n)
-        return 0;
-    for (size_t i = 1; i < k; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((k == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-        (k == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-        return 0;
-    return k;
-}
-
 /* len bytes of s as HTML text or attribute value: markup characters as
  * entities, control characters but tab as U+FFFD, invalid UTF-8 as U+FFFD. */
 static void put_text(FILE *f, const char *str, size_t len)
@@ -302,6 +270,7 @@ static void put_text(FILE *f, const char *str, size_t len)
     while (len > 0) {
         unsigned c = *s;
         size_t n = 1;
+        uint32_t cp;
         switch (c) {
         case '&':
             fputs("&amp;", f);
@@ -320,9 +289,9 @@ static void put_text(FILE *f, const char *str, size_t len)
             break;
         default:
             if ((c < 0x20 && c != '\t') || c == 0x7f) {
-                fputs("\xef\xbf\xbd", f);
-            } else if ((n = utf8_len(s, len)) == 0) {
-                fputs("\xef\xbf\xbd", f);
+                fputs(OUT_UTF8_REPLACEMENT, f);
+            } else if ((n = out_utf8_decode(s, len, &cp)) == 0) {
+                fputs(OUT_UTF8_REPLACEMENT, f);
                 n = 1;
             } else {
                 fwrite(s, 1, n, f);

@@ -88,7 +88,7 @@ $(B)/obj/src/output/flamegraph.o: $(B)/gen/flamegraph_html.h
 PY_INCLUDE   = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 MOD_DIR     := $(B)/python/pystrobe
 MOD_CFLAGS  := -std=c11 -D_GNU_SOURCE -fvisibility=hidden -fPIC -Iinclude -Isrc $(WARN) $(CFLAGS)
-MOD_LIB_SRC := $(filter-out src/output/% src/cli/%,$(LIB_SRC))
+MOD_LIB_SRC := $(filter-out src/output/% src/cli/%,$(LIB_SRC)) src/output/tach.c
 MOD_LIB_OBJ := $(MOD_LIB_SRC:%.c=$(B)/python/obj/%.o)
 MOD_PY      := $(patsubst python/pystrobe/%,$(MOD_DIR)/%,$(wildcard python/pystrobe/*.py))
 

@@ -50,6 +50,8 @@ from ._pystrobe import (  # noqa: F401 (re-exported)
     THREAD_STATUS_ON_CPU,
     THREAD_STATUS_UNKNOWN,
     AwaitedInfo,
+    BinaryReader,
+    BinaryWriter,
     CoroInfo,
     FrameInfo,
     InterpreterInfo,
@@ -59,6 +61,7 @@ from ._pystrobe import (  # noqa: F401 (re-exported)
     ThreadInfo,
     get_child_pids,
     is_python_process,
+    zstd_available,
 )
 
 __version__ = "0.1.0"
@@ -72,6 +75,9 @@ __all__ = [
     "AwaitedInfo",
     "TaskInfo",
     "CoroInfo",
+    "BinaryReader",
+    "BinaryWriter",
+    "zstd_available",
     "is_python_process",
     "get_child_pids",
     "THREAD_STATUS_HAS_GIL",

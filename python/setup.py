@@ -2,7 +2,8 @@
 holds the rest). One abi3 build (the limited API of Python 3.8) serves every
 host 3.8+. The library layers the binding uses are compiled into the
 extension from ../src, so this directory builds only inside its checkout;
-libelf is linked dynamically (Debian: libelf-dev to build, libelf1 to run).
+libelf and libzstd are linked dynamically (Debian: libelf-dev and libzstd-dev
+to build, libelf1 and libzstd1 to run).
 """
 import glob
 import os
@@ -25,6 +26,8 @@ def library_sources():
     sources = []
     for layer in LAYERS:
         sources += sorted(glob.glob(os.path.join(TOP, "src", layer, "*.c")))
+    # CPython 3.15's binary profiles (BinaryReader, BinaryWriter)
+    sources.append(os.path.join(TOP, "src", "output", "tach.c"))
     if not sources:
         raise SystemExit("setup.py: library sources not found in %s: build pystrobe's "
                          "module from its source tree" % os.path.join(TOP, "src"))
@@ -37,7 +40,7 @@ extension = Extension(
     include_dirs=[rel(os.path.join(TOP, "include")), rel(os.path.join(TOP, "src"))],
     define_macros=[("_GNU_SOURCE", None), ("Py_LIMITED_API", LIMITED_API)],
     extra_compile_args=["-std=c11", "-fvisibility=hidden"],
-    libraries=["elf", "z"],
+    libraries=["elf", "z", "zstd"],
     py_limited_api=True,
 )
 

@@ -91,7 +91,7 @@ $(B)/obj/src/output/flamegraph.o: $(B)/gen/flamegraph_html.h
 PY_INCLUDE   = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 MOD_DIR     := $(B)/python/pystrobe
 MOD_CFLAGS  := -std=c11 -D_GNU_SOURCE -fvisibility=hidden -fPIC -Iinclude -Isrc $(WARN) $(CFLAGS)
-MOD_LIB_SRC := $(filter-out src/output/% src/cli/%,$(LIB_SRC))
+MOD_LIB_SRC := $(filter-out src/output/% src/cli/%,$(LIB_SRC)) src/output/tach.c
 # The module has no native stacks: it needs no libdw (a sid-root Python has none).
 MOD_LIB_SRC := $(filter-out src/platform/unwind.c,$(MOD_LIB_SRC))
 MOD_CFLAGS  += -DPYS_NO_NATIVE_STACKS

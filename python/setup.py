@@ -2,7 +2,8 @@
 holds the rest). One abi3 build (the limited API of Python 3.8) serves every
 host 3.8+. The library layers the binding uses are compiled into the
 extension from ../src, so this directory builds only inside its checkout;
-libelf is linked dynamically (Debian: libelf-dev to build, libelf1 to run).
+libelf and libzstd are linked dynamically (Debian: libelf-dev and libzstd-dev
+to build, libelf1 and libzstd1 to run).
 """
 import glob
 import os
@@ -27,6 +28,8 @@ def library_sources():
         sources += sorted(glob.glob(os.path.join(TOP, "src", layer, "*.c")))
     # No native stacks in the module: it needs no libdw (Makefile's MOD_LIB_SRC).
     sources = [s for s in sources if not s.endswith(os.path.join("platform", "unwind.c"))]
+    # CPython 3.15's binary profiles (BinaryReader, BinaryWriter)
+    sources.append(os.path.join(TOP, "src", "output", "tach.c"))
     if not sources:
         raise SystemExit("setup.py: library sources not found in %s: build pystrobe's "
                          "module from its source tree" % os.path.join(TOP, "src"))
@@ -40,7 +43,7 @@ extension = Extension(
     define_macros=[("_GNU_SOURCE", None), ("Py_LIMITED_API", LIMITED_API),
                    ("PYS_NO_NATIVE_STACKS", None)],
     extra_compile_args=["-std=c11", "-fvisibility=hidden"],
-    libraries=["elf", "z"],
+    libraries=["elf", "z", "zstd"],
     py_limited_api=True,
 )
 

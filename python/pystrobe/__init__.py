@@ -54,6 +54,8 @@ from ._pystrobe import (  # noqa: F401 (re-exported)
     THREAD_STATUS_ON_CPU,
     THREAD_STATUS_UNKNOWN,
     AwaitedInfo,
+    BinaryReader,
+    BinaryWriter,
     CoroInfo,
     FrameInfo,
     GCMonitor,
@@ -66,6 +68,7 @@ from ._pystrobe import (  # noqa: F401 (re-exported)
     get_child_pids,
     get_gc_stats,
     is_python_process,
+    zstd_available,
 )
 
 __version__ = "0.1.0"
@@ -82,6 +85,9 @@ __all__ = [
     "GCStatsInfo",
     "GCMonitor",
     "get_gc_stats",
+    "BinaryReader",
+    "BinaryWriter",
+    "zstd_available",
     "is_python_process",
     "get_child_pids",
     "THREAD_STATUS_HAS_GIL",

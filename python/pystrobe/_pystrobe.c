@@ -26,7 +26,10 @@
 
 #include <pystrobe/pystrobe.h>
 
+#include "output/tach.h"
 #include "util/hashtab.h"
+
+#include <zstd.h>
 
 /* The profiling modes of _remote_debugging (profiling.sampling.constants). */
 enum mode {
@@ -1336,6 +1339,816 @@ static PyType_Spec unwinder_spec = {
     "pystrobe.RemoteUnwinder", sizeof(struct unwinder), 0, Py_TPFLAGS_DEFAULT, unwinder_slots,
 };
 
+/* --- BinaryReader: CPython 3.15's binary profiles (output/tach.c) ---------- */
+
+/* The reference's _remote_debugging.BinaryReader over pystrobe's reader of
+ * the same files: get_info() from the header, stats extension and footer;
+ * replay(collector) hands each sample to collector.collect() as the
+ * reference does (one thread a call, its InterpreterInfo, ThreadInfo and
+ * FrameInfo, timestamps_us). The file is read whole at __init__ and
+ * validated by the reader at each replay (untrusted input). */
+struct breader {
+    PyObject_HEAD uint8_t *data;
+    size_t size;
+    uint64_t replayed;
+};
+
+#define TACH_HEADER 64
+#define TACH_FOOTER 32
+
+static uint64_t tach_le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static double tach_f64(const uint8_t *p)
+{
+    uint64_t u = tach_le(p, 8);
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+static int breader_init(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    struct breader *self = (struct breader *)op;
+    static char *kw[] = {"filename", NULL};
+    PyObject *path = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&:BinaryReader", kw, PyUnicode_FSConverter,
+                                     &path))
+        return -1;
+    FILE *f = fopen(PyBytes_AsString(path), "rb");
+    if (!f) {
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+        Py_DECREF(path);
+        return -1;
+    }
+    uint8_t *data = NULL;
+    size_t size = 0, cap = 0;
+    for (;;) {
+        if (size == cap) {
+            size_t ncap = cap ? cap * 2 : 1 << 16;
+            uint8_t *p = realloc(data, ncap);
+            if (!p) {
+                free(data);
+                fclose(f);
+                Py_DECREF(path);
+                PyErr_NoMemory();
+                return -1;
+            }
+            data = p;
+            cap = ncap;
+        }
+        size_t n = fread(data + size, 1, cap - size, f);
+        size += n;
+        if (n == 0)
+            break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(data);
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+        Py_DECREF(path);
+        return -1;
+    }
+    Py_DECREF(path);
+    if (size < TACH_HEADER + TACH_FOOTER || memcmp(data, "HCAT", 4) != 0) {
+        PyErr_Format(PyExc_ValueError, "Invalid magic number: 0x%08x",
+                     size >= 4 ? (unsigned)tach_le(data, 4) : 0u);
+        free(data);
+        return -1;
+    }
+    free(self->data);
+    self->data = data;
+    self->size = size;
+    return 0;
+}
+
+static void breader_dealloc(PyObject *op)
+{
+    struct breader *self = (struct breader *)op;
+    PyTypeObject *tp = Py_TYPE(op);
+    free(self->data);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free(op);
+    Py_DECREF(tp);
+}
+
+static int breader_open(struct breader *self)
+{
+    if (self->data)
+        return 0;
+    PyErr_SetString(PyExc_ValueError, "the reader is closed");
+    return -1;
+}
+
+static int dict_set(PyObject *d, const char *k, PyObject *v)
+{
+    if (!v)
+        return -1;
+    int rc = PyDict_SetItemString(d, k, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+static PyObject *breader_get_info(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    struct breader *self = (struct breader *)op;
+    if (breader_open(self) < 0)
+        return NULL;
+    const uint8_t *d = self->data, *foot = d + self->size - TACH_FOOTER;
+    uint32_t config = (uint32_t)tach_le(d + 0x3c, 4);
+    /* the stats extension, 56 bytes (or the older 32) before the footer */
+    int stats = 0;
+    double dur = 0, rate = 0, err = 0, missed = 0;
+    uint32_t present = 0;
+    if (self->size >= TACH_HEADER + TACH_FOOTER + 56 &&
+        memcmp(d + self->size - 48, "TACHSTAT", 8) == 0) {
+        uint32_t ext = (uint32_t)tach_le(d + self->size - 36, 4);
+        const uint8_t *e = d + self->size - TACH_FOOTER - ext;
+        if (ext == 56 || ext == 32) {
+            stats = 1;
+            dur = tach_f64(e);
+            rate = tach_f64(e + 8);
+            if (ext == 56) {
+                err = tach_f64(e + 16);
+                missed = tach_f64(e + 24);
+                present = (uint32_t)tach_le(e + 32, 4);
+            }
+        }
+    }
+    PyObject *info = PyDict_New();
+    if (!info)
+        return NULL;
+    if (dict_set(info, "version", PyLong_FromUnsignedLong((unsigned long)tach_le(d + 4, 4))) < 0 ||
+        dict_set(info, "python_version", Py_BuildValue("(iii)", d[8], d[9], d[10])) < 0 ||
+        dict_set(info, "start_time_us", PyLong_FromUnsignedLongLong(tach_le(d + 0x0c, 8))) < 0 ||
+        dict_set(info, "sample_interval_us", PyLong_FromUnsignedLongLong(tach_le(d + 0x14, 8))) <
+            0 ||
+        dict_set(info, "sample_count", PyLong_FromUnsignedLongLong(tach_le(d + 0x1c, 8))) < 0 ||
+        dict_set(info, "thread_count", PyLong_FromUnsignedLongLong(tach_le(d + 0x24, 4))) < 0 ||
+        dict_set(info, "string_count", PyLong_FromUnsignedLongLong(tach_le(foot, 4))) < 0 ||
+        dict_set(info, "frame_count", PyLong_FromUnsignedLongLong(tach_le(foot + 4, 4))) < 0 ||
+        dict_set(info, "compression_type",
+                 PyLong_FromUnsignedLong((unsigned long)tach_le(d + 0x38, 4))) < 0)
+        goto fail;
+    PyObject *none[4] = {NULL, NULL, NULL, NULL};
+    const char *names[4] = {"duration_sec", "sample_rate", "error_rate", "missed_samples"};
+    const double vals[4] = {dur, rate, err, missed};
+    const int have[4] = {stats, stats, stats && (present & 1), stats && (present & 2)};
+    for (int i = 0; i < 4; i++) {
+        if (have[i]) {
+            none[i] = PyFloat_FromDouble(vals[i]);
+        } else {
+            Py_INCREF(Py_None);
+            none[i] = Py_None;
+        }
+        if (dict_set(info, names[i], none[i]) < 0)
+            goto fail;
+    }
+    PyObject *mode =
+        (config & 7) ? PyLong_FromLong((long)(config & 7) - 1) : (Py_INCREF(Py_None), Py_None);
+    PyObject *feat = (config & 8) ? PyLong_FromLong((long)((config >> 4) & 0x1f))
+                                  : (Py_INCREF(Py_None), Py_None);
+    if (dict_set(info, "mode", mode) < 0 || dict_set(info, "capture_features", feat) < 0)
+        goto fail;
+    return info;
+fail:
+    Py_DECREF(info);
+    return NULL;
+}
+
+struct replay_ctx {
+    PyObject *collector, *progress, *frames; /* frames: {index in the file: FrameInfo} */
+    uint64_t n, total;
+};
+
+static PyObject *tach_frame(const struct pys_frame *f)
+{
+    PyObject *fi = PyStructSequence_New(FrameInfo_Type);
+    if (!fi)
+        return NULL;
+    PyObject *loc, *op;
+    PyObject *file = PyUnicode_DecodeUTF8(f->filename, (Py_ssize_t)strlen(f->filename), "replace");
+    PyObject *name = PyUnicode_DecodeUTF8(f->qualname, (Py_ssize_t)strlen(f->qualname), "replace");
+    if (f->lineno == -1) { /* stored as (-1, 0, -1, 0): no location */
+        Py_INCREF(Py_None);
+        loc = Py_None;
+    } else {
+        loc = new_location(f);
+    }
+    if (f->opcode >= 0) {
+        op = PyLong_FromLong(f->opcode);
+    } else {
+        Py_INCREF(Py_None);
+        op = Py_None;
+    }
+    if (!file || !name || !loc || !op) {
+        Py_XDECREF(file);
+        Py_XDECREF(name);
+        Py_XDECREF(loc);
+        Py_XDECREF(op);
+        Py_DECREF(fi);
+        return NULL;
+    }
+    PyStructSequence_SetItem(fi, 0, file);
+    PyStructSequence_SetItem(fi, 1, loc);
+    PyStructSequence_SetItem(fi, 2, name);
+    PyStructSequence_SetItem(fi, 3, op);
+    return fi;
+}
+
+/* One sample (one thread) to collector.collect(); 0, or 1 with an
+ * exception set (ends the read). */
+static int replay_sample(void *ctx, const struct out_rec_sample *s)
+{
+    struct replay_ctx *x = ctx;
+    PyObject *frames = NULL, *ti = NULL, *threads = NULL, *ii = NULL, *stack = NULL, *ts = NULL,
+             *kw = NULL, *r = NULL;
+    uint64_t tid = 0;
+    uint32_t status = 0;
+    size_t n = 0;
+    if (s->nthreads) {
+        tid = s->threads[0].id;
+        status = s->threads[0].status;
+        n = s->threads[0].nframes;
+    }
+    if (!(frames = PyList_New((Py_ssize_t)n)))
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *fi = tach_frame(&s->threads[0].frames[i]);
+        if (!fi)
+            goto fail;
+        PyList_SetItem(frames, (Py_ssize_t)i, fi);
+    }
+    PyObject *v[3] = {PyLong_FromUnsignedLongLong(tid), PyLong_FromUnsignedLong(status), frames};
+    frames = NULL;
+    if (!v[0] || !v[1] || !v[2] || !(ti = PyStructSequence_New(ThreadInfo_Type))) {
+        for (int i = 0; i < 3; i++)
+            Py_XDECREF(v[i]);
+        goto fail;
+    }
+    for (int i = 0; i < 3; i++)
+        PyStructSequence_SetItem(ti, i, v[i]);
+    if (!(threads = PyList_New(1)))
+        goto fail;
+    PyList_SetItem(threads, 0, ti);
+    ti = NULL;
+    PyObject *iid = PyLong_FromLong(0);
+    if (!iid || !(ii = PyStructSequence_New(InterpreterInfo_Type))) {
+        Py_XDECREF(iid);
+        goto fail;
+    }
+    PyStructSequence_SetItem(ii, 0, iid);
+    PyStructSequence_SetItem(ii, 1, threads);
+    threads = NULL;
+    if (!(stack = PyList_New(1)))
+        goto fail;
+    PyList_SetItem(stack, 0, ii);
+    ii = NULL;
+    if (!(ts = Py_BuildValue("[K]", (unsigned long long)(s->t_ns / 1000))) ||
+        !(kw = Py_BuildValue("{sO}", "timestamps_us", ts)))
+        goto fail;
+    PyObject *meth = PyObject_GetAttrString(x->collector, "collect");
+    PyObject *args = meth ? PyTuple_Pack(1, stack) : NULL;
+    r = args ? PyObject_Call(meth, args, kw) : NULL;
+    Py_XDECREF(meth);
+    Py_XDECREF(args);
+    if (!r)
+        goto fail;
+    Py_DECREF(r);
+    Py_DECREF(stack);
+    Py_DECREF(ts);
+    Py_DECREF(kw);
+    x->n++;
+    if (x->progress && x->progress != Py_None && x->n % 1000 == 0) {
+        r = PyObject_CallFunction(x->progress, "KK", (unsigned long long)x->n,
+                                  (unsigned long long)x->total);
+        if (!r)
+            return 1;
+        Py_DECREF(r);
+    }
+    return 0;
+fail:
+    Py_XDECREF(frames);
+    Py_XDECREF(ti);
+    Py_XDECREF(threads);
+    Py_XDECREF(ii);
+    Py_XDECREF(stack);
+    Py_XDECREF(ts);
+    Py_XDECREF(kw);
+    return 1;
+}
+
+static PyObject *breader_replay(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    struct breader *self = (struct breader *)op;
+    static char *kw[] = {"collector", "progress_callback", NULL};
+    struct replay_ctx x = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:replay", kw, &x.collector, &x.progress))
+        return NULL;
+    if (breader_open(self) < 0)
+        return NULL;
+    x.total = tach_le(self->data + 0x1c, 8);
+    struct out_rec_reader_cb cb = {&x, NULL, NULL, replay_sample, 0};
+    char err[256];
+    int rc = out_tach_read(self->data, self->size, &cb, NULL, err, sizeof err);
+    if (rc == 1)
+        return NULL; /* the collector's exception */
+    if (rc == PYS_E_NOMEM)
+        return PyErr_NoMemory();
+    if (rc < 0) {
+        PyErr_SetString(PyExc_ValueError, err);
+        return NULL;
+    }
+    if (x.n != x.total) {
+        PyErr_Format(PyExc_ValueError,
+                     "Sample count mismatch: header declares %llu samples but replay decoded %llu",
+                     (unsigned long long)x.total, (unsigned long long)x.n);
+        return NULL;
+    }
+    self->replayed = x.n;
+    if (x.progress && x.progress != Py_None) {
+        PyObject *r = PyObject_CallFunction(x.progress, "KK", (unsigned long long)x.n,
+                                            (unsigned long long)x.total);
+        if (!r)
+            return NULL;
+        Py_DECREF(r);
+    }
+    return PyLong_FromUnsignedLongLong(x.n);
+}
+
+static PyObject *breader_get_stats(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    struct breader *self = (struct breader *)op;
+    return Py_BuildValue("{sK}", "total_samples", (unsigned long long)self->replayed);
+}
+
+static PyObject *breader_close(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    struct breader *self = (struct breader *)op;
+    free(self->data);
+    self->data = NULL;
+    self->size = 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *breader_enter(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    Py_INCREF(op);
+    return op;
+}
+
+static PyObject *breader_exit(PyObject *op, PyObject *args)
+{
+    (void)args;
+    return breader_close(op, NULL);
+}
+
+static PyObject *breader_sample_count(PyObject *op, void *closure)
+{
+    (void)closure;
+    struct breader *self = (struct breader *)op;
+    if (breader_open(self) < 0)
+        return NULL;
+    return PyLong_FromUnsignedLongLong(tach_le(self->data + 0x1c, 8));
+}
+
+static PyObject *breader_interval(PyObject *op, void *closure)
+{
+    (void)closure;
+    struct breader *self = (struct breader *)op;
+    if (breader_open(self) < 0)
+        return NULL;
+    return PyLong_FromUnsignedLongLong(tach_le(self->data + 0x14, 8));
+}
+
+static PyMethodDef breader_methods[] = {
+    {"get_info", breader_get_info, METH_NOARGS,
+     "get_info()\n--\n\nThe file's metadata: a dict as the reference's."},
+    {"replay", (PyCFunction)(void (*)(void))breader_replay, METH_VARARGS | METH_KEYWORDS,
+     "replay(collector, progress_callback=None)\n--\n\n"
+     "Hand every sample to collector.collect(stack_frames, timestamps_us=[...]);\n"
+     "progress_callback(current, total) every 1000 samples and at the end.\n"
+     "Returns the number of samples. ValueError for a damaged file."},
+    {"get_stats", breader_get_stats, METH_NOARGS,
+     "get_stats()\n--\n\nThe samples the last replay decoded."},
+    {"close", breader_close, METH_NOARGS, "close()\n--\n\nRelease the file's contents."},
+    {"__enter__", breader_enter, METH_NOARGS, NULL},
+    {"__exit__", breader_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef breader_getset[] = {
+    {"sample_count", breader_sample_count, NULL, "Number of samples in file", NULL},
+    {"sample_interval_us", breader_interval, NULL, "Sample interval in microseconds", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot breader_slots[] = {
+    {Py_tp_doc, (void *)"BinaryReader(filename)\n--\n\n"
+                        "A binary profile of CPython 3.15's profiler (TACH 1), as\n"
+                        "_remote_debugging.BinaryReader reads it."},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {Py_tp_init, (void *)breader_init},
+    {Py_tp_dealloc, (void *)breader_dealloc},
+    {Py_tp_methods, breader_methods},
+    {Py_tp_getset, breader_getset},
+    {0, NULL},
+};
+
+static PyType_Spec breader_spec = {
+    "pystrobe.BinaryReader", sizeof(struct breader), 0, Py_TPFLAGS_DEFAULT, breader_slots,
+};
+
+static PyTypeObject *BinaryReader_Type;
+
+/* --- BinaryWriter: CPython 3.15's binary profiles (output/tach.c) ---------- */
+
+/* The reference's _remote_debugging.BinaryWriter: write_sample() takes what
+ * get_stack_trace() returns (this module's structseqs or the reference's:
+ * any sequences with their fields in their order); the file is written at
+ * finalize() (or leaving a with block), readable by CPython's reader. */
+struct bwriter {
+    PyObject_HEAD struct out_tach_writer *w;
+    FILE *f;
+    struct out_tach_frame *frames;
+    PyObject **keep; /* the UTF-8 bytes objects the frames point into */
+    size_t cap, nkeep;
+    int finalized;
+};
+
+static void bwriter_release(struct bwriter *self)
+{
+    out_tach_writer_free(self->w);
+    self->w = NULL;
+    if (self->f)
+        fclose(self->f);
+    self->f = NULL;
+    free(self->frames);
+    free(self->keep);
+    self->frames = NULL;
+    self->keep = NULL;
+    self->cap = 0;
+}
+
+static int bwriter_init(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    struct bwriter *self = (struct bwriter *)op;
+    static char *kw[] = {"filename",
+                         "sample_interval_us",
+                         "start_time_us",
+                         "compression",
+                         "mode",
+                         "capture_features",
+                         NULL};
+    PyObject *path = NULL;
+    unsigned long long interval, start;
+    int compression = 0, mode = -1, features = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&KK|$iii:BinaryWriter", kw,
+                                     PyUnicode_FSConverter, &path, &interval, &start, &compression,
+                                     &mode, &features))
+        return -1;
+    if (compression != 0 && compression != 1) {
+        Py_DECREF(path);
+        PyErr_SetString(PyExc_ValueError, "compression: 0 (none) or 1 (zstd)");
+        return -1;
+    }
+    bwriter_release(self);
+    /* A placeholder header at once, as the reference: a writer that never
+     * finalizes leaves a file no reader takes. */
+    FILE *f = fopen(PyBytes_AsString(path), "wb");
+    static const uint8_t zero[64];
+    if (!f || fwrite(zero, 1, sizeof zero, f) != sizeof zero || fflush(f) != 0) {
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+        if (f)
+            fclose(f);
+        Py_DECREF(path);
+        return -1;
+    }
+    Py_DECREF(path);
+    uint8_t py[3] = {3, 15, 0};
+    PyObject *vi = PySys_GetObject("version_info"); /* borrowed */
+    for (Py_ssize_t i = 0; vi && i < 3; i++) {
+        PyObject *x = PySequence_GetItem(vi, i);
+        long v = x ? PyLong_AsLong(x) : 0;
+        Py_XDECREF(x);
+        py[i] = (uint8_t)(v >= 0 && v < 256 ? v : 0);
+    }
+    PyErr_Clear();
+    self->f = f;
+    self->w = out_tach_writer_new(f, interval, start, compression, mode, features, py);
+    self->finalized = 0;
+    if (!self->w) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static void bwriter_dealloc(PyObject *op)
+{
+    struct bwriter *self = (struct bwriter *)op;
+    PyTypeObject *tp = Py_TYPE(op);
+    bwriter_release(self);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free(op);
+    Py_DECREF(tp);
+}
+
+static int bwriter_ready(struct bwriter *self)
+{
+    if (self->w && !self->finalized)
+        return 0;
+    PyErr_SetString(PyExc_ValueError, "the writer is finalized or closed");
+    return -1;
+}
+
+/* The UTF-8 of str s (kept alive in self->keep until the sample is
+ * written). -1 with an exception. */
+static int utf8_of(struct bwriter *self, PyObject *s, const char **p, size_t *len)
+{
+    if (!PyUnicode_Check(s)) {
+        PyErr_SetString(PyExc_TypeError, "a frame's filename and funcname must be str");
+        return -1;
+    }
+    PyObject *b = PyUnicode_AsEncodedString(s, "utf-8", "surrogatepass");
+    if (!b)
+        return -1;
+    char *c;
+    Py_ssize_t n;
+    if (PyBytes_AsStringAndSize(b, &c, &n) < 0) {
+        Py_DECREF(b);
+        return -1;
+    }
+    self->keep[self->nkeep++] = b;
+    *p = c;
+    *len = (size_t)n;
+    return 0;
+}
+
+static long item_long(PyObject *seq, Py_ssize_t i, long dflt)
+{
+    PyObject *x = PySequence_GetItem(seq, i);
+    if (!x)
+        return dflt;
+    long v = x == Py_None ? dflt : PyLong_AsLong(x);
+    Py_DECREF(x);
+    return v;
+}
+
+/* One thread (a ThreadInfo-like sequence) of interpreter iid at ts. */
+static int write_thread(struct bwriter *self, PyObject *th, uint32_t iid, uint64_t ts)
+{
+    PyObject *tid = PySequence_GetItem(th, 0), *frames = PySequence_GetItem(th, 2);
+    long status = item_long(th, 1, 0);
+    int rc = -1;
+    if (!tid || !frames || PyErr_Occurred())
+        goto out;
+    unsigned long long t = PyLong_AsUnsignedLongLong(tid);
+    Py_ssize_t n = PySequence_Size(frames);
+    if (PyErr_Occurred() || n < 0)
+        goto out;
+    if ((size_t)n > self->cap) {
+        struct out_tach_frame *fv = realloc(self->frames, (size_t)n * sizeof *fv);
+        if (fv)
+            self->frames = fv;
+        PyObject **kv = fv ? realloc(self->keep, 2 * (size_t)n * sizeof *kv) : NULL;
+        if (!kv) {
+            PyErr_NoMemory();
+            goto out;
+        }
+        self->keep = kv;
+        self->cap = (size_t)n;
+    }
+    self->nkeep = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        struct out_tach_frame *f = &self->frames[i];
+        PyObject *fi = PySequence_GetItem(frames, i);
+        PyObject *file = fi ? PySequence_GetItem(fi, 0) : NULL;
+        PyObject *loc = fi ? PySequence_GetItem(fi, 1) : NULL;
+        PyObject *name = fi ? PySequence_GetItem(fi, 2) : NULL;
+        int bad = !file || !loc || !name ||
+                  utf8_of(self, file, &f->filename, &f->filename_len) < 0 ||
+                  utf8_of(self, name, &f->funcname, &f->funcname_len) < 0;
+        if (!bad) {
+            f->has_location = loc != Py_None;
+            f->lineno = f->has_location ? (int32_t)item_long(loc, 0, -1) : -1;
+            f->end_lineno = f->has_location ? (int32_t)item_long(loc, 1, -1) : -1;
+            f->col = f->has_location ? (int32_t)item_long(loc, 2, -1) : -1;
+            f->end_col = f->has_location ? (int32_t)item_long(loc, 3, -1) : -1;
+            f->opcode = (int)item_long(fi, 3, -1);
+            bad = PyErr_Occurred() != NULL;
+        }
+        Py_XDECREF(file);
+        Py_XDECREF(loc);
+        Py_XDECREF(name);
+        Py_XDECREF(fi);
+        if (bad)
+            goto out;
+    }
+    if (out_tach_write_sample(self->w, t, iid, (uint32_t)status, self->frames, (size_t)n, ts) < 0) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    rc = 0;
+out:
+    for (size_t i = 0; i < self->nkeep; i++)
+        Py_DECREF(self->keep[i]);
+    self->nkeep = 0;
+    Py_XDECREF(tid);
+    Py_XDECREF(frames);
+    return rc;
+}
+
+static PyObject *bwriter_write_sample(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    struct bwriter *self = (struct bwriter *)op;
+    static char *kw[] = {"stack_frames", "timestamp_us", NULL};
+    PyObject *interps;
+    unsigned long long ts;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OK:write_sample", kw, &interps, &ts))
+        return NULL;
+    if (bwriter_ready(self) < 0)
+        return NULL;
+    Py_ssize_t ni = PySequence_Size(interps);
+    if (ni < 0)
+        return NULL;
+    for (Py_ssize_t i = 0; i < ni; i++) {
+        PyObject *ii = PySequence_GetItem(interps, i);
+        PyObject *threads = ii ? PySequence_GetItem(ii, 1) : NULL;
+        long iid = ii ? item_long(ii, 0, 0) : 0;
+        Py_ssize_t nt = threads ? PySequence_Size(threads) : -1;
+        int bad = nt < 0 || PyErr_Occurred();
+        if (!bad && (iid < 0 || (unsigned long)iid > UINT32_MAX)) {
+            PyErr_SetString(PyExc_OverflowError, "interpreter_id does not fit the format");
+            bad = 1;
+        }
+        for (Py_ssize_t k = 0; !bad && k < nt; k++) {
+            PyObject *th = PySequence_GetItem(threads, k);
+            bad = !th || write_thread(self, th, (uint32_t)iid, ts) < 0;
+            Py_XDECREF(th);
+        }
+        Py_XDECREF(threads);
+        Py_XDECREF(ii);
+        if (bad)
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *bwriter_set_stats(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    struct bwriter *self = (struct bwriter *)op;
+    static char *kw[] = {"duration_sec", "sample_rate", "error_rate", "missed_samples", NULL};
+    double dur, rate, err = 0, missed = 0;
+    PyObject *e = Py_None, *m = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "dd|OO:set_stats", kw, &dur, &rate, &e, &m))
+        return NULL;
+    if (bwriter_ready(self) < 0)
+        return NULL;
+    if (e != Py_None && (err = PyFloat_AsDouble(e)) == -1.0 && PyErr_Occurred())
+        return NULL;
+    if (m != Py_None && (missed = PyFloat_AsDouble(m)) == -1.0 && PyErr_Occurred())
+        return NULL;
+    out_tach_set_stats(self->w, dur, rate, e != Py_None ? &err : NULL,
+                       m != Py_None ? &missed : NULL);
+    Py_RETURN_NONE;
+}
+
+static PyObject *bwriter_finalize(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    struct bwriter *self = (struct bwriter *)op;
+    if (bwriter_ready(self) < 0)
+        return NULL;
+    int rc = out_tach_finalize(self->w);
+    self->finalized = 1;
+    int err = rc == PYS_E_IO ? errno : 0;
+    if (self->f && fclose(self->f) != 0 && rc == 0) {
+        rc = PYS_E_IO;
+        err = errno;
+    }
+    self->f = NULL;
+    if (rc == PYS_E_NOMEM)
+        return PyErr_NoMemory();
+    if (rc < 0) {
+        errno = err ? err : EIO;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *bwriter_close(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    struct bwriter *self = (struct bwriter *)op;
+    if (self->f)
+        fclose(self->f);
+    self->f = NULL;
+    self->finalized = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *bwriter_get_stats(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    struct bwriter *self = (struct bwriter *)op;
+    if (!self->w)
+        return PyErr_Format(PyExc_ValueError, "the writer is closed");
+    const struct out_tach_write_stats *s = out_tach_writer_stats(self->w);
+    /* The reference's keys; every record is a full stack here. */
+    return Py_BuildValue(
+        "{sKsKsKsKsKsKsKsKsKsKsdsK}", "repeat_records", 0ull, "repeat_samples", 0ull,
+        "full_records", (unsigned long long)s->samples, "suffix_records", 0ull, "pop_push_records",
+        0ull, "total_records", (unsigned long long)s->samples, "total_samples",
+        (unsigned long long)s->samples, "total_frames_written", (unsigned long long)s->frames,
+        "frames_saved", 0ull, "bytes_written", (unsigned long long)s->bytes,
+        "frame_compression_pct", 0.0, "truncated_stacks", (unsigned long long)s->truncated);
+}
+
+static PyObject *bwriter_exit(PyObject *op, PyObject *args)
+{
+    (void)args;
+    struct bwriter *self = (struct bwriter *)op;
+    if (self->w && !self->finalized)
+        return bwriter_finalize(op, NULL);
+    Py_RETURN_NONE;
+}
+
+static PyObject *bwriter_total(PyObject *op, void *closure)
+{
+    (void)closure;
+    struct bwriter *self = (struct bwriter *)op;
+    return PyLong_FromUnsignedLongLong(self->w ? out_tach_writer_stats(self->w)->samples : 0);
+}
+
+static PyObject *bwriter_limit(PyObject *op, void *closure)
+{
+    (void)op;
+    (void)closure;
+    Py_RETURN_FALSE; /* the format's limits are refused at write_sample */
+}
+
+static PyMethodDef bwriter_methods[] = {
+    {"write_sample", (PyCFunction)(void (*)(void))bwriter_write_sample,
+     METH_VARARGS | METH_KEYWORDS,
+     "write_sample(stack_frames, timestamp_us)\n--\n\n"
+     "Add a sample: a list of InterpreterInfo (as get_stack_trace() returns)."},
+    {"set_stats", (PyCFunction)(void (*)(void))bwriter_set_stats, METH_VARARGS | METH_KEYWORDS,
+     "set_stats(duration_sec, sample_rate, error_rate=None, missed_samples=None)\n--\n\n"
+     "Store measured profile statistics in the file."},
+    {"finalize", bwriter_finalize, METH_NOARGS, "finalize()\n--\n\nWrite the file and close it."},
+    {"close", bwriter_close, METH_NOARGS,
+     "close()\n--\n\nClose without finalizing (the samples are discarded)."},
+    {"get_stats", bwriter_get_stats, METH_NOARGS,
+     "get_stats()\n--\n\nEncoding statistics, with the reference's keys."},
+    {"__enter__", breader_enter, METH_NOARGS, NULL},
+    {"__exit__", bwriter_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef bwriter_getset[] = {
+    {"total_samples", bwriter_total, NULL, "Total samples written", NULL},
+    {"limit_reached", bwriter_limit, NULL, "A format limit was reached", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot bwriter_slots[] = {
+    {Py_tp_doc, (void *)"BinaryWriter(filename, sample_interval_us, start_time_us, *, "
+                        "compression=0, mode=-1, capture_features=-1)\n--\n\n"
+                        "A binary profile in CPython 3.15's format (TACH 1), as\n"
+                        "_remote_debugging.BinaryWriter writes it."},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {Py_tp_init, (void *)bwriter_init},
+    {Py_tp_dealloc, (void *)bwriter_dealloc},
+    {Py_tp_methods, bwriter_methods},
+    {Py_tp_getset, bwriter_getset},
+    {0, NULL},
+};
+
+static PyType_Spec bwriter_spec = {
+    "pystrobe.BinaryWriter", sizeof(struct bwriter), 0, Py_TPFLAGS_DEFAULT, bwriter_slots,
+};
+
+static PyTypeObject *BinaryWriter_Type;
+
+static PyObject *mod_zstd_available(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    /* libzstd is linked in: compressed files are read, and written. */
+    return PyBool_FromLong(ZSTD_versionNumber() > 0);
+}
+
 /* --- module functions ------------------------------------------------------ */
 
 static PyObject *mod_is_python_process(PyObject *module, PyObject *args, PyObject *kwargs)
@@ -1572,6 +2385,8 @@ static PyMethodDef module_methods[] = {
      "[] for an unknown pid. OSError if the process table cannot be read."},
     {"get_gc_stats", (PyCFunction)(void (*)(void))mod_get_gc_stats, METH_VARARGS | METH_KEYWORDS,
      "get_gc_stats(pid, *, all_interpreters=False)\n--\n\n" GC_STATS_DOC},
+    {"zstd_available", mod_zstd_available, METH_NOARGS,
+     "zstd_available()\n--\n\nTrue: binary profiles may be zstd-compressed."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1617,11 +2432,15 @@ PyMODINIT_FUNC PyInit__pystrobe(void)
         CoroInfo_Type = PyStructSequence_NewType(&coro_info_desc);
         GCStatsInfo_Type = PyStructSequence_NewType(&gc_stats_info_desc);
         GCMonitor_Type = (PyTypeObject *)PyType_FromSpec(&gcmonitor_spec);
+        BinaryReader_Type = (PyTypeObject *)PyType_FromSpec(&breader_spec);
+        BinaryWriter_Type = (PyTypeObject *)PyType_FromSpec(&bwriter_spec);
         if (!InterpreterInfo_Type || !ThreadInfo_Type || !FrameInfo_Type || !LocationInfo_Type ||
             !RemoteUnwinder_Type || !AwaitedInfo_Type || !TaskInfo_Type || !CoroInfo_Type ||
-            !GCStatsInfo_Type || !GCMonitor_Type) {
+            !GCStatsInfo_Type || !GCMonitor_Type || !BinaryReader_Type || !BinaryWriter_Type) {
             Py_CLEAR(GCStatsInfo_Type);
             Py_CLEAR(GCMonitor_Type);
+            Py_CLEAR(BinaryReader_Type);
+            Py_CLEAR(BinaryWriter_Type);
             Py_CLEAR(AwaitedInfo_Type);
             Py_CLEAR(TaskInfo_Type);
             Py_CLEAR(CoroInfo_Type);
@@ -1641,7 +2460,9 @@ PyMODINIT_FUNC PyInit__pystrobe(void)
         add_type(m, "AwaitedInfo", AwaitedInfo_Type) < 0 ||
         add_type(m, "TaskInfo", TaskInfo_Type) < 0 || add_type(m, "CoroInfo", CoroInfo_Type) < 0 ||
         add_type(m, "GCStatsInfo", GCStatsInfo_Type) < 0 ||
-        add_type(m, "GCMonitor", GCMonitor_Type) < 0)
+        add_type(m, "GCMonitor", GCMonitor_Type) < 0 ||
+        add_type(m, "BinaryReader", BinaryReader_Type) < 0 ||
+        add_type(m, "BinaryWriter", BinaryWriter_Type) < 0)
         goto fail;
     const struct {
         const char *name;

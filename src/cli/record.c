@@ -19,6 +19,7 @@
 #include "cli/live.h"
 #include "cli/record.h"
 #include "output/chrometrace.h"
+#include "output/recording.h"
 
 /* The temporary output file an abort must remove, if it has a name. */
 static const char *named_tmp(const struct rec_out *o)
@@ -211,6 +212,9 @@ static void job_abandon(struct job *j)
 static int start_sinks(struct job *j, struct live *lv, struct rec_sinks *ks)
 {
     int rc = -1;
+    /* The run's facts are made now, at the start, for every output: the
+     * recording's META carries the same date as the profile. */
+    j->r.start_realtime_ns = rec_run_meta(&j->r, j->s, j->pid)->start_realtime_ns;
     if (j->r.binary || j->r.record_path)
         rc = start_recording(j, ks);
     if (rc == -1)
@@ -251,8 +255,17 @@ int cli_record(int argc, char **argv, int attach)
     int rc = rec_parse_args(&j.r, argc, argv, attach, &j.pid);
     if (rc != -1)
         return rc;
+    /* --diff-flamegraph: a baseline that cannot be compared is refused
+     * before the target is started or attached. */
+    if (j.r.diff_baseline && !j.r.binary &&
+        ((rc = rec_baseline_load(&j.r)) != -1 ||
+         (rc = rec_baseline_check(&j.r, rec_mode_names[j.r.mode], j.r.native, j.r.gc)) != -1)) {
+        rec_baseline_free(j.r.baseline);
+        return rc;
+    }
     if (j.r.format == FMT_CHROMETRACE && rec_trace_new(&j.r) < 0) {
         fprintf(stderr, "pystrobe: out of memory\n");
+        rec_baseline_free(j.r.baseline);
         return CLI_ERROR;
     }
     j.opt = (struct pys_options){.cpu_state = j.r.mode == MODE_CPU || j.r.no_idle,
@@ -266,11 +279,14 @@ int cli_record(int argc, char **argv, int attach)
                                  .max_frames = j.r.max_frames};
     struct live *lv = NULL;
     struct rec_sinks sinks = {.n = 0};
-    if (j.r.live && (rc = live_prepare(&lv, &j.r)) != -1)
+    if (j.r.live && (rc = live_prepare(&lv, &j.r)) != -1) {
+        rec_baseline_free(j.r.baseline);
         return rc;
+    }
     if ((rc = job_setup(&j)) != -1 || (rc = start_sinks(&j, lv, &sinks)) != -1) {
         live_free(lv);
         out_chrometrace_free(j.r.trace);
+        rec_baseline_free(j.r.baseline);
         return rc;
     }
 
@@ -312,7 +328,8 @@ int cli_record(int argc, char **argv, int attach)
     }
     if (why == END_ERROR && (status == CLI_OK || status == CLI_NOSAMPLES))
         status = rec_error_status;
-    if (j.r.browser && status == CLI_OK && j.r.format == FMT_FLAMEGRAPH && j.out.path)
+    if (j.r.browser && status == CLI_OK && j.out.path &&
+        (j.r.format == FMT_FLAMEGRAPH || j.r.format == FMT_DIFF_FLAMEGRAPH))
         cli_open_browser(j.out.path);
     if (j.child > 0)
         status = end_child(&j, why, status);
@@ -320,6 +337,7 @@ int cli_record(int argc, char **argv, int attach)
     rec_stream_free(&j.r);
     pys_profile_free(j.prof);
     out_chrometrace_free(j.r.trace);
+    rec_baseline_free(j.r.baseline);
     for (size_t i = 0; i < ssp->n; i++)
         pys_session_free(ssp->v[i]);
     rec_procs_free(procs);

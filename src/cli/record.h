@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include <pystrobe/pystrobe.h>
@@ -30,7 +31,8 @@ enum format {
     FMT_JSONL,
     FMT_GECKO,
     FMT_SVG,
-    FMT_CHROMETRACE
+    FMT_CHROMETRACE,
+    FMT_DIFF_FLAMEGRAPH
 };
 /* What a Python frame's line is in the profile: the executing line, the
  * function's first line (--function), none (--nolineno). */
@@ -80,6 +82,13 @@ struct rec {
     /* --subprocesses: every Python descendant sampled too (record_procs.c);
      * merge_processes: into the one profile, under a process frame each. */
     int subprocesses, merge_processes;
+    /* When sampling started (CLOCK_REALTIME, ns; 0: unknown): the date
+     * outputs carry (pprof's time_nanos), the recording's for a replay. */
+    uint64_t start_realtime_ns;
+    /* --diff-flamegraph BASELINE: the recording, read before sampling
+     * starts (rec_baseline_load). */
+    const char *diff_baseline;
+    struct rec_baseline *baseline;
 };
 enum { REC_COMPRESSION_AUTO, REC_COMPRESSION_ZSTD, REC_COMPRESSION_NONE };
 
@@ -107,6 +116,24 @@ extern volatile sig_atomic_t rec_stop;
 /* record_opts.c: parse options into r (and *pid for attach); returns -1 on
  * success, else the exit status to end with (usage errors, --help). */
 int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid);
+
+/* record_opts.c, for `pystrobe replay FILE`: the output options of run and
+ * attach, parsed by the same code (the others are refused); -1 with *file
+ * the recording, else the exit status (usage errors, --help). */
+int rec_parse_replay_args(struct rec *r, int argc, char **argv, const char **file);
+void rec_replay_usage(FILE *f);
+
+/* replay.c, for --diff-flamegraph: read r->diff_baseline (a recording of
+ * pystrobe's or of CPython 3.15's profiler) into r->baseline. -1, or the
+ * exit status after one line saying why (missing, unreadable, not a
+ * recording, no samples). rec_baseline_check: is the baseline comparable
+ * with a run of this mode and --native/--no-gc (native, gc)? -1, or the
+ * exit status after saying why. */
+struct rec_baseline;
+int rec_baseline_load(struct rec *r);
+int rec_baseline_check(const struct rec *r, const char *mode, int native, int gc);
+const pys_profile *rec_baseline_profile(const struct rec_baseline *b);
+void rec_baseline_free(struct rec_baseline *b);
 
 /* The sample stream: what record_loop.c hands each consumer after each
  * sample. The profile is the first consumer (it also keeps the run's
@@ -192,6 +219,13 @@ uint64_t rec_now_ns(void);
  * --main-thread-only and --no-idle. */
 int rec_thread_matches(const struct rec *r, const struct pys_thread *t);
 void rec_signals_install(void);
+/* A stack's frames as the profile gets them: with --function each Python
+ * frame stands at its function's first line, with --nolineno at none
+ * (OUT_LINE_OMITTED), so that a function's lines count as one entry. frames
+ * itself with LINES_EXACT, else a copy in *buf (grown to *cap); NULL if out
+ * of memory. */
+const struct pys_frame *rec_frames_for_lines(enum line_mode m, const struct pys_frame *frames,
+                                             size_t n, struct pys_frame **buf, size_t *cap);
 /* What a second signal (an abort) cleans up before pystrobe exits 130:
  * child and python (-1: none) are killed with SIGKILL, tmp_path (NULL: none)
  * is unlinked. tmp_path must stay valid until replaced. */

@@ -226,17 +226,39 @@ static void realtime_line(const struct timing *tm, uint64_t samples, uint64_t fa
             (double)tm->max / 1e3, (unsigned long long)samples, (unsigned long long)failed);
 }
 
-/* Thread t's frames as the profile gets them: with --function each Python
- * frame stands at its function's first line, with --nolineno at none
- * (OUT_LINE_OMITTED, which the outputs other than collapsed take as unknown),
- * so that a function's lines count as one entry; with --merge-processes
- * below the process's frame (*n then one more). NULL if out of memory. */
+const struct pys_frame *rec_frames_for_lines(enum line_mode m, const struct pys_frame *frames,
+                                             size_t n, struct pys_frame **buf, size_t *cap)
+{
+    if (m == LINES_EXACT)
+        return frames;
+    if (n > *cap) {
+        struct pys_frame *v = realloc(*buf, n * sizeof *v);
+        if (!v)
+            return NULL;
+        *buf = v;
+        *cap = n;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct pys_frame *f = &(*buf)[i];
+        *f = frames[i];
+        if (f->kind != PYS_FRAME_PYTHON)
+            continue;
+        f->lineno = f->end_lineno = m == LINES_FUNCTION ? f->firstlineno : OUT_LINE_OMITTED;
+        f->col = f->end_col = f->lasti = f->opcode = -1;
+    }
+    return *buf;
+}
+
+/* Thread t's frames as the profile gets them (rec_frames_for_lines), with
+ * --merge-processes below the process's frame (*n then one more). NULL if
+ * out of memory. */
 static const struct pys_frame *frames_for_lines(struct loop *l, const struct pys_thread *t,
                                                 size_t *n)
 {
     *n = t->nframes;
-    if (l->r->line_mode == LINES_EXACT && !l->root)
-        return t->frames;
+    if (!l->root)
+        return rec_frames_for_lines(l->r->line_mode, t->frames, t->nframes, &l->lines_buf,
+                                    &l->lines_cap);
     if (t->nframes + 1 > l->lines_cap) {
         struct pys_frame *v = realloc(l->lines_buf, (t->nframes + 1) * sizeof *v);
         if (!v)
@@ -244,17 +266,11 @@ static const struct pys_frame *frames_for_lines(struct loop *l, const struct pys
         l->lines_buf = v;
         l->lines_cap = t->nframes + 1;
     }
-    for (size_t i = 0; i < t->nframes; i++) {
-        struct pys_frame *f = &l->lines_buf[i];
-        *f = t->frames[i];
-        if (f->kind != PYS_FRAME_PYTHON || l->r->line_mode == LINES_EXACT)
-            continue;
-        f->lineno = f->end_lineno =
-            l->r->line_mode == LINES_FUNCTION ? f->firstlineno : OUT_LINE_OMITTED;
-        f->col = f->end_col = f->lasti = f->opcode = -1;
-    }
-    if (l->root)
-        l->lines_buf[(*n)++] = *l->root;
+    const struct pys_frame *f =
+        rec_frames_for_lines(l->r->line_mode, t->frames, t->nframes, &l->lines_buf, &l->lines_cap);
+    if (f != l->lines_buf)
+        memcpy(l->lines_buf, f, t->nframes * sizeof *f);
+    l->lines_buf[(*n)++] = *l->root;
     return l->lines_buf;
 }
 

@@ -141,8 +141,8 @@ static const char RUN_USAGE[] =
     "      --live                a top-like view in the terminal instead of a file\n"
     "                            (h in it lists the keys); with -o FILE the profile\n"
     "                            is also written there at the end\n"
-    "      --browser             open the HTML output (--flamegraph) once written:\n"
-    "                            $BROWSER, else xdg-open\n"
+    "      --browser             open the HTML page once written (--flamegraph or\n"
+    "                            --diff-flamegraph): $BROWSER, else xdg-open\n"
     "      --no-summary          no statistics at the end (warnings are still shown)\n"
     "      --blocking            stop every thread of the target for each sample\n"
     "                            (ptrace): each sample is one moment, at the cost of\n"
@@ -172,7 +172,12 @@ static const char RUN_USAGE[] =
     "                            named BASE_PID.EXT beside the main one, and a table\n"
     "                            of the processes at the end\n"
     "      --merge-processes     with --subprocesses: one profile, each stack under a\n"
-    "                            'process PID COMMAND' frame\n";
+    "                            'process PID COMMAND' frame\n"
+    "Comparing:\n"
+    "      --diff-flamegraph BASELINE\n"
+    "                            a flame graph coloured by the change in each\n"
+    "                            function's self samples since BASELINE, a recording\n"
+    "                            (--binary; diff_flamegraph_PID.html)\n";
 
 enum {
     OPT_MAIN_ONLY = 256,
@@ -221,6 +226,7 @@ enum {
     OPT_MERGE_PROCESSES,
     /* native stacks (issue 30) */
     OPT_NATIVE_MARKERS,
+    OPT_DIFF_FLAMEGRAPH,
 };
 
 static const struct option LONG_OPTS[] = {
@@ -273,9 +279,13 @@ static const struct option LONG_OPTS[] = {
     {"subprocesses", no_argument, NULL, OPT_SUBPROCESSES},
     {"merge-processes", no_argument, NULL, OPT_MERGE_PROCESSES},
     {"native-markers", no_argument, NULL, OPT_NATIVE_MARKERS},
+    {"diff-flamegraph", required_argument, NULL, OPT_DIFF_FLAMEGRAPH},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
+
+/* The command whose --help the usage errors point to. */
+static const char *usage_command = "run";
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int usage_error(const char *fmt, ...)
@@ -285,7 +295,7 @@ static int usage_error(const char *fmt, ...)
     fputs("pystrobe: ", stderr);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fputs("\n(pystrobe run --help for the options)\n", stderr);
+    fprintf(stderr, "\n(pystrobe %s --help for the options)\n", usage_command);
     return CLI_USAGE;
 }
 
@@ -530,6 +540,10 @@ static int set_value_option(struct rec *r, int c, const char *arg)
     case OPT_RECORD:
         r->record_path = arg;
         return -1;
+    case OPT_DIFF_FLAMEGRAPH:
+        r->format = FMT_DIFF_FLAMEGRAPH;
+        r->diff_baseline = arg;
+        return -1;
     case OPT_COMPRESSION:
         r->compression_set = 1;
         if (strcmp(arg, "auto") == 0)
@@ -557,6 +571,20 @@ static int set_value_option(struct rec *r, int c, const char *arg)
     default:
         return NOT_A_VALUE_OPTION;
     }
+}
+
+/* The output options' companions and conflicts (run, attach and replay):
+ * -1, or the exit status. */
+static int check_outputs(const struct rec *r)
+{
+    if (r->jsonl_samples && r->format != FMT_JSONL)
+        return usage_error("%s", "--jsonl-samples goes with --jsonl");
+    if (r->browser && r->format != FMT_FLAMEGRAPH && r->format != FMT_DIFF_FLAMEGRAPH)
+        return usage_error("%s", "--browser opens an HTML output: use it with --flamegraph or "
+                                 "--diff-flamegraph");
+    if (r->format == FMT_DIFF_FLAMEGRAPH && !*r->diff_baseline)
+        return usage_error("%s", "--diff-flamegraph needs a baseline recording");
+    return -1;
 }
 
 /* run's command line for a script (module NULL) or `-m module`: python,
@@ -589,9 +617,10 @@ static int finish_args(struct rec *r, int argc, char **argv, int first, const ch
         r->record_path = r->output;
     if (r->compression_set && !r->binary && !r->record_path)
         return usage_error("%s", "--compression is for a recording (--binary, --record FILE)");
-    if (r->jsonl_samples && r->format != FMT_JSONL)
-        return usage_error("%s", "--jsonl-samples goes with --jsonl");
-    int bad = check_async(r);
+    int bad = check_outputs(r);
+    if (bad != -1)
+        return bad;
+    bad = check_async(r);
     if (bad == -1)
         bad = check_subprocesses(r);
     if (bad != -1)
@@ -606,8 +635,6 @@ static int finish_args(struct rec *r, int argc, char **argv, int first, const ch
     if (r->blocking && r->mode == MODE_CPU)
         return usage_error("%s", "--blocking stops every thread, so none is ever seen running: "
                                  "not with --mode cpu");
-    if (r->browser && r->format != FMT_FLAMEGRAPH)
-        return usage_error("%s", "--browser opens an HTML output: use it with --flamegraph");
     if (r->attach) {
         if (r->detach)
             return usage_error("%s", "--detach is for run");
@@ -695,4 +722,119 @@ int rec_parse_args(struct rec *r, int argc, char **argv, int attach, int *pid)
     if (r->attach)
         return finish_args(r, nops, ops, 0, NULL, pid_opt, pid);
     return finish_args(r, argc, argv, optind, module, pid_opt, pid);
+}
+
+/* --- replay: the output options of run and attach, by the same code ------- */
+
+/* The options that say what is written and how; the others say how to
+ * sample, which a recording has already done. */
+static int is_output_option(int c)
+{
+    for (size_t i = 0; i < sizeof FORMAT_OPTS / sizeof FORMAT_OPTS[0]; i++)
+        if (FORMAT_OPTS[i].opt == c)
+            return 1;
+    switch (c) {
+    case 'o':
+    case 'l':
+    case OPT_SORT:
+    case OPT_NO_TID:
+    case OPT_JSONL_SAMPLES:
+    case OPT_BROWSER:
+    case OPT_FUNCTION:
+    case OPT_NOLINENO:
+    case OPT_DIFF_FLAMEGRAPH:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static const char REPLAY_HEAD[] =
+    "usage: pystrobe replay [options] FILE\n"
+    "\n"
+    "Write a recording (pystrobe run/attach --binary or --record, or CPython 3.15's\n"
+    "profiling.sampling --binary) in any output run and attach write, with their\n"
+    "options:\n";
+
+/* The option a line of RUN_USAGE describes ("  -o, --output FILE ...",
+ * "      --pstats ..."): its getopt value, or 0 for any other line. */
+static int usage_line_option(const char *line, size_t len)
+{
+    size_t i = 0;
+    while (i < len && line[i] == ' ')
+        i++;
+    if (i != 2 && i != 6)
+        return 0;
+    const char *dd = i + 2 <= len ? strstr(line + i, "--") : NULL;
+    if (!dd || dd >= line + len)
+        return 0;
+    size_t n = strcspn(dd + 2, " \n");
+    for (const struct option *o = LONG_OPTS; o->name; o++)
+        if (strlen(o->name) == n && strncmp(o->name, dd + 2, n) == 0)
+            return o->val;
+    return 0;
+}
+
+void rec_replay_usage(FILE *f)
+{
+    /* run's own lines for the options replay takes (with the lines that
+     * continue them), so that the two texts cannot drift apart. */
+    fputs(REPLAY_HEAD, f);
+    int keep = 0;
+    for (const char *p = RUN_USAGE; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) + 1 : strlen(p);
+        int c = usage_line_option(p, len);
+        if (c)
+            keep = is_output_option(c);
+        else if (strncmp(p, "          ", 10) != 0)
+            keep = 0; /* a heading, or a line of prose */
+        if (keep)
+            fwrite(p, 1, len, f);
+        p += len;
+    }
+}
+
+int rec_parse_replay_args(struct rec *r, int argc, char **argv, const char **file)
+{
+    int c;
+    rec_defaults(r, 0);
+    usage_command = "replay";
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":r:d:ao:l:hm:p:", LONG_OPTS, NULL)) != -1) {
+        if (c == 'h') {
+            rec_replay_usage(stdout);
+            return CLI_OK;
+        }
+        if (c == '?' || c == ':') {
+            cli_bad_option(c, argv, LONG_OPTS);
+            fputs("(pystrobe replay --help for the options)\n", stderr);
+            return CLI_USAGE;
+        }
+        if (!is_output_option(c)) {
+            const struct option *o = NULL;
+            for (const struct option *x = LONG_OPTS; x->name && !o; x++)
+                if (x->val == c)
+                    o = x;
+            return usage_error("--%s is an option of run and attach: a replay writes the "
+                               "samples the recording holds",
+                               o ? o->name : "?");
+        }
+        if (set_flag_option(r, c))
+            continue;
+        int rc = set_value_option(r, c, optarg);
+        if (rc != -1)
+            return rc == NOT_A_VALUE_OPTION ? CLI_USAGE : rc;
+    }
+    int bad = check_outputs(r);
+    if (bad != -1)
+        return bad;
+    if (optind != argc - 1) {
+        fprintf(stderr, "pystrobe: replay needs exactly one recording\n"
+                        "(pystrobe replay --help for the options)\n");
+        return CLI_USAGE;
+    }
+    *file = argv[optind];
+    return -1;
 }

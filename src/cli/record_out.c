@@ -29,10 +29,17 @@
 #include "output/speedscope.h"
 #include "output/svg.h"
 
-static const char *const FORMAT_NAMES[] = {
-    "pstats",          "collapsed stacks", "flame graph", "speedscope",
-    "pprof profile",   "heatmap",          "JSON lines",  "Firefox Profiler profile",
-    "SVG flame graph", "Chrome trace"};
+static const char *const FORMAT_NAMES[] = {"pstats",
+                                           "collapsed stacks",
+                                           "flame graph",
+                                           "speedscope",
+                                           "pprof profile",
+                                           "heatmap",
+                                           "JSON lines",
+                                           "Firefox Profiler profile",
+                                           "SVG flame graph",
+                                           "Chrome trace",
+                                           "differential flame graph"};
 
 /* Write the profile in the chosen format to f. */
 static int write_format(FILE *f, const struct rec *r, const pys_profile *p, const char *title)
@@ -45,7 +52,7 @@ static int write_format(FILE *f, const struct rec *r, const pys_profile *p, cons
     case FMT_SPEEDSCOPE:
         return out_speedscope_write(f, p, title);
     case FMT_PPROF:
-        return out_pprof_write(f, p);
+        return out_pprof_write(f, p, r->start_realtime_ns);
     case FMT_JSONL: /* fed by the sample stream (record_bin.c) */
         return out_jsonl_write(r->jsonl, f);
     case FMT_GECKO:
@@ -54,6 +61,9 @@ static int write_format(FILE *f, const struct rec *r, const pys_profile *p, cons
         return out_svg_write(f, p, title);
     case FMT_CHROMETRACE:
         return out_chrometrace_write(f, r->trace);
+    case FMT_DIFF_FLAMEGRAPH:
+        return out_flamegraph_write_diff(f, p, rec_baseline_profile(r->baseline), title,
+                                         r->diff_baseline);
     default:
         return out_pstats_write_marshal(f, p);
     }
@@ -104,11 +114,12 @@ static mode_t new_file_mode(void)
 /* The default file name of the format ("collapsed.txt" without a pid). */
 static void default_name(char *buf, size_t size, enum format fmt, int pid)
 {
-    static const char *const base[] = {"profile",    "collapsed",  "flamegraph", "profile",
-                                       "profile",    "heatmap",    "jsonl",      "gecko",
-                                       "flamegraph", "chrometrace"};
-    static const char *const ext[] = {
-        "pstats", "txt", "html", "speedscope.json", "pb.gz", "", "jsonl", "json", "svg", "json"};
+    static const char *const base[] = {"profile",    "collapsed",   "flamegraph",     "profile",
+                                       "profile",    "heatmap",     "jsonl",          "gecko",
+                                       "flamegraph", "chrometrace", "diff_flamegraph"};
+    static const char *const ext[] = {"pstats", "txt",  "html",  "speedscope.json",
+                                      "pb.gz",  "",     "jsonl", "json",
+                                      "svg",    "json", "html"};
     const char *dot = *ext[fmt] ? "." : "";
     if (pid > 0)
         snprintf(buf, size, "%s_%d%s%s", base[fmt], pid, dot, ext[fmt]);
@@ -463,9 +474,9 @@ static int write_renamed(struct rec_out *o, const struct rec *r, const pys_profi
  */
 static int write_fallback(const struct rec *r, const pys_profile *p, const char *title, int pid)
 {
-    static const char *const ext[] = {".pstats", ".txt", ".html",  ".speedscope.json",
-                                      ".pb.gz",  "",     ".jsonl", ".json",
-                                      ".svg",    ".json"};
+    static const char *const ext[] = {".pstats", ".txt",  ".html",  ".speedscope.json",
+                                      ".pb.gz",  "",      ".jsonl", ".json",
+                                      ".svg",    ".json", ".html"};
     const char *tmpdir = getenv("TMPDIR");
     const char *dirs[] = {tmpdir && *tmpdir ? tmpdir : "/tmp", "."};
     char path[4096];

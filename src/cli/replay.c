@@ -1,14 +1,16 @@
 /*
  * replay: `pystrobe replay FILE [output options]`: a recording (--binary)
- * turned into any output. The samples go into a profile exactly as they
- * went into the live one (same threads, same frames, same order, the same
- * memory bound), and the profile is written by the same code as `run`'s,
- * so the deterministic formats come out byte for byte as sampling live
- * would have written them.
+ * turned into any output. The options are run's output options, parsed by
+ * record_opts.c. The samples go into a profile exactly as they went into
+ * the live one (same threads, same frames, same order, the same memory
+ * bound, the same --function/--nolineno rewriting), the outputs made from
+ * the sample stream (--jsonl, --gecko, --chrometrace) get each sample as
+ * the live sinks did, and everything is written by the same code as run's
+ * (record_out.c), so the deterministic formats come out byte for byte as
+ * sampling live would have written them.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,54 +19,14 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/browser.h"
 #include "cli/record.h"
+#include "output/chrometrace.h"
 #include "output/gecko.h"
 #include "output/jsonl.h"
 #include "output/pstats.h"
 #include "output/recording.h"
 #include "output/tach.h"
-
-static const char REPLAY_USAGE[] =
-    "usage: pystrobe replay [options] FILE\n"
-    "\n"
-    "Write a recording (pystrobe run/attach --binary) in another format.\n"
-    "      --pstats              a table on stdout, or with -o a file pstats.Stats loads\n"
-    "                            (the default)\n"
-    "      --collapsed           folded stacks (default file collapsed_PID.txt)\n"
-    "      --flamegraph          a self-contained HTML flame graph (flamegraph_PID.html)\n"
-    "      --jsonl               JSON lines as CPython 3.15's profiler writes them\n"
-    "      --jsonl-samples       with --jsonl: a record per sample too (time, threads)\n"
-    "      --gecko               a Firefox Profiler profile (gecko_PID.json)\n"
-    "  -o, --output FILE         where to write\n"
-    "      --sort KEY            pstats table: as for run\n"
-    "  -l, --limit N             pstats table rows (default 15)\n"
-    "      --no-tid              collapsed: no tid:N root frame; threads merged\n";
-
-enum {
-    O_PSTATS = 256,
-    O_COLLAPSED,
-    O_FLAMEGRAPH,
-    O_SORT,
-    O_NO_TID,
-    O_JSONL,
-    O_JSONL_SAMPLES,
-    O_GECKO
-};
-
-static const struct option LONG_OPTS[] = {
-    {"pstats", no_argument, NULL, O_PSTATS},
-    {"collapsed", no_argument, NULL, O_COLLAPSED},
-    {"flamegraph", no_argument, NULL, O_FLAMEGRAPH},
-    {"output", required_argument, NULL, 'o'},
-    {"sort", required_argument, NULL, O_SORT},
-    {"limit", required_argument, NULL, 'l'},
-    {"no-tid", no_argument, NULL, O_NO_TID},
-    {"jsonl", no_argument, NULL, O_JSONL},
-    {"jsonl-samples", no_argument, NULL, O_JSONL_SAMPLES},
-    {"gecko", no_argument, NULL, O_GECKO},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-};
 
 struct replay {
     struct rec *r;
@@ -77,6 +39,8 @@ struct replay {
     int have_stats;
     uint64_t samples;
     int nomem;
+    struct pys_frame *lines_buf; /* --function, --nolineno: a stack's rewritten frames */
+    size_t lines_cap;
 };
 
 static int on_meta(void *ctx, const struct out_rec_meta *m)
@@ -91,6 +55,9 @@ static int on_meta(void *ctx, const struct out_rec_meta *m)
     x->have_meta = 1;
     pys_profile_set_max_memory(x->prof, m->max_memory);
     pys_profile_count_opcodes(x->prof, m->opcodes);
+    x->r->start_realtime_ns = m->start_realtime_ns;
+    if (x->r->trace)
+        out_chrometrace_set_pid(x->r->trace, m->pid);
     if (x->r->format == FMT_GECKO && !(x->r->gecko = out_gecko_new(m))) {
         x->nomem = 1;
         return 1;
@@ -131,7 +98,20 @@ static int on_sample(void *ctx, const struct out_rec_sample *s)
         if (t->id &&
             pys_profile_count_states(x->prof, t->id, t->status, t->frames, t->nframes, 1) < 0)
             goto nomem;
-        if (pys_profile_add(x->prof, t->id, t->frames, t->nframes, 1) < 0)
+        const struct pys_frame *frames = rec_frames_for_lines(
+            x->r->line_mode, t->frames, t->nframes, &x->lines_buf, &x->lines_cap);
+        if (!frames || pys_profile_add(x->prof, t->id, frames, t->nframes, 1) < 0)
+            goto nomem;
+    }
+    /* As rec_trace_sample: a sample that failed as a whole leaves the
+     * stacks as they stood. */
+    if (x->r->trace && s->rc == 0) {
+        out_chrometrace_sample_begin(x->r->trace, s->t_ns);
+        for (size_t i = 0; i < s->nthreads; i++)
+            if (out_chrometrace_thread(x->r->trace, s->threads[i].id, s->threads[i].frames,
+                                       s->threads[i].nframes) < 0)
+                goto nomem;
+        if (out_chrometrace_sample_end(x->r->trace) < 0)
             goto nomem;
     }
     if (x->r->jsonl && out_jsonl_sample(x->r->jsonl, s) < 0)
@@ -144,89 +124,20 @@ nomem:
     return 1;
 }
 
-static int parse(struct rec *r, int argc, char **argv, const char **file)
-{
-    int c;
-    memset(r, 0, sizeof *r);
-    r->tid = 1;
-    r->sort = OUT_SORT_NSAMPLES;
-    r->limit = 15;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":o:l:h", LONG_OPTS, NULL)) != -1) {
-        switch (c) {
-        case O_PSTATS:
-            r->format = FMT_PSTATS;
-            break;
-        case O_COLLAPSED:
-            r->format = FMT_COLLAPSED;
-            break;
-        case O_FLAMEGRAPH:
-            r->format = FMT_FLAMEGRAPH;
-            break;
-        case O_NO_TID:
-            r->tid = 0;
-            break;
-        case O_JSONL:
-            r->format = FMT_JSONL;
-            break;
-        case O_JSONL_SAMPLES:
-            r->jsonl_samples = 1;
-            break;
-        case O_GECKO:
-            r->format = FMT_GECKO;
-            break;
-        case 'o':
-            r->output = optarg;
-            break;
-        case O_SORT:
-            r->sort = out_pstats_sort_parse(optarg);
-            if (r->sort < 0) {
-                fprintf(stderr, "pystrobe: bad sort key '%s'\n", optarg);
-                return CLI_USAGE;
-            }
-            break;
-        case 'l': {
-            char *end;
-            long v = strtol(optarg, &end, 10);
-            if (end == optarg || *end || v <= 0) {
-                fprintf(stderr, "pystrobe: bad limit '%s'\n", optarg);
-                return CLI_USAGE;
-            }
-            r->limit = (size_t)v;
-            break;
-        }
-        case 'h':
-            fputs(REPLAY_USAGE, stdout);
-            return CLI_OK;
-        default:
-            cli_bad_option(c, argv, LONG_OPTS);
-            fputs("(pystrobe replay --help for the options)\n", stderr);
-            return CLI_USAGE;
-        }
-    }
-    if (optind != argc - 1) {
-        fprintf(stderr, "pystrobe: replay needs exactly one recording\n"
-                        "(pystrobe replay --help for the options)\n");
-        return CLI_USAGE;
-    }
-    *file = argv[optind];
-    return -1;
-}
-
-/* Map the file (read-only). 0, or an exit status after saying why. */
-static int map_file(const char *path, const uint8_t **data, size_t *size)
+/* Map the file (read-only). 0, or an exit status after saying why (what:
+ * "" or "baseline ", before the path). */
+static int map_file(const char *what, const char *path, const uint8_t **data, size_t *size)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat sb;
     if (fd < 0 || fstat(fd, &sb) != 0) {
-        fprintf(stderr, "pystrobe: cannot read %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "pystrobe: cannot read %s%s: %s\n", what, path, strerror(errno));
         if (fd >= 0)
             close(fd);
         return CLI_ERROR;
     }
     if (!S_ISREG(sb.st_mode)) {
-        fprintf(stderr, "pystrobe: %s is not a regular file\n", path);
+        fprintf(stderr, "pystrobe: %s%s is not a regular file\n", what, path);
         close(fd);
         return CLI_ERROR;
     }
@@ -235,7 +146,7 @@ static int map_file(const char *path, const uint8_t **data, size_t *size)
     if (*size > 0) {
         void *p = mmap(NULL, *size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {
-            fprintf(stderr, "pystrobe: cannot read %s: %s\n", path, strerror(errno));
+            fprintf(stderr, "pystrobe: cannot read %s%s: %s\n", what, path, strerror(errno));
             close(fd);
             return CLI_ERROR;
         }
@@ -253,6 +164,10 @@ static void replay_release(struct replay *x, struct out_rec_read_info *ri)
     out_rec_read_info_release(ri);
     out_jsonl_free(x->r->jsonl);
     out_gecko_free(x->r->gecko);
+    out_chrometrace_free(x->r->trace);
+    rec_baseline_free(x->r->baseline);
+    x->r->baseline = NULL;
+    free(x->lines_buf);
     if (x->spool)
         fclose(x->spool);
 }
@@ -285,24 +200,36 @@ int cli_replay(int argc, char **argv)
 {
     struct rec r;
     const char *file = NULL;
-    int rc = parse(&r, argc, argv, &file);
+    int rc = rec_parse_replay_args(&r, argc, argv, &file);
     if (rc != -1)
+        return rc;
+    if (r.format == FMT_CHROMETRACE && rec_trace_new(&r) < 0) {
+        fprintf(stderr, "pystrobe: out of memory\n");
+        return CLI_ERROR;
+    }
+    if (r.diff_baseline && (rc = rec_baseline_load(&r)) != -1)
         return rc;
     const uint8_t *data;
     size_t size;
-    if ((rc = map_file(file, &data, &size)) != 0)
+    if ((rc = map_file("", file, &data, &size)) != 0) {
+        out_chrometrace_free(r.trace);
         return rc;
+    }
 
     struct replay x;
     memset(&x, 0, sizeof x);
     x.r = &r;
     if (r.jsonl_samples && r.format == FMT_JSONL && !(x.spool = tmpfile())) {
         fprintf(stderr, "pystrobe: cannot make a scratch file: %s\n", strerror(errno));
+        out_chrometrace_free(r.trace);
         return CLI_ERROR;
     }
     x.prof = pys_profile_new();
     if (!x.prof) {
         fprintf(stderr, "pystrobe: out of memory\n");
+        if (x.spool)
+            fclose(x.spool);
+        out_chrometrace_free(r.trace);
         return CLI_ERROR;
     }
     struct out_rec_reader_cb cb = {&x, on_meta, on_stats, on_sample, 1};
@@ -346,6 +273,10 @@ int cli_replay(int argc, char **argv)
     }
 
     profile_facts(&x);
+    if (r.baseline && (rc = rec_baseline_check(&r, x.mode, x.meta.native, x.meta.gc)) != -1) {
+        replay_release(&x, &ri);
+        return rc;
+    }
     fprintf(stderr, "Replayed %llu samples of process %d (Python %s, %s mode) from %s\n",
             (unsigned long long)x.samples, x.meta.pid, x.version[0] ? x.version : "?",
             rec_mode_names[r.mode], file);
@@ -353,8 +284,108 @@ int cli_replay(int argc, char **argv)
     struct rec_out o;
     int pid = x.meta.pid > 0 ? x.meta.pid : 0;
     rc = rec_out_prepare(&o, &r, pid > 0 ? pid : -1);
+    /* --heatmap reads the sources from this machine's files as named (a
+     * relative name from the current directory); a file changed after the
+     * recording started is marked so. */
+    o.start_ns = r.start_realtime_ns;
     if (rc == -1)
         rc = rec_write_output(&r, &o, x.prof, pid, x.have_stats ? x.stats.unmatched : 0);
+    if (r.browser && rc == CLI_OK && o.path &&
+        (r.format == FMT_FLAMEGRAPH || r.format == FMT_DIFF_FLAMEGRAPH))
+        cli_open_browser(o.path);
     replay_release(&x, &ri);
     return rc == CLI_OK ? status : rc;
+}
+
+/* --- --diff-flamegraph's baseline ----------------------------------------- */
+
+struct rec_baseline {
+    struct rec r; /* what the reader's callbacks look at: a plain profile */
+    struct replay x;
+    struct out_rec_read_info ri;
+};
+
+int rec_baseline_load(struct rec *r)
+{
+    const char *file = r->diff_baseline;
+    const uint8_t *data;
+    size_t size;
+    char err[512] = "";
+    int rc = map_file("baseline ", file, &data, &size);
+    if (rc != 0)
+        return rc;
+    struct rec_baseline *b = calloc(1, sizeof *b);
+    if (!b || !(b->x.prof = pys_profile_new())) {
+        free(b);
+        if (size > 0)
+            munmap((void *)data, size);
+        fprintf(stderr, "pystrobe: out of memory\n");
+        return CLI_ERROR;
+    }
+    b->x.r = &b->r;
+    b->r.format = FMT_PSTATS;
+    struct out_rec_reader_cb cb = {&b->x, on_meta, on_stats, on_sample, 1};
+    rc = out_tach_is(data, size) ? out_tach_read(data, size, &cb, &b->ri, err, sizeof err)
+                                 : out_rec_read(data, size, &cb, &b->ri, err, sizeof err);
+    if (size > 0)
+        munmap((void *)data, size);
+    r->baseline = b;
+    const char *why = NULL;
+    if (b->x.nomem)
+        why = "out of memory";
+    else if (rc < 0 && b->x.samples == 0)
+        why = err[0] ? err : "not a recording";
+    else if (pys_profile_nodes(b->x.prof) == 0 || pys_profile_node(b->x.prof, 0)->total == 0)
+        why = "it holds no sample with a stack";
+    if (why) {
+        /* Refused before anything is started or attached. */
+        fprintf(stderr, "pystrobe: baseline %s: %s: no comparison possible\n", file, why);
+        rec_baseline_free(b);
+        r->baseline = NULL;
+        return CLI_ERROR;
+    }
+    if (rc < 0) /* a cut or damaged file: what could be read is the baseline */
+        fprintf(stderr, "pystrobe: baseline %s: %s: using its %llu samples before it\n", file, err,
+                (unsigned long long)b->x.samples);
+    return -1;
+}
+
+int rec_baseline_check(const struct rec *r, const char *mode, int native, int gc)
+{
+    const struct replay *bx = &r->baseline->x;
+    const char *file = r->diff_baseline;
+    /* CPython's files say their mode; "all" is its name for wall over
+     * every thread. */
+    const char *bmode = strcmp(bx->mode, "all") == 0 ? "wall" : bx->mode;
+    if (bmode[0] && strcmp(bmode, mode) != 0) {
+        fprintf(stderr,
+                "pystrobe: baseline %s was recorded in %s mode, this profile is in %s mode: "
+                "no comparison possible\n",
+                file, bmode, mode);
+        return CLI_USAGE;
+    }
+    if (bx->have_meta && (bx->meta.native != native || bx->meta.gc != gc)) {
+        fprintf(stderr,
+                "pystrobe: baseline %s was recorded %s --native and %s <GC> frames, this "
+                "profile %s and %s: no comparison possible\n",
+                file, bx->meta.native ? "with" : "without", bx->meta.gc ? "with" : "without",
+                native ? "with" : "without", gc ? "with" : "without");
+        return CLI_USAGE;
+    }
+    return -1;
+}
+
+const pys_profile *rec_baseline_profile(const struct rec_baseline *b)
+{
+    return b->x.prof;
+}
+
+void rec_baseline_free(struct rec_baseline *b)
+{
+    if (!b)
+        return;
+    pys_profile_free(b->x.prof);
+    out_rec_read_info_release(&b->ri);
+    free(b->x.lines_buf);
+    free(b);
 }

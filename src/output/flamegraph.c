@@ -319,3 +319,243 @@ out:
     strtab_release(&st);
     return rc;
 }
+
+/* --- the differential page ---------------------------------------------- */
+
+/* A node of the merged tree: a path of (kind, function, file) from the
+ * root, lines left out, every thread under one node (thread ids differ
+ * from run to run). c* are the current profile's samples, b* the
+ * baseline's as recorded; the page scales them by current / baseline
+ * samples. */
+struct dnode {
+    uint32_t parent;
+    int32_t name, file, first, kind;
+    uint64_t cself, ctotal, bself, btotal;
+    uint64_t self, total; /* what the page draws (see diff_widths) */
+};
+
+struct dtree {
+    struct dnode *v;
+    size_t n, cap;
+    struct util_htab index; /* 1 + node id, by (parent, kind, name, file) */
+    struct strtab st;
+};
+
+static uint64_t dnode_hash(const struct dnode *d)
+{
+    uint64_t h = util_hash_add(0, d->parent);
+    h = util_hash_add(h, (uint64_t)(uint32_t)d->kind);
+    h = util_hash_add(h, (uint64_t)(uint32_t)d->name);
+    return util_hash_u64(util_hash_add(h, (uint64_t)(uint32_t)d->file));
+}
+
+static uint64_t dtree_hash_at(const void *ctx, uint32_t id)
+{
+    return dnode_hash(&((const struct dtree *)ctx)->v[id - 1]);
+}
+
+/* The merged node for frame fr under parent; -1 if out of memory. */
+static int64_t dtree_child(struct dtree *t, uint32_t parent, const struct pys_frame *fr)
+{
+    struct dnode key = {.parent = parent, .kind = fr->kind, .first = -1};
+    key.name = strtab_add(&t->st, fr->qualname);
+    key.file = strtab_add(&t->st, fr->filename);
+    if (key.name < 0 || key.file < 0 || t->n >= INT32_MAX ||
+        util_htab_reserve(&t->index, 256, 1, (uint32_t)t->n + 1, dtree_hash_at, t) < 0)
+        return -1;
+    uint32_t id;
+    size_t j = util_htab_first(&t->index, dnode_hash(&key));
+    for (; (id = t->index.slot[j]); j = util_htab_next(&t->index, j)) {
+        const struct dnode *d = &t->v[id - 1];
+        if (d->parent == parent && d->kind == key.kind && d->name == key.name &&
+            d->file == key.file)
+            return id - 1;
+    }
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 256;
+        struct dnode *v = realloc(t->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        t->v = v;
+        t->cap = cap;
+    }
+    key.first = fr->firstlineno >= 0 ? fr->firstlineno : -1;
+    t->v[t->n] = key;
+    util_htab_set(&t->index, j, (uint32_t)(t->n + 1));
+    return (int64_t)t->n++;
+}
+
+/* Add profile p into t (baseline: its samples go to b*). Node 0 is the
+ * root, node 1 the one thread node. 0 or PYS_E_NOMEM. */
+static int dtree_add(struct dtree *t, const pys_profile *p, int baseline)
+{
+    size_t n = pys_profile_nodes(p);
+    uint32_t *map = calloc(n ? n : 1, sizeof *map);
+    if (!map)
+        return PYS_E_NOMEM;
+    for (uint32_t id = 1; id < n; id++) {
+        const struct pys_profile_node *nd = pys_profile_node(p, id);
+        const struct pys_frame *fr = pys_profile_frame(p, nd->frame);
+        uint32_t m = 1; /* a thread node */
+        if (fr) {
+            int64_t c = dtree_child(t, map[nd->parent], fr);
+            if (c < 0) {
+                free(map);
+                return PYS_E_NOMEM;
+            }
+            m = (uint32_t)c;
+        }
+        map[id] = m;
+        struct dnode *d = &t->v[m];
+        *(baseline ? &d->bself : &d->cself) += nd->self;
+        *(baseline ? &d->btotal : &d->ctotal) += nd->total;
+    }
+    free(map);
+    return 0;
+}
+
+/* What the page draws: a node of the current profile its current samples
+ * plus the scaled samples of the baseline-only paths below it; a path only
+ * in the baseline its scaled baseline samples, rounded up so that it stays
+ * visible. Children have larger ids than their parents. */
+static void diff_widths(struct dtree *t, uint64_t cur, uint64_t base)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        struct dnode *d = &t->v[i];
+        d->self = d->ctotal || i < 2 ? d->cself
+                                     : (d->bself * cur + (base ? base - 1 : 0)) / (base ? base : 1);
+        d->total = d->self;
+    }
+    for (size_t i = t->n; i-- > 1;)
+        t->v[t->v[i].parent].total += t->v[i].total;
+}
+
+static void write_diff_data(FILE *f, const struct dtree *t, const pys_profile *cur,
+                            const char *title, const char *baseline_name, uint64_t ncur,
+                            uint64_t nbase)
+{
+    struct out_json j;
+    out_json_init(&j, f);
+    out_json_begin_object(&j);
+    out_json_key(&j, "format");
+    out_json_string(&j, "pystrobe-flamegraph");
+    out_json_key(&j, "version");
+    out_json_int(&j, DATA_FORMAT_VERSION);
+    out_json_key(&j, "title");
+    out_json_string(&j, title);
+    out_json_key(&j, "info");
+    write_info(&j, pys_profile_info_get(cur));
+    out_json_key(&j, "diff");
+    out_json_begin_object(&j);
+    out_json_key(&j, "baseline");
+    out_json_string(&j, baseline_name ? baseline_name : "");
+    out_json_key(&j, "baseline_samples");
+    out_json_int(&j, clamp_u64(nbase));
+    out_json_key(&j, "current_samples");
+    out_json_int(&j, clamp_u64(ncur));
+    out_json_end_object(&j);
+    out_json_key(&j, "strings");
+    out_json_begin_array(&j);
+    for (size_t i = 0; i < t->st.n; i++)
+        out_json_string(&j, t->st.strs[i]);
+    out_json_end_array(&j);
+    out_json_key(&j, "threads");
+    out_json_begin_array(&j);
+    out_json_begin_array(&j);
+    out_json_int(&j, 1);
+    out_json_int(&j, 0);
+    out_json_string(&j, "all threads");
+    out_json_end_array(&j);
+    out_json_end_array(&j);
+    out_json_key(&j, "nodes");
+    out_json_begin_object(&j);
+    static const char *const keys[] = {"parent", "name",  "file",  "line",  "first",  "kind",
+                                       "self",   "total", "cself", "bself", "btotal", "only"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        out_json_key(&j, keys[k]);
+        out_json_begin_array(&j);
+        for (size_t i = 0; i < t->n; i++) {
+            const struct dnode *d = &t->v[i];
+            int frame = i >= 2;
+            int64_t v = -1;
+            switch (k) {
+            case 0:
+                v = i == 0 ? -1 : (int64_t)d->parent;
+                break;
+            case 1:
+                v = frame ? d->name : -1;
+                break;
+            case 2:
+                v = frame ? d->file : -1;
+                break;
+            case 3:
+                v = -1;
+                break; /* lines are not compared */
+            case 4:
+                v = frame ? d->first : -1;
+                break;
+            case 5:
+                v = frame ? d->kind : -1;
+                break;
+            case 6:
+                v = clamp_u64(d->self);
+                break;
+            case 7:
+                v = clamp_u64(d->total);
+                break;
+            case 8:
+                v = clamp_u64(d->cself);
+                break;
+            case 9:
+                v = clamp_u64(d->bself);
+                break;
+            case 10:
+                v = clamp_u64(d->btotal);
+                break;
+            default: /* 0 both, 1 only in the current profile, 2 only in the baseline */
+                v = d->ctotal && d->btotal ? 0 : d->ctotal ? 1 : 2;
+            }
+            out_json_int(&j, v);
+        }
+        out_json_end_array(&j);
+    }
+    out_json_end_object(&j);
+    out_json_end_object(&j);
+}
+
+int out_flamegraph_write_diff(FILE *f, const pys_profile *cur, const pys_profile *base,
+                              const char *title, const char *baseline_name)
+{
+    const char *page = out_flamegraph_html;
+    const char *mark = strstr(page, DATA_MARK);
+    struct dtree t = {0};
+    int rc = PYS_E_NOMEM;
+
+    if (!mark || strstr(mark + 1, DATA_MARK))
+        return PYS_E_INVAL;
+    if (!(t.v = calloc(256, sizeof *t.v)))
+        goto out;
+    t.cap = 256;
+    t.n = 2; /* the root, the one thread node */
+    t.v[1].parent = 0;
+    t.v[0].first = t.v[1].first = t.v[0].name = t.v[1].name = t.v[0].file = t.v[1].file = -1;
+    t.v[0].kind = t.v[1].kind = -1;
+    if (dtree_add(&t, cur, 0) < 0 || dtree_add(&t, base, 1) < 0)
+        goto out;
+    /* Thread stacks, the samples of either side. */
+    uint64_t ncur = pys_profile_nodes(cur) ? pys_profile_node(cur, 0)->total : 0;
+    uint64_t nbase = pys_profile_nodes(base) ? pys_profile_node(base, 0)->total : 0;
+    t.v[0].ctotal = t.v[1].ctotal = ncur;
+    t.v[0].btotal = t.v[1].btotal = nbase;
+    diff_widths(&t, ncur, nbase);
+    fwrite(page, 1, (size_t)(mark - page), f);
+    write_diff_data(f, &t, cur, title ? title : "pystrobe differential flame graph", baseline_name,
+                    ncur, nbase);
+    fputs(mark + strlen(DATA_MARK), f);
+    rc = fflush(f) != 0 || ferror(f) ? PYS_E_IO : 0;
+out:
+    free(t.v);
+    util_htab_release(&t.index);
+    strtab_release(&t.st);
+    return rc;
+}

@@ -46,4 +46,20 @@
  * be partly written on failure. */
 int out_flamegraph_write(FILE *f, const pys_profile *p, const char *title);
 
+/*
+ * The differential page (--diff-flamegraph): profile cur against base, in
+ * the same page and data format, with the threads of each merged into one
+ * node and frames matched along their path by kind, function and file
+ * (lines left out, so a function whose lines moved still matches). The
+ * data gains "diff": {"baseline": baseline_name, "baseline_samples",
+ * "current_samples"} and per node "cself" (current self samples), "bself"
+ * and "btotal" (the baseline's, unscaled) and "only" (0 in both, 1 only
+ * in cur, 2 only in base); "self" and "total" are what is drawn: current
+ * samples, and for a path only in the baseline its samples scaled by
+ * current / baseline samples (rounded up). "line" is -1. Returns as
+ * out_flamegraph_write.
+ */
+int out_flamegraph_write_diff(FILE *f, const pys_profile *cur, const pys_profile *base,
+                              const char *title, const char *baseline_name);
+
 #endif

@@ -6,6 +6,7 @@
  * path" counters, as output/pstats.c does for cumulative samples.
  */
 #include "output/heatmap.h"
+#include "output/utf8.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -78,7 +79,18 @@ static int by_filename(const void *a, const void *b)
 {
     const char *x = py_frame(g_p, *(const uint32_t *)a)->filename;
     const char *y = py_frame(g_p, *(const uint32_t *)b)->filename;
-    return x < y ? -1 : x > y;
+    return x == y ? 0 : strcmp(x, y);
+}
+
+/* Names compared by their text, never their address: the pages must not
+ * depend on where strings happen to lie (a replay's are elsewhere). */
+static int name_cmp(const char *x, const char *y)
+{
+    if (x == y)
+        return 0;
+    if (!x || !y)
+        return x ? 1 : -1;
+    return strcmp(x, y);
 }
 
 static int by_file_line(const void *a, const void *b)
@@ -102,7 +114,7 @@ static int cmp_edge(const struct hedge *x, const struct hedge *y, int callee_fir
         return a2 < b2 ? -1 : 1;
     if (x->callee_first != y->callee_first)
         return x->callee_first < y->callee_first ? -1 : 1;
-    return x->name < y->name ? -1 : x->name > y->name;
+    return name_cmp(x->name, y->name);
 }
 
 static int by_caller(const void *a, const void *b)
@@ -152,7 +164,7 @@ static int number_nodes(struct heat *h)
     }
     for (size_t i = 0; i < n; i++) {
         const char *name = py_frame(p, ids[i])->filename;
-        if (i == 0 || name != h->files[h->nfiles - 1].name) {
+        if (i == 0 || name_cmp(name, h->files[h->nfiles - 1].name) != 0) {
             h->files[h->nfiles].name = name;
             h->files[h->nfiles].group = group_of(name);
             h->nfiles++;
@@ -250,39 +262,6 @@ static int count(struct heat *h)
 
 /* --- HTML ----------------------------------------------------------------- */
 
-/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    size_t k;
-    uint32_t cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf) {
-        k = 2;
-        cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        k = 3;
-        cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        k = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (k > n)
-        return 0;
-    for (size_t i = 1; i < k; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((k == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-        (k == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-        return 0;
-    return k;
-}
-
 /* len bytes of s as HTML text or attribute value: markup characters as
  * entities, control characters but tab as U+FFFD, invalid UTF-8 as U+FFFD. */
 static void put_text(FILE *f, const char *str, size_t len)
@@ -291,6 +270,7 @@ static void put_text(FILE *f, const char *str, size_t len)
     while (len > 0) {
         unsigned c = *s;
         size_t n = 1;
+        uint32_t cp;
         switch (c) {
         case '&':
             fputs("&amp;", f);
@@ -309,9 +289,9 @@ static void put_text(FILE *f, const char *str, size_t len)
             break;
         default:
             if ((c < 0x20 && c != '\t') || c == 0x7f) {
-                fputs("\xef\xbf\xbd", f);
-            } else if ((n = utf8_len(s, len)) == 0) {
-                fputs("\xef\xbf\xbd", f);
+                fputs(OUT_UTF8_REPLACEMENT, f);
+            } else if ((n = out_utf8_decode(s, len, &cp)) == 0) {
+                fputs(OUT_UTF8_REPLACEMENT, f);
                 n = 1;
             } else {
                 fwrite(s, 1, n, f);

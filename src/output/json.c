@@ -2,6 +2,7 @@
  * json: streaming JSON writer with one escaping routine for all strings.
  */
 #include "output/json.h"
+#include "output/utf8.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -12,42 +13,13 @@ void out_json_init(struct out_json *j, FILE *f)
     j->f = f;
 }
 
-/* Length of the valid UTF-8 sequence at s, or 0 if invalid. */
-static size_t utf8_len(const unsigned char *s)
-{
-    unsigned c = s[0];
-    size_t n;
-    uint32_t cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf) {
-        n = 2;
-        cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        n = 3;
-        cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-        (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-        return 0;
-    return n;
-}
-
 void out_json_quote(FILE *f, const char *str)
 {
     const unsigned char *s = (const unsigned char *)(str ? str : "");
+    size_t left = strlen((const char *)s);
     fputc('"', f);
-    while (*s) {
+    while (left > 0) {
+        const unsigned char *at = s;
         unsigned c = *s;
         if (c == '"' || c == '\\') {
             fputc('\\', f);
@@ -57,19 +29,21 @@ void out_json_quote(FILE *f, const char *str)
             fprintf(f, "\\u%04x", c);
             s++;
         } else {
-            size_t n = utf8_len(s);
+            uint32_t cp = 0;
+            size_t n = out_utf8_decode(s, left, &cp);
             if (n == 0) {
                 fputs("\\ufffd", f);
                 s++;
-            } else if (n == 3 && s[0] == 0xe2 && s[1] == 0x80 && (s[2] == 0xa8 || s[2] == 0xa9)) {
-                /* U+2028, U+2029: valid JSON, but not in a JavaScript string. */
-                fprintf(f, "\\u%04x", 0x2000u | (s[2] == 0xa8 ? 0x28u : 0x29u));
-                s += 3;
+            } else if (cp == 0x2028 || cp == 0x2029) {
+                /* valid JSON, but not in a JavaScript string */
+                fprintf(f, "\\u%04x", (unsigned)cp);
+                s += n;
             } else {
                 fwrite(s, 1, n, f);
                 s += n;
             }
         }
+        left -= (size_t)(s - at);
     }
     fputc('"', f);
 }

@@ -341,7 +341,7 @@ static int build_samples(struct build *b)
     return rc;
 }
 
-int out_pprof_write(FILE *f, const pys_profile *p)
+int out_pprof_write(FILE *f, const pys_profile *p, uint64_t start_realtime_ns)
 {
     struct build b;
     struct gzbuf *g = NULL;
@@ -410,7 +410,7 @@ int out_pprof_write(FILE *f, const pys_profile *p)
     clock_gettime(CLOCK_REALTIME, &now);
     int64_t now_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
     m.duration_nanos = (int64_t)info->duration_ns;
-    m.time_nanos = now_ns - m.duration_nanos;
+    m.time_nanos = start_realtime_ns ? (int64_t)start_realtime_ns : now_ns - m.duration_nanos;
     m.period_type = &period;
     m.period = (int64_t)info->interval_ns;
     m.n_comment = 3;

@@ -24,12 +24,14 @@
 #ifndef PYSTROBE_OUTPUT_PPROF_H
 #define PYSTROBE_OUTPUT_PPROF_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include <pystrobe/pystrobe.h>
 
-/* Write p to f, gzipped. 0, PYS_E_IO or PYS_E_NOMEM; f may be partly
- * written on failure. */
-int out_pprof_write(FILE *f, const pys_profile *p);
+/* Write p to f, gzipped; start_realtime_ns is when sampling started
+ * (time_nanos; 0: unknown, taken as now less the profile's duration).
+ * 0, PYS_E_IO or PYS_E_NOMEM; f may be partly written on failure. */
+int out_pprof_write(FILE *f, const pys_profile *p, uint64_t start_realtime_ns);
 
 #endif

@@ -14,6 +14,7 @@
  * terminal.
  */
 #include "output/pstats.h"
+#include "output/utf8.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -229,12 +230,24 @@ static void w_float(FILE *f, double d)
         fputc((int)((u >> (8 * i)) & 0xff), f);
 }
 
+/* A marshal str: UTF-8, which marshal.loads checks, so that a name with
+ * bytes that are not UTF-8 has them as U+FFFD (output/utf8.h) rather than
+ * making the whole file unloadable. */
 static void w_str(FILE *f, const char *s)
 {
-    size_t n = strlen(s);
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strlen(s), len = 0, k;
+    uint32_t cp;
+    for (size_t i = 0; i < n; i += k ? k : 1)
+        len += (k = out_utf8_decode(u + i, n - i, &cp)) ? k : sizeof OUT_UTF8_REPLACEMENT - 1;
     fputc('u', f);
-    w_i32(f, (int32_t)n);
-    fwrite(s, 1, n, f);
+    w_i32(f, (int32_t)len);
+    for (size_t i = 0; i < n; i += k ? k : 1) {
+        if ((k = out_utf8_decode(u + i, n - i, &cp)) != 0)
+            fwrite(u + i, 1, k, f);
+        else
+            fputs(OUT_UTF8_REPLACEMENT, f);
+    }
 }
 
 static void w_key(FILE *f, const struct fn *fn)

@@ -6,6 +6,7 @@
  * left out, with everything above them.
  */
 #include "output/svg.h"
+#include "output/utf8.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -20,35 +21,15 @@
 #define CHAR_W 7.0    /* a label character's width at font-size 12 */
 #define DEFAULT_TITLE "pystrobe flame graph"
 
-/* Length of the UTF-8 sequence at s (at most n bytes), 0 if it is not a
- * valid, shortest-form one of a character XML allows. */
+/* Length of the character at s (at most n bytes), 0 if it is not one
+ * (out_utf8_decode) or not one XML allows: controls but tab, C1 controls,
+ * U+FFFE and U+FFFF. */
 static size_t utf8_len(const unsigned char *s, size_t n)
 {
-    uint32_t c;
-    size_t len;
-    if (s[0] < 0x80)
-        return s[0] >= 0x20 || s[0] == '\t' ? 1 : 0;
-    if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-        len = 2;
-        c = s[0] & 0x1f;
-    } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
-        len = 3;
-        c = s[0] & 0x0f;
-    } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-        len = 4;
-        c = s[0] & 0x07;
-    } else {
-        return 0;
-    }
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        c = c << 6 | (s[i] & 0x3f);
-    }
-    if ((len == 3 && c < 0x800) || (len == 4 && (c < 0x10000 || c > 0x10ffff)) ||
-        (c >= 0xd800 && c <= 0xdfff) || c == 0xfffe || c == 0xffff || (c >= 0x7f && c <= 0x9f))
+    uint32_t c = 0;
+    size_t len = out_utf8_decode(s, n, &c);
+    if (len == 0 || (c < 0x20 && c != '\t') || (c >= 0x7f && c <= 0x9f) || c == 0xfffe ||
+        c == 0xffff)
         return 0;
     return len;
 }

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "util/hashtab.h"
+
 #define HEADER 64
 #define FOOTER 32
 #define MAX_RAW ((size_t)1 << 30)
@@ -326,4 +328,377 @@ done:
     if (rc == PYS_E_NOMEM && errlen)
         snprintf(err, errlen, "out of memory");
     return rc;
+}
+
+/* --- writing ------------------------------------------------------------- */
+
+/* The writer keeps the sample records in memory and writes the file at
+ * finalize (only the sample region is compressed, as one zstd frame); each
+ * sample is a STACK_FULL record, which every reader of the format takes.
+ * Stacks deeper than OUT_TACH_MAX_DEPTH frames (what CPython's reader
+ * accepts) keep their innermost frames and are counted (truncated). */
+
+struct wbuf {
+    uint8_t *p;
+    size_t len, cap;
+    int failed;
+};
+
+static void wb_put(struct wbuf *b, const void *src, size_t n)
+{
+    if (b->failed)
+        return;
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n)
+            cap *= 2;
+        uint8_t *p = realloc(b->p, cap);
+        if (!p) {
+            b->failed = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, src, n);
+    b->len += n;
+}
+
+static void wb_le(struct wbuf *b, uint64_t v, int n)
+{
+    uint8_t t[8];
+    for (int i = 0; i < n; i++)
+        t[i] = (uint8_t)(v >> (8 * i));
+    wb_put(b, t, (size_t)n);
+}
+
+static void wb_var(struct wbuf *b, uint64_t v)
+{
+    uint8_t t[10];
+    size_t n = 0;
+    do {
+        t[n] = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (v)
+            t[n] |= 0x80;
+        n++;
+    } while (v);
+    wb_put(b, t, n);
+}
+
+static void wb_zz(struct wbuf *b, int32_t v)
+{
+    wb_var(b, (uint32_t)(((uint32_t)v << 1) ^ (uint32_t)(v >> 31)));
+}
+
+struct wstr {
+    char *s;
+    size_t len;
+};
+struct wframe {
+    uint32_t file, name;
+    int32_t line, end_line, col, end_col;
+    int op;
+};
+struct wthread {
+    uint64_t tid, last_us;
+    uint32_t interp;
+};
+
+struct out_tach_writer {
+    FILE *f;
+    uint64_t interval_us, start_us;
+    int compression, mode, features;
+    uint8_t py[3];
+    struct wbuf samples;
+    struct wstr *strs;
+    size_t nstrs, capstrs;
+    struct util_htab str_index; /* 1 + string index */
+    struct wframe *frames;
+    size_t nframes, capframes;
+    struct util_htab frame_index; /* 1 + frame index */
+    struct wthread *th;
+    size_t nth, capth;
+    uint32_t *stack;
+    size_t capstack;
+    int have_stats;
+    double stats[4];
+    uint32_t present;
+    struct out_tach_write_stats st;
+};
+
+static uint64_t wstr_hash(const char *s, size_t n)
+{
+    return util_hash_bytes(s, n);
+}
+
+static uint64_t wstr_hash_at(const void *ctx, uint32_t id)
+{
+    const struct wstr *v = &((const struct out_tach_writer *)ctx)->strs[id - 1];
+    return wstr_hash(v->s, v->len);
+}
+
+static uint64_t wframe_hash(const struct wframe *f)
+{
+    uint64_t h = util_hash_add(0, f->file);
+    h = util_hash_add(h, f->name);
+    h = util_hash_add(h, (uint32_t)f->line);
+    h = util_hash_add(h, (uint32_t)f->end_line);
+    h = util_hash_add(h, (uint32_t)f->col);
+    h = util_hash_add(h, (uint32_t)f->end_col);
+    return util_hash_u64(util_hash_add(h, (uint32_t)f->op));
+}
+
+static uint64_t wframe_hash_at(const void *ctx, uint32_t id)
+{
+    return wframe_hash(&((const struct out_tach_writer *)ctx)->frames[id - 1]);
+}
+
+/* The index of string s (len bytes), added if new; -1 if out of memory. */
+static int64_t w_string(struct out_tach_writer *w, const char *s, size_t len)
+{
+    if (w->nstrs >= UINT32_MAX - 1 ||
+        util_htab_reserve(&w->str_index, 256, 1, (uint32_t)w->nstrs + 1, wstr_hash_at, w) < 0)
+        return -1;
+    uint32_t id;
+    size_t j = util_htab_first(&w->str_index, wstr_hash(s, len));
+    for (; (id = w->str_index.slot[j]); j = util_htab_next(&w->str_index, j))
+        if (w->strs[id - 1].len == len && memcmp(w->strs[id - 1].s, s, len) == 0)
+            return id - 1;
+    if (w->nstrs == w->capstrs) {
+        size_t cap = w->capstrs ? w->capstrs * 2 : 256;
+        struct wstr *v = realloc(w->strs, cap * sizeof *v);
+        if (!v)
+            return -1;
+        w->strs = v;
+        w->capstrs = cap;
+    }
+    char *copy = malloc(len ? len : 1);
+    if (!copy)
+        return -1;
+    memcpy(copy, s, len);
+    w->strs[w->nstrs] = (struct wstr){copy, len};
+    util_htab_set(&w->str_index, j, (uint32_t)(w->nstrs + 1));
+    return (int64_t)w->nstrs++;
+}
+
+static int64_t w_frame(struct out_tach_writer *w, const struct out_tach_frame *in)
+{
+    int64_t fi = w_string(w, in->filename, in->filename_len);
+    int64_t ni = fi < 0 ? -1 : w_string(w, in->funcname, in->funcname_len);
+    if (ni < 0 || w->nframes >= UINT32_MAX - 1 ||
+        util_htab_reserve(&w->frame_index, 256, 1, (uint32_t)w->nframes + 1, wframe_hash_at, w) < 0)
+        return -1;
+    struct wframe k = {(uint32_t)fi,
+                       (uint32_t)ni,
+                       in->lineno,
+                       in->end_lineno,
+                       in->col,
+                       in->end_col,
+                       in->opcode < 0 || in->opcode > 254 ? 255 : in->opcode};
+    if (!in->has_location)
+        k.line = k.end_line = k.col = k.end_col = -1;
+    uint32_t id;
+    size_t j = util_htab_first(&w->frame_index, wframe_hash(&k));
+    for (; (id = w->frame_index.slot[j]); j = util_htab_next(&w->frame_index, j))
+        if (memcmp(&w->frames[id - 1], &k, sizeof k) == 0)
+            return id - 1;
+    if (w->nframes == w->capframes) {
+        size_t cap = w->capframes ? w->capframes * 2 : 256;
+        struct wframe *v = realloc(w->frames, cap * sizeof *v);
+        if (!v)
+            return -1;
+        w->frames = v;
+        w->capframes = cap;
+    }
+    w->frames[w->nframes] = k;
+    util_htab_set(&w->frame_index, j, (uint32_t)(w->nframes + 1));
+    return (int64_t)w->nframes++;
+}
+
+struct out_tach_writer *out_tach_writer_new(FILE *f, uint64_t interval_us, uint64_t start_us,
+                                            int compression, int mode, int features,
+                                            const uint8_t python[3])
+{
+    struct out_tach_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->f = f;
+    w->interval_us = interval_us;
+    w->start_us = start_us;
+    w->compression = compression;
+    w->mode = mode;
+    w->features = features;
+    memcpy(w->py, python, 3);
+    return w;
+}
+
+int out_tach_write_sample(struct out_tach_writer *w, uint64_t tid, uint32_t interp, uint32_t status,
+                          const struct out_tach_frame *frames, size_t n, uint64_t ts_us)
+{
+    size_t ti;
+    for (ti = 0; ti < w->nth; ti++)
+        if (w->th[ti].tid == tid && w->th[ti].interp == interp)
+            break;
+    if (ti == w->nth) {
+        if (w->nth == w->capth) {
+            size_t cap = w->capth ? w->capth * 2 : 8;
+            void *p = realloc(w->th, cap * sizeof *w->th);
+            if (!p)
+                return PYS_E_NOMEM;
+            w->th = p;
+            w->capth = cap;
+        }
+        w->th[w->nth++] = (struct wthread){tid, w->start_us, interp};
+    }
+    if (n > OUT_TACH_MAX_DEPTH) {
+        n = OUT_TACH_MAX_DEPTH; /* the innermost frames */
+        w->st.truncated++;
+    }
+    if (n > w->capstack) {
+        uint32_t *p = realloc(w->stack, n * sizeof *p);
+        if (!p)
+            return PYS_E_NOMEM;
+        w->stack = p;
+        w->capstack = n;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int64_t id = w_frame(w, &frames[i]);
+        if (id < 0)
+            return PYS_E_NOMEM;
+        w->stack[i] = (uint32_t)id;
+    }
+    struct wthread *t = &w->th[ti];
+    wb_le(&w->samples, tid, 8);
+    wb_le(&w->samples, interp, 4);
+    wb_le(&w->samples, 1, 1); /* STACK_FULL */
+    wb_var(&w->samples, ts_us - t->last_us);
+    wb_le(&w->samples, status & 0xff, 1);
+    wb_var(&w->samples, n);
+    for (size_t i = 0; i < n; i++)
+        wb_var(&w->samples, w->stack[i]);
+    if (w->samples.failed)
+        return PYS_E_NOMEM;
+    t->last_us = ts_us;
+    w->st.samples++;
+    w->st.frames += n;
+    return 0;
+}
+
+void out_tach_set_stats(struct out_tach_writer *w, double duration_sec, double sample_rate,
+                        const double *error_rate, const double *missed_samples)
+{
+    w->have_stats = 1;
+    w->stats[0] = duration_sec;
+    w->stats[1] = sample_rate;
+    w->stats[2] = error_rate ? *error_rate : 0.0;
+    w->stats[3] = missed_samples ? *missed_samples : 0.0;
+    w->present = (error_rate ? 1u : 0u) | (missed_samples ? 2u : 0u);
+}
+
+const struct out_tach_write_stats *out_tach_writer_stats(const struct out_tach_writer *w)
+{
+    return &w->st;
+}
+
+int out_tach_finalize(struct out_tach_writer *w)
+{
+    struct wbuf out = {0};
+    const uint8_t *sp = w->samples.p ? w->samples.p : (const uint8_t *)"";
+    size_t slen = w->samples.len;
+    uint8_t *z = NULL;
+    if (w->compression == 1) {
+        size_t cap = ZSTD_compressBound(slen);
+        if (!(z = malloc(cap ? cap : 1)))
+            return PYS_E_NOMEM;
+        size_t r = ZSTD_compress(z, cap, sp, slen, 5);
+        if (ZSTD_isError(r)) {
+            free(z);
+            return PYS_E_IO;
+        }
+        sp = z;
+        slen = r;
+    }
+    uint32_t config = 0;
+    if (w->mode >= 0 && w->mode <= 4)
+        config |= (uint32_t)w->mode + 1;
+    if (w->features >= 0)
+        config |= 8u | ((uint32_t)w->features & 0x1f) << 4;
+    uint64_t str_off = HEADER + slen;
+    wb_put(&out, "HCAT", 4);
+    wb_le(&out, 1, 4);
+    wb_put(&out, w->py, 3);
+    wb_le(&out, 0, 1);
+    wb_le(&out, w->start_us, 8);
+    wb_le(&out, w->interval_us, 8);
+    wb_le(&out, w->st.samples, 8);
+    wb_le(&out, w->nth, 4);
+    wb_le(&out, str_off, 8);
+    size_t frame_off_at = out.len;
+    wb_le(&out, 0, 8); /* the frame table's offset, below */
+    wb_le(&out, (uint64_t)w->compression, 4);
+    wb_le(&out, config, 4);
+    wb_put(&out, sp, slen);
+    for (size_t i = 0; i < w->nstrs; i++) {
+        wb_var(&out, w->strs[i].len);
+        wb_put(&out, w->strs[i].s, w->strs[i].len);
+    }
+    uint64_t frame_off = out.len;
+    for (size_t i = 0; i < w->nframes; i++) {
+        const struct wframe *fr = &w->frames[i];
+        wb_var(&out, fr->file);
+        wb_var(&out, fr->name);
+        wb_zz(&out, fr->line);
+        wb_zz(&out, fr->line == -1 || fr->end_line == -1 ? 0 : fr->end_line - fr->line);
+        wb_zz(&out, fr->col);
+        wb_zz(&out, fr->col == -1 || fr->end_col == -1 ? 0 : fr->end_col - fr->col);
+        wb_le(&out, (uint64_t)fr->op, 1);
+    }
+    if (w->have_stats) {
+        for (int i = 0; i < 4; i++) {
+            uint64_t u;
+            memcpy(&u, &w->stats[i], sizeof u);
+            wb_le(&out, u, 8);
+        }
+        wb_le(&out, w->present, 4);
+        wb_le(&out, 0, 4);
+        wb_put(&out, "TACHSTAT", 8);
+        wb_le(&out, 1, 4);
+        wb_le(&out, 56, 4);
+    }
+    wb_le(&out, w->nstrs, 4);
+    wb_le(&out, w->nframes, 4);
+    wb_le(&out, out.len + 24, 8);
+    wb_le(&out, 0, 8);
+    wb_le(&out, 0, 8);
+    free(z);
+    if (out.failed) {
+        free(out.p);
+        return PYS_E_NOMEM;
+    }
+    for (int i = 0; i < 8; i++)
+        out.p[frame_off_at + (size_t)i] = (uint8_t)(frame_off >> (8 * i));
+    int rc = 0;
+    if (fseek(w->f, 0, SEEK_SET) != 0 || fwrite(out.p, 1, out.len, w->f) != out.len ||
+        fflush(w->f) != 0)
+        rc = PYS_E_IO;
+    w->st.bytes = out.len;
+    free(out.p);
+    return rc;
+}
+
+void out_tach_writer_free(struct out_tach_writer *w)
+{
+    if (!w)
+        return;
+    for (size_t i = 0; i < w->nstrs; i++)
+        free(w->strs[i].s);
+    free(w->strs);
+    util_htab_release(&w->str_index);
+    free(w->frames);
+    util_htab_release(&w->frame_index);
+    free(w->th);
+    free(w->stack);
+    free(w->samples.p);
+    free(w);
 }

@@ -266,7 +266,7 @@ int main(int argc, char **argv)
     else if (strcmp(format, "--collapsed-no-tid") == 0)
         rc = out_collapsed_write(out, p, 0);
     else if (strcmp(format, "--pprof") == 0)
-        rc = out_pprof_write(out, p);
+        rc = out_pprof_write(out, p, 0);
     else if (strcmp(format, "--speedscope") == 0)
         rc = out_speedscope_write(out, p, argc == 3 ? argv[2] : in.title);
     else

@@ -30,9 +30,12 @@ saying so). A graph that changes while it is read is read again, never
 returned half-old; a coroutine chain longer than 2,048 frames keeps its
 innermost part over a ``<truncated>`` frame (the reference raises).
 
+``pause_threads()`` stops every thread of the target (ptrace) until
+``resume_threads()``; stacks read meanwhile are each one moment. Only the
+thread that paused can resume (ptrace binds the stop to it).
+
 Known gaps:
 
-- ``pause_threads()`` and ``resume_threads()`` raise ``NotImplementedError``.
 - Only ``cache_frames=True`` writes into the target (3.15+ targets), as the
   reference's frame cache does; otherwise nothing is written.
 - ``get_stats()`` has the reference's keys; counters pystrobe has no

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <pystrobe/pystrobe.h>
 
@@ -492,6 +493,7 @@ struct unwinder {
     struct thread_memo *memos; /* by thread state, in the order last seen */
     size_t nmemos, capmemos, memo_next;
     pys_tasks *tasks; /* the asyncio task graph reader, made on first use */
+    pid_t pauser;     /* the thread that paused the target, 0 when not paused */
 };
 
 static void memos_release(struct unwinder *self)
@@ -600,8 +602,9 @@ static int unwinder_init(PyObject *op, PyObject *args, PyObject *kwargs)
     self->names.keysize = sizeof(uint64_t);
     self->frames.keysize = sizeof(struct frame_key);
     self->frames.bounded = 1;
-    pys_session_free(self->session);
+    pys_session_free(self->session); /* resumes a paused target */
     self->session = s;
+    self->pauser = 0;
     self->pid = pid;
     self->all_threads = all_threads;
     self->only_active_thread = only_active;
@@ -1263,6 +1266,8 @@ static PyObject *unwinder_pause_threads(PyObject *op, PyObject *unused)
     (void)unused;
     if (check_session(self) < 0)
         return NULL;
+    if (self->pauser)
+        Py_RETURN_FALSE;
     int rc = pys_session_pause(self->session);
     if (rc == PYS_E_INVAL)
         Py_RETURN_FALSE;
@@ -1270,16 +1275,29 @@ static PyObject *unwinder_pause_threads(PyObject *op, PyObject *unused)
         raise_snapshot_error(self, rc);
         return NULL;
     }
+    self->pauser = gettid();
     Py_RETURN_TRUE;
 }
 
-/* resume_threads(): True, or False when not paused. */
+/* resume_threads(): True, or False when not paused. Only the thread that
+ * paused can resume: ptrace binds the stopped threads to their tracer, and
+ * a detach from any other thread fails, leaving the target stopped. */
 static PyObject *unwinder_resume_threads(PyObject *op, PyObject *unused)
 {
     struct unwinder *self = (struct unwinder *)op;
     (void)unused;
     if (check_session(self) < 0)
         return NULL;
+    if (!self->pauser)
+        Py_RETURN_FALSE;
+    if (self->pauser != gettid()) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "resume_threads() must be called from the thread that called "
+                     "pause_threads() (thread %d)",
+                     (int)self->pauser);
+        return NULL;
+    }
+    self->pauser = 0;
     if (pys_session_resume(self->session) < 0)
         Py_RETURN_FALSE;
     Py_RETURN_TRUE;

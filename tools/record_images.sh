@@ -9,13 +9,35 @@
 # (pos-3.15-a.img at spin <- a2, pos-3.15-b.img at spin2 <- a2).
 # "enter" records enter-3.8/3.9/3.10.img: aba.py stopped by gdb
 # (tools/enter_frame.gdb) as spin's frame is entered, before it executes.
+# "grow" records tests/images/grow.py under 3.12 and 3.14 (grow-3.X-a.img
+# at spin <- shallow, grow-3.X-b.img 41 calls deeper, spin <- deep).
 set -eu
 B=${1:?usage: record_images.sh BUILD_DIR [VERSION...]}
 shift
 ROOT=${PYSTROBE_IMAGES_SIDROOT:-.cache/sid-root}
 OUT=tests/images
-[ $# -gt 0 ] || set -- 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15 pos enter
+[ $# -gt 0 ] || set -- 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15 pos enter grow
 for v in "$@"; do
+    if [ "$v" = grow ]; then
+        mkdir -p /tmp/pystrobe-images "$ROOT/tmp/pystrobe-images"
+        cp $OUT/grow.py /tmp/pystrobe-images/grow.py
+        cp $OUT/grow.py "$ROOT/tmp/pystrobe-images/grow.py"
+        for gv in 3.12 3.14; do
+            case $gv in
+            3.12) run="$(pyenv prefix 3.12.1)/bin/python3" ;;
+            3.14) run="chroot $ROOT /usr/bin/python3.14" ;;
+            esac
+            $run -B /tmp/pystrobe-images/grow.py 60 & pid=$!
+            sleep 1
+            rc=0
+            "$B/tests/record_image" $pid -:spin,shallow -:spin,deep \
+                "$OUT/grow-$gv-a.img:spin,shallow" "$OUT/grow-$gv-b.img:spin,deep" || rc=$?
+            kill $pid 2>/dev/null || true
+            wait $pid 2>/dev/null || true
+            [ $rc -eq 0 ] || { echo "record_images: grow $gv failed" >&2; exit 1; }
+        done
+        continue
+    fi
     if [ "$v" = enter ]; then
         mkdir -p /tmp/pystrobe-images
         cp $OUT/aba.py /tmp/pystrobe-images/aba.py

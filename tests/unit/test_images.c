@@ -278,6 +278,8 @@ struct switcher {
     size_t unit;       /* 0: a read is a piece of a system call; else each
                         * `unit`-aligned block a piece covers is one */
     int write_both;    /* writes go to both images (else the one served) */
+    uint64_t lo, hi;   /* how many system calls read some of [lo, hi) */
+    uint64_t calls_in;
 };
 
 /* PYSTROBE_IMAGES_TRACE=1: print every read of the armed snapshot of the
@@ -320,6 +322,12 @@ static int sw_read(struct mem_source *src, uint64_t addr, void *buf, size_t len)
 
 static int sw_readv(struct mem_source *src, const struct mem_seg *segs, size_t n)
 {
+    struct switcher *w = (struct switcher *)src;
+    for (size_t j = 0; j < n; j++)
+        if (segs[j].addr < w->hi && segs[j].addr + segs[j].len > w->lo) {
+            w->calls_in++;
+            break;
+        }
     size_t k = 0;
     while (k < n && sw_read(src, segs[k].addr, segs[k].buf, segs[k].len) == 0)
         k++;
@@ -651,12 +659,75 @@ static void test_entering(void **state)
     }
 }
 
+/*
+ * Second copies reach past the stack's top (core/torn.c, grow_end): grow.py
+ * at a shallow moment (A) and at one 41 calls deeper (B). After snapshots
+ * of A, B, A (the batch then replays B's whole stack, kept from its
+ * snapshot), a snapshot of B must be checked within its one batched read:
+ * the batch's second copies, hinted by A's walk, must reach B's frames.
+ * Short of them, the walk would be checked by a read of its own, later,
+ * which a stack changing fast fails the more often the deeper it is.
+ */
+static void test_grow(void **state)
+{
+    (void)state;
+    static const char *const versions[] = {"3.12", "3.14"};
+    for (size_t v = 0; v < sizeof versions / sizeof *versions; v++) {
+        struct pair p;
+        for (int c = 0; c < 2; c++) {
+            char path[512], err[512];
+            const char *dir = getenv("PYSTROBE_IMAGES");
+            snprintf(path, sizeof path, "%s/grow-%s-%c.img", dir && *dir ? dir : "tests/images",
+                     versions[v], "ab"[c]);
+            assert_int_equal(prof_image_load_file(path, &p.im[c], err, sizeof err), 0);
+        }
+        struct switcher w;
+        memset(&w, 0, sizeof w);
+        for (int c = 0; c < 2; c++)
+            mem_image_init(&w.im[c], p.im[c]->regions, p.im[c]->nregions);
+        w.base.ops = &SW_OPS;
+        pys_session *s = NULL;
+        char err[512];
+        struct pys_options opt = {0};
+        int rc = prof_session_open(&s, 0, &w.base, &p.im[0]->facts, &opt, err, sizeof err);
+        if (rc != 0)
+            print_message("attach: %s\n", err);
+        assert_int_equal(rc, 0);
+        static const int order[] = {0, 1, 0, 1};
+        for (size_t k = 0; k < sizeof order / sizeof *order; k++) {
+            w.first = order[k];
+            w.calls_in = 0;
+            const struct pys_snapshot *snap = NULL;
+            assert_int_equal(pys_session_snapshot(s, &snap), 0);
+            const struct pys_thread *t = &snap->interps[0].threads[0];
+            if (t->error)
+                print_thread(t);
+            assert_int_equal(t->error, 0);
+            assert_int_equal(t->nframes, order[k] ? 44 : 4);
+            if (k == 1) {
+                /* The deep stack's extent on the data stack. */
+                w.lo = s->res.thread_stack[0].addr;
+                w.hi = w.lo + s->res.thread_stack[0].len;
+            }
+        }
+        /* The last snapshot's batch, and no read of the stack after it. */
+        if (w.calls_in != 1)
+            print_message("%s: the deeper stack was read by %llu system calls\n", versions[v],
+                          (unsigned long long)w.calls_in);
+        assert_int_equal(w.calls_in, 1);
+        pys_session_free(s);
+        for (int c = 0; c < 2; c++)
+            prof_image_free(p.im[c]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replay),          cmocka_unit_test(test_bad_image),
         cmocka_unit_test(test_shape),           cmocka_unit_test(test_switch),
         cmocka_unit_test(test_anchor_position), cmocka_unit_test(test_entering),
+        cmocka_unit_test(test_grow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

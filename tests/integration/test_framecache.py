@@ -281,6 +281,22 @@ def test_stack_at_rest_is_not_copied_whole(pystrobe, spawn, target15, tmp_path):
     assert "hold" in stacks
 
 
+def test_cache_rests_while_its_walks_are_torn(pystrobe, spawn, target15, tmp_path):
+    """Two chains taking turns every microsecond or so: most walks with the
+    cache are torn (its anchor moves between samples), so it rests; a stack
+    at rest keeps it in use throughout."""
+    p = start(spawn, target15, "aba", 10, 10)
+    stats, _ = attach_stats(pystrobe, p.pid, "1khz", 1, tmp_path)
+    m = re.search(r"frame cache rests: +(\d+)", stats)
+    assert m and int(m.group(1)) >= 1, stats
+    p.kill()
+    p = start(spawn, target15, "hold", 10)
+    stats, _ = attach_stats(pystrobe, p.pid, "1khz", 1, tmp_path)
+    m = re.search(r"frame cache: +(\d+) full hits", stats)
+    assert m and int(m.group(1)) > 500, stats
+    assert "frame cache rests" not in stats, stats
+
+
 @pytest.fixture
 def reference_profiler(target15):
     """The target's own _remote_debugging and profiling.sampling, with /proc

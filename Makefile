@@ -141,7 +141,7 @@ test: sidroot
 
 # Each fuzzer for FUZZ_SECONDS (libFuzzer, clang); `make test` runs each briefly.
 FUZZ_SECONDS ?= 30
-TEST_FUZZ_SECONDS ?= 10
+TEST_FUZZ_SECONDS ?= 5
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 fuzz: $(B)/gen/flamegraph_html.h $(PROTO_C)
 	@set -e; for f in $(FUZZ_SRC); do \

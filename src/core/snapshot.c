@@ -373,7 +373,7 @@ static int put_off_checks(struct pys_session *s)
  * no anchor written), then is tried again.
  */
 #define FCACHE_WINDOW 128
-#define FCACHE_TORN_SHARE 16
+#define FCACHE_TORN_SHARE 3
 #define FCACHE_REST 2048
 
 static int fcache_on(const struct pys_session *s)

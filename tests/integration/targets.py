@@ -96,10 +96,16 @@ SUPPORTED_FROM = (3, 8)
 
 # The sanitizer pass (PYSTROBE_SANITIZED) runs on one interpreter of each
 # way CPython lays out frames (frame objects; the data stack; the
-# debug-offsets table, without and with the frame cache), which keeps `make
-# test` within CI's time; the normal pass runs on every interpreter, and the
+# debug-offsets table, with the frame cache and asyncio's table), which
+# keeps `make test` within CI's time; the normal pass runs on every interpreter, and the
 # line-table formats are fuzzed and unit-tested apart.
-SANITIZED_TARGETS = {"pyenv-3.8.18", "pyenv-3.12.1", "sid-3.14", "sid-3.15"}
+SANITIZED_TARGETS = {"pyenv-3.8.18", "pyenv-3.12.1", "sid-3.15"}
+
+# Tests of what the command does with samples (modes, run and attach,
+# signals, summaries, thread names), rather than of how a version's frames
+# are read, run on one interpreter of each frame layout and Debian's static
+# 3.11 (feature_targets); every test of reading stacks runs on all ten.
+FEATURE_TARGETS = {"pyenv-3.8.18", "debian-3.11-static", "pyenv-3.12.1", "sid-3.14", "sid-3.15"}
 
 
 def supported_targets():
@@ -108,6 +114,11 @@ def supported_targets():
     if os.environ.get("PYSTROBE_SANITIZED"):
         found = [t for t in found if t.name in SANITIZED_TARGETS]
     return found
+
+
+def feature_targets():
+    """supported_targets() of FEATURE_TARGETS."""
+    return [t for t in supported_targets() if t.name in FEATURE_TARGETS]
 
 
 def unsupported_targets():

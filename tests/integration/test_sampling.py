@@ -25,7 +25,15 @@ import pytest
 
 from conftest import (HERE, SessionProcesses, run_pystrobe,
                       session_members, wait_ready, wait_session_empty)
-from targets import python2_target, supported_targets, unsupported_targets
+from targets import feature_targets, python2_target, supported_targets, unsupported_targets
+
+# What the command does with samples, on one interpreter of each frame
+# layout (targets.FEATURE_TARGETS); how each version's stacks are read is
+# tested on all of them elsewhere.
+@pytest.fixture(scope="module", params=feature_targets(), ids=repr)
+def target(request):
+    return request.param
+
 
 WORKLOADS = HERE / "workloads"
 SYSTEM_PYTHON = "/usr/bin/python3"

@@ -1,12 +1,21 @@
 """Thread names (threading.Thread.name) read from the target: dump, the
 collapsed output's thread frame and the flame graph's thread list show the
-names threading.enumerate() reports, on every supported interpreter."""
+names threading.enumerate() reports, on one interpreter of each frame layout."""
 import json
 import re
 
 import pytest
 
 from conftest import run_pystrobe
+from targets import feature_targets
+
+
+# Names are read from the threading module's state, not the frames: one
+# interpreter of each frame layout (targets.FEATURE_TARGETS).
+@pytest.fixture(scope="module", params=feature_targets(), ids=repr)
+def target(request):
+    return request.param
+
 
 # Threads named plainly, with characters the outputs must escape, renamed
 # after start, named by default; and one started without a Thread object,

@@ -264,7 +264,12 @@ def test_unwinding_stack_seldom_fails(pystrobe, spawn, target15, tmp_path):
     stats, _ = attach_stats(pystrobe, p.pid, "10khz", 2, tmp_path)
     m = re.search(r"Failed samples: (\d+) \(([\d.]+)%\)", stats)
     m2 = re.search(r"frame cache: +(\d+) full hits, (\d+) partial hits", stats)
-    assert m and m2 and int(m2.group(2)) > 1000, stats
+    assert m and m2, stats
+    # At 10 kHz the anchor is mostly where the last sample left it and the
+    # cache is used throughout; a build that samples slower (the sanitizers,
+    # a loaded machine) sees it move between samples, and the cache may rest
+    # (snapshot.c, fcache_on): its walks are then the plain ones.
+    assert int(m2.group(2)) > 1000 or "frame cache rests" in stats, stats
     assert float(m.group(2)) < 1.0, stats
 
 

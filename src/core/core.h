@@ -464,7 +464,6 @@ struct pys_session {
     uint64_t program_checked_ns;
     uint64_t snapshots, thread_errors; /* counters for pys_session_stats */
     uint64_t thread_reads, thread_rereads;
-    int rereading; /* put_off_checks: read_thread reads a torn thread again */
 
     struct prof_intern strings;
     struct prof_tnames *tnames; /* threadnames.c: NULL until a name is asked for */

@@ -176,7 +176,8 @@ struct pys_options {
      * (or "0xOFFSET" in its module), filename its module's path, lineno its
      * source line where debug information has it (else -1). Snapshots not
      * paused get the Python frames with the markers of `native`, which
-     * this option sets. Not with locals (PYS_E_INVAL). */
+     * this option sets. With locals, pys_session_frame_locals reads the
+     * Python frames of the merged stacks (a native frame has none). */
     int native_stacks;
 };
 
@@ -624,8 +625,8 @@ struct pys_local {
  * saw them). Arguments and locals in the code object's order, unbound ones
  * left out; 3.8-3.10 give co_varnames only (a cell variable that is not an
  * argument is not among them), 3.11+ every fast local, cells showing what
- * they hold. *out and *n get them (0 for a marker frame); valid until the
- * next call or snapshot. PYS_E_INVAL without pys_options.locals or for a
+ * they hold. *out and *n get them (0 for a marker or a native frame);
+ * valid until the next call or snapshot. PYS_E_INVAL without pys_options.locals or for a
  * frame not of the last snapshot; PYS_E_CORRUPT when the frame no longer
  * runs the same code (it returned since the snapshot); a read error.
  */

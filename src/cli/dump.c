@@ -17,7 +17,7 @@
 #include "output/json.h"
 
 static const char DUMP_USAGE[] =
-    "usage: pystrobe dump [--json] [--no-source] [--locals | --native] [--opcodes]\n"
+    "usage: pystrobe dump [--json] [--no-source] [--locals] [--native] [--opcodes]\n"
     "                     [--blocking] [--max-frames N] PID\n"
     "       pystrobe dump [options] -p PID\n"
     "       pystrobe dump --async-aware [--async-mode all|running] [--json] [--blocking] PID\n"
@@ -652,10 +652,6 @@ static int parse_dump_args(struct dump_args *a, int argc, char **argv)
     }
     if (a->async_mode_set && !a->async_aware) {
         fprintf(stderr, "pystrobe: --async-mode needs --async-aware\n%s", DUMP_USAGE);
-        return CLI_USAGE;
-    }
-    if (a->native && a->locals) {
-        fprintf(stderr, "pystrobe: --locals cannot be combined with --native yet\n%s", DUMP_USAGE);
         return CLI_USAGE;
     }
     if (a->async_aware && a->native) {

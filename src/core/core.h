@@ -55,6 +55,10 @@ int prof_native_snapshot(struct pys_session *s);
 int prof_native_note_shim(struct pys_session *s, uint64_t addr);
 /* At a snapshot's start. */
 void prof_native_begin(struct pys_session *s);
+/* If f is a frame of the last snapshot's merged native stacks: 0, and in
+ * *idx the index in s->res.frames of the Python frame it is (SIZE_MAX for
+ * a native frame); else PYS_E_NOTFOUND. */
+int prof_native_res_index(const struct pys_session *s, const struct pys_frame *f, size_t *idx);
 
 /* --- local variables (locals.c) ---------------------------------------- */
 

@@ -93,11 +93,6 @@ static int session_open(pys_session **out, int pid, struct mem_source *src,
                      PYS_MAX_FRAMES_MIN, PYS_MAX_FRAMES_MAX);
         return PYS_E_INVAL;
     }
-    if (opt && opt->locals && opt->native_stacks) {
-        if (errtext && errlen)
-            snprintf(errtext, errlen, "locals cannot be combined with native_stacks");
-        return PYS_E_INVAL;
-    }
     if (opt && opt->locals && (opt->frame_cache || opt->reuse_idle)) {
         if (errtext && errlen)
             snprintf(errtext, errlen, "locals cannot be combined with frame_cache or reuse_idle");

@@ -362,5 +362,7 @@ int prof_attach_maps(struct pys_session *s, const struct plat_maps *maps, prof_m
     if (v.code != 0)
         return prof_fail(s, PYS_E_NOTPYTHON, "%s is not of a Python process: %s%s", what, v.detail,
                          hint);
-    return prof_fail(s, PYS_E_NOTPYTHON, "%s is not of a Python process%s", what, hint);
+    return prof_fail(s, PYS_E_NOTPYTHON,
+                     "%s is not of a Python process (no CPython runtime in the files it maps)%s",
+                     what, hint);
 }

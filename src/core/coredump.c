@@ -287,6 +287,9 @@ static int build_regions(struct prof_core *c)
 {
     for (size_t i = 0; i < c->bc.nsegs; i++) {
         const struct bin_core_segment *s = &c->bc.segs[i];
+        /* Memory the process could not read reads as unmapped, as live. */
+        if (!(s->flags & PF_R))
+            continue;
         int rc = add_region(c, s->vaddr, c->map + s->offset, (size_t)s->present);
         /* Bytes the core should have held (truncated) were written, if the
          * mapping is writable: the file's are not theirs. */

@@ -69,21 +69,30 @@ static void check_parse(const uint8_t *input, size_t size)
     free(data);
 }
 
-/* The fuzzer's root: a directory holding /python. */
+static char root[64], root_file[128];
+
+static void remove_root(void)
+{
+    unlink(root_file);
+    rmdir(root);
+}
+
+/* The fuzzer's root: a directory holding /python, removed at exit. */
 static const char *root_dir(void)
 {
-    static char dir[64];
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/pystrobe-fuzz-core-%d", (int)getpid());
-        mkdir(dir, 0700);
+    if (!root[0]) {
+        snprintf(root, sizeof root, "/tmp/pystrobe-fuzz-core-%d", (int)getpid());
+        snprintf(root_file, sizeof root_file, "%s/python", root);
+        mkdir(root, 0700);
+        atexit(remove_root);
     }
-    return dir;
+    return root;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static int fd = -1;
-    char path[64], file[128], err[1024];
+    char path[64], err[1024];
     check_parse(data, size);
 
     if (fd < 0) {
@@ -93,8 +102,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check(ftruncate(fd, 0) == 0);
     check(size == 0 || pwrite(fd, data, size, 0) == (ssize_t)size);
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    snprintf(file, sizeof file, "%s/python", root_dir());
-    FILE *f = fopen(file, "wb");
+    root_dir();
+    FILE *f = fopen(root_file, "wb");
     check(f != NULL);
     fwrite(data, 1, size < 8192 ? size : 8192, f);
     fclose(f);

@@ -282,7 +282,49 @@ static int fill_from_files(struct prof_core *c, uint64_t a, uint64_t b)
     return 0;
 }
 
-/* The regions: what the core holds, and what it left out from the files. */
+/* The first segment ending after addr, or NULL. */
+static const struct bin_core_segment *segment_after(const struct prof_core *c, uint64_t addr)
+{
+    size_t lo = 0, hi = c->bc.nsegs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct bin_core_segment *s = &c->bc.segs[mid];
+        if (addr - s->vaddr < s->memsz || addr < s->vaddr)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo < c->bc.nsegs ? &c->bc.segs[lo] : NULL;
+}
+
+/* Mapped files no segment covers (gdb leaves the mappings it does not
+ * dump out of its core): from the files. Entries overlapping an earlier
+ * one are taken from its end, so that every address is visited once. */
+static int fill_gaps(struct prof_core *c)
+{
+    uint64_t done = 0;
+    for (size_t j = 0; j < c->bc.nfiles; j++) {
+        const struct bin_core_file *e = &c->bc.files[c->by_start[j]];
+        uint64_t cur = e->start > done ? e->start : done;
+        while (cur < e->end) {
+            const struct bin_core_segment *s = segment_after(c, cur);
+            uint64_t stop = !s || s->vaddr >= e->end ? e->end : s->vaddr;
+            int rc = cur < stop ? fill_from_files(c, cur, stop) : 0;
+            if (rc < 0)
+                return rc;
+            if (stop == e->end || s->memsz > UINT64_MAX - s->vaddr)
+                break;
+            cur = s->vaddr + s->memsz;
+        }
+        if (e->end > done)
+            done = e->end;
+    }
+    return 0;
+}
+
+/* The regions: what the core holds, and what it left out from the files:
+ * the rest of segments the core holds only in part, and mappings it has no
+ * segment for. */
 static int build_regions(struct prof_core *c)
 {
     for (size_t i = 0; i < c->bc.nsegs; i++) {
@@ -299,7 +341,7 @@ static int build_regions(struct prof_core *c)
         if (rc < 0)
             return rc;
     }
-    return 0;
+    return fill_gaps(c);
 }
 
 static void note_problems(struct prof_core *c)

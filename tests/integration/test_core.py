@@ -335,14 +335,14 @@ def test_missing_executable(pystrobe, spawn, tmp_path):
 
 
 def old_targets():
-    old = [t for t in all_targets() if t.name == "pyenv-3.7.16"]
+    old = [t for t in all_targets() if t.name in ("pyenv-3.6.15", "pyenv-3.7.16")]
     py2 = python2_target()
     return old + ([py2] if py2 else [])
 
 
 @pytest.mark.parametrize("old", old_targets(), ids=repr)
 def test_old_versions_as_live(pystrobe, python_sleeper, old, tmp_path):
-    """2.7 and 3.7: the core gets the live process's answer (today a
+    """2.7, 3.6 and 3.7: the core gets the live process's answer (today a
     refusal naming the version, status 6)."""
     code = "import sys, time; sys.stdout.write('ready\\n'); sys.stdout.flush(); time.sleep(600)"
     p, _ = python_sleeper(old, code)

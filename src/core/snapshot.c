@@ -821,7 +821,9 @@ int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
         }
         if (rc == PYS_E_EXITED)
             return prof_fail(s, rc, "process %d exited", s->pid);
-        if (rc != PYS_E_TOODEEP)
+        if (rc != PYS_E_TOODEEP && s->core)
+            prof_fail(s, rc, "reading the core: %s", pys_strerror(rc));
+        else if (rc != PYS_E_TOODEEP)
             prof_fail(s, rc, "reading process %d: %s", s->pid, pys_strerror(rc));
         return rc;
     }

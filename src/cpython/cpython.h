@@ -116,6 +116,8 @@ struct cpy_raw_frame {
     uint8_t owner;      /* 3.11+: CPY_OWNER_GENERATOR or another owner; 0 before */
     uint8_t shim;       /* an entry/shim/base frame: C code, not a Python frame */
     uint8_t entry;      /* 3.11: the first Python frame of a C-level call (C is below it) */
+    uint8_t running;    /* 3.12, 3.13: running its own code as copied (stacktop -1), so
+                         * calling no Python function inline; 0: calling, or not known */
 };
 
 /* Scratch the walk reuses between calls: copies of the parts of the

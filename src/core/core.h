@@ -672,9 +672,14 @@ static inline int prof_torn_calling(struct pys_session *s, const struct cpy_raw_
 {
     if (CPY_HAS(&s->off, interpreter_frame, stacktop))
         return !caller->running;
-    if (s->off.traits.position == CPY_POS_PREV_INSTR)
-        return prof_torn_in_call(s, caller, pc);
-    return 1;
+    if (s->off.traits.position != CPY_POS_PREV_INSTR)
+        return 1;
+    /* 3.11: the code's instruction starts, once decoded (prof_torn_in_call). */
+    uint64_t off = caller->instr_ptr - pc->code.code_bytes;
+    if (caller->instr_ptr < pc->code.code_bytes || off % 2 != 0)
+        return 1;
+    int at = cpy_code_starts_at(&pc->code, off / 2);
+    return at >= 0 ? !at : prof_torn_in_call(s, caller, pc);
 }
 
 static inline int prof_torn_frame_fits(struct pys_session *s, const struct cpy_thread *t,

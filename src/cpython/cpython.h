@@ -349,6 +349,15 @@ const char *cpy_opcode_name(int minor, int op, const char **base);
  * else 0 or a read error. */
 int cpy_code_instr_start(struct mem *m, const struct cpy_offsets *o, struct cpy_code *c,
                          uint64_t idx, uint64_t *start);
+/* Whether an instruction starts at code unit idx of c, from what
+ * cpy_code_instr_start decoded: 1 or 0; -1 when not known (not decoded
+ * yet, or past what was). Inline: the torn checks ask it of every caller. */
+static inline int cpy_code_starts_at(const struct cpy_code *c, uint64_t idx)
+{
+    if (!c->starts || idx >= c->starts_units)
+        return -1;
+    return (c->starts[idx / 8] >> (idx % 8)) & 1;
+}
 #define CPY_OPCODE_MAX_UNITS (1u << 20)
 /* The first byte of code unit idx of c from a copy of c's bytecode, kept
  * where the bytecode never changes (co_code, 3.8-3.10: read once, at most

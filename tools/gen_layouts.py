@@ -113,6 +113,10 @@ EXPRS = {
     ("interpreter_frame", "is_entry"): [(f"{V} >= 0x030b0000 && {V} < 0x030c0000",
                                          "offsetof(_PyInterpreterFrame, is_entry)")],
     ("interpreter_frame", "lasti"): [(f"{V} < 0x030b0000", "offsetof(PyFrameObject, f_lasti)")],
+    # Only where a running frame's stacktop is -1 (offsets.h): not 3.11,
+    # which leaves it as it was, nor 3.14+, which have a stack pointer.
+    ("interpreter_frame", "stacktop"): [(f"{V} >= 0x030c0000 && {V} < 0x030e0000",
+                                         "offsetof(_PyInterpreterFrame, stacktop)")],
     ("interpreter_frame", "executing"): [
         (f"{V} < 0x030a0000", "offsetof(PyFrameObject, f_executing)"),
         (f"{V} < 0x030b0000", "offsetof(PyFrameObject, f_state)")],

@@ -11,13 +11,30 @@
 # (tools/enter_frame.gdb) as spin's frame is entered, before it executes.
 # "grow" records tests/images/grow.py under 3.12 and 3.14 (grow-3.X-a.img
 # at spin <- shallow, grow-3.X-b.img 41 calls deeper, spin <- deep).
+# "splice" records tests/images/splice.py under 3.11, 3.12 and 3.13
+# (splice-3.X-a.img in a2 <- a1, splice-3.X-b.img at spin_b <- b2).
 set -eu
 B=${1:?usage: record_images.sh BUILD_DIR [VERSION...]}
 shift
 ROOT=${PYSTROBE_IMAGES_SIDROOT:-.cache/sid-root}
 OUT=tests/images
-[ $# -gt 0 ] || set -- 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15 pos enter grow
+[ $# -gt 0 ] || set -- 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15 pos enter grow splice
 for v in "$@"; do
+    if [ "$v" = splice ]; then
+        mkdir -p /tmp/pystrobe-images
+        cp $OUT/splice.py /tmp/pystrobe-images/splice.py
+        for pv in 3.11.7 3.12.1 3.13.0; do
+            "$(pyenv prefix $pv)/bin/python3" -B /tmp/pystrobe-images/splice.py 60 & pid=$!
+            sleep 1
+            rc=0
+            "$B/tests/record_image" $pid -:a2,a1 -:spin_b,b2 \
+                "$OUT/splice-${pv%.*}-a.img:a2,a1" "$OUT/splice-${pv%.*}-b.img:spin_b,b2" || rc=$?
+            kill $pid 2>/dev/null || true
+            wait $pid 2>/dev/null || true
+            [ $rc -eq 0 ] || { echo "record_images: splice $pv failed" >&2; exit 1; }
+        done
+        continue
+    fi
     if [ "$v" = grow ]; then
         mkdir -p /tmp/pystrobe-images "$ROOT/tmp/pystrobe-images"
         cp $OUT/grow.py /tmp/pystrobe-images/grow.py

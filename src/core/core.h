@@ -373,7 +373,8 @@ void prof_anchor_hint(struct pys_session *s, const struct cpy_thread *t);
  * that has not (*live_above, 0 at the top): 0, torn. prof_torn_frame_fits:
  * raw[i] (named: code pc; incomplete: in its prologue) and its callee
  * raw[i - 1] are a stack (adjacent on the data stack; a caller that has
- * started): 0, or PYS_E_CORRUPT with the detail in err.
+ * started and, where the callee was called inline, that was calling):
+ * 0, or PYS_E_CORRUPT with the detail in err.
  */
 static inline int prof_torn_frame_order(const struct cpy_raw_frame *raw, size_t i, int *live_above)
 {
@@ -385,13 +386,23 @@ static inline int prof_torn_frame_order(const struct cpy_raw_frame *raw, size_t 
     *live_above |= raw[i].code != 0;
     return 1;
 }
-static inline int prof_torn_frame_fits(const struct pys_session *s, const struct cpy_thread *t,
+static inline int prof_torn_frame_fits(struct pys_session *s, const struct cpy_thread *t,
                                        const struct cpy_raw_frame *raw, size_t i,
                                        const struct prof_code *pc, int incomplete, char *err,
                                        size_t errlen);
 /* prof_torn_frame_fits's checks (inline: asked for every frame named; the
- * detail is written out of line, when one fails). */
-int prof_torn_frame_refused(const struct prof_code *pc, int adjacent, char *err, size_t errlen);
+ * detail is written out of line, when one fails, the refusal's kind
+ * PROF_TORN_NOT_*). */
+#define PROF_TORN_NOT_STARTED 0 /* a caller in its prologue */
+#define PROF_TORN_NOT_CALLEE 1  /* callee and caller not adjacent */
+#define PROF_TORN_NOT_CALLING 2 /* a caller running its own code */
+int prof_torn_frame_refused(const struct prof_code *pc, int kind, char *err, size_t errlen);
+/* 3.11 (a position that points at the last code unit executed): was caller
+ * (code pc) calling a Python function inline, its position in that call's
+ * inline cache? 0 if its position is the first unit of an instruction; 1
+ * if not, or when its code cannot be decoded. */
+int prof_torn_in_call(struct pys_session *s, const struct cpy_raw_frame *caller,
+                      const struct prof_code *pc);
 static inline int prof_torn_adjacent(const struct pys_session *s, const struct cpy_thread *t,
                                      const struct cpy_raw_frame *callee,
                                      const struct cpy_raw_frame *caller,
@@ -668,7 +679,32 @@ static inline int prof_torn_adjacent(const struct pys_session *s, const struct c
     return callee->addr == caller->addr + (uint64_t)caller_code->code.framesize * 8;
 }
 
-static inline int prof_torn_frame_fits(const struct pys_session *s, const struct cpy_thread *t,
+/*
+ * Was caller, which a Python frame called inline names as its caller,
+ * calling at the moment its bytes were copied? The interpreter marks a
+ * frame as calling before it makes the callee current, and as running
+ * again only once the callee is gone: a caller copied running was copied
+ * at another moment than its callee (whose bytes may then be a frame that
+ * returned, left above the caller on the data stack, or another chain's).
+ * Equal-size frames of two chains pass every other check. 1 if calling or
+ * not known.
+ */
+static inline int prof_torn_calling(struct pys_session *s, const struct cpy_raw_frame *caller,
+                                    const struct prof_code *pc)
+{
+    if (CPY_HAS(&s->off, interpreter_frame, stacktop))
+        return !caller->running;
+    if (s->off.traits.position != CPY_POS_PREV_INSTR)
+        return 1;
+    /* 3.11: the code's instruction starts, once decoded (prof_torn_in_call). */
+    uint64_t off = caller->instr_ptr - pc->code.code_bytes;
+    if (caller->instr_ptr < pc->code.code_bytes || off % 2 != 0)
+        return 1;
+    int at = cpy_code_starts_at(&pc->code, off / 2);
+    return at >= 0 ? !at : prof_torn_in_call(s, caller, pc);
+}
+
+static inline int prof_torn_frame_fits(struct pys_session *s, const struct cpy_thread *t,
                                        const struct cpy_raw_frame *raw, size_t i,
                                        const struct prof_code *pc, int incomplete, char *err,
                                        size_t errlen)
@@ -676,12 +712,18 @@ static inline int prof_torn_frame_fits(const struct pys_session *s, const struct
     if (i == 0)
         return 0;
     if (!prof_torn_adjacent(s, t, &raw[i - 1], &raw[i], pc))
-        return prof_torn_frame_refused(pc, 1, err, errlen);
+        return prof_torn_frame_refused(pc, PROF_TORN_NOT_CALLEE, err, errlen);
+    /* A callee called from C (through a shim, or 3.11's entry frame) says
+     * nothing of its caller, which runs the C code that called it. */
+    if (raw[i - 1].shim || raw[i - 1].entry)
+        return 0;
     /* A frame still in its prologue has called no Python function yet (C
      * code it calls, a collection say, may): one that a Python frame names
      * as its caller was read at another moment than that frame. */
-    if (incomplete && !raw[i - 1].shim && !raw[i - 1].entry)
-        return prof_torn_frame_refused(pc, 0, err, errlen);
+    if (incomplete)
+        return prof_torn_frame_refused(pc, PROF_TORN_NOT_STARTED, err, errlen);
+    if (!prof_torn_calling(s, &raw[i], pc))
+        return prof_torn_frame_refused(pc, PROF_TORN_NOT_CALLING, err, errlen);
     return 0;
 }
 

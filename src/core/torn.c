@@ -30,7 +30,13 @@
  *     (chain_unchanged).
  * Naming the frames adds checks of the chain's shape (prof_torn_frame_*):
  * a returned frame below a live one, callee and caller not adjacent on the
- * data stack, a caller still in its prologue.
+ * data stack, a caller still in its prologue, a caller of an inline call
+ * that was running its own code when copied (prof_torn_calling). The last
+ * is what tells a top frame copied from above the stack's top (a frame
+ * that returned, or another chain's, with a caller field that still names
+ * the frame below it) when the two chains' frames have equal sizes: its
+ * callee's bytes may be older than the caller's, which no second copy of
+ * the caller can show.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -623,13 +629,33 @@ int prof_torn_later_top(struct pys_session *s, const struct prof_walk *w, struct
 
 /* --- the chain's shape, as its frames are named ----------------------- */
 
-int prof_torn_frame_refused(const struct prof_code *pc, int adjacent, char *err, size_t errlen)
+int prof_torn_frame_refused(const struct prof_code *pc, int kind, char *err, size_t errlen)
 {
-    if (adjacent)
+    if (kind == PROF_TORN_NOT_CALLEE)
         snprintf(err, errlen, "torn stack: the frame above %s is not its callee", pc->qualname);
+    else if (kind == PROF_TORN_NOT_CALLING)
+        snprintf(err, errlen, "torn stack: %s, below the top, was running, not calling",
+                 pc->qualname);
     else
         snprintf(err, errlen, "torn stack: %s, below the top, has not started", pc->qualname);
     return PYS_E_CORRUPT;
+}
+
+int prof_torn_in_call(struct pys_session *s, const struct cpy_raw_frame *caller,
+                      const struct prof_code *pc)
+{
+    /* A call made inline leaves the caller's position on the last unit of
+     * the calling instruction's inline cache (every such instruction has
+     * one); a running frame's is the first unit of the instruction it
+     * runs, a C function it calls included. */
+    uint64_t base = pc->code.code_bytes, start;
+    if (caller->instr_ptr < base || (caller->instr_ptr - base) % 2 != 0)
+        return 1;
+    uint64_t idx = (caller->instr_ptr - base) / 2;
+    if (idx >= pc->code.ncodeunits ||
+        prof_codecache_instr_start(&s->codes, &s->mem, &s->off, pc, idx, &start) != 0)
+        return 1;
+    return start != idx;
 }
 
 void prof_torn_release(struct prof_torn *tn)

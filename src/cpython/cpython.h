@@ -116,6 +116,8 @@ struct cpy_raw_frame {
     uint8_t owner;      /* 3.11+: CPY_OWNER_GENERATOR or another owner; 0 before */
     uint8_t shim;       /* an entry/shim/base frame: C code, not a Python frame */
     uint8_t entry;      /* 3.11: the first Python frame of a C-level call (C is below it) */
+    uint8_t running;    /* 3.12, 3.13: running its own code as copied (stacktop -1), so
+                         * calling no Python function inline; 0: calling, or not known */
 };
 
 /* Scratch the walk reuses between calls: copies of the parts of the
@@ -347,6 +349,15 @@ const char *cpy_opcode_name(int minor, int op, const char **base);
  * else 0 or a read error. */
 int cpy_code_instr_start(struct mem *m, const struct cpy_offsets *o, struct cpy_code *c,
                          uint64_t idx, uint64_t *start);
+/* Whether an instruction starts at code unit idx of c, from what
+ * cpy_code_instr_start decoded: 1 or 0; -1 when not known (not decoded
+ * yet, or past what was). Inline: the torn checks ask it of every caller. */
+static inline int cpy_code_starts_at(const struct cpy_code *c, uint64_t idx)
+{
+    if (!c->starts || idx >= c->starts_units)
+        return -1;
+    return (c->starts[idx / 8] >> (idx % 8)) & 1;
+}
 #define CPY_OPCODE_MAX_UNITS (1u << 20)
 /* The first byte of code unit idx of c from a copy of c's bytecode, kept
  * where the bytecode never changes (co_code, 3.8-3.10: read once, at most

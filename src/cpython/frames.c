@@ -634,6 +634,7 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
         out[n].owner = 0;
         out[n].shim = code == 0;
         out[n].entry = 0;
+        out[n].running = 0;
         n++;
         addr = prev;
     }
@@ -657,6 +658,12 @@ static uint64_t parse_frame(const struct cpy_offsets *o, uint64_t addr, const ui
     rf->owner = owner;
     rf->shim = owner >= o->first_shim_owner || exe == 0;
     rf->entry = CPY_HAS(o, interpreter_frame, is_entry) && fb[f->is_entry] != 0;
+    rf->running = 0;
+    if (CPY_HAS(o, interpreter_frame, stacktop)) {
+        int32_t top;
+        memcpy(&top, fb + f->stacktop, 4);
+        rf->running = top == -1;
+    }
     return prev;
 }
 

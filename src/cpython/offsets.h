@@ -73,6 +73,7 @@
     X(interpreter_frame, lasti, 4)                                                                 \
     X(interpreter_frame, executing, 1)                                                             \
     X(interpreter_frame, stackpointer, 8)                                                          \
+    X(interpreter_frame, stacktop, 4)                                                              \
     X(code_object, size, 0)                                                                        \
     X(code_object, filename, 8)                                                                    \
     X(code_object, name, 8)                                                                        \
@@ -174,6 +175,12 @@ struct cpy_offsets {
     struct cpy_frame_offsets {
         uint64_t size, previous, executable, instr_ptr, owner, is_entry, lasti, executing,
             stackpointer;
+        /* 3.12, 3.13: the int stacktop, which the interpreter sets to -1 as
+         * a frame starts or resumes running and to its stack's depth before
+         * it calls a Python function inline (cpy_raw_frame.running).
+         * CPY_ABSENT where it says neither: 3.11 leaves it as it was while
+         * the frame runs; 3.14+ keep a stack pointer instead. */
+        uint64_t stacktop;
         /* The fast locals: 3.8-3.10 PyFrameObject.f_localsplus, 3.11+
          * _PyInterpreterFrame.localsplus (dump --locals). */
         uint64_t localsplus;

@@ -79,12 +79,16 @@ int cpy_code_instr_start(struct mem *m, const struct cpy_offsets *o, struct cpy_
         *start = idx;
         return 0;
     }
-    const struct cpy_opcode_table *t = table_of(o);
-    int rc;
-    if (!t || !t->caches)
-        return PYS_E_NOTFOUND;
-    if (!c->starts && (rc = decode_starts(m, t, c)) < 0)
-        return rc;
+    if (!c->starts) {
+        /* Looked up once per code object: the torn checks ask this of
+         * every caller of every 3.11 walk. */
+        const struct cpy_opcode_table *t = table_of(o);
+        int rc;
+        if (!t || !t->caches)
+            return PYS_E_NOTFOUND;
+        if ((rc = decode_starts(m, t, c)) < 0)
+            return rc;
+    }
     if (idx >= c->starts_units)
         return PYS_E_NOTFOUND;
     /* No instruction has more than 255 cache units. */

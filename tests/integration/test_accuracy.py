@@ -47,9 +47,6 @@ PROFILE_3_8_10 = (
     "beside the target on another core), a third or more of the samples of "
     "chains that change every few tens of microseconds are torn, and the kept "
     "ones are shallow (depth TVD 0.4-0.45)")
-IMPOSSIBLE_3_11_13 = (
-    "issue 33: on 3.11-3.13 a walk can splice a leaf of one chain under frames "
-    "of another when frames have equal sizes")
 
 
 def xfail_if(request, cond, reason):
@@ -135,8 +132,7 @@ def test_truth_is_possible(chains):
     assert cmp["truth_impossible"] == 0, cmp["truth_examples"]
 
 
-def test_profile_has_no_impossible_stack(request, target, chains):
-    xfail_if(request, (3, 11) <= target.version <= (3, 13), IMPOSSIBLE_3_11_13)
+def test_profile_has_no_impossible_stack(target, chains):
     _, cmp, _, _ = chains
     assert cmp["profile_impossible"] == 0, cmp["profile_examples"]
 

@@ -15,6 +15,8 @@
  *    above the frame cache's anchor and in the anchor's position.
  * 4. Images doctored so that only the shape checks can refuse their stack.
  * 5. 3.8-3.10 stopped as a frame is entered (tests/images/enter-3.X.img).
+ * 6. The torn walk on tests/images/splice.py (3.11-3.13): two chains of
+ *    equal-size frames, one a call deeper: never one chain under the other.
  *
  * The images are looked for in $PYSTROBE_IMAGES, else tests/images (make
  * runs the tests from the top of the tree).
@@ -48,6 +50,13 @@ static const struct want ABA[2][6] = {
 static const struct want POS[2][6] = {
     {{"spin", 14}, {"a2", 23}, {"a1", 28}, {"chain", 32}, {"main", 36}, {"<module>", 39}},
     {{"spin2", 18}, {"a2", 24}, {"a1", 28}, {"chain", 32}, {"main", 36}, {"<module>", 39}},
+};
+
+/* splice.py's (3.11-3.13): in a2, and in spin_b one call deeper (a stack
+ * shorter than 6 ends at a NULL name). */
+static const struct want SPLICE[2][6] = {
+    {{"a2", 24}, {"a1", 32}, {"main", 43}, {"<module>", 46}, {NULL, 0}},
+    {{"spin_b", 20}, {"b2", 28}, {"b1", 36}, {"main", 42}, {"<module>", 46}},
 };
 
 /* The program under test: its stacks, and its file as the images name it. */
@@ -91,14 +100,43 @@ static int known_mix(const struct pys_thread *t)
 static int which_stack(const struct pys_thread *t)
 {
     for (int c = 0; c < 2; c++) {
-        size_t f = 0;
-        for (; f < 6 && f < t->nframes; f++) {
+        size_t len = 0, f = 0;
+        while (len < 6 && STACK[c][len].qualname)
+            len++;
+        for (; f < len && f < t->nframes; f++) {
             const struct pys_frame *fr = &t->frames[f];
             if (strcmp(fr->filename, FILE_NAME) != 0 ||
                 strcmp(fr->qualname, STACK[c][f].qualname) != 0 || fr->lineno != STACK[c][f].lineno)
                 break;
         }
-        if (f == 6 && t->nframes == 6)
+        if (f == len && t->nframes == len)
+            return c;
+    }
+    return -1;
+}
+
+/*
+ * splice.py: 0 or 1 when the thread shows the bottom frames of that stack
+ * only, its callers as they are at that moment (a moment on the way to it
+ * or back, which the program passes through: a caller as it calls, or
+ * once its callee returned); -1: not such a part of either.
+ */
+static int stack_part(const struct pys_thread *t)
+{
+    for (int c = 0; c < 2; c++) {
+        size_t len = 0, f = 0;
+        while (len < 6 && STACK[c][len].qualname)
+            len++;
+        if (t->nframes == 0 || t->nframes >= len)
+            continue;
+        for (; f < t->nframes; f++) {
+            const struct pys_frame *fr = &t->frames[f];
+            const struct want *w = &STACK[c][len - t->nframes + f];
+            if (strcmp(fr->filename, FILE_NAME) != 0 || strcmp(fr->qualname, w->qualname) != 0 ||
+                fr->lineno != w->lineno)
+                break;
+        }
+        if (f == t->nframes)
             return c;
     }
     return -1;
@@ -373,13 +411,15 @@ struct tally {
     uint64_t failed; /* the thread failed */
     uint64_t mixed;  /* neither: a mix */
     uint64_t known;  /* of the mixes, the known one (known_mix) */
+    uint64_t part;   /* splice.py: the bottom part of A's or B's stack (stack_part) */
 };
 
 /*
  * One run: a fresh session attached on image r->first, r->warm snapshots
  * of it alone, then one snapshot whose reads [at1, at2) come from the other
  * image. Returns 0 or 1 (the stack of A or B), 2 (the thread failed), -1 (a
- * mix), -2 (the known mix); *reads, the reads that snapshot made.
+ * mix), -2 (the known mix), -3 (splice.py: part of A's or B's stack,
+ * stack_part); *reads, the reads that snapshot made.
  */
 static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t at2,
                     uint64_t *reads, int verbose)
@@ -418,6 +458,8 @@ static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t 
             res = which_stack(t);
             if (res < 0 && known_mix(t))
                 res = -2;
+            if (res < 0 && STACK == SPLICE && stack_part(t) >= 0)
+                res = -3;
             if (res < 0 && verbose)
                 print_thread(t);
         }
@@ -430,6 +472,10 @@ static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t 
 
 static void tally_add(struct tally *t, int res, uint64_t reads, uint64_t total)
 {
+    if (res == -3) {
+        t->part++;
+        return;
+    }
     if (res < 0)
         t->mixed++;
     if (res == -2)
@@ -445,10 +491,13 @@ static void tally_add(struct tally *t, int res, uint64_t reads, uint64_t total)
 static void tally_print(const char *what, const struct tally *t)
 {
     print_message("  %s: %llu A + %llu B (%llu after a rejected walk), %llu failed, %llu mixed "
-                  "(%llu known)\n",
+                  "(%llu known)",
                   what, (unsigned long long)t->got[0], (unsigned long long)t->got[1],
                   (unsigned long long)t->reread, (unsigned long long)t->failed,
                   (unsigned long long)t->mixed, (unsigned long long)t->known);
+    if (t->part)
+        print_message(", %llu part of one", (unsigned long long)t->part);
+    print_message("\n");
 }
 
 /*
@@ -721,13 +770,74 @@ static void test_grow(void **state)
     }
 }
 
+/*
+ * splice.py (3.11-3.13) at two moments: in a2, and in spin_b under b2, one
+ * call deeper. Their frames have equal sizes level by level, and at the
+ * first the data stack above a2 still holds spin_b's frame as it returned,
+ * its caller field naming a2's address: a walk that takes the thread's top
+ * from the second moment and the frames from the first gives spin_b under
+ * a2, each frame in place, adjacent and unchanged in every second copy.
+ * Every walk, its reads switched once or there and back (a piece per
+ * read), or once within a piece (64 bytes per read), must give one moment's
+ * stack, or the bottom part of one (a moment the program passes through as
+ * it calls or returns, stack_part), or fail: never a frame of one chain
+ * under the other's.
+ */
+static void test_splice(void **state)
+{
+    (void)state;
+    static const char *const versions[] = {"3.11", "3.12", "3.13"};
+    STACK = SPLICE;
+    FILE_NAME = "/tmp/pystrobe-images/splice.py";
+    PROGRAM = "splice";
+    uint64_t mixes = 0;
+    for (size_t v = 0; v < sizeof versions / sizeof *versions; v++) {
+        struct pair p;
+        for (int c = 0; c < 2; c++) {
+            char path[512], err[512];
+            image_path(path, sizeof path, versions[v], c);
+            assert_int_equal(prof_image_load_file(path, &p.im[c], err, sizeof err), 0);
+            size_t n = p.im[c]->npages * MEM_PAGE_SIZE;
+            p.orig[c] = malloc(n ? n : 1);
+            assert_non_null(p.orig[c]);
+            memcpy(p.orig[c], p.im[c]->bytes, n);
+        }
+        struct tally once, twice, fine;
+        memset(&once, 0, sizeof once);
+        memset(&twice, 0, sizeof twice);
+        memset(&fine, 0, sizeof fine);
+        struct run r;
+        memset(&r, 0, sizeof r);
+        for (r.first = 0; r.first < 2; r.first++)
+            for (r.warm = 0; r.warm <= 1; r.warm++) {
+                r.unit = 0;
+                mixes += sweep(&p, versions[v], &r, 0, &once);
+                mixes += sweep(&p, versions[v], &r, 1, &twice);
+                r.unit = 64;
+                mixes += sweep(&p, versions[v], &r, 0, &fine);
+            }
+        print_message("splice %s:\n", versions[v]);
+        tally_print("one switch ", &once);
+        tally_print("A-B-A      ", &twice);
+        tally_print("by 64 bytes", &fine);
+        for (int c = 0; c < 2; c++) {
+            prof_image_free(p.im[c]);
+            free(p.orig[c]);
+        }
+    }
+    STACK = ABA;
+    FILE_NAME = "/tmp/pystrobe-images/aba.py";
+    PROGRAM = "aba";
+    assert_int_equal(mixes, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replay),          cmocka_unit_test(test_bad_image),
         cmocka_unit_test(test_shape),           cmocka_unit_test(test_switch),
         cmocka_unit_test(test_anchor_position), cmocka_unit_test(test_entering),
-        cmocka_unit_test(test_grow),
+        cmocka_unit_test(test_grow),            cmocka_unit_test(test_splice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

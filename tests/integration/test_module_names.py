@@ -24,3 +24,35 @@ def test_315_long_names_as_reference(py315, procs):  # noqa: F811
     frames = [f for i in ours for t in i[1] for f in t[2]]
     assert any(f[2] == "q" * 1024 for f in frames), frames
     assert any(f[0] == FILE[:1024] for f in frames), frames
+
+
+# A function whose line table is far over the reference's limit on what it
+# reads of one (about 300 KB: 100,000 one-statement lines), with a frame
+# stopped near the start of the table (a thread) and one at its end (the
+# main thread).
+LINES = 100000
+BIG = r"""
+import threading, time
+body = "".join("    x = 1\n" for _ in range(LINES))
+src = ("def early(ev):\n    ev.set()\n    time.sleep(600)\n" + body +
+       "def late():\n" + body + "    print('ready', flush=True)\n    time.sleep(600)\n")
+ns = {"time": time}
+exec(compile(src, "/tmp/big_linetable.py", "exec"), ns)
+ev = threading.Event()
+threading.Thread(target=ns["early"], args=(ev,), daemon=True).start()
+ev.wait()
+ns["late"]()
+""".replace("LINES", str(LINES))
+
+
+def test_315_large_line_table_as_reference(py315, procs):  # noqa: F811
+    """Frames of a code object whose line table is over the reference's
+    limit get the location the reference gives them, at the table's start
+    and at its end."""
+    p = start_python(target_315(), BIG, procs)
+    with Stopped(p.pid):
+        results = side_by_side(py315, p.pid, [{"all_threads": True}])
+    (opts, ours, ref), = results
+    assert not compare_results(ours, ref, opts, "large line table")
+    frames = {f[2]: f for i in ours for t in i[1] for f in t[2]}
+    assert "early" in frames and "late" in frames, sorted(frames)

@@ -374,7 +374,7 @@ def section_outputs(st, pystrobe, args):
             log(f"{fmt}: exit {r.returncode}")
         # heatmap: the page of split_3_1.py, screenshot
         pages = sorted((work / "heatmap").glob("*.html"))
-        page = next((p for p in pages if "split_3_1" in p.name), pages[0] if pages else None)
+        page = next(p for p in pages if "split_3_1.py" in p.read_text(errors="replace")[:4000])
         log(f"heatmap pages: {[p.name for p in pages]}")
         png = SCREENS / "heatmap-split_3_1.png"
         subprocess.run([test_flamegraph.chromium_binary(), "--headless", "--no-sandbox",
@@ -392,7 +392,7 @@ def section_outputs(st, pystrobe, args):
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
         log(f"heatmap screenshots: {png} ({png.stat().st_size if png.exists() else 0} bytes)")
         # speedscope: its web app imports the file
-        ss = test_speedscope.PACKAGE
+        ss = test_speedscope.PACKAGE / "dist" / "release"
         if not (ss / "index.html").exists():
             subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix",
                             str(test_speedscope.NPM_PREFIX),
@@ -428,7 +428,8 @@ def every_version(st, pystrobe, work):
     import jsonschema
     import test_speedscope
     from targets import all_targets
-    schema = json.loads((test_speedscope.PACKAGE / "file-format-schema.json").read_text())
+    schema = json.loads((test_speedscope.PACKAGE / "dist" / "release" /
+                         "file-format-schema.json").read_text())
     for t in all_targets():
         if t.version < (3, 8):
             continue
@@ -463,7 +464,8 @@ def every_version(st, pystrobe, work):
                 except jsonschema.ValidationError as e:
                     got.append(f"speedscope INVALID: {e.message[:80]}")
             else:
-                pages = [p for p in out.glob("*.html") if "split_3_1" in p.name]
+                pages = [p for p in out.glob("file_*.html")
+                         if "split_3_1.py" in p.read_text(errors="replace")[:4000]]
                 got.append(f"heatmap page {'yes' if pages else 'MISSING'}")
         log(f"{t.name}: " + "; ".join(got))
 

@@ -20,6 +20,8 @@ Sections:
   outputs    the heatmap, speedscope and pprof outputs of split_3_1.py as
              their consumers see them (headless Chromium's screenshot,
              speedscope's app, go tool pprof -top), into bench/screens/.
+  versions   --pprof, --speedscope and --heatmap of split_3_1.py on every
+             interpreter 3.8+, each checked by its reader.
 
 Needs root (chroot, ptrace) and the sid root (.cache/sid-root, or
 PYSTROBE_SIDROOT); mounts /proc there in a private mount namespace.
@@ -416,6 +418,14 @@ def section_outputs(st, pystrobe, args):
         for k, v in s.items():
             if k[2] in ("alpha", "beta"):
                 log(f"pstats {k[2]}: {v[0]} own samples")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def section_versions(st, pystrobe, args):
+    log(f"## versions (load {loadavg()})")
+    work = Path(tempfile.mkdtemp(prefix="pystrobe-feat-ver-"))
+    try:
         every_version(st, pystrobe, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -443,7 +453,7 @@ def every_version(st, pystrobe, work):
         for fmt, out in (("--pprof", work / f"{t.name}.pb.gz"),
                          ("--speedscope", work / f"{t.name}.json"),
                          ("--heatmap", work / f"{t.name}-hm")):
-            r = subprocess.run([str(pystrobe), "run", "-r", "1khz", "-d", "2", fmt, "-o",
+            r = subprocess.run([str(pystrobe), "run", "-r", "1khz", "-d", "6", fmt, "-o",
                                 str(out), *prog], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
             if r.returncode != 0:
@@ -472,7 +482,8 @@ def every_version(st, pystrobe, work):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("sections", nargs="+", choices=["async", "live", "recording", "rss", "outputs"])
+    ap.add_argument("sections", nargs="+",
+                    choices=["async", "live", "recording", "rss", "outputs", "versions"])
     ap.add_argument("--build", default=str(REPO / "build"))
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--long-seconds", type=int, default=360)

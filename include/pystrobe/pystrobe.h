@@ -94,6 +94,10 @@ struct pys_frame {
     int32_t lasti;   /* byte offset of the instruction, as frame.f_lasti */
     int32_t kind;    /* PYS_FRAME_* */
     int32_t opcode;  /* the instruction's first byte (with pys_options.opcodes), else -1 */
+    /* 1: a Python frame whose code's line table is over the session's
+     * pys_options.max_linetable and was not decoded (lineno, end_lineno,
+     * col and end_col are -1); else 0. */
+    int32_t no_location;
 };
 
 struct pys_thread {
@@ -179,7 +183,13 @@ struct pys_options {
      * this option sets. With locals, pys_session_frame_locals reads the
      * Python frames of the merged stacks (a native frame has none). */
     int native_stacks;
+    /* Decode line tables up to this many bytes (0: PYS_MAX_LINETABLE_DEFAULT,
+     * also the most taken): a frame whose code has a larger one gets
+     * no_location. The Python module sets CPython 3.15's own limit. */
+    size_t max_linetable;
 };
+
+#define PYS_MAX_LINETABLE_DEFAULT (4u << 20)
 
 #define PYS_MAX_FRAMES_DEFAULT 8192
 #define PYS_MAX_FRAMES_MIN 16

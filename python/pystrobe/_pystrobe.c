@@ -303,7 +303,7 @@ static void frame_key_of(const struct pys_frame *f, struct frame_key *k)
     k->end_lineno = f->end_lineno;
     k->col = f->col;
     k->end_col = f->end_col;
-    k->kind = f->kind;
+    k->kind = f->kind | f->no_location << 8; /* kinds are small */
     k->opcode = f->opcode;
 }
 
@@ -575,6 +575,10 @@ static int unwinder_init(PyObject *op, PyObject *args, PyObject *kwargs)
     opt.native = native;
     opt.gc = gc;
     opt.opcodes = opcodes;
+    /* CPython 3.15.2's module gives a frame no location (None) when its
+     * code's line table is over 64 KiB (observed: 65,532 bytes decoded,
+     * 65,537 not); the CLI decodes up to 4 MiB. */
+    opt.max_linetable = 65536;
     /* Like the reference's, the frame cache writes into the target (the
      * thread states' last_profiled_frame); without it nothing is written. */
     opt.frame_cache = cache_frames;
@@ -707,7 +711,7 @@ static PyObject *build_frame(struct unwinder *self, const struct pys_frame *f)
         goto fail;
     PyStructSequence_SetItem(fi, 0, filename);
     PyObject *loc;
-    if (f->kind == PYS_FRAME_PYTHON) {
+    if (f->kind == PYS_FRAME_PYTHON && !f->no_location) {
         if (!(loc = new_location(f)))
             goto fail;
     } else {

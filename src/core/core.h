@@ -131,6 +131,14 @@ int prof_codecache_rechecked(struct prof_codecache *cc, struct mem *m,
 void prof_codecache_hint(struct prof_codecache *cc, struct mem *m, const struct cpy_offsets *o,
                          const uint64_t *addrs, size_t n);
 
+/* 1 if frames of code c get no location under opt: its line table is over
+ * opt->max_linetable, or was too large to be read at all. */
+static inline int32_t prof_no_location(const struct pys_options *opt, const struct cpy_code *c)
+{
+    size_t max = opt->max_linetable ? opt->max_linetable : PYS_MAX_LINETABLE_DEFAULT;
+    return !c->linetable || c->linetable_len > max;
+}
+
 /* The cached code object at addr, reading and interning it on a miss. */
 int prof_codecache_get(struct prof_codecache *cc, struct prof_intern *in, struct mem *m,
                        const struct cpy_offsets *o, const struct cpy_symbols *sym,

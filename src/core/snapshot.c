@@ -153,6 +153,9 @@ static int name_frame(struct pys_session *s, const struct cpy_thread *t,
     out->end_col = loc.end_col;
     out->kind = PYS_FRAME_PYTHON;
     out->opcode = -1;
+    out->no_location = prof_no_location(&s->opt, &c->code);
+    if (out->no_location)
+        out->lineno = out->end_lineno = out->col = out->end_col = -1;
     return 0;
 }
 

@@ -414,6 +414,9 @@ static int add_frame(struct pys_tasks *t, const struct cpy_raw_frame *rf)
     f->lasti = lasti;
     f->kind = PYS_FRAME_PYTHON;
     f->opcode = -1;
+    f->no_location = prof_no_location(&s->opt, &pc->code);
+    if (f->no_location)
+        f->lineno = f->end_lineno = f->col = f->end_col = -1;
     return 0;
 }
 

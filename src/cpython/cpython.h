@@ -25,7 +25,7 @@
 #define CPY_OLDER_MAX 64           /* older chunks remembered for read-ahead */
 #define CPY_MAX_CHUNK_BYTES (64u << 20) /* all chunks of one thread */
 #define CPY_MAX_STR_CHARS 4096     /* names and file names; longer ones are cut */
-#define CPY_MAX_LINETABLE (4u << 20) /* a 40 000-line function has ~200 KB */
+#define CPY_MAX_LINETABLE (4u << 20) /* a 40 000-line function has ~200 KB; = PYS_MAX_LINETABLE_DEFAULT */
 
 /* Addresses in the interpreter image that identify objects. */
 struct cpy_symbols {

@@ -199,12 +199,14 @@ def test_flamegraph_tooltip_shows_instructions(pystrobe, target, tmp_path):
 
 
 def loop_run(pystrobe, target, tmp_path, *args):
-    """LOOP_CODE run with --opcodes and args."""
+    """LOOP_CODE run with --opcodes and args; the script's path as the
+    target sees it."""
     host_dir, target_dir = target.stage_dir()
     (host_dir / "loop.py").write_text(LOOP_CODE)
     res = run_pystrobe(pystrobe, "run", "--opcodes", *args, "--", *target.argv,
                        f"{target_dir}/loop.py")
     assert res.returncode == 0, res.stderr.decode()
+    return f"{target_dir}/loop.py"
 
 
 def test_jsonl_frames_carry_instructions(pystrobe, target, tmp_path):
@@ -214,14 +216,15 @@ def test_jsonl_frames_carry_instructions(pystrobe, target, tmp_path):
     if target.version not in ((3, 8), (3, 12)):
         pytest.skip("a frame-object and a specializing interpreter are enough")
     out = tmp_path / "o.jsonl"
-    loop_run(pystrobe, target, tmp_path, "--jsonl", "-o", out)
+    script = loop_run(pystrobe, target, tmp_path, "--jsonl", "-o", out)
     recs = [json.loads(x) for x in out.read_text().splitlines()]
     strings = {s["str_id"]: s["value"] for r in recs if r["type"] == "string_table"
                for s in r["strings"]}
     frames = {f["frame_id"]: f for r in recs if r["type"] == "frame_table" for f in r["frames"]}
     self_ = {e["frame_id"]: e["self"] for r in recs if r["type"] == "agg" for e in r["entries"]}
     adds = [f for f in frames.values() if strings[f["func_str_id"]] == "add"]
-    assert adds and all("opcode" in f for f in adds), adds
+    # (3.8's frame at its def line, on entry, has no instruction yet.)
+    assert adds and all("opcode" in f for f in adds if f["line"] == 4), adds
     ops = {(f.get("opname"), f.get("opbase")) for f in adds}
     if target.version >= (3, 11):
         assert ("BINARY_OP_ADD_INT", "BINARY_OP") in ops, ops
@@ -230,8 +233,9 @@ def test_jsonl_frames_carry_instructions(pystrobe, target, tmp_path):
     assert sum(self_.get(f["frame_id"], 0) for f in adds) > 0
     out2 = tmp_path / "plain.jsonl"
     res = run_pystrobe(pystrobe, "run", "-d", "0.3", "--jsonl", "-o", out2, "--",
-                       *target.argv, f"{target.stage_dir()[1]}/loop.py")
-    assert res.returncode == 0 and '"opcode"' not in out2.read_text()
+                       *target.argv, script)
+    assert res.returncode == 0, res.stderr.decode()
+    assert '"opcode"' not in out2.read_text()
 
 
 def test_gecko_instructions_as_subcategories(pystrobe, target, tmp_path, profiler_cli):

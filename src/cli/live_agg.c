@@ -299,8 +299,8 @@ static long table_row(struct live_table *t, const struct pys_frame *f, int lines
         t->rows = rows;
         t->cap = cap;
     }
-    t->rows[t->n] = (struct live_row){f->filename, f->qualname, line, f->kind, 0, 0, 0, 0, 0,
-                                      -1, 0, 0};
+    t->rows[t->n] =
+        (struct live_row){f->filename, f->qualname, line, f->kind, 0, 0, 0, 0, 0, -1, 0, 0};
     t->index[h] = (uint32_t)t->n + 1;
     return (long)t->n++;
 }

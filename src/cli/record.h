@@ -193,7 +193,7 @@ struct rec_target {
      * reader of its tasks (NULL: none). */
     const struct rec_sinks *sinks;
     struct rec_async *async;
-    uint64_t unmatched;     /* as rec_sample_loop's */
+    uint64_t unmatched; /* as rec_sample_loop's */
     uint64_t samples, failed;
     uint64_t first_ns; /* its first sample's start (rec_now_ns), 0 before */
     /* --merge-processes: the outermost frame of its stacks, "process PID

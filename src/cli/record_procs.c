@@ -260,8 +260,8 @@ static void child_name(const char *path, const char *ext, int pid, char *buf, si
  * stdout). NULL: the default name. */
 static const char *child_path(const struct rec *r, int pid, char *buf, size_t n)
 {
-    static const char *const ext[] = {".pstats", ".txt", ".html",  ".speedscope.json",
-                                      ".pb.gz",  "",     ".jsonl", ".json",
+    static const char *const ext[] = {".pstats", ".txt",  ".html",  ".speedscope.json",
+                                      ".pb.gz",  "",      ".jsonl", ".json",
                                       ".svg",    ".json", ".html"};
     if (!r->output) {
         if (r->format != FMT_PSTATS)

@@ -642,8 +642,8 @@ int out_gecko_write(out_gecko *g, FILE *f)
           f);
     fputs("\"extensions\":{\"id\":[],\"name\":[],\"baseURL\":[],\"length\":0},\"categories\":[", f);
     for (int c = 0; c < NCAT; c++) {
-        fprintf(f, "%s{\"name\":\"%s\",\"color\":\"%s\",\"subcategories\":[\"Other\"",
-                c ? "," : "", CAT_NAMES[c], CAT_COLORS[c]);
+        fprintf(f, "%s{\"name\":\"%s\",\"color\":\"%s\",\"subcategories\":[\"Other\"", c ? "," : "",
+                CAT_NAMES[c], CAT_COLORS[c]);
         for (int k = 1; c == CAT_PYTHON && k <= g->nsub; k++)
             put_instruction(f, g->meta.python_version, g->opcode_of[k]);
         fputs("]}", f);

@@ -92,6 +92,17 @@ struct live_row {
     uint64_t own, total;
     uint64_t up, down; /* call tree of the selected row: as its caller, as its callee */
     int32_t onpath;    /* scratch: times on the stack being walked */
+    /* --opcodes, by line: its most sampled instruction (op, -1 none) with
+     * its samples, and all its samples at a known instruction. */
+    int32_t op;
+    uint64_t op_count, op_all;
+};
+
+/* Samples of a row at an instruction (the table's scratch). */
+struct live_op {
+    uint32_t row;
+    int32_t opcode;
+    uint64_t count;
 };
 
 /* What the UI draws from: its own copy, built under the lock. */
@@ -114,6 +125,9 @@ struct live_table {
     uint64_t run_samples, run_failed, run_missed;
     size_t live_threads;
     const char *version;
+    uint32_t python_version; /* for the instructions' names */
+    struct live_op *ops;
+    size_t nops, capops;
 };
 
 /* Which counts a table shows. */

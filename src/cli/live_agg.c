@@ -91,6 +91,7 @@ static int part_stack(struct live_part *p, const struct rec *r, uint64_t id,
         if (!p->prof)
             return PYS_E_NOMEM;
         pys_profile_set_max_memory(p->prof, r->max_memory);
+        pys_profile_count_opcodes(p->prof, r->opcodes);
     }
     return pys_profile_add(p->prof, id, f, n, w);
 }
@@ -298,7 +299,8 @@ static long table_row(struct live_table *t, const struct pys_frame *f, int lines
         t->rows = rows;
         t->cap = cap;
     }
-    t->rows[t->n] = (struct live_row){f->filename, f->qualname, line, f->kind, 0, 0, 0, 0, 0};
+    t->rows[t->n] =
+        (struct live_row){f->filename, f->qualname, line, f->kind, 0, 0, 0, 0, 0, -1, 0, 0};
     t->index[h] = (uint32_t)t->n + 1;
     return (long)t->n++;
 }
@@ -307,6 +309,57 @@ static int is_sel(const struct live_row *w, const struct live_scope *sc)
 {
     return sc->sel_file && w->file == sc->sel_file && w->name == sc->sel_name &&
            w->line == sc->sel_line && w->kind == sc->sel_kind;
+}
+
+/* --opcodes, by line: node id's instructions, counted for row k (the
+ * outermost frame of the row on each stack, as its total). 0 or
+ * PYS_E_NOMEM. */
+static int table_add_ops(struct live_table *t, const pys_profile *p, uint32_t id, long k)
+{
+    struct pys_opcode_count buf[64];
+    int n = pys_profile_node_opcodes(p, id, buf, sizeof buf / sizeof buf[0]);
+    if (n < 0)
+        return n;
+    if (n > (int)(sizeof buf / sizeof buf[0]))
+        n = (int)(sizeof buf / sizeof buf[0]);
+    for (int i = 0; i < n; i++) {
+        if (t->nops == t->capops) {
+            size_t cap = t->capops ? 2 * t->capops : 256;
+            struct live_op *v = realloc(t->ops, cap * sizeof *v);
+            if (!v)
+                return PYS_E_NOMEM;
+            t->ops = v;
+            t->capops = cap;
+        }
+        t->ops[t->nops++] = (struct live_op){(uint32_t)k, buf[i].opcode, buf[i].count};
+    }
+    return 0;
+}
+
+static int by_row_op(const void *a, const void *b)
+{
+    const struct live_op *x = a, *y = b;
+    if (x->row != y->row)
+        return x->row < y->row ? -1 : 1;
+    return (x->opcode > y->opcode) - (x->opcode < y->opcode);
+}
+
+/* Each row's most sampled instruction, from the instructions counted. */
+static void table_top_ops(struct live_table *t)
+{
+    if (t->nops)
+        qsort(t->ops, t->nops, sizeof *t->ops, by_row_op);
+    for (size_t i = 0; i < t->nops;) {
+        struct live_op o = t->ops[i];
+        while (++i < t->nops && t->ops[i].row == o.row && t->ops[i].opcode == o.opcode)
+            o.count += t->ops[i].count;
+        struct live_row *w = &t->rows[o.row];
+        w->op_all += o.count;
+        if (o.count > w->op_count) {
+            w->op = o.opcode;
+            w->op_count = o.count;
+        }
+    }
 }
 
 /* Count one profile's stacks into t: a depth-first walk, each node entered
@@ -344,6 +397,8 @@ static int table_add_profile(struct live_table *t, const pys_profile *p,
                 w->own += nd->self;
                 if (w->onpath++ == 0) {
                     w->total += nd->total;
+                    if (sc->by_line && t->python_version && table_add_ops(t, p, id, k) < 0)
+                        return PYS_E_NOMEM;
                     if (is_sel(w, sc)) {
                         if (pk)
                             t->rows[pk - 1].up += nd->total;
@@ -404,6 +459,7 @@ int live_table_build(struct live_table *t, struct live_data *d, const struct liv
 {
     int rc = 0;
     t->n = 0;
+    t->nops = 0;
     if (t->index)
         memset(t->index, 0, t->icap * sizeof *t->index);
     t->snaps = t->failed = t->top_callers = 0;
@@ -411,6 +467,8 @@ int live_table_build(struct live_table *t, struct live_data *d, const struct liv
     t->sel = -1;
 
     pthread_mutex_lock(&d->mu);
+    /* --opcodes: the version names the instructions (0: none counted). */
+    t->python_version = d->r->opcodes && d->s ? pys_session_python_version(d->s) : 0;
     /* The whole run's threads, whatever the scope: the list to cycle. */
     t->nthreads = 0;
     if (sc->window) {
@@ -439,6 +497,7 @@ int live_table_build(struct live_table *t, struct live_data *d, const struct liv
     t->version = d->s ? pys_session_python_version_text(d->s) : NULL;
     pthread_mutex_unlock(&d->mu);
 
+    table_top_ops(t);
     for (size_t i = 0; i < t->n; i++)
         if (is_sel(&t->rows[i], sc))
             t->sel = (long)i;
@@ -450,5 +509,6 @@ void live_table_release(struct live_table *t)
     free(t->rows);
     free(t->index);
     free(t->node_row);
+    free(t->ops);
     memset(t, 0, sizeof *t);
 }

@@ -393,7 +393,18 @@ static void draw_row(struct line *l, const struct live_ui *u, const struct layou
         put_field(l, b, COLUMN[c].width, 1);
         put_n(l, " ", 1, 1);
     }
-    put_field(l, row_name(w), y->name_w, 0);
+    if (u->sc.by_line && w->op_all) {
+        /* --opcodes: the line's most sampled instruction after its name. */
+        const char *op = pys_opcode_name(u->t.python_version, w->op, NULL);
+        char opn[32];
+        if (!op)
+            snprintf(opn, sizeof opn, "opcode %d", (int)w->op);
+        snprintf(b, sizeof b, "%s  [%s %.0f%%]", row_name(w), op ? op : opn,
+                 pct(w->op_count, w->op_all));
+        put_field(l, b, y->name_w, 0);
+    } else {
+        put_field(l, row_name(w), y->name_w, 0);
+    }
     if (y->loc) {
         put_n(l, " ", 1, 1);
         fmt_location(b, sizeof b, w);

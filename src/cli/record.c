@@ -62,19 +62,6 @@ static int prepare_outputs(struct job *j)
     return -1;
 }
 
-/* The recording started (its file named after the target if not yet
- * open), a sink in ks. Returns -1, or the exit status to end with. */
-static int start_recording(struct job *j, struct rec_sinks *ks)
-{
-    if (!j->bin && !(j->bin = rec_bin_open(&j->r, j->pid)))
-        return CLI_ERROR;
-    int rc = rec_bin_start(j->bin, j->s, j->pid);
-    if (rc != -1)
-        return rc;
-    rec_sinks_add(ks, j->bin, rec_bin_sample);
-    return -1;
-}
-
 /* attach: attach to j->pid. Returns -1, or the exit status to end with
  * (the output discarded). */
 static int attach_target(struct job *j)
@@ -207,27 +194,18 @@ static void job_abandon(struct job *j)
 }
 
 /* The consumers of the sample stream beside the profile: the recording,
- * the outputs written from the stream, the live view (lv, or NULL).
- * Returns -1, or the exit status to end with (the job released). */
-static int start_sinks(struct job *j, struct live *lv, struct rec_sinks *ks)
+ * the outputs written from the stream, into ks; the live view (lv, or
+ * NULL) into live_ks. Returns -1, or the exit status to end with (the job
+ * released). */
+static int start_sinks(struct job *j, struct live *lv, struct rec_sinks *ks,
+                       struct rec_sinks *live_ks)
 {
-    int rc = -1;
-    /* The run's facts are made now, at the start, for every output: the
-     * recording's META carries the same date as the profile. */
-    j->r.start_realtime_ns = rec_run_meta(&j->r, j->s, j->pid)->start_realtime_ns;
-    if (j->r.binary || j->r.record_path)
-        rc = start_recording(j, ks);
-    if (rc == -1)
-        rc = rec_stream_start(&j->r, j->s, j->pid, ks);
+    int rc = rec_sinks_start(&j->r, j->s, j->pid, &j->bin, ks);
     if (rc != -1) {
         job_abandon(j);
         return rc;
     }
-    if (j->r.trace) { /* --chrometrace: from the sample stream, not the profile */
-        out_chrometrace_set_pid(j->r.trace, j->pid);
-        rec_sinks_add(ks, &j->r, rec_trace_sample);
-    }
-    if (lv && live_start(lv, j->s, j->pid, ks) != -1)
+    if (lv && live_start(lv, j->s, j->pid, live_ks) != -1)
         rec_stop = SIGTERM; /* said why; the profile so far is written */
     return -1;
 }
@@ -278,14 +256,17 @@ int cli_record(int argc, char **argv, int attach)
                                  .native_stacks = j.r.native_stacks,
                                  .max_frames = j.r.max_frames};
     struct live *lv = NULL;
-    struct rec_sinks sinks = {.n = 0};
+    /* The first target's sinks, and rooted ones (rec_procs_new). */
+    struct rec_sinks sinks = {.n = 0}, rooted = {.n = 0};
+    struct rec_sinks *live_ks = j.r.subprocesses ? &rooted : &sinks;
+    struct rec_sinks *own = j.r.merge_processes ? &rooted : &sinks;
     if (j.r.live && (rc = live_prepare(&lv, &j.r)) != -1) {
         rec_baseline_free(j.r.baseline);
         return rc;
     }
-    if ((rc = job_setup(&j)) != -1 || (rc = start_sinks(&j, lv, &sinks)) != -1) {
+    if ((rc = job_setup(&j)) != -1 || (rc = start_sinks(&j, lv, own, live_ks)) != -1) {
         live_free(lv);
-        out_chrometrace_free(j.r.trace);
+        rec_stream_free(&j.r);
         rec_baseline_free(j.r.baseline);
         return rc;
     }
@@ -296,9 +277,9 @@ int cli_record(int argc, char **argv, int attach)
     struct rec_cost cost;
     rec_cost_begin(&cost);
     if (j.r.subprocesses) {
-        /* --subprocesses: every target at each tick (no sinks: refused). */
-        procs =
-            rec_procs_new(&j.r, &j.opt, j.r.attach ? j.pid : (int)getpid(), j.child, &ss, j.prof);
+        /* --subprocesses: every target at each tick. */
+        procs = rec_procs_new(&j.r, &j.opt, j.r.attach ? j.pid : (int)getpid(), j.child, &ss,
+                              j.prof, j.r.merge_processes ? NULL : &sinks, &rooted);
         if (!procs) {
             fprintf(stderr, "pystrobe: out of memory\n");
             job_abandon(&j);
@@ -336,7 +317,6 @@ int cli_record(int argc, char **argv, int attach)
 
     rec_stream_free(&j.r);
     pys_profile_free(j.prof);
-    out_chrometrace_free(j.r.trace);
     rec_baseline_free(j.r.baseline);
     for (size_t i = 0; i < ssp->n; i++)
         pys_session_free(ssp->v[i]);

@@ -40,6 +40,9 @@ enum line_mode { LINES_EXACT, LINES_FUNCTION, LINES_NONE };
 enum mode { MODE_WALL, MODE_CPU, MODE_GIL, MODE_EXCEPTION };
 extern const char *const rec_mode_names[];
 
+struct out_rec_meta;
+struct rec_stream_sink;
+
 /* What the user asked for. */
 struct rec {
     int attach; /* attach PID, else run */
@@ -79,6 +82,10 @@ struct rec {
     int no_idle;                   /* --no-idle: only threads the kernel shows running */
     int opcodes;                   /* --opcodes: each frame's instruction (pys_options.opcodes) */
     struct out_chrometrace *trace; /* --chrometrace: its events, filled while sampling */
+    /* The run's facts (rec_run_meta) and the sink of --jsonl and --gecko
+     * (rec_stream_start): made at the start, freed by rec_stream_free. */
+    struct out_rec_meta *meta;
+    struct rec_stream_sink *stream;
     /* --subprocesses: every Python descendant sampled too (record_procs.c);
      * merge_processes: into the one profile, under a process frame each. */
     int subprocesses, merge_processes;
@@ -175,12 +182,18 @@ enum rec_target_state {
     REC_T_ENDED,    /* exited */
     REC_T_FAILED    /* cannot be sampled (why: its text) */
 };
+struct rec_async;
 struct rec_target {
     int pid;
     enum rec_target_state state;
     struct rec_sessions ss; /* its programs (ss.n == 0: never attached) */
     pys_profile *prof;      /* its own, or the merged one */
-    uint64_t unmatched;     /* as rec_sample_loop's */
+    /* The consumers of its own sample stream (its recording, --jsonl,
+     * --gecko, --chrometrace files; NULL: none), and --async-aware's
+     * reader of its tasks (NULL: none). */
+    const struct rec_sinks *sinks;
+    struct rec_async *async;
+    uint64_t unmatched; /* as rec_sample_loop's */
     uint64_t samples, failed;
     uint64_t first_ns; /* its first sample's start (rec_now_ns), 0 before */
     /* --merge-processes: the outermost frame of its stacks, "process PID
@@ -191,9 +204,17 @@ struct rec_procs;
 /* The set for the target whose session is ss->v[0], sampled into prof
  * (NULL if out of memory). Descendants of root are followed: attach's
  * target, or pystrobe itself for run (a child subreaper, so that orphans
- * stay in its tree); command: run's child, which the caller reaps (-1). */
+ * stay in its tree); command: run's child, which the caller reaps (-1).
+ * sinks: the first target's own stream consumers (its outputs); every
+ * other target gets its own, beside them (files named as the profiles).
+ * rooted: the consumers of every target's samples, each stack under its
+ * process's frame (rec_target.root): the live view, and with
+ * --merge-processes the stream outputs (sinks then NULL). */
 struct rec_procs *rec_procs_new(const struct rec *r, const struct pys_options *opt, int root,
-                                int command, const struct rec_sessions *ss, pys_profile *prof);
+                                int command, const struct rec_sessions *ss, pys_profile *prof,
+                                const struct rec_sinks *sinks, const struct rec_sinks *rooted);
+/* The consumers of every target's samples under its process's frame. */
+const struct rec_sinks *rec_procs_rooted(const struct rec_procs *p);
 /* At each tick (now): follow the tree, attach to what became Python. */
 void rec_procs_poll(struct rec_procs *p, uint64_t now);
 size_t rec_procs_count(const struct rec_procs *p);
@@ -207,9 +228,9 @@ void rec_procs_fail(struct rec_procs *p, struct rec_target *t, const char *why);
 int rec_procs_done(const struct rec_procs *p);
 /* The first target's sessions, after sampling (to free). */
 struct rec_sessions *rec_procs_main_sessions(struct rec_procs *p);
-/* After sampling: each other target's profile written beside the main
- * one (unless merged), then the table of processes. Returns CLI_OK, or
- * the status of the first output that failed. */
+/* After sampling: each other target's profile and recording written
+ * beside the main ones (unless merged), then the table of processes.
+ * Returns CLI_OK, or the status of the first output that failed. */
 int rec_procs_finish(struct rec_procs *p, const struct rec *r, int quiet);
 void rec_procs_free(struct rec_procs *p);
 
@@ -249,9 +270,10 @@ struct rec_cost {
 void rec_cost_begin(struct rec_cost *c);
 void rec_cost_end(struct rec_cost *c);
 /* --subprocesses: sample every target of procs at each tick, the first
- * into its own profile (its counters), until a signal, the duration, or
- * nothing is left to sample (END_EXITED). A target that fails or ends
- * never stops the others. */
+ * into its own profile (its counters), each sample handed to the target's
+ * sinks and to the rooted ones, until a signal, the duration, a rooted
+ * sink's or the first target's sink's error, or nothing is left to sample
+ * (END_EXITED). A target that fails or ends never stops the others. */
 enum end rec_sample_procs(const struct rec *r, struct rec_procs *procs);
 
 /* record_async.c: --async-aware. */
@@ -276,6 +298,8 @@ struct rec_async {
 /* Can --async-aware sample session s? -1, or the exit status to end with
  * after saying why (a target before CPython 3.14). */
 int rec_async_check(pys_session *s);
+/* The same, quiet: 0, or a PYS_E code with why in why (n bytes). */
+int rec_async_usable(pys_session *s, char *why, size_t n);
 /* One async-aware sample of session s: the task graph read and made into
  * *out, a snapshot whose threads are task stacks (per r->async_mode, the
  * running task of each thread, or every task nobody awaits: each leaf of
@@ -354,18 +378,25 @@ int rec_write_output(const struct rec *r, struct rec_out *o, const pys_profile *
  * the sink; rec_bin_finish writes the end and closes it (an exit status). */
 struct rec_bin;
 struct rec_bin *rec_bin_open(const struct rec *r, int pid);
-int rec_bin_start(struct rec_bin *b, const pys_session *s, int pid);
+int rec_bin_start(struct rec_bin *b, const struct out_rec_meta *m);
 int rec_bin_sample(void *ctx, const struct rec_sample *smp);
 int rec_bin_finish(struct rec_bin *b, const struct pys_profile_info *info);
 const char *rec_bin_path(const struct rec_bin *b);
 void rec_bin_free(struct rec_bin *b);
 /* The run's facts for recordings and the outputs fed by the sample stream:
- * made at the first call (the start), the same at every later one. */
-struct out_rec_meta;
-const struct out_rec_meta *rec_run_meta(const struct rec *r, const pys_session *s, int pid);
+ * made at the first call (the start) in r->meta, the same at every later
+ * one (NULL if out of memory, said). */
+const struct out_rec_meta *rec_run_meta(struct rec *r, const pys_session *s, int pid);
+/* The outputs fed by target pid's sample stream (session s), each a sink
+ * in ks: the recording (*bin: made here unless open already; NULL: none
+ * asked), --jsonl and --gecko, --chrometrace. -1, or an exit status (said
+ * why; what was made is freed by rec_bin_free and rec_stream_free). */
+int rec_sinks_start(struct rec *r, const pys_session *s, int pid, struct rec_bin **bin,
+                    struct rec_sinks *ks);
 /* The sample-stream outputs (--jsonl, --gecko): the writer made in
  * r->jsonl or r->gecko, and its sink. -1, or an exit status. */
 int rec_stream_start(struct rec *r, const pys_session *s, int pid, struct rec_sinks *ks);
+/* Free r's stream outputs, its trace and its meta. */
 void rec_stream_free(struct rec *r);
 
 #endif

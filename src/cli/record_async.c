@@ -18,12 +18,18 @@
 #include "cli/cli.h"
 #include "cli/record.h"
 
-int rec_async_check(pys_session *s)
+int rec_async_usable(pys_session *s, char *why, size_t n)
 {
     pys_tasks *t = NULL;
-    char err[256] = "";
-    int rc = pys_tasks_new(s, &t, err, sizeof err);
+    int rc = pys_tasks_new(s, &t, why, n);
     pys_tasks_free(t);
+    return rc;
+}
+
+int rec_async_check(pys_session *s)
+{
+    char err[256] = "";
+    int rc = rec_async_usable(s, err, sizeof err);
     if (rc == 0)
         return -1;
     char msg[320];

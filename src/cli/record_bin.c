@@ -19,6 +19,7 @@
 #include "cli/cli.h"
 #include "version.h" /* generated: PYS_VERSION */
 #include "cli/record.h"
+#include "output/chrometrace.h"
 #include "output/gecko.h"
 #include "output/jsonl.h"
 #include "output/recording.h"
@@ -161,15 +162,18 @@ const char *rec_bin_path(const struct rec_bin *b)
     return b->path;
 }
 
-const struct out_rec_meta *rec_run_meta(const struct rec *r, const pys_session *s, int pid)
+const struct out_rec_meta *rec_run_meta(struct rec *r, const pys_session *s, int pid)
 {
-    static struct out_rec_meta m;
-    static int made;
-    if (made)
-        return &m;
+    if (r->meta)
+        return r->meta;
+    struct out_rec_meta *m = malloc(sizeof *m);
+    if (!m) {
+        fprintf(stderr, "pystrobe: out of memory\n");
+        return NULL;
+    }
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
-    m = (struct out_rec_meta){
+    *m = (struct out_rec_meta){
         .pid = pid,
         .python_version = pys_session_python_version(s),
         .python_version_text = pys_session_python_version_text(s),
@@ -186,13 +190,12 @@ const struct out_rec_meta *rec_run_meta(const struct rec *r, const pys_session *
         .main_only = r->main_only,
         .opcodes = r->opcodes,
     };
-    made = 1;
-    return &m;
+    r->meta = m;
+    return m;
 }
 
-int rec_bin_start(struct rec_bin *b, const pys_session *s, int pid)
+int rec_bin_start(struct rec_bin *b, const struct out_rec_meta *m)
 {
-    const struct out_rec_meta *m = rec_run_meta(b->r, s, pid);
     b->start_ns = m->start_monotonic_ns;
     uint8_t hdr[OUT_REC_FILE_HEADER];
     out_rec_file_header(hdr);
@@ -365,9 +368,9 @@ void rec_bin_free(struct rec_bin *b)
     free(b);
 }
 
-/* --- outputs fed by the sample stream (--jsonl) ---------------------------- */
+/* --- outputs fed by the sample stream (--jsonl, --gecko) ------------------ */
 
-struct stream_sink {
+struct rec_stream_sink {
     struct rec *r;
     struct out_rec_thread *th;
     size_t capth;
@@ -375,11 +378,9 @@ struct stream_sink {
     FILE *spool;
 };
 
-static struct stream_sink stream;
-
 static int stream_sample(void *ctx, const struct rec_sample *smp)
 {
-    struct stream_sink *k = ctx;
+    struct rec_stream_sink *k = ctx;
     ssize_t n = kept_threads(k->r, smp->s, smp->snap, &k->th, &k->capth, &k->unmatched);
     struct out_rec_sample s = {smp->t_ns, smp->snap ? 0 : smp->rc, n < 0 ? 0 : (size_t)n, k->th};
     int rc = n < 0         ? PYS_E_NOMEM
@@ -395,25 +396,61 @@ int rec_stream_start(struct rec *r, const pys_session *s, int pid, struct rec_si
 {
     if (r->format != FMT_JSONL && r->format != FMT_GECKO)
         return -1;
-    stream.r = r;
+    const struct out_rec_meta *m = rec_run_meta(r, s, pid);
+    if (!m || !(r->stream = calloc(1, sizeof *r->stream))) {
+        fprintf(stderr, "pystrobe: out of memory\n");
+        return CLI_ERROR;
+    }
+    r->stream->r = r;
     if (r->format == FMT_GECKO) {
-        if (!(r->gecko = out_gecko_new(rec_run_meta(r, s, pid)))) {
+        if (!(r->gecko = out_gecko_new(m))) {
             fprintf(stderr, "pystrobe: out of memory\n");
             return CLI_ERROR;
         }
-        rec_sinks_add(ks, &stream, stream_sample);
+        rec_sinks_add(ks, r->stream, stream_sample);
         return -1;
     }
-    if (r->jsonl_samples && !(stream.spool = tmpfile())) {
+    if (r->jsonl_samples && !(r->stream->spool = tmpfile())) {
         fprintf(stderr, "pystrobe: cannot make a scratch file: %s\n", strerror(errno));
         return CLI_ERROR;
     }
-    r->jsonl = out_jsonl_new(rec_run_meta(r, s, pid), r->jsonl_samples, stream.spool);
+    r->jsonl = out_jsonl_new(m, r->jsonl_samples, r->stream->spool);
     if (!r->jsonl) {
         fprintf(stderr, "pystrobe: out of memory\n");
         return CLI_ERROR;
     }
-    rec_sinks_add(ks, &stream, stream_sample);
+    rec_sinks_add(ks, r->stream, stream_sample);
+    return -1;
+}
+
+int rec_sinks_start(struct rec *r, const pys_session *s, int pid, struct rec_bin **bin,
+                    struct rec_sinks *ks)
+{
+    /* The run's facts are made now, at the start, for every output: the
+     * recording's META carries the same date as the profile. */
+    const struct out_rec_meta *m = rec_run_meta(r, s, pid);
+    if (!m)
+        return CLI_ERROR;
+    r->start_realtime_ns = m->start_realtime_ns;
+    if (r->binary || r->record_path) {
+        if (!*bin && !(*bin = rec_bin_open(r, pid)))
+            return CLI_ERROR;
+        int rc = rec_bin_start(*bin, m);
+        if (rc != -1)
+            return rc;
+        rec_sinks_add(ks, *bin, rec_bin_sample);
+    }
+    int rc = rec_stream_start(r, s, pid, ks);
+    if (rc != -1)
+        return rc;
+    if (r->format == FMT_CHROMETRACE) { /* from the sample stream, not the profile */
+        if (!r->trace && rec_trace_new(r) < 0) {
+            fprintf(stderr, "pystrobe: out of memory\n");
+            return CLI_ERROR;
+        }
+        out_chrometrace_set_pid(r->trace, pid);
+        rec_sinks_add(ks, r, rec_trace_sample);
+    }
     return -1;
 }
 
@@ -423,10 +460,15 @@ void rec_stream_free(struct rec *r)
     r->jsonl = NULL;
     out_gecko_free(r->gecko);
     r->gecko = NULL;
-    if (stream.spool)
-        fclose(stream.spool);
-    stream.spool = NULL;
-    free(stream.th);
-    stream.th = NULL;
-    stream.capth = 0;
+    out_chrometrace_free(r->trace);
+    r->trace = NULL;
+    if (r->stream) {
+        if (r->stream->spool)
+            fclose(r->stream->spool);
+        free(r->stream->th);
+        free(r->stream);
+        r->stream = NULL;
+    }
+    free(r->meta);
+    r->meta = NULL;
 }

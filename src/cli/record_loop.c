@@ -202,17 +202,30 @@ struct loop {
     pys_session *s; /* the last of ss: the program sampled */
     pys_profile *prof;
     struct pys_profile_info *info;
-    const struct rec_sinks *sinks; /* NULL: none */
+    const struct rec_sinks *sinks; /* the program's own consumers; NULL: none */
+    /* --subprocesses: the consumers of every target's samples, under its
+     * process's frame (root), and the run's counters they are given. */
+    const struct rec_sinks *rooted;
+    struct pys_profile_info *run_info;
     uint64_t *unmatched;
     int spin;        /* wait for a deadline by spinning, else by sleeping */
     uint64_t start;  /* when sampling started */
     uint64_t next;   /* the next sample's deadline */
     uint64_t waited; /* time spent waiting for exec'd programs to become Python */
     struct timing tm;
-    struct rec_async async;      /* --async-aware's reader */
+    struct rec_async *async;     /* --async-aware's reader of the program's tasks */
     struct pys_frame *lines_buf; /* --function, --nolineno: a stack's rewritten frames */
     size_t lines_cap;
-    const struct pys_frame *root; /* --merge-processes: the outermost frame, else NULL */
+    /* --subprocesses: the target's process frame; the profile's stacks go
+     * under it with --merge-processes (merge). */
+    const struct pys_frame *root;
+    int merge;
+    /* A snapshot's copy with root outermost in every stack, for rooted. */
+    struct pys_interp *r_interps;
+    struct pys_thread *r_threads;
+    struct pys_frame *r_frames;
+    size_t r_capi, r_capt, r_capf;
+    struct pys_snapshot r_snap;
 };
 
 static void realtime_line(const struct timing *tm, uint64_t samples, uint64_t failed, uint64_t now)
@@ -256,7 +269,7 @@ static const struct pys_frame *frames_for_lines(struct loop *l, const struct pys
                                                 size_t *n)
 {
     *n = t->nframes;
-    if (!l->root)
+    if (!l->merge)
         return rec_frames_for_lines(l->r->line_mode, t->frames, t->nframes, &l->lines_buf,
                                     &l->lines_cap);
     if (t->nframes + 1 > l->lines_cap) {
@@ -393,17 +406,83 @@ int rec_sinks_add(struct rec_sinks *ks, void *ctx, int (*sample)(void *, const s
     return 0;
 }
 
-/* Hand the sample to every sink; 0 if one failed (sampling ends). */
-static int feed_sinks(const struct loop *l, uint64_t t0, uint64_t t1,
-                      const struct pys_snapshot *snap, int rc)
+/* Room for n elements of size sz in *v (capacity *cap). 0, or -1. */
+static int reserve(void **v, size_t *cap, size_t n, size_t sz)
 {
-    if (!l->sinks)
-        return 1;
+    if (n <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 16;
+    while (c < n)
+        c *= 2;
+    void *p = realloc(*v, c * sz);
+    if (!p)
+        return -1;
+    *v = p;
+    *cap = c;
+    return 0;
+}
+
+/* snap with l->root outermost in every stack (a thread without a stack
+ * keeps none), in l's scratch arrays; NULL if out of memory. */
+static const struct pys_snapshot *rooted_snapshot(struct loop *l, const struct pys_snapshot *snap)
+{
+    size_t nt = 0, nf = 0;
+    for (size_t i = 0; i < snap->ninterps; i++)
+        for (size_t k = 0; k < snap->interps[i].nthreads; k++) {
+            nt++;
+            nf += snap->interps[i].threads[k].nframes + 1;
+        }
+    if (reserve((void **)&l->r_interps, &l->r_capi, snap->ninterps, sizeof *l->r_interps) < 0 ||
+        reserve((void **)&l->r_threads, &l->r_capt, nt, sizeof *l->r_threads) < 0 ||
+        reserve((void **)&l->r_frames, &l->r_capf, nf, sizeof *l->r_frames) < 0)
+        return NULL;
+    struct pys_thread *t = l->r_threads;
+    struct pys_frame *f = l->r_frames;
+    for (size_t i = 0; i < snap->ninterps; i++) {
+        const struct pys_interp *in = &snap->interps[i];
+        l->r_interps[i] = *in;
+        l->r_interps[i].threads = t;
+        for (size_t k = 0; k < in->nthreads; k++, t++) {
+            *t = in->threads[k];
+            if (t->nframes == 0)
+                continue;
+            memcpy(f, t->frames, t->nframes * sizeof *f);
+            f[t->nframes] = *l->root;
+            t->frames = f;
+            f += ++t->nframes;
+        }
+    }
+    l->r_snap = (struct pys_snapshot){snap->ninterps, l->r_interps};
+    return &l->r_snap;
+}
+
+/* Hand the sample to each of ks; 0, or the first one's error. */
+static int feed(const struct rec_sinks *ks, const struct rec_sample *smp)
+{
+    for (size_t i = 0; ks && i < ks->n; i++) {
+        int rc = ks->v[i].sample(ks->v[i].ctx, smp);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Hand the sample to the program's own sinks (*own_rc their error) and
+ * to the rooted ones (with the process's frame under each stack). 0, or
+ * the rooted ones' error (PYS_E_NOMEM if the copy could not be made). */
+static int feed_sinks(struct loop *l, uint64_t t0, uint64_t t1, const struct pys_snapshot *snap,
+                      int rc, int *own_rc)
+{
     struct rec_sample smp = {t0, t1, snap, rc, l->s, l->info};
-    for (size_t i = 0; i < l->sinks->n; i++)
-        if (l->sinks->v[i].sample(l->sinks->v[i].ctx, &smp) < 0)
-            return 0;
-    return 1;
+    *own_rc = feed(l->sinks, &smp);
+    if (!l->rooted || l->rooted->n == 0)
+        return 0;
+    if (snap && !(smp.snap = rooted_snapshot(l, snap))) {
+        fprintf(stderr, "pystrobe: out of memory: stopping\n");
+        return PYS_E_NOMEM;
+    }
+    smp.info = l->run_info;
+    return feed(l->rooted, &smp);
 }
 
 int rec_error_status = CLI_ERROR;
@@ -425,29 +504,58 @@ static void blocking_failed(struct loop *l, int rc, enum end *why)
     *why = END_ERROR;
 }
 
-/* Take one sample, begun at t0. Returns 1 to go on, else 0 with *why.
- * --async-aware: the thread snapshot is followed by a read of the task
- * graph (with --blocking, while the target is still stopped: the same
- * moment), and the task stacks stand in for the thread stacks. */
+/* One snapshot of l's program as the options ask: with every thread
+ * stopped (--blocking; *pause_rc as cli_blocking_snapshot's, else 0),
+ * task stacks for thread stacks (--async-aware, read while the target is
+ * still stopped: the same moment). Returns as pys_session_snapshot. */
+static int take_snapshot(struct loop *l, const struct pys_snapshot **snap, int *pause_rc)
+{
+    int rc, async = l->r->async_aware;
+    *pause_rc = 0;
+    if (l->r->blocking && async)
+        rc = cli_blocking_snapshot_paused(l->s, snap, pause_rc);
+    else if (l->r->blocking)
+        rc = cli_blocking_snapshot(l->s, snap, pause_rc);
+    else
+        rc = pys_session_snapshot(l->s, snap);
+    if (*pause_rc < 0)
+        return rc;
+    if (async && rc >= 0)
+        rc = rec_async_sample(l->async, l->r, l->s, *snap, snap);
+    if (l->r->blocking && async)
+        pys_session_resume(l->s);
+    return rc;
+}
+
+/* take_in: the profile is out of memory (unsaid; the sinks not fed). */
+#define TAKE_NOMEM 1
+
+/* Count a sample (snap, rc as take_snapshot's) begun at t0 and complete at
+ * t1 in the profile and hand it to the sinks. 0, TAKE_NOMEM, or a rooted
+ * sink's error (said); *own_rc: the program's own sinks' error. */
+static int take_in(struct loop *l, uint64_t t0, uint64_t t1, const struct pys_snapshot *snap,
+                   int rc, int *own_rc)
+{
+    *own_rc = 0;
+    l->info->samples++;
+    if (rc < 0)
+        l->info->failed++;
+    else if (add_snapshot(l, snap) < 0)
+        return TAKE_NOMEM;
+    return feed_sinks(l, t0, t1, rc < 0 ? NULL : snap, rc, own_rc);
+}
+
+/* Take one sample, begun at t0. Returns 1 to go on, else 0 with *why. */
 static int sample_one(struct loop *l, uint64_t t0, enum end *why)
 {
     const struct pys_snapshot *snap;
-    int rc, pause_rc = 0, async = l->r->async_aware;
-    if (l->r->blocking && async)
-        rc = cli_blocking_snapshot_paused(l->s, &snap, &pause_rc);
-    else if (l->r->blocking)
-        rc = cli_blocking_snapshot(l->s, &snap, &pause_rc);
-    else
-        rc = pys_session_snapshot(l->s, &snap);
+    int pause_rc, own_rc;
+    int rc = take_snapshot(l, &snap, &pause_rc);
     if (pause_rc < 0) {
         blocking_failed(l, pause_rc, why);
         return 0;
     }
-    if (async && rc >= 0)
-        rc = rec_async_sample(&l->async, l->r, l->s, snap, &snap);
-    if (l->r->blocking && async)
-        pys_session_resume(l->s);
-    if (async && rc == PYS_E_NOMEM) {
+    if (rc == PYS_E_NOMEM && l->r->async_aware) {
         fprintf(stderr, "pystrobe: out of memory: stopping\n");
         *why = END_SIGNAL;
         return 0;
@@ -459,15 +567,10 @@ static int sample_one(struct loop *l, uint64_t t0, enum end *why)
     }
     if (rc == PYS_E_EXEC)
         return on_exec(l, t1, why);
-    l->info->samples++;
-    if (rc < 0) {
-        l->info->failed++;
-    } else if (add_snapshot(l, snap) < 0) {
+    rc = take_in(l, t0, t1, snap, rc, &own_rc);
+    if (rc == TAKE_NOMEM)
         fprintf(stderr, "pystrobe: out of memory: stopping\n");
-        *why = END_SIGNAL;
-        return 0;
-    }
-    if (!feed_sinks(l, t0, t1, rc < 0 ? NULL : snap, rc)) {
+    if (rc != 0 || own_rc < 0) {
         *why = END_SIGNAL;
         return 0;
     }
@@ -486,131 +589,152 @@ static void loop_start(struct loop *l)
     l->tm = (struct timing){0, 0, UINT64_MAX, 0, l->start, 0, l->start};
 }
 
-/* Sample until the end; fill the profile and its info. */
-enum end rec_sample_loop(const struct rec *r, struct rec_sessions *ss, pys_profile *prof,
-                         const struct rec_sinks *sinks, uint64_t *unmatched)
+/* Sample at each deadline with tick (1: go on, else 0 with *why) until
+ * the end: a signal, the duration, or what tick says. Returns why. */
+static enum end run_loop(struct loop *l, void *ctx,
+                         int (*tick)(struct loop *, void *, uint64_t, enum end *))
 {
-    struct loop l = {.r = r,
-                     .ss = ss,
-                     .s = ss->v[ss->n - 1],
-                     .prof = prof,
-                     .info = pys_profile_info(prof),
-                     .sinks = sinks,
-                     .unmatched = unmatched};
-    loop_start(&l);
     enum end why = END_SIGNAL;
-
-    *unmatched = 0;
+    loop_start(l);
     for (;;) {
         if (rec_stop) {
             why = END_SIGNAL;
             break;
         }
         uint64_t t0 = rec_now_ns();
-        if (r->duration_ns && t0 - l.start >= r->duration_ns) {
+        if (l->r->duration_ns && t0 - l->start >= l->r->duration_ns) {
             why = END_DURATION;
             break;
         }
-        if (t0 < l.next) {
-            wait_deadline(&l);
+        if (t0 < l->next) {
+            wait_deadline(l);
             if (rec_stop)
                 continue;
             t0 = rec_now_ns();
         }
-        if (!sample_one(&l, t0, &why))
+        if (!tick(l, ctx, t0, &why))
             break;
     }
-    if (r->realtime)
+    if (l->r->realtime)
         fputc('\n', stderr);
-    rec_async_release(&l.async);
+    free(l->lines_buf);
+    free(l->r_interps);
+    free(l->r_threads);
+    free(l->r_frames);
+    return why;
+}
+
+static int tick_one(struct loop *l, void *ctx, uint64_t t0, enum end *why)
+{
+    (void)ctx;
+    return sample_one(l, t0, why);
+}
+
+/* Sample until the end; fill the profile and its info. */
+enum end rec_sample_loop(const struct rec *r, struct rec_sessions *ss, pys_profile *prof,
+                         const struct rec_sinks *sinks, uint64_t *unmatched)
+{
+    struct rec_async async = {0};
+    struct loop l = {.r = r,
+                     .ss = ss,
+                     .s = ss->v[ss->n - 1],
+                     .prof = prof,
+                     .info = pys_profile_info(prof),
+                     .sinks = sinks,
+                     .unmatched = unmatched,
+                     .async = &async};
+    *unmatched = 0;
+    enum end why = run_loop(&l, NULL, tick_one);
+    rec_async_release(&async);
     l.info->duration_ns = rec_now_ns() - l.start - l.waited;
-    free(l.lines_buf);
     return why;
 }
 
 /* --- several processes (--subprocesses) ------------------------------------ */
 
-/* Sample target t of procs once, into its profile. */
-static void sample_target(struct loop *l, struct rec_procs *procs, struct rec_target *t)
+/* Sample target t of procs once, into its profile. Returns
+ * 1, or 0 when sampling ends (a rooted sink's error, or one of the first
+ * target's own sinks: *why); a target's own failures end only it. */
+static int sample_target(struct loop *l, struct rec_procs *procs, struct rec_target *t,
+                         enum end *why)
 {
     l->ss = &t->ss;
     l->s = t->ss.v[t->ss.n - 1];
     l->prof = t->prof;
     l->info = pys_profile_info(t->prof);
     l->unmatched = &t->unmatched;
-    l->root = l->r->merge_processes ? &t->root : NULL;
+    l->sinks = t->sinks;
+    l->async = t->async;
+    l->root = &t->root;
+    uint64_t t0 = rec_now_ns();
     const struct pys_snapshot *snap;
-    int rc, pause_rc = 0;
-    if (l->r->blocking)
-        rc = cli_blocking_snapshot(l->s, &snap, &pause_rc);
-    else
-        rc = pys_session_snapshot(l->s, &snap);
+    int pause_rc, own_rc;
+    int rc = take_snapshot(l, &snap, &pause_rc);
     uint64_t t1 = rec_now_ns();
     if (rc == PYS_E_EXITED || pause_rc == PYS_E_EXITED) {
         rec_procs_exited(procs, t, t1);
-        return;
+        return 1;
     }
     if (pause_rc < 0) {
         char msg[512];
         snprintf(msg, sizeof msg, "--blocking: %s", pys_session_last_error(l->s));
         rec_procs_fail(procs, t, msg);
-        return;
+        return 1;
     }
     if (rc == PYS_E_EXEC) {
         rec_procs_exec(procs, t, t1);
-        return;
+        return 1;
     }
-    l->info->samples++;
+    if (rc == PYS_E_NOMEM && l->r->async_aware) {
+        rec_procs_fail(procs, t, "out of memory");
+        return 1;
+    }
     if (t->samples++ == 0)
         t->first_ns = t1;
-    if (rc < 0) {
-        l->info->failed++;
-        t->failed++;
-    } else if (add_snapshot(l, snap) < 0) {
+    t->failed += rc < 0;
+    rc = take_in(l, t0, t1, snap, rc, &own_rc);
+    if (rc == TAKE_NOMEM) {
         rec_procs_fail(procs, t, "out of memory");
+    } else if (rc < 0 || (own_rc < 0 && t == rec_procs_target(procs, 0))) {
+        *why = END_SIGNAL;
+        return 0;
+    } else if (own_rc < 0) {
+        rec_procs_fail(procs, t, "its output failed (said above)");
     }
+    return 1;
+}
+
+/* One tick of --subprocesses: follow the tree, sample every target. */
+static int tick_procs(struct loop *l, void *ctx, uint64_t t0, enum end *why)
+{
+    struct rec_procs *procs = ctx;
+    rec_procs_poll(procs, t0);
+    size_t n = rec_procs_count(procs);
+    for (size_t i = 0; i < n; i++) {
+        struct rec_target *t = rec_procs_target(procs, i);
+        if (t->state == REC_T_SAMPLING && !sample_target(l, procs, t, why))
+            return 0;
+    }
+    if (rec_procs_done(procs)) {
+        *why = END_EXITED;
+        return 0;
+    }
+    /* The tick's timing and missed deadlines count in the first target's
+     * profile: its summary is the run's. */
+    l->info = l->run_info;
+    sample_done(l, t0, rec_now_ns());
+    return 1;
 }
 
 enum end rec_sample_procs(const struct rec *r, struct rec_procs *procs)
 {
-    struct rec_target *main = rec_procs_target(procs, 0);
-    struct pys_profile_info *info = pys_profile_info(main->prof);
-    struct loop l = {.r = r, .info = info};
-    enum end why = END_SIGNAL;
-    loop_start(&l);
-    for (;;) {
-        if (rec_stop)
-            break;
-        uint64_t t0 = rec_now_ns();
-        if (r->duration_ns && t0 - l.start >= r->duration_ns) {
-            why = END_DURATION;
-            break;
-        }
-        if (t0 < l.next) {
-            wait_deadline(&l);
-            if (rec_stop)
-                continue;
-            t0 = rec_now_ns();
-        }
-        rec_procs_poll(procs, t0);
-        size_t n = rec_procs_count(procs);
-        for (size_t i = 0; i < n; i++) {
-            struct rec_target *t = rec_procs_target(procs, i);
-            if (t->state == REC_T_SAMPLING)
-                sample_target(&l, procs, t);
-        }
-        if (rec_procs_done(procs)) {
-            why = END_EXITED;
-            break;
-        }
-        /* The tick's timing and missed deadlines count in the first
-         * target's profile: its summary is the run's. */
-        l.info = info;
-        sample_done(&l, t0, rec_now_ns());
-    }
-    if (r->realtime)
-        fputc('\n', stderr);
+    struct pys_profile_info *info = pys_profile_info(rec_procs_target(procs, 0)->prof);
+    struct loop l = {.r = r,
+                     .info = info,
+                     .run_info = info,
+                     .rooted = rec_procs_rooted(procs),
+                     .merge = r->merge_processes};
+    enum end why = run_loop(&l, procs, tick_procs);
     info->duration_ns = rec_now_ns() - l.start;
-    free(l.lines_buf);
     return why;
 }

@@ -169,10 +169,11 @@ static const char RUN_USAGE[] =
     "      --subprocesses        profile every Python process the target starts too\n"
     "                            (fork, multiprocessing, subprocess, through a shell),\n"
     "                            from its first milliseconds: a profile per process,\n"
-    "                            named BASE_PID.EXT beside the main one, and a table\n"
-    "                            of the processes at the end\n"
-    "      --merge-processes     with --subprocesses: one profile, each stack under a\n"
-    "                            'process PID COMMAND' frame\n"
+    "                            named BASE_PID.EXT beside the main one (recordings\n"
+    "                            too), and a table of the processes at the end; --live\n"
+    "                            shows them all, each under a 'process PID COMMAND' row\n"
+    "      --merge-processes     with --subprocesses: one profile (or recording), each\n"
+    "                            stack under a 'process PID COMMAND' frame\n"
     "Comparing:\n"
     "      --diff-flamegraph BASELINE\n"
     "                            a flame graph coloured by the change in each\n"
@@ -338,19 +339,6 @@ static int check_subprocesses(const struct rec *r)
 {
     if (r->merge_processes && !r->subprocesses)
         return usage_error("%s", "--merge-processes goes with --subprocesses");
-    if (!r->subprocesses)
-        return -1;
-    /* These are fed by one target's sample stream, or show one process. */
-    if (r->live)
-        return usage_error("%s", "--subprocesses cannot be combined with --live (it shows one "
-                                 "process)");
-    if (r->binary || r->record_path || r->format == FMT_JSONL || r->format == FMT_GECKO ||
-        r->format == FMT_CHROMETRACE)
-        return usage_error("%s", "--subprocesses cannot be combined with --binary, --record, "
-                                 "--jsonl, --gecko or --chrometrace yet (they record one "
-                                 "process's sample stream)");
-    if (r->async_aware)
-        return usage_error("%s", "--subprocesses cannot be combined with --async-aware yet");
     return -1;
 }
 

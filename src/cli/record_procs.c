@@ -65,14 +65,21 @@ struct proc {
     uint64_t start_ns, end_ns;      /* attached, ended */
     char cmd[CMD_LEN];              /* its command line as last read ("" for a zombie) */
     char why[512];                  /* REC_T_FAILED: why */
-    char *labels[REC_MAX_PROGRAMS]; /* --merge-processes: a root frame's name per program */
+    char *labels[REC_MAX_PROGRAMS]; /* the root frame's name per program */
     /* --heatmap: its root and working directory, opened while it runs. */
     int root_fd, cwd_fd;
+    /* Another target's options, with its output's name (out_path) and the
+     * writers fed by its own sample stream (its recording: bin, rec_path). */
+    struct rec r;
+    char out_path[4096], rec_path[4096];
+    struct rec_bin *bin;
+    struct rec_sinks sinks;
 };
 
 struct rec_procs {
     const struct rec *r;
     const struct pys_options *opt;
+    const struct rec_sinks *rooted;
     int root;
     int command; /* run's child (reaped by record.c), else -1 */
     struct proc *v[MAX_PROCS];
@@ -180,8 +187,8 @@ static struct proc *proc_new(struct rec_procs *p, int pid, uint64_t now)
     return pr;
 }
 
-/* --merge-processes: the root frame of pr's current program. 0, or
- * PYS_E_NOMEM. */
+/* The root frame of pr's current program (the profile's with
+ * --merge-processes, the rooted sinks'). 0, or PYS_E_NOMEM. */
 static int set_root(struct proc *pr)
 {
     size_t k = pr->t.ss.n - 1;
@@ -216,7 +223,9 @@ static pys_profile *target_profile(struct rec_procs *p, const struct pys_session
     pys_profile *prof = pys_profile_new();
     if (!prof)
         return NULL;
-    pys_profile_set_max_memory(prof, p->r->max_memory);
+    pys_profile_count_opcodes(prof, p->r->opcodes);
+    /* As the first target's: with --binary only the counters. */
+    pys_profile_set_max_memory(prof, p->r->binary ? (uint64_t)1 << 20 : p->r->max_memory);
     struct pys_profile_info *info = pys_profile_info(prof);
     info->pid = pid;
     info->python_version = pys_session_python_version(s);
@@ -224,6 +233,109 @@ static pys_profile *target_profile(struct rec_procs *p, const struct pys_session
     info->mode = rec_mode_names[p->r->mode];
     info->max_frames = p->r->max_frames ? p->r->max_frames : PYS_MAX_FRAMES_DEFAULT;
     return prof;
+}
+
+/* Where target pid's output at path goes beside the main one: its name
+ * with _PID before its extension (ext if it ends so, else the last dot's). */
+static void child_name(const char *path, const char *ext, int pid, char *buf, size_t n)
+{
+    size_t len = strlen(path);
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t el = strlen(ext);
+    size_t cut = len;
+    if (el && len - (size_t)(base - path) > el && strcmp(path + len - el, ext) == 0) {
+        cut = len - el;
+    } else {
+        const char *dot = strrchr(base, '.');
+        if (dot && dot != base)
+            cut = (size_t)(dot - path);
+    }
+    snprintf(buf, n, "%.*s_%d%s", (int)cut, path, pid, path + cut);
+}
+
+/* Where target pid's profile goes beside the main one: -o's name with
+ * _PID before its extension (the format's, else the last dot's); no -o:
+ * the format's default name (pstats: a file, the main table being on
+ * stdout). NULL: the default name. */
+static const char *child_path(const struct rec *r, int pid, char *buf, size_t n)
+{
+    static const char *const ext[] = {".pstats", ".txt",  ".html",  ".speedscope.json",
+                                      ".pb.gz",  "",      ".jsonl", ".json",
+                                      ".svg",    ".json", ".html"};
+    if (!r->output) {
+        if (r->format != FMT_PSTATS)
+            return NULL;
+        snprintf(buf, n, "profile_%d.pstats", pid);
+        return buf;
+    }
+    child_name(r->output, ext[r->format], pid, buf, n);
+    return buf;
+}
+
+/* A new target's own outputs fed by its sample stream (its recording,
+ * --jsonl, --gecko, --chrometrace), named as its profile. 0, or -1 (said
+ * why on stderr). */
+static int start_outputs(struct rec_procs *p, struct proc *pr, pys_session *s)
+{
+    struct rec *r = &pr->r;
+    *r = *p->r;
+    r->jsonl = NULL;
+    r->gecko = NULL;
+    r->trace = NULL;
+    r->meta = NULL;
+    r->stream = NULL;
+    r->output = child_path(p->r, pr->t.pid, pr->out_path, sizeof pr->out_path);
+    if (p->r->record_path) {
+        child_name(p->r->record_path, ".pysr", pr->t.pid, pr->rec_path, sizeof pr->rec_path);
+        r->record_path = pr->rec_path;
+    }
+    if (rec_sinks_start(r, s, pr->t.pid, &pr->bin, &pr->sinks) != -1)
+        return -1;
+    pr->t.sinks = &pr->sinks;
+    return 0;
+}
+
+/* A target's first program: its profile, and what its outputs need. 0, or
+ * -1 with pr failed. */
+static int first_program(struct rec_procs *p, struct proc *pr, pys_session *s, uint64_t now)
+{
+    struct rec_target *t = &pr->t;
+    pr->start_ns = now;
+    if (!(t->prof = target_profile(p, s, t->pid))) {
+        fail(pr, "out of memory");
+        return -1;
+    }
+    if (p->r->format == FMT_HEATMAP) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/root", t->pid);
+        pr->root_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        snprintf(path, sizeof path, "/proc/%d/cwd", t->pid);
+        pr->cwd_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    }
+    if (!p->r->merge_processes && start_outputs(p, pr, s) < 0) {
+        fail(pr, "its outputs could not be started (said above)");
+        return -1;
+    }
+    return 0;
+}
+
+/* --async-aware: a reader of s's tasks for target pr. 0, or -1 with pr
+ * failed. */
+static int async_reader(struct proc *pr, pys_session *s)
+{
+    char why[256] = "", msg[320];
+    int rc = rec_async_usable(s, why, sizeof why);
+    if (rc < 0) {
+        snprintf(msg, sizeof msg, "--async-aware: %s", why[0] ? why : pys_strerror(rc));
+        fail(pr, msg);
+        return -1;
+    }
+    if (!pr->t.async && !(pr->t.async = calloc(1, sizeof *pr->t.async))) {
+        fail(pr, "out of memory");
+        return -1;
+    }
+    return 0;
 }
 
 /* Attached: s is pr's new program. */
@@ -237,22 +349,12 @@ static void attached(struct rec_procs *p, struct proc *pr, pys_session *s, uint6
     }
     t->ss.v[t->ss.n++] = s;
     t->ss.opt = p->opt;
-    if (t->ss.n == 1) {
-        pr->start_ns = now;
-        if (!(t->prof = target_profile(p, s, t->pid))) {
-            fail(pr, "out of memory");
-            return;
-        }
-        if (p->r->format == FMT_HEATMAP) {
-            char path[64];
-            snprintf(path, sizeof path, "/proc/%d/root", t->pid);
-            pr->root_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-            snprintf(path, sizeof path, "/proc/%d/cwd", t->pid);
-            pr->cwd_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        }
-    }
+    if (t->ss.n == 1 && first_program(p, pr, s, now) < 0)
+        return;
+    if (p->r->async_aware && async_reader(pr, s) < 0)
+        return;
     read_cmdline(t->pid, pr->cmd, sizeof pr->cmd);
-    if (p->r->merge_processes && set_root(pr) < 0) {
+    if (set_root(pr) < 0) {
         fail(pr, "out of memory");
         return;
     }
@@ -380,13 +482,15 @@ static void walk(struct rec_procs *p, uint64_t now)
 }
 
 struct rec_procs *rec_procs_new(const struct rec *r, const struct pys_options *opt, int root,
-                                int command, const struct rec_sessions *ss, pys_profile *prof)
+                                int command, const struct rec_sessions *ss, pys_profile *prof,
+                                const struct rec_sinks *sinks, const struct rec_sinks *rooted)
 {
     struct rec_procs *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
     p->r = r;
     p->opt = opt;
+    p->rooted = rooted;
     p->root = root;
     p->command = command;
     p->began_ns = boot_ns();
@@ -402,11 +506,18 @@ struct rec_procs *rec_procs_new(const struct rec *r, const struct pys_options *o
     main->t.prof = prof;
     main->start_ns = now;
     main->t.state = REC_T_SAMPLING;
-    if (r->merge_processes && set_root(main) < 0) {
+    main->t.sinks = sinks;
+    if (set_root(main) < 0 ||
+        (r->async_aware && !(main->t.async = calloc(1, sizeof *main->t.async)))) {
         rec_procs_free(p);
         return NULL;
     }
     return p;
+}
+
+const struct rec_sinks *rec_procs_rooted(const struct rec_procs *p)
+{
+    return p->rooted;
 }
 
 void rec_procs_poll(struct rec_procs *p, uint64_t now)
@@ -483,55 +594,31 @@ struct rec_sessions *rec_procs_main_sessions(struct rec_procs *p)
     return &p->v[0]->t.ss;
 }
 
-/* Where target pid's profile goes beside the main one: -o's name with
- * _PID before its extension (the format's, else the last dot's); no -o:
- * the format's default name (pstats: a file, the main table being on
- * stdout). NULL: the default name. */
-static const char *child_path(const struct rec *r, int pid, char *buf, size_t n)
+/* Write target pr's own profile (unless the output is a recording, or
+ * the live view had no -o) and finish its recording. Returns an exit
+ * status. */
+static int write_target(struct proc *pr)
 {
-    static const char *const ext[] = {".pstats", ".txt", ".html",  ".speedscope.json",
-                                      ".pb.gz",  "",     ".jsonl", ".json",
-                                      ".svg",    ".json"};
-    if (!r->output) {
-        if (r->format != FMT_PSTATS)
-            return NULL;
-        snprintf(buf, n, "profile_%d.pstats", pid);
-        return buf;
-    }
-    const char *o = r->output;
-    size_t len = strlen(o);
-    const char *slash = strrchr(o, '/');
-    const char *base = slash ? slash + 1 : o;
-    size_t el = strlen(ext[r->format]);
-    size_t cut = len;
-    if (el && len - (size_t)(base - o) > el && strcmp(o + len - el, ext[r->format]) == 0) {
-        cut = len - el;
-    } else {
-        const char *dot = strrchr(base, '.');
-        if (dot && dot != base)
-            cut = (size_t)(dot - o);
-    }
-    snprintf(buf, n, "%.*s_%d%s", (int)cut, o, pid, o + cut);
-    return buf;
-}
-
-/* Write target pr's own profile. Returns an exit status. */
-static int write_target(struct rec_procs *p, struct proc *pr)
-{
-    struct rec r = *p->r;
-    char path[4096];
-    r.output = child_path(p->r, pr->t.pid, path, sizeof path);
-    struct rec_out o;
-    int rc = rec_out_prepare(&o, &r, pr->t.pid);
-    if (rc != -1)
-        return rc;
-    o.root_fd = pr->root_fd;
-    o.cwd_fd = pr->cwd_fd;
-    pr->root_fd = pr->cwd_fd = -1; /* o's now */
+    const struct rec *r = &pr->r;
     struct pys_profile_info *info = pys_profile_info(pr->t.prof);
     uint64_t end = pr->end_ns ? pr->end_ns : rec_now_ns();
     info->duration_ns = end - pr->start_ns;
-    return rec_write_output(&r, &o, pr->t.prof, pr->t.pid, pr->t.unmatched);
+    int status = CLI_OK;
+    if (!r->binary && (!r->live || r->output)) {
+        struct rec_out o;
+        status = rec_out_prepare(&o, r, pr->t.pid);
+        if (status != -1)
+            return status;
+        o.root_fd = pr->root_fd;
+        o.cwd_fd = pr->cwd_fd;
+        pr->root_fd = pr->cwd_fd = -1; /* o's now */
+        status = rec_write_output(r, &o, pr->t.prof, pr->t.pid, pr->t.unmatched);
+    }
+    if (pr->bin) {
+        int st = rec_bin_finish(pr->bin, info);
+        status = status == CLI_OK ? st : status;
+    }
+    return status;
 }
 
 static const char *state_text(const struct proc *pr)
@@ -548,9 +635,9 @@ int rec_procs_finish(struct rec_procs *p, const struct rec *r, int quiet)
     int status = CLI_OK;
     for (size_t i = 1; i < p->n && !r->merge_processes; i++) {
         struct proc *pr = p->v[i];
-        if (pr->t.ss.n == 0 || !pr->t.prof)
+        if (pr->t.ss.n == 0 || !pr->t.prof || pr->r.interval_ns == 0)
             continue;
-        int st = write_target(p, pr);
+        int st = write_target(pr);
         if (st != CLI_OK && st != CLI_NOSAMPLES && status == CLI_OK)
             status = st;
     }
@@ -585,8 +672,14 @@ void rec_procs_free(struct rec_procs *p)
         if (!pr->is_main) {
             if (!p->r->merge_processes)
                 pys_profile_free(pr->t.prof);
+            rec_bin_free(pr->bin);
+            rec_stream_free(&pr->r);
             for (size_t k = 0; k < pr->t.ss.n; k++)
                 pys_session_free(pr->t.ss.v[k]);
+        }
+        if (pr->t.async) {
+            rec_async_release(pr->t.async);
+            free(pr->t.async);
         }
         for (size_t k = 0; k < REC_MAX_PROGRAMS; k++)
             free(pr->labels[k]);

@@ -119,7 +119,7 @@ struct gthread {
     struct kmap funcs;
     struct u32s func_resource;
     struct kmap resources; /* key (file) */
-    struct kmap frames;    /* key (func, line, col) */
+    struct kmap frames;    /* key (func, line, col, subcategory) */
     struct kmap stacks;    /* key (prefix + 1, frame) */
     struct u64s sample_us;
     struct u32s sample_stack;
@@ -148,6 +148,12 @@ struct out_gecko {
     struct gthread *threads;
     size_t nthreads, capthreads;
     struct kmap threadmap; /* key (id, ns_id) */
+    /* Instructions (frames with an opcode) as subcategories of the Python
+     * category, in order of first sight: sub[opcode] is its index (0: not
+     * seen; 0 is "Other"), opcode_of[index] the opcode. */
+    uint16_t sub[256];
+    int16_t opcode_of[257];
+    int nsub;
 };
 
 static uint64_t str_hash_of(const void *ctx, uint32_t id)
@@ -257,6 +263,18 @@ static int frame_category(const struct pys_frame *f)
     }
 }
 
+/* The Python category's subcategory of f's instruction (0: none known). */
+static uint32_t subcategory(out_gecko *g, const struct pys_frame *f)
+{
+    if (f->opcode < 0 || f->opcode > 255)
+        return 0;
+    if (!g->sub[f->opcode]) {
+        g->opcode_of[++g->nsub] = (int16_t)f->opcode;
+        g->sub[f->opcode] = (uint16_t)g->nsub;
+    }
+    return g->sub[f->opcode];
+}
+
 /* The stack index of frames (innermost first) in thread t. */
 static int thread_stack(out_gecko *g, struct gthread *t, const struct pys_frame *frames, size_t n,
                         uint32_t *out)
@@ -279,7 +297,7 @@ static int thread_stack(out_gecko *g, struct gthread *t, const struct pys_frame 
         }
         int marker = f->kind != PYS_FRAME_PYTHON;
         uint64_t rk[4] = {func, (uint32_t)(marker ? -1 : f->lineno),
-                          (uint32_t)(marker ? -1 : f->col), 0};
+                          (uint32_t)(marker ? -1 : f->col), marker ? 0 : subcategory(g, f)};
         if (kmap_get(&t->frames, rk, &frame, &fresh) < 0)
             return PYS_E_NOMEM;
         uint64_t sk[4] = {prefix, frame, 0, 0};
@@ -419,9 +437,10 @@ static void write_stack_table(const struct gthread *t, FILE *f)
         struct pys_frame kind = {.kind = (int32_t)t->funcs.keys[func][3]};
         fprintf(f, "%s%d", i ? "," : "", frame_category(&kind));
     }
-    fputs("],", f);
-    put_same(f, "subcategory", "0", nst);
-    fputs(",\"prefix\":[", f);
+    fputs("],\"subcategory\":[", f);
+    for (size_t i = 0; i < nst; i++)
+        fprintf(f, "%s%" PRIu64, i ? "," : "", t->frames.keys[t->stacks.keys[i][1]][3]);
+    fputs("],\"prefix\":[", f);
     for (size_t i = 0; i < nst; i++) {
         uint64_t p = t->stacks.keys[i][0];
         if (i)
@@ -442,9 +461,10 @@ static void write_frame_table(const struct gthread *t, FILE *f)
         struct pys_frame fr = {.kind = (int32_t)t->funcs.keys[t->frames.keys[i][0]][3]};
         fprintf(f, "%s%d", i ? "," : "", frame_category(&fr));
     }
-    fputs("],", f);
-    put_same(f, "subcategory", "0", nf);
-    fputs(",\"func\":[", f);
+    fputs("],\"subcategory\":[", f);
+    for (size_t i = 0; i < nf; i++)
+        fprintf(f, "%s%" PRIu64, i ? "," : "", t->frames.keys[i][3]);
+    fputs("],\"func\":[", f);
     for (size_t i = 0; i < nf; i++)
         fprintf(f, "%s%" PRIu64, i ? "," : "", t->frames.keys[i][0]);
     fputs("],", f);
@@ -578,6 +598,23 @@ static void write_thread(const out_gecko *g, struct gthread *t, FILE *f)
     write_markers(g, t, f);
 }
 
+/* ,"NAME (BASE)": an instruction's subcategory name, as the target's
+ * version names it ("opcode N" where it has no name). */
+static void put_instruction(FILE *f, uint32_t version, int opcode)
+{
+    const char *base = NULL;
+    const char *name = pys_opcode_name(version, opcode, &base);
+    char buf[128];
+    if (!name)
+        snprintf(buf, sizeof buf, "opcode %d", opcode);
+    else if (base)
+        snprintf(buf, sizeof buf, "%s (%s)", name, base);
+    else
+        snprintf(buf, sizeof buf, "%s", name);
+    fputc(',', f);
+    out_json_quote(f, buf);
+}
+
 int out_gecko_write(out_gecko *g, FILE *f)
 {
     const struct out_rec_meta *m = &g->meta;
@@ -604,9 +641,13 @@ int out_gecko_write(out_gecko *g, FILE *f)
           "\"fields\":[{\"key\":\"state\",\"label\":\"State\",\"format\":\"string\"}]}],",
           f);
     fputs("\"extensions\":{\"id\":[],\"name\":[],\"baseURL\":[],\"length\":0},\"categories\":[", f);
-    for (int c = 0; c < NCAT; c++)
-        fprintf(f, "%s{\"name\":\"%s\",\"color\":\"%s\",\"subcategories\":[\"Other\"]}",
-                c ? "," : "", CAT_NAMES[c], CAT_COLORS[c]);
+    for (int c = 0; c < NCAT; c++) {
+        fprintf(f, "%s{\"name\":\"%s\",\"color\":\"%s\",\"subcategories\":[\"Other\"", c ? "," : "",
+                CAT_NAMES[c], CAT_COLORS[c]);
+        for (int k = 1; c == CAT_PYTHON && k <= g->nsub; k++)
+            put_instruction(f, g->meta.python_version, g->opcode_of[k]);
+        fputs("]}", f);
+    }
     fputs("]},\"libs\":[],\"threads\":[", f);
     for (size_t i = 0; i < g->nthreads; i++) {
         if (i)

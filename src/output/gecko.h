@@ -5,7 +5,11 @@
  * sample at its real time, the start as a real date, the target's pid,
  * categories for Python, native and GC frames, and interval markers for
  * the thread states the samples saw: holding the GIL, waiting for it, on
- * CPU (where known), handling an exception, collecting garbage. Fed from
+ * CPU (where known), handling an exception, collecting garbage. With
+ * --opcodes, each Python frame's instruction is its subcategory of the
+ * Python category ("BINARY_OP_ADD_INT (BINARY_OP)"), so the profiler's
+ * category breakdown of a call node gives the instructions its samples
+ * were at. Fed from
  * the sample stream, live or from a recording, so both write the same
  * bytes.
  *

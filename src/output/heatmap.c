@@ -36,6 +36,14 @@ struct hline {
     int32_t line;
     uint64_t self, total;
     uint32_t onpath;
+    uint32_t op_first, op_n; /* its instructions: ops[op_first .. op_first + op_n - 1] */
+};
+
+/* Samples of a line at an instruction (--opcodes). */
+struct hop {
+    uint32_t line; /* line index */
+    int32_t opcode;
+    uint64_t count;
 };
 
 /* A call from a line to a function. */
@@ -60,6 +68,9 @@ struct heat {
     size_t nedges;
     struct hedge *by_callee; /* edges sorted by callee */
     uint64_t samples;        /* samples with a Python frame: the base of percentages */
+    struct hop *ops;         /* by line, then opcode */
+    size_t nops;
+    uint32_t version; /* the target's, for the instructions' names */
 };
 
 #define NONE UINT32_MAX
@@ -260,6 +271,61 @@ static int count(struct heat *h)
     return 0;
 }
 
+static int by_line_op(const void *a, const void *b)
+{
+    const struct hop *x = a, *y = b;
+    if (x->line != y->line)
+        return x->line < y->line ? -1 : 1;
+    return (x->opcode > y->opcode) - (x->opcode < y->opcode);
+}
+
+/* Each line's instructions (a profile counted with opcodes): the samples
+ * of every node at the line, summed by instruction (a caller's is its
+ * call). A line on a stack more than once counts each frame's. 0 or
+ * PYS_E_NOMEM. */
+static int count_ops(struct heat *h)
+{
+    struct pys_opcode_count buf[256];
+    size_t cap = 0;
+    for (uint32_t id = 1; id < h->nn; id++) {
+        if (h->node_line[id] == NONE)
+            continue;
+        int k = pys_profile_node_opcodes(h->p, id, buf, sizeof buf / sizeof buf[0]);
+        if (k < 0)
+            return k;
+        if (k > (int)(sizeof buf / sizeof buf[0]))
+            k = (int)(sizeof buf / sizeof buf[0]);
+        if (h->nops + (size_t)k > cap) {
+            size_t c = cap ? cap : 256;
+            while (c < h->nops + (size_t)k)
+                c *= 2;
+            struct hop *v = realloc(h->ops, c * sizeof *v);
+            if (!v)
+                return PYS_E_NOMEM;
+            h->ops = v;
+            cap = c;
+        }
+        for (int i = 0; i < k; i++)
+            h->ops[h->nops++] = (struct hop){h->node_line[id], buf[i].opcode, buf[i].count};
+    }
+    if (h->nops)
+        qsort(h->ops, h->nops, sizeof *h->ops, by_line_op);
+    size_t m = 0;
+    for (size_t i = 0; i < h->nops; i++) {
+        if (m && h->ops[m - 1].line == h->ops[i].line && h->ops[m - 1].opcode == h->ops[i].opcode)
+            h->ops[m - 1].count += h->ops[i].count;
+        else
+            h->ops[m++] = h->ops[i];
+    }
+    h->nops = m;
+    for (size_t i = 0; i < m; i++) {
+        struct hline *l = &h->lines[h->ops[i].line];
+        if (l->op_n++ == 0)
+            l->op_first = (uint32_t)i;
+    }
+    return 0;
+}
+
 /* --- HTML ----------------------------------------------------------------- */
 
 /* len bytes of s as HTML text or attribute value: markup characters as
@@ -318,6 +384,8 @@ static const char CSS[] =
     "#06c}.bar{background:#e4572e;height:10px;display:inline-block}"
     ".warn{background:#fff3cd;border:1px solid #e0c36c;padding:4px 8px}"
     ".note{color:#666}a{color:#06c}"
+    ".code td.ops{text-align:left;font:12px ui-monospace,monospace}"
+    ".ops summary{cursor:pointer;color:#555}.ops table td{padding:0 4px}"
     /* The colour scale: log(1 + n) / log(1 + max) in tenths, white to red. */
     ".h1{background:#fff5eb}.h2{background:#fee6ce}.h3{background:#fdd0a2}"
     ".h4{background:#fdae6b}.h5{background:#fd8d3c}.h6{background:#f16913}"
@@ -522,6 +590,55 @@ static int by_line_heat(const void *a, const void *b)
     return x->line < y->line ? -1 : x->line > y->line;
 }
 
+/* Line l's instructions (a cell of their own): the most sampled one and
+ * its share in the summary, every one with its samples when opened. */
+static void line_ops(FILE *f, const struct heat *h, const struct hline *l)
+{
+    fputs("<td class=\"ops\">", f);
+    if (!l || l->op_n == 0) {
+        fputs("</td>", f);
+        return;
+    }
+    const struct hop *v[256];
+    size_t n = 0;
+    uint64_t all = 0;
+    for (uint32_t i = 0; i < l->op_n && n < 256; i++) {
+        const struct hop *o = &h->ops[l->op_first + i];
+        size_t k = n++;
+        while (k > 0 && v[k - 1]->count < o->count) { /* by samples, most first */
+            v[k] = v[k - 1];
+            k--;
+        }
+        v[k] = o;
+        all += o->count;
+    }
+    fputs("<details><summary>", f);
+    for (size_t i = 0; i < n; i++) {
+        const char *base = NULL;
+        const char *name = pys_opcode_name(h->version, v[i]->opcode, &base);
+        if (i == 0) {
+            put_str(f, name ? name : "?");
+            fprintf(f, " %.0f%%", pct(v[0]->count, all));
+            if (n > 1)
+                fprintf(f, " +%zu", n - 1);
+            fputs("</summary><table>", f);
+        }
+        fputs("<tr><td class=\"f\">", f);
+        if (name)
+            put_str(f, name);
+        else
+            fprintf(f, "opcode %d", (int)v[i]->opcode);
+        if (base) {
+            fputs(" (", f);
+            put_str(f, base);
+            fputc(')', f);
+        }
+        fprintf(f, "</td><td>%llu</td><td>%.1f%%</td></tr>", (unsigned long long)v[i]->count,
+                pct(v[i]->count, all));
+    }
+    fputs("</table></details></td>", f);
+}
+
 static void write_row(FILE *f, const struct heat *h, const struct hfile *hf, uint32_t fi,
                       int32_t ln, const char *src, size_t len, uint64_t max_self,
                       uint64_t max_total)
@@ -538,7 +655,10 @@ static void write_row(FILE *f, const struct heat *h, const struct hfile *hf, uin
         fputs("<td></td><td></td>", f);
     fprintf(f, "<td class=\"src h%d\">", hs ? hs : (ht ? 1 : 0));
     put_text(f, src, len);
-    fputs("</td><td class=\"nav\">", f);
+    fputs("</td>", f);
+    if (h->nops)
+        line_ops(f, h, l);
+    fputs("<td class=\"nav\">", f);
     line_nav(f, h, hf, fi, l, ln);
     fputs("</td></tr>\n", f);
 }
@@ -599,9 +719,11 @@ static int write_file_page(int dirfd, const struct heat *h, uint32_t fi, const c
     free(hot);
 
     fputs("<h2>Source</h2>\n<table class=\"code\"><tr><th>Line</th><th>Self</th><th>Total</th>"
-          "<th class=\"f\">Code</th><th class=\"f\">Calls (&rarr; callees, &larr; callers)</th>"
-          "</tr>\n",
+          "<th class=\"f\">Code</th>",
           f);
+    if (h->nops)
+        fputs("<th class=\"f\">Instructions (samples at each)</th>", f);
+    fputs("<th class=\"f\">Calls (&rarr; callees, &larr; callers)</th></tr>\n", f);
     /* Samples at no known line (a line table that could not be read). */
     for (uint32_t i = 0; i < hf->nlines && h->lines[hf->first + i].line <= 0; i++)
         write_row(f, h, hf, fi, h->lines[hf->first + i].line, "(line unknown)", 14, max_self,
@@ -636,6 +758,7 @@ static void heat_release(struct heat *h)
     free(h->lines);
     free(h->edges);
     free(h->by_callee);
+    free(h->ops);
 }
 
 int out_heatmap_write(int dirfd, const pys_profile *p, const char *title, out_source_fn source,
@@ -647,6 +770,7 @@ int out_heatmap_write(int dirfd, const pys_profile *p, const char *title, out_so
     memset(&h, 0, sizeof h);
     h.p = p;
     h.nn = pys_profile_nodes(p);
+    h.version = pys_profile_info_get(p)->python_version;
     if (!title)
         title = "pystrobe heatmap";
     h.node_file = malloc((h.nn ? h.nn : 1) * sizeof *h.node_file);
@@ -655,7 +779,7 @@ int out_heatmap_write(int dirfd, const pys_profile *p, const char *title, out_so
         goto done;
     if (h.nn) {
         h.node_file[0] = h.node_line[0] = NONE;
-        if ((rc = number_nodes(&h)) < 0 || (rc = count(&h)) < 0)
+        if ((rc = number_nodes(&h)) < 0 || (rc = count(&h)) < 0 || (rc = count_ops(&h)) < 0)
             goto done;
     }
     rc = PYS_E_NOMEM;

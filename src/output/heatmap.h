@@ -13,6 +13,9 @@
  * in which any of its lines was on the stack, and every percentage is of
  * all samples with a Python frame.
  *
+ * A profile counted with opcodes (--opcodes) gives each line its
+ * instructions too: the samples at each, by name.
+ *
  * The pages hold no script and reference nothing outside the directory:
  * they work offline, and every name and line of source from the target is
  * escaped as HTML text (invalid UTF-8 shown as U+FFFD).

@@ -22,7 +22,7 @@ struct jstr {
 
 struct jframe {
     uint32_t path, func;
-    int32_t line, end_line, col, end_col;
+    int32_t line, end_line, col, end_col, opcode;
     uint64_t self, cumulative, stamp;
 };
 
@@ -34,6 +34,7 @@ struct jptr {
 struct out_jsonl {
     char run_id[33];
     uint64_t interval_us, start_ns;
+    uint32_t version; /* the target's, for the instructions' names */
     char mode[32];
     int samples;
     FILE *spool;
@@ -82,6 +83,7 @@ static uint64_t frame_key_hash(const struct jframe *f)
     h = util_hash_add(h, (uint32_t)f->end_line);
     h = util_hash_add(h, (uint32_t)f->col);
     h = util_hash_add(h, (uint32_t)f->end_col);
+    h = util_hash_add(h, (uint32_t)f->opcode);
     return util_hash_u64(h);
 }
 
@@ -103,6 +105,7 @@ out_jsonl *out_jsonl_new(const struct out_rec_meta *m, int samples, FILE *spool)
     snprintf(j->run_id, sizeof j->run_id, "%016" PRIx64 "%016" PRIx64, a, b);
     j->interval_us = m->interval_ns / 1000;
     j->start_ns = m->start_monotonic_ns;
+    j->version = m->python_version;
     snprintf(j->mode, sizeof j->mode, "%s", m->mode ? m->mode : "");
     j->samples = samples;
     j->spool = spool;
@@ -183,6 +186,7 @@ static int intern_frame(out_jsonl *j, const struct pys_frame *f, uint32_t *out)
     k.end_line = marker ? -1 : f->end_lineno;
     k.col = marker ? -1 : f->col;
     k.end_col = marker ? -1 : f->end_col;
+    k.opcode = marker || f->opcode < 0 ? -1 : f->opcode;
     uint64_t h = frame_key_hash(&k);
     uint32_t id;
     if (j->frametab.cap)
@@ -190,7 +194,8 @@ static int intern_frame(out_jsonl *j, const struct pys_frame *f, uint32_t *out)
              x = util_htab_next(&j->frametab, x)) {
             const struct jframe *g = &j->frames[id - 1];
             if (g->path == k.path && g->func == k.func && g->line == k.line &&
-                g->end_line == k.end_line && g->col == k.col && g->end_col == k.end_col) {
+                g->end_line == k.end_line && g->col == k.col && g->end_col == k.end_col &&
+                g->opcode == k.opcode) {
                 *out = id - 1;
                 return 0;
             }
@@ -226,6 +231,23 @@ static void put_strings(out_jsonl *j, FILE *f, size_t from, size_t to)
     }
 }
 
+/* ,"opcode":N,"opname":"NAME"[,"opbase":"BASE"] (as dump --json names
+ * them; no opname where the version has no such instruction). */
+static void put_opcode(const out_jsonl *j, FILE *f, int32_t opcode)
+{
+    const char *base = NULL;
+    const char *name = pys_opcode_name(j->version, opcode, &base);
+    fprintf(f, ",\"opcode\":%d", (int)opcode);
+    if (name) {
+        fputs(",\"opname\":", f);
+        out_json_quote(f, name);
+    }
+    if (base) {
+        fputs(",\"opbase\":", f);
+        out_json_quote(f, base);
+    }
+}
+
 static void put_frames(out_jsonl *j, FILE *f, size_t from, size_t to)
 {
     for (size_t s = from; s < to; s += CHUNK) {
@@ -241,6 +263,8 @@ static void put_frames(out_jsonl *j, FILE *f, size_t from, size_t to)
                 fprintf(f, ",\"col\":%d", g->col);
             if (g->end_col >= 0)
                 fprintf(f, ",\"end_col\":%d", g->end_col);
+            if (g->opcode >= 0)
+                put_opcode(j, f, g->opcode);
             fputc('}', f);
         }
         fputs("]}\n", f);

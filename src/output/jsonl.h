@@ -10,7 +10,9 @@
  *   meta          {"sample_interval_usec", "mode"}
  *   string_table  {"strings": [{"str_id", "value"}]}           <= 256 a record
  *   frame_table   {"frames": [{"frame_id", "path_str_id", "func_str_id", "line",
- *                  "end_line" (if > 0), "col" (if >= 0), "end_col" (if >= 0)}]}
+ *                  "end_line" (if > 0), "col" (if >= 0), "end_col" (if >= 0),
+ *                  with --opcodes "opcode", "opname", "opbase" (as dump
+ *                  --json's) where the frame's instruction was read}]}
  *   agg           {"kind": "frame", "scope": "final", "samples_total",
  *                  "entries": [{"frame_id", "self", "cumulative"}]}
  *   sample        {"t_us" (since the start), "threads": [{"tid", "status",
@@ -20,7 +22,8 @@
  *                  that first names them
  *   end           {"samples_total"}
  * Ids are 0-based in first-seen order (a frame's function name before its
- * path); a frame is (path, function, line, end_line, col, end_col);
+ * path); a frame is (path, function, line, end_line, col, end_col,
+ * instruction);
  * samples_total counts thread stacks; cumulative counts a frame once per
  * stack.
  */

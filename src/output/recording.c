@@ -748,7 +748,7 @@ static int read_frame(struct reader *r, struct cur *c)
     if (get_var(c, &file) < 0 || get_var(c, &qual) < 0 || file >= r->nstrs || qual >= r->nstrs ||
         get_i32(c, &f.firstlineno) < 0 || get_i32(c, &f.lineno) < 0 || get_i32(c, &dl) < 0 ||
         get_i32(c, &f.col) < 0 || get_i32(c, &dc) < 0 || get_var(c, &kind) < 0 ||
-        kind > PYS_FRAME_TRUNCATED || get_i32(c, &f.opcode) < 0)
+        kind > PYS_FRAME_PROCESS || get_i32(c, &f.opcode) < 0)
         return -1;
     f.filename = r->strs[file];
     f.qualname = r->strs[qual];

@@ -22,6 +22,7 @@ import pytest
 
 from format_runs import SplitRun, note_split, rtarget, rwork  # noqa: F401 (fixtures)
 from test_flamegraph import chromium
+from targets import supported_targets
 from test_sampling import LongRunning, def_line
 
 ROW = re.compile(r'<tr id="L(-?\d+)"><td class="n">.*?</td>(?:<td class="h\d+">(\d+)</td>'
@@ -182,3 +183,55 @@ def test_directory_that_cannot_be_made_fails_first(pystrobe, tmp_path):
                           str(marker)], capture_output=True, timeout=60)
     assert res.returncode != 0 and b"cannot make the directory" in res.stderr, res.stderr
     assert f.read_text() == "keep" and not marker.exists()
+
+
+# --- --opcodes: the instructions of each line --------------------------------------
+
+OPS_CELL = re.compile(r'<td class="ops">(.*?)</td><td class="nav">', re.S)
+OP_ROW = re.compile(r'<tr><td class="f">(.*?)</td><td>(\d+)</td><td>[\d.]+%</td></tr>')
+
+
+def test_heatmap_instructions_per_line(pystrobe, tmp_path):
+    """--heatmap --opcodes: each sampled line a cell of its instructions,
+    their samples adding up to the line's total; `return a + b` at its
+    specialized add. In headless Chromium the cell is text in a details
+    element (no markup from it), closed, its summary the top instruction."""
+    from test_opcodes import LOOP_CODE
+    targets = [t for t in supported_targets() if t.version == (3, 12) and t.chroot is None]
+    if not targets:
+        pytest.skip("no pyenv 3.12")
+    target = targets[0]
+    host_dir, target_dir = target.stage_dir()
+    (host_dir / "loop.py").write_text(LOOP_CODE)
+    out = tmp_path / "hm"
+    res = subprocess.run([str(pystrobe), "run", "--heatmap", "--opcodes", "-o", str(out), "--",
+                          *target.argv, f"{target_dir}/loop.py"], capture_output=True,
+                         timeout=60)
+    assert res.returncode == 0, res.stderr.decode()
+    hm = Heatmap(out)
+    page = hm.page(f"{target_dir}/loop.py")
+    rows = {}
+    for tr in re.findall(r'<tr id="L(\d+)">(.*?)</tr>\n', page, re.S):
+        ln, body = int(tr[0]), tr[1]
+        tot = re.findall(r'<td class="h\d+">(\d+)</td>', body)
+        cell = OPS_CELL.search(body + '<td class="nav">')
+        rows[ln] = (int(tot[1]) if len(tot) >= 2 else 0, cell.group(1) if cell else None)
+    src = LOOP_CODE.splitlines()
+    add_line = src.index("    return a + b") + 1
+    total, cell = rows[add_line]
+    assert total > 0 and cell, rows[add_line]
+    ops = {html.unescape(n): int(c) for n, c in OP_ROW.findall(cell)}
+    assert "BINARY_OP_ADD_INT (BINARY_OP)" in ops, ops
+    assert sum(ops.values()) == total, (ops, total)
+    top = re.search(r"<summary>([A-Z_]+) \d+%", cell)
+    by_name = {k.split(" ")[0]: c for k, c in ops.items()}
+    assert top and by_name[top.group(1)] == max(ops.values()), cell
+    # Every sampled line has its cell, unsampled ones an empty one.
+    assert all(c for t, c in rows.values() if t), rows
+    dom, _ = chromium(out / hm.files[f"{target_dir}/loop.py"][0], tmp_path, "--dump-dom")
+    import test_flamegraph
+    doc = test_flamegraph.Page(dom)
+    details = doc.all("details")
+    assert details and not any("open" in d.attrs for d in details), len(details)
+    texts = [d.text() for d in details]
+    assert any("BINARY_OP_ADD_INT (BINARY_OP)" in t for t in texts), texts

@@ -512,3 +512,60 @@ def test_live_frozen_terminal_keeps_sampling(tmp_path, pystrobe):
     # the duration.
     before = 1000 * (t_frozen - t_start + 1.0)
     assert taken >= before + 1000, (taken, before, text)
+
+
+LOOP = """
+import sys, time
+def add(a, b):
+    return a + b
+def work(seconds):
+    end = time.time() + seconds
+    x = 0
+    while time.time() < end:
+        for i in range(1000):
+            x = add(x, i)
+work(float(sys.argv[1]))
+"""
+
+
+def test_live_line_instructions(pane_factory, pystrobe, tmp_path):
+    """--opcodes, by line (l): each line's most sampled instruction after
+    its name, one of that line's (`return a + b`: its loads, its add,
+    specialized on 3.12, its return); by function (l again) none."""
+    if KEY_TARGET is None or KEY_TARGET.chroot is not None or KEY_TARGET.version != (3, 12):
+        pytest.skip("no pyenv 3.12")
+    script = tmp_path / "loop.py"
+    script.write_text(LOOP)
+    argv = [str(pystrobe), "run", "--live", "--opcodes", "--python", KEY_TARGET.argv[0],
+            str(script), "600"]
+    p = pane_factory(" ".join(shlex.quote(a) for a in argv))
+    p.wait(lambda s: re.search(r"\sadd\s", s), "add sampled")
+    p.keys("l")
+    s = p.wait(lambda s: re.search(r"\sadd  \[[A-Z_]+ \d+%\]\s.*loop\.py:4", s),
+               "add's line with its instruction")
+    op = re.search(r"\sadd  \[([A-Z_]+) \d+%\]\s.*loop\.py:4", s).group(1)
+    assert op.startswith(("LOAD_FAST", "BINARY_OP", "RETURN_", "RESUME")), s
+    assert re.search(r"\swork  \[[A-Z_]+ \d+%\]", s), s
+    p.keys("l")
+    p.wait(lambda s: re.search(r"\sadd\s", s) and not re.search(r"\w  \[[A-Z_]+ \d+%\]", s),
+           "functions again, without instructions")
+    p.keys("q")
+    assert restored(p)[0] == 0
+
+
+def test_live_subprocesses(pane_factory, pystrobe, tmp_path):
+    """--subprocesses: one view of every process, each its own `process PID
+    COMMAND` row over its functions; the child's function in the table."""
+    if KEY_TARGET is None or KEY_TARGET.chroot is not None:
+        pytest.skip("no pyenv interpreter")
+    argv = [str(pystrobe), "run", "--live", "--subprocesses", "--python", KEY_TARGET.argv[0],
+            str(WORKLOADS / "family.py"), "subprocess", str(tmp_path)]
+    p = pane_factory(" ".join(shlex.quote(a) for a in argv), width=160)
+    p.wait(lambda s: "the process exited" in s, "the exit banner")
+    child = int((tmp_path / "child_subprocess.pid").read_text())
+    p.keys("s")  # by total: the processes first
+    s = p.wait(lambda s: f" process {child} " in s, "the child's process row")
+    assert re.search(r"\sprocess \d+ ", s.replace(f"process {child} ", "")), s
+    assert re.search(r"\schild_subprocess\s", s) and re.search(r"\sparent_before\s", s), s
+    p.keys("q")
+    assert restored(p)[0] == 0

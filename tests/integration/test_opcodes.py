@@ -19,6 +19,7 @@ import pytest
 
 from conftest import run_pystrobe
 from targets import ROOT, SIDROOT
+from test_recording import profiler_cli  # noqa: F401
 
 REPORT_TIMEOUT = 60.0
 
@@ -195,3 +196,69 @@ def test_flamegraph_tooltip_shows_instructions(pystrobe, target, tmp_path):
     text = json.loads(page.body.attrs["data-result"])
     assert text and text.startswith("Instructions: "), text
     assert "BINARY_OP_ADD_INT (BINARY_OP) " in text, text
+
+
+def loop_run(pystrobe, target, tmp_path, *args):
+    """LOOP_CODE run with --opcodes and args; the script's path as the
+    target sees it."""
+    host_dir, target_dir = target.stage_dir()
+    (host_dir / "loop.py").write_text(LOOP_CODE)
+    res = run_pystrobe(pystrobe, "run", "--opcodes", *args, "--", *target.argv,
+                       f"{target_dir}/loop.py")
+    assert res.returncode == 0, res.stderr.decode()
+    return f"{target_dir}/loop.py"
+
+
+def test_jsonl_frames_carry_instructions(pystrobe, target, tmp_path):
+    """--jsonl --opcodes: each frame of the frame table its instruction, as
+    dump --json names it; add's frames at its add (specialized),
+    their self samples adding up to all of add's; without --opcodes none."""
+    if target.version != (3, 12):
+        pytest.skip("the writer does not depend on the interpreter")
+    out = tmp_path / "o.jsonl"
+    script = loop_run(pystrobe, target, tmp_path, "--jsonl", "-o", out)
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    strings = {s["str_id"]: s["value"] for r in recs if r["type"] == "string_table"
+               for s in r["strings"]}
+    frames = {f["frame_id"]: f for r in recs if r["type"] == "frame_table" for f in r["frames"]}
+    self_ = {e["frame_id"]: e["self"] for r in recs if r["type"] == "agg" for e in r["entries"]}
+    adds = [f for f in frames.values() if strings[f["func_str_id"]] == "add"]
+    assert adds and all("opcode" in f for f in adds if f["line"] == 4), adds
+    ops = {(f.get("opname"), f.get("opbase")) for f in adds}
+    assert ("BINARY_OP_ADD_INT", "BINARY_OP") in ops, ops
+    assert sum(self_.get(f["frame_id"], 0) for f in adds) > 0
+    out2 = tmp_path / "plain.jsonl"
+    res = run_pystrobe(pystrobe, "run", "-d", "0.3", "--jsonl", "-o", out2, "--",
+                       *target.argv, script)
+    assert res.returncode == 0, res.stderr.decode()
+    assert '"opcode"' not in out2.read_text()
+
+
+def test_gecko_instructions_as_subcategories(pystrobe, target, tmp_path, profiler_cli):
+    """--gecko --opcodes: each instruction a subcategory of the Python
+    category, the frames of add at BINARY_OP_ADD_INT; the Firefox Profiler's
+    importer loads the file and breaks add's samples down by them."""
+    if target.version != (3, 12):
+        pytest.skip("one interpreter is enough for the importer")
+    out = tmp_path / "g.json"
+    loop_run(pystrobe, target, tmp_path, "--gecko", "-o", out)
+    d = json.loads(out.read_text())
+    [python] = [c for c in d["meta"]["categories"] if c["name"] == "Python"]
+    subs = python["subcategories"]
+    assert subs[0] == "Other" and "BINARY_OP_ADD_INT (BINARY_OP)" in subs, subs
+    S = d["shared"]["stringArray"]
+    [th] = [t for t in d["threads"] if t["isMainThread"]]
+    ft, fn = th["frameTable"], th["funcTable"]
+    add_subs = {subs[ft["subcategory"][i]] for i in range(ft["length"])
+                if S[fn["name"][ft["func"][i]]] == "add"}
+    assert "BINARY_OP_ADD_INT (BINARY_OP)" in add_subs, add_subs
+    r = profiler_cli.load(out)
+    assert r.returncode == 0, (r.stdout + r.stderr).decode()
+    s = profiler_cli.run("thread", "samples", "--json", "--limit", "100000")
+    assert s.returncode == 0, s.stderr.decode()
+    # The importer's category breakdown: the samples by leaf instruction.
+    [py] = [c for c in json.loads(s.stdout)["categoryBreakdown"]["categories"]
+            if c["name"] == "Python"]
+    by_op = {c["name"]: c["samples"] for c in py["subcategories"]}
+    assert by_op.get("BINARY_OP_ADD_INT (BINARY_OP)", 0) > 0, by_op
+    assert sum(by_op.values()) == py["samples"], (by_op, py["samples"])

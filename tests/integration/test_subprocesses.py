@@ -8,14 +8,17 @@ one that exits early, a spawned 3:1 split) and each child writes its pid to
 DIR/<its function>.pid, so that each profile file is checked against the
 process it is named after.
 """
+import json
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import wait_ready
+import recording_format
+from conftest import run_pystrobe, wait_ready
 from targets import supported_targets, unsupported_targets
+from test_recording import profiler_cli  # noqa: F401
 from test_sampling import (EXIT_USAGE, SessionProcesses, Work, load_collapsed,  # noqa: F401
                            parse_collapsed, strobes)
 
@@ -219,18 +222,124 @@ def test_attach(strobes, work, tmp_path):  # noqa: F811
         procs.close()
 
 
-@pytest.mark.parametrize("args,what", [
-    (["--live"], "--live"),
-    (["--binary"], "--binary"),
-    (["--gecko"], "--gecko"),
-    (["--record", "x.pysr"], "--record"),
-    (["--async-aware"], "--async-aware"),
-])
-def test_refused(strobes, tmp_path, args, what):  # noqa: F811
-    st = strobes(["run", "--subprocesses", *args, "--", "/bin/true"])
-    st.wait()
-    assert st.proc.returncode == EXIT_USAGE, st.describe()
-    assert what in st.stderr and "--subprocesses" in st.stderr, st.describe()
+# --- the outputs fed by the sample stream: one per process too -------------
+
+def replayed(pystrobe, rec, tmp_path):
+    """The collapsed stacks of a recording's replay."""
+    out = tmp_path / (rec.stem + ".replay.txt")
+    r = run_pystrobe(pystrobe, "replay", "--collapsed", "-o", out, rec)
+    assert r.returncode == 0, r.stderr.decode()
+    return load_collapsed(out)
+
+
+def one_target(work):
+    if work.target.name != TARGETS[0].name:
+        pytest.skip("the outputs do not depend on the interpreter")
+
+
+def test_recording_and_trace_per_process(strobes, pystrobe, work, tmp_path):  # noqa: F811
+    """--record and --chrometrace: a recording and a trace per process,
+    rec_PID.pysr and t_PID.json beside the main ones, each its own
+    process's: the recording's META names its pid, its replay holds the
+    child's function alone; the trace's events are under the child's pid."""
+    one_target(work)
+    st, pids = family(strobes, work, tmp_path, "fork", "--record", tmp_path / "rec.pysr",
+                      out="t.json", fmt="--chrometrace")
+    child = pids["child_fork"]
+    path = tmp_path / f"rec_{child}.pysr"
+    assert path.is_file(), st.describe()
+    got = recording_format.read(path)
+    assert got["complete"] and got["meta"]["pid"] == child, got["meta"]
+    assert recording_format.read(tmp_path / "rec.pysr")["meta"]["pid"] != child
+    stacks = replayed(pystrobe, path, tmp_path)
+    assert "child_fork" in names(stacks) and "parent_before" not in names(stacks)
+    assert "parent_before" in names(replayed(pystrobe, tmp_path / "rec.pysr", tmp_path))
+    text = (tmp_path / f"t_{child}.json").read_text()
+    assert "child_fork" in text and "parent_before" not in text, st.describe()
+    assert "child_fork" not in (tmp_path / "t.json").read_text()
+    d = json.loads(text)
+    events = d["traceEvents"] if isinstance(d, dict) else d
+    assert {e["pid"] for e in events if "pid" in e} == {child}
+
+
+def test_jsonl_per_process(strobes, work, tmp_path):  # noqa: F811
+    """--jsonl: a file per process, the child's holding its function and
+    not the parent's, with a run id of its own (made of its pid)."""
+    one_target(work)
+    st, pids = family(strobes, work, tmp_path, "fork", out="s.jsonl", fmt="--jsonl")
+    child = pids["child_fork"]
+    text = (tmp_path / f"s_{child}.jsonl").read_text()
+    main = (tmp_path / "s.jsonl").read_text()
+    assert "child_fork" in text and "parent_before" not in text, st.describe()
+    assert "parent_before" in main and "child_fork" not in main
+    ids = {json.loads(t.splitlines()[0])["run_id"] for t in (text, main)}
+    assert len(ids) == 2, ids
+
+
+def test_gecko_per_process(strobes, pystrobe, work, tmp_path, profiler_cli):  # noqa: F811
+    """--gecko: the child's file loads in the Firefox Profiler's importer as
+    the child's process; its per-function counts (self and total) equal the
+    pstats counts of the same samples (the child's recording replayed)."""
+    import pstats
+    one_target(work)
+    st, pids = family(strobes, work, tmp_path, "subprocess", "--record", tmp_path / "r.pysr",
+                      out="g.json", fmt="--gecko")
+    child = pids["child_subprocess"]
+    r = run_pystrobe(pystrobe, "replay", "--pstats", "-o", tmp_path / "p.pstats",
+                     tmp_path / f"r_{child}.pysr")
+    assert r.returncode == 0, r.stderr.decode()
+    r = profiler_cli.load(tmp_path / f"g_{child}.json")
+    assert r.returncode == 0, (r.stdout + r.stderr).decode()
+    info = profiler_cli.run("profile", "info").stdout.decode()
+    assert f"[pid {child}]" in info, info
+    s = profiler_cli.run("thread", "samples", "--json", "--limit", "100000")
+    assert s.returncode == 0, s.stderr.decode()
+    got = json.loads(s.stdout)
+    want = {}
+    for (file, _line, func), (direct, cumulative, *_rest) in \
+            pstats.Stats(str(tmp_path / "p.pstats")).stats.items():
+        want[f"{file}!{func}" if file != "~" else func] = (direct, cumulative)
+    total = {f["name"]: f["totalSamples"] for f in got["topFunctionsByTotal"]}
+    self_ = {f["name"]: f["selfSamples"] for f in got["topFunctionsBySelf"]}
+    assert any("child_subprocess" in n for n in total), total
+    assert not any("parent_before" in n for n in total), total
+    for name, n in total.items():
+        assert want[name][1] == n, name
+    for name, n in self_.items():
+        assert want[name][0] == n, name
+
+
+def test_merged_recording(strobes, pystrobe, work, tmp_path):  # noqa: F811
+    """--merge-processes --binary: one recording; replayed, every stack
+    under its `process PID COMMAND` frame, the child's function under the
+    child's pid only."""
+    one_target(work)
+    st, pids = family(strobes, work, tmp_path, "subprocess", "--merge-processes",
+                      out="m.pysr", fmt="--binary")
+    assert sorted(p.name for p in tmp_path.glob("m*.pysr")) == ["m.pysr"], st.describe()
+    out = tmp_path / "m.txt"
+    r = run_pystrobe(pystrobe, "replay", "--collapsed", "-o", out, tmp_path / "m.pysr")
+    assert r.returncode == 0, r.stderr.decode()
+    roots = {}
+    for line in out.read_text().splitlines():
+        m = re.match(r"^process (\d+) [^;]*family\.py[^;]*;(.*)$", line)
+        assert m, f"a stack not under a process frame: {line!r}"
+        roots.setdefault(int(m.group(1)), []).append(m.group(2))
+    child = pids["child_subprocess"]
+    assert child in roots and len(roots) == 2, st.describe()
+    assert any("child_subprocess" in x for x in roots[child])
+    assert not any("child_subprocess" in x for p, v in roots.items() if p != child for x in v)
+
+
+def test_async_aware_per_process(strobes, work, tmp_path):  # noqa: F811
+    """--async-aware: each process's task stacks, the child's in its file."""
+    if work.target.version < (3, 14):
+        pytest.skip("--async-aware reads tasks of 3.14+")
+    st, pids = family(strobes, work, tmp_path, "async", "--async-aware")
+    child = pids["child_async"]
+    assert any(n.endswith("child_async_task") for n in names(load_collapsed(tmp_path / f"prof_{child}.txt"))), \
+        st.describe()
+    assert any(n.endswith("parent_async_task") for n in names(load_collapsed(tmp_path / "prof.txt")))
 
 
 def test_merge_needs_subprocesses(strobes, tmp_path):  # noqa: F811

@@ -16,6 +16,8 @@ test knows which profile file is whose. Modes:
   orphan         a child that forks the worker and exits at once (the worker,
                  an orphan, outlives the parent too)
   split          a spawned child running split_3_1.py's 3:1 alpha/beta split
+  async          (3.14+) the parent's asyncio task spins, then starts a
+                 subprocess whose asyncio task (child_async_task) spins
   timing-METHOD  (METHOD: fork, spawn, subprocess) the child spins in
                  child_early_phase until START + EARLY (1) seconds, START being
                  when the parent started it, then in child_late_phase (LATE, 0.5 s): how
@@ -109,6 +111,33 @@ def child_split(d):
     split_3_1.main(2.0)
 
 
+def child_async(d):
+    import asyncio
+    note(d, "child_async")
+
+    async def child_async_task():
+        spin_until(time.monotonic() + CHILD_SECONDS)
+
+    async def child_async_main():
+        await asyncio.create_task(child_async_task())
+
+    asyncio.run(child_async_main())
+
+
+def parent_async(d):
+    import asyncio
+
+    async def parent_async_task():
+        spin_until(time.monotonic() + 0.3)
+        proc = await asyncio.create_subprocess_exec(*again("child", "child_async", d))
+        assert await proc.wait() == 0
+
+    async def parent_async_main():
+        await asyncio.create_task(parent_async_task())
+
+    asyncio.run(parent_async_main())
+
+
 def child_early_phase(t):
     spin_until(t)
 
@@ -175,6 +204,8 @@ def start(mode, d):
         fork_child(orphan_middle, d)
     elif mode == "split":
         mp_child("spawn", child_split, d)
+    elif mode == "async":
+        parent_async(d)
     elif mode.startswith("timing-"):
         method = mode[7:]
         t = time.monotonic()

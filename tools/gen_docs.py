@@ -313,7 +313,7 @@ _pystrobe_pids()
 {
     local p c
     for p in /proc/[0-9]*; do
-        c=$(cat "$p/comm" 2>/dev/null) || continue
+        read -r c 2>/dev/null < "$p/comm" || continue
         case $c in python*) printf '%s\n' "${p#/proc/}" ;; esac
     done
 }

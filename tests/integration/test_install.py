@@ -309,6 +309,7 @@ def test_pkg_config_program_attaches_and_prints_stack(destdir, sleeper, tmp_path
 
 # argv: pid, the directory to import pystrobe from.
 MODULE_DUMP = """\
+import sys
 sys.path.insert(0, sys.argv[2])
 import pystrobe
 print(pystrobe.__file__)
@@ -400,8 +401,10 @@ def test_zsh_completion_offers_commands_options_and_pids(destdir, sleeper, pystr
     comp = installed(destdir, "share/zsh/site-functions/_pystrobe")
     assert comp.read_text().startswith("#compdef pystrobe\n")
     run(["zsh", "-n", comp])
-    script = (f"fpath=({comp.parent} $fpath); autoload -Uz compinit; compinit -u -D; "
-              "print -r -- ${_comps[pystrobe]}")
+    # fpath: the installed directory and compinit's own (scanning all of
+    # zsh's completion functions takes seconds).
+    script = (f"fpath=({comp.parent} ${{(M)fpath:#*/functions/Completion}}); "
+              "autoload -Uz compinit; compinit -u -D; print -r -- ${_comps[pystrobe]}")
     res = run(["zsh", "-f", "-c", script], env=dict(os.environ, HOME=str(destdir)))
     assert res.stdout.decode().strip() == "_pystrobe", res.stdout
     texts = help_texts(pystrobe)

@@ -512,7 +512,8 @@ def test_deb_installs_in_clean_root_and_dumps(tmp_path, spawn):
     if not (SIDROOT / "usr" / "bin" / "python3.13").exists():
         pytest.fail(f"no sid root at {SIDROOT} (make sidroot)")
     make("deb")                    # runs lintian --fail-on error
-    debs = {p.name.split("_")[0]: p for p in (BUILD / "deb").glob("*.deb")}
+    debs = {p.name.split("_")[0]: p for p in (BUILD / "deb").glob("*.deb")
+            if "-dbgsym_" not in p.name}
     assert set(debs) == {"pystrobe", "libpystrobe0", "libpystrobe-dev", "python3-pystrobe"}, debs
     contents = run(["dpkg-deb", "-c", debs["pystrobe"]]).stdout.decode()
     for f in ("./usr/bin/pystrobe", "./usr/share/man/man1/pystrobe.1.gz",

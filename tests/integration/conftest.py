@@ -248,7 +248,7 @@ class SessionProcesses:
 CONSUMER_FILES = {"test_live.py", "test_speedscope.py", "test_pprof.py", "test_heatmap.py"}
 CONSUMER_TESTS = ("test_gecko_", "test_svg_renders", "test_svg_escapes", "test_chrometrace_",
                   "test_flame_view_and_dark_theme", "test_panel_short_paths",
-                  "test_inverted_view", "test_wheel_builds_with_setuptools")
+                  "test_inverted_view")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,34 +1,44 @@
 """Packaging: what `make install`, the wheel and `make deb` give a user.
 
 - The --help texts name every option the command accepts (src/cli/*.c), and
-  docs/cli.md and the installed man page name every option --help lists: an
-  option added without its documentation fails here.
+  docs/cli.md and the installed man page (each command's part of OPTIONS)
+  name every option --help lists: an option added without its documentation
+  fails here. The commands are those `pystrobe help` lists.
 - `pystrobe help COMMAND` is `pystrobe COMMAND --help`; `--version` names the
   version and the commit, also for a tree without git (make dist).
 - `make install DESTDIR=...`: the binary runs and dumps; `man -l` renders the
   page; a C program built with pkg-config alone attaches and prints a stack;
-  the module imports and dumps from pyenv 3.8 and 3.12; bash completion
-  offers commands, options and Python pids; `make uninstall` removes it all.
+  the module imports and dumps from pyenv 3.8 and 3.12; bash and zsh
+  completion offer the commands, every option of each command's --help and
+  Python pids; `make uninstall` removes it all.
 - The wheel `pip wheel ./python` builds installs and dumps under 3.8 and 3.12.
-- `make deb` (lintian without errors), the pystrobe package installed by apt
-  into an overlay of the sid root, and a dump of a python3.13 there.
+- `make deb` (lintian without errors; each package depends on the packages
+  of the libraries its files link), the four packages installed by apt into
+  an overlay of the sid root: there the command dumps a python3.13, the
+  module imports and dumps, and a program built with the -dev package's
+  pkg-config file attaches.
+
+Everything here is a consumer of the packaging, not of the sanitized code:
+the module runs in the normal pass only.
 """
 import os
 import re
+import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from conftest import SLEEPER_CODE, wait_ready
+from conftest import wait_ready
 from targets import ROOT, SIDROOT, _pyenv_prefix
 
 BUILD = Path(os.environ.get("PYSTROBE_BUILD", ROOT / "build")).resolve()
 SANITIZED = bool(os.environ.get("PYSTROBE_SANITIZED"))
+pytestmark = pytest.mark.skipif(SANITIZED, reason="packaging's consumers: run once, in the "
+                                "normal pass")
 PREFIX = "/usr/local"
 MAKE_TIMEOUT = 1800        # seconds for make install / make deb on a loaded machine
 RUN_TIMEOUT = 120
@@ -91,11 +101,21 @@ def installed(destdir, rel):
 
 # --- the option lists --------------------------------------------------------------
 
+def commands(binary):
+    """The commands `pystrobe help` lists."""
+    text = run([binary, "help"]).stdout.decode()
+    names = re.findall(r"^  ([a-z]+)\b", text.split("\nCommands:\n", 1)[1].split("\n\n")[0], re.M)
+    assert {"run", "attach", "dump", "replay", "help", "version"} <= set(names), text
+    return names
+
+
 def help_texts(binary):
-    """{command: its --help text}; "" is `pystrobe help`."""
+    """{command: its --help text} of every command with options; "" is
+    `pystrobe help`."""
     texts = {"": run([binary, "help"]).stdout.decode()}
-    for cmd in ("run", "attach", "dump"):
-        texts[cmd] = run([binary, cmd, "--help"]).stdout.decode()
+    for cmd in commands(binary):
+        if cmd not in ("help", "version"):
+            texts[cmd] = run([binary, cmd, "--help"]).stdout.decode()
     return texts
 
 
@@ -140,7 +160,7 @@ def test_cli_md_documents_every_help_option(pystrobe):
 
 
 def test_help_command_equals_command_help(pystrobe):
-    for cmd in ("run", "attach", "dump"):
+    for cmd in set(help_texts(pystrobe)) - {""}:
         a = run([pystrobe, "help", cmd])
         b = run([pystrobe, cmd, "--help"])
         assert a.stdout == b.stdout and a.stdout.startswith(b"usage: pystrobe")
@@ -217,40 +237,74 @@ def rendered_man(destdir):
     return re.sub(r".\x08", "", res.stdout.decode())
 
 
+def man_options(text):
+    """{command: the options its part of the OPTIONS section describes}: the
+    parts are titled "pystrobe run and pystrobe attach", each option an
+    item whose head starts "-x, --long" or "--long"."""
+    part = text.split("\nOPTIONS\n", 1)[1]
+    part = re.split(r"\n(?=\S)", part, 1)[0]
+    found, current = {}, []
+    for line in part.splitlines():
+        if re.match(r"^ {3}\S", line):
+            current = re.findall(r"pystrobe ([a-z]+)", line)
+            continue
+        m = re.match(r"^ {7}(?:(-[A-Za-z0-9]), )?(--[a-z0-9][a-z0-9-]*)", line)
+        for cmd in current if m else ():
+            found.setdefault(cmd, set()).update(x for x in m.groups() if x)
+    return found
+
+
 def test_man_page_names_every_option_command_and_exit_status(destdir, pystrobe):
     text = rendered_man(destdir)
+    described = man_options(text)
     for cmd, help_text in help_texts(pystrobe).items():
-        for opt in help_options(help_text):
-            assert re.search(r"(?<![\w-])" + re.escape(opt) + r"(?![\w-])", text), \
-                f"the man page lacks {opt} of `pystrobe {cmd} --help`"
-    for cmd in ("run", "attach", "dump", "help", "version"):
-        assert re.search(r"^ +" + cmd + r"\b", text, re.M), f"the man page lacks command {cmd}"
+        missing = sorted(help_options(help_text) - described.get(cmd, set())) if cmd else []
+        assert not missing, f"the man page's OPTIONS lack {missing} of `pystrobe {cmd} --help`"
+    commands_part = text.split("\nCOMMANDS\n", 1)[1].split("\nOPTIONS\n", 1)[0]
+    for cmd in commands(pystrobe):
+        assert re.search(r"^ {7}" + cmd + r"\b", commands_part, re.M), \
+            f"the man page lacks command {cmd}"
     statuses = re.findall(r"CLI_[A-Z]+ = (\d+)", (ROOT / "src" / "cli" / "cli.h").read_text())
     assert len(statuses) >= 10
     exit_section = text.split("\nEXIT STATUS\n", 1)[1]
     for st in statuses + ["130"]:
         assert re.search(r"^ +" + st + r" ", exit_section, re.M), f"exit status {st} missing"
-    for fmt in ("pstats", "Collapsed stacks", "Flame graph", "JSON output", "Text output"):
-        assert fmt in text
+    # The output formats, each under its own heading or item (docs/cli.md).
+    for fmt in ("pstats.", "Collapsed stacks.", "Flame graph.", "speedscope.", "pprof.",
+                "Heatmap.", "SVG flame graph", "Chrome trace", "Recordings (--binary",
+                "Differential flame graph", "JSON lines (--jsonl", "Firefox Profiler (--gecko)",
+                "The live view", "Text output", "JSON output", "Local variables",
+                "Native stacks", "Asyncio tasks"):
+        pattern = r"^ {3,}(?:\S+ +)?" + " +".join(map(re.escape, fmt.split()))
+        assert re.search(pattern, text, re.M), f"no {fmt!r} in the man page"
 
 
-def test_pkg_config_program_attaches_and_prints_stack(destdir, sleeper, tmp_path):
-    env = dict(os.environ, PKG_CONFIG_SYSROOT_DIR=str(destdir),
-               PKG_CONFIG_PATH=str(installed(destdir, "lib/pkgconfig")))
+def build_probe(sysroot, pkgconfig_dir, prog):
+    """tests/integration/install_probe.c built with nothing but the flags of
+    the libpystrobe.pc in pkgconfig_dir, as installed under sysroot."""
+    # A sysroot's /usr/include is not the system's: pkg-config keeps it.
+    env = dict(os.environ, PKG_CONFIG_SYSROOT_DIR=str(sysroot), PKG_CONFIG_LIBDIR=str(pkgconfig_dir),
+               PKG_CONFIG_PATH="", PKG_CONFIG_ALLOW_SYSTEM_CFLAGS="1", PKG_CONFIG_ALLOW_SYSTEM_LIBS="1")
     flags = run(["pkg-config", "--cflags", "--libs", "libpystrobe"], env=env).stdout.decode()
     assert "-lpystrobe" in flags
-    # The sanitized build's library needs its runtime in the program too.
-    cc = ["clang", "-fsanitize=address,undefined"] if SANITIZED else ["cc"]
-    prog = tmp_path / "probe"
-    run([*cc, "-std=c11", "-Wall", "-Werror", "-o", prog,
+    run(["cc", "-std=c11", "-Wall", "-Werror", "-o", prog,
          ROOT / "tests" / "integration" / "install_probe.c", *flags.split()])
     needed = run(["readelf", "-d", prog]).stdout.decode()
     assert "[libpystrobe.so.0]" in needed, needed
-    res = run([prog, sleeper.pid], env=dict(os.environ, LD_LIBRARY_PATH=str(installed(destdir, "lib"))))
-    lines = res.stdout.decode().splitlines()
-    assert lines[0].startswith("Python 3.12"), lines
+
+
+def assert_probe_stack(out, version):
+    lines = out.decode().splitlines()
+    assert lines[0].startswith("Python " + version), lines
     names = [l.split()[0] for l in lines if l.startswith("  ")]
     assert names[:2] == ["inner_probe_fn", "outer_probe_fn"], lines
+
+
+def test_pkg_config_program_attaches_and_prints_stack(destdir, sleeper, tmp_path):
+    prog = tmp_path / "probe"
+    build_probe(destdir, installed(destdir, "lib/pkgconfig"), prog)
+    res = run([prog, sleeper.pid], env=dict(os.environ, LD_LIBRARY_PATH=str(installed(destdir, "lib"))))
+    assert_probe_stack(res.stdout, "3.12")
 
 
 # argv: pid, the directory to import pystrobe from.
@@ -275,34 +329,28 @@ def test_module_imports_from_install_and_dumps(destdir, sleeper, version):
     assert lines[1:3] == ["inner_probe_fn", "outer_probe_fn"], lines
 
 
-def bash_complete(destdir, line):
-    """What Tab offers at the end of line, through bash-completion's loader
-    finding the installed file (as an interactive shell does)."""
-    words = line.split(" ")
-    script = (
-        "source /usr/share/bash-completion/bash_completion\n"
-        "_completion_loader pystrobe\n"
-        "complete -p pystrobe\n"
-        f"COMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}\n"
-        f"COMP_LINE={line!r}; COMP_POINT=${{#COMP_LINE}}\n"
-        "_pystrobe pystrobe\n"
-        "printf '%s\\n' \"${COMPREPLY[@]}\"\n")
+def bash_complete(destdir, *lines, cwd=None):
+    """What Tab offers at the end of each line, through bash-completion's
+    loader finding the installed file (as an interactive shell does): a list
+    for each line, all from one shell."""
+    script = ["source /usr/share/bash-completion/bash_completion",
+              "_completion_loader pystrobe", "complete -p pystrobe"]
+    for line in lines:
+        words = line.split(" ")
+        script += [f"COMP_WORDS=({' '.join(shlex.quote(w) for w in words)}); "
+                   f"COMP_CWORD={len(words) - 1}; COMPREPLY=()",
+                   f"COMP_LINE={shlex.quote(line)}; COMP_POINT=${{#COMP_LINE}}",
+                   "_pystrobe pystrobe", "printf '%s\\n' \"${COMPREPLY[@]}\" '<end>'"]
     env = dict(os.environ, XDG_DATA_DIRS=str(installed(destdir, "share")), HOME=str(destdir),
                TERM="dumb")
-    res = run(["bash", "--norc", "--noprofile", "-i", "-c", script], env=env)
+    res = run(["bash", "--norc", "--noprofile", "-i", "-c", "\n".join(script)], env=env, cwd=cwd)
     out = res.stdout.decode().splitlines()
     assert out[0] == "complete -F _pystrobe pystrobe", out
-    return out[1:]
+    offers = "\n".join(out[1:]).split("<end>")[:-1]
+    return [[w for w in o.split("\n") if w] for o in offers]
 
 
-def test_bash_completion_offers_commands_options_and_pids(destdir, sleeper):
-    if not Path("/usr/share/bash-completion/bash_completion").exists():
-        pytest.fail("bash-completion is not installed (scripts/install-deps.sh)")
-    assert set(bash_complete(destdir, "pystrobe ")) >= {"run", "attach", "dump", "help", "version"}
-    assert bash_complete(destdir, "pystrobe d") == ["dump"]
-    assert set(bash_complete(destdir, "pystrobe dump --")) >= {"--json", "--max-frames", "--help"}
-    assert "--sampling-rate" in bash_complete(destdir, "pystrobe attach --sa")
-    pids = bash_complete(destdir, "pystrobe dump ")
+def assert_python_pids(pids, sleeper):
     assert str(sleeper.pid) in pids, pids
     for pid in pids:     # other processes come and go meanwhile
         comm = Path(f"/proc/{pid}/comm")
@@ -312,17 +360,68 @@ def test_bash_completion_offers_commands_options_and_pids(destdir, sleeper):
             pass
 
 
-def test_zsh_completion_loads(destdir):
-    """zsh reads the installed file as a completion function (its syntax and
-    #compdef line); what it offers is the bash test's lists, from the same
-    generator."""
+def test_bash_completion_offers_commands_options_and_pids(destdir, sleeper, pystrobe, tmp_path):
+    if not Path("/usr/share/bash-completion/bash_completion").exists():
+        pytest.fail("bash-completion is not installed (scripts/install-deps.sh)")
+    texts = help_texts(pystrobe)
+    cmds = [c for c in texts if c]
+    (tmp_path / "run.pysr").touch()
+    offers = bash_complete(destdir, "pystrobe ", "pystrobe d", "pystrobe dump ", "pystrobe dump -p ",
+                           "pystrobe replay ", "pystrobe attach --diff-flamegraph r",
+                           *(f"pystrobe {c} -" for c in cmds), cwd=tmp_path)
+    assert set(offers[0]) >= set(commands(pystrobe)), offers[0]
+    assert offers[1] == ["dump"]
+    assert_python_pids(offers[2], sleeper)
+    assert_python_pids(offers[3], sleeper)
+    assert offers[4] == ["run.pysr"] and offers[5] == ["run.pysr"], offers[4:6]
+    for cmd, offered in zip(cmds, offers[6:]):
+        missing = sorted(help_options(texts[cmd]) - set(offered))
+        assert not missing, f"bash completion of `pystrobe {cmd} -` lacks {missing}"
+
+
+def zsh_complete(comp, *states):
+    """What the installed zsh function offers for each (words, CURRENT):
+    _arguments and _describe replaced by functions that print what they are
+    given, the option specs (brace-expanded) or the described list."""
+    script = ["_arguments() { print -rl -- \"$@\" '<end>' }",
+              "_describe() { print -rl -- \"${(@P)${@[-1]}}\" '<end>' }",
+              f"source {shlex.quote(str(comp))}"]
+    for words, current in states:
+        script.append(f"words=({' '.join(shlex.quote(w) for w in words)}); CURRENT={current}; "
+                      "_pystrobe")
+    res = run(["zsh", "-f", "-c", "\n".join(script)])
+    offers = res.stdout.decode().split("<end>\n")[:-1]
+    return [[w for w in o.split("\n") if w] for o in offers]
+
+
+def test_zsh_completion_offers_commands_options_and_pids(destdir, sleeper, pystrobe):
+    """zsh loads the installed file as a completion function (its syntax,
+    #compdef line, compinit), which offers the commands, each command's
+    --help options, and Python pids for a PID."""
     comp = installed(destdir, "share/zsh/site-functions/_pystrobe")
     assert comp.read_text().startswith("#compdef pystrobe\n")
     run(["zsh", "-n", comp])
-    script = (f"fpath=({comp.parent} $fpath); autoload -Uz compinit; compinit -u -D; "
-              "print -r -- ${_comps[pystrobe]}")
+    # fpath: the installed directory and compinit's own (scanning all of
+    # zsh's completion functions takes seconds).
+    script = (f"fpath=({comp.parent} ${{(M)fpath:#*/functions/Completion}}); "
+              "autoload -Uz compinit; compinit -u -D; print -r -- ${_comps[pystrobe]}")
     res = run(["zsh", "-f", "-c", script], env=dict(os.environ, HOME=str(destdir)))
     assert res.stdout.decode().strip() == "_pystrobe", res.stdout
+    texts = help_texts(pystrobe)
+    cmds = [c for c in texts if c]
+    offers = zsh_complete(comp, (["pystrobe", ""], 2), *((["pystrobe", c, "-"], 3) for c in cmds))
+    assert {o.split(":")[0] for o in offers[0]} >= set(commands(pystrobe)), offers[0]
+    for cmd, specs in zip(cmds, offers[1:]):
+        offered = {m.group(1) for m in map(re.compile(r"^(?:\([^)]*\))?(--?[\w-]+)\[").match,
+                                           specs) if m}
+        missing = sorted(help_options(texts[cmd]) - offered)
+        assert not missing, f"zsh completion of `pystrobe {cmd}` lacks {missing}"
+        operand = specs[-1]
+        assert operand.endswith("_pystrobe_pids" if cmd in ("attach", "dump") else "_files"), specs
+    # The pids an operand PID is offered: "PID:COMMAND".
+    script = f"source {shlex.quote(str(comp))}; _describe() {{ print -rl -- \"${{(@P)${{@[-1]}}}}\" }}; _pystrobe_pids"
+    pids = [x.split(":")[0] for x in run(["zsh", "-f", "-c", script]).stdout.decode().split()]
+    assert_python_pids(pids, sleeper)
 
 
 def test_uninstall_removes_what_install_put(tmp_path):
@@ -335,19 +434,20 @@ def test_uninstall_removes_what_install_put(tmp_path):
 
 # --- the wheel ---------------------------------------------------------------------
 
-@pytest.mark.skipif(SANITIZED, reason="the wheel does not use the sanitized build: "
-                    "the normal pass covers it")
 def test_wheel_installs_and_dumps(sleeper, tmp_path):
     out = tmp_path / "wheels"
-    # A copy of the tree: pip builds in python/ and must not race a parallel run.
+    # A copy of what setup.py reads: pip builds in python/ and must not race
+    # a parallel run.
     tree = tmp_path / "tree"
-    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(".cache", "build", "build-*", ".git"))
+    for d in ("python", "src", "include"):
+        shutil.copytree(ROOT / d, tree / d,
+                        ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
     run(["/usr/bin/python3", "-m", "pip", "wheel", "--no-build-isolation", "--no-index",
          "--no-deps", "-w", out, tree / "python"], timeout=MAKE_TIMEOUT)
     (wheel,) = out.glob("*.whl")
     assert re.fullmatch(r"pystrobe-[\d.]+-cp38-abi3-linux_x86_64\.whl", wheel.name), wheel.name
     with zipfile.ZipFile(wheel) as z:
-        assert "pystrobe/_pystrobe.abi3.so" in z.namelist()
+        assert {"pystrobe/__init__.py", "pystrobe/_pystrobe.abi3.so"} <= set(z.namelist())
     for version in ("3.8.18", "3.12.1"):
         site = tmp_path / f"site-{version}"
         run([pyenv_python(version), "-m", "pip", "install", "--no-index", "--no-deps",
@@ -374,21 +474,66 @@ class Mounts:
             subprocess.run(["umount", "-l", p], stderr=subprocess.DEVNULL)
 
 
-@pytest.mark.skipif(SANITIZED, reason="builds the packages from the source with Debian's "
-                    "flags, whatever the build under test: once, in the normal pass")
+def depends_names(deb):
+    """The package names the Depends field of deb lists (any alternative)."""
+    field = run(["dpkg-deb", "-f", deb, "Depends"]).stdout.decode()
+    return {re.match(r"\s*([^\s(:]+)", alt).group(1) for alt in re.split(r"[,|]", field) if alt.strip()}
+
+
+def needed_libraries(deb, scratch):
+    """{soname: path of the file} of the libraries the ELF files in deb link."""
+    tree = scratch / deb.name
+    tree.mkdir(parents=True)
+    run(["dpkg-deb", "-x", deb, tree])
+    needed = {}
+    for f in tree.rglob("*"):
+        if f.is_file() and not f.is_symlink() and f.read_bytes()[:4] == b"\x7fELF":
+            for so in re.findall(r"NEEDED\s+(\S+)", run(["objdump", "-p", f]).stdout.decode()):
+                needed[so] = f
+    return needed
+
+
+def assert_depends_cover_needed(debs, scratch):
+    """Each package depends on a package that holds each library its files
+    link (dpkg-shlibdeps' ${shlibs:Depends}), here the host's owner of it."""
+    needed = {name: needed_libraries(deb, scratch) for name, deb in debs.items()}
+    sonames = sorted({so for libs in needed.values() for so in libs})
+    owners = {so: set() for so in sonames}
+    owners.update((so, {"libpystrobe0"}) for so in sonames if so.startswith("libpystrobe.so."))
+    # One query for all: "libelf1:amd64: /usr/lib/x86_64-linux-gnu/libelf.so.1".
+    res = run(["dpkg-query", "-S", *(f"*/{so}" for so in sonames if not owners[so])])
+    for line in res.stdout.decode().splitlines():
+        pkgs, path = line.split(": ", 1)
+        if os.path.basename(path) in owners:
+            owners[os.path.basename(path)] |= {p.split(":")[0] for p in pkgs.split(", ")}
+    for name, libs in needed.items():
+        depends = depends_names(debs[name])
+        for so, f in libs.items():
+            assert owners[so] & depends, \
+                f"{name}: {f.name} links {so} ({owners[so]}); Depends: {depends}"
+
+
 def test_deb_installs_in_clean_root_and_dumps(tmp_path, spawn):
     if os.geteuid() != 0:
         pytest.fail("the package test needs root (mounts, chroot)")
     if not (SIDROOT / "usr" / "bin" / "python3.13").exists():
         pytest.fail(f"no sid root at {SIDROOT} (make sidroot)")
     make("deb")                    # runs lintian --fail-on error
-    debs = {p.name.split("_")[0]: p for p in (BUILD / "deb").glob("*.deb")}
-    assert set(debs) >= {"pystrobe", "libpystrobe0", "libpystrobe-dev", "python3-pystrobe"}, debs
+    debs = {p.name.split("_")[0]: p for p in (BUILD / "deb").glob("*.deb")
+            if "-dbgsym_" not in p.name}
+    assert set(debs) == {"pystrobe", "libpystrobe0", "libpystrobe-dev", "python3-pystrobe"}, debs
     contents = run(["dpkg-deb", "-c", debs["pystrobe"]]).stdout.decode()
     for f in ("./usr/bin/pystrobe", "./usr/share/man/man1/pystrobe.1.gz",
               "./usr/share/bash-completion/completions/pystrobe",
               "./usr/share/zsh/vendor-completions/_pystrobe"):
         assert f in contents, f
+    assert_depends_cover_needed(debs, tmp_path / "unpacked")
+    # The -dev package's header and pkg-config file, unpacked here, build a
+    # program that runs in the root against the libpystrobe0 installed there.
+    dev = tmp_path / "dev"
+    for name in ("libpystrobe-dev", "libpystrobe0"):
+        run(["dpkg-deb", "-x", debs[name], dev])
+    (pc,) = dev.glob("usr/lib/*/pkgconfig/libpystrobe.pc")
     m = Mounts()
     try:
         # An overlay of the sid root: apt writes only into the tmpfs above it.
@@ -402,12 +547,15 @@ def test_deb_installs_in_clean_root_and_dumps(tmp_path, spawn):
         m.mount("-t", "overlay", "overlay", "-o",
                 f"lowerdir={SIDROOT},upperdir={layer}/upper,workdir={layer}/work", root)
         m.mount("-t", "proc", "proc", root / "proc")
-        shutil.copy2(debs["pystrobe"], root / "tmp" / debs["pystrobe"].name)
+        for deb in debs.values():
+            shutil.copy2(deb, root / "tmp" / deb.name)
         assert not (root / "usr" / "bin" / "pystrobe").exists()
         res = run(["chroot", root, "apt-get", "install", "-y",
-                   f"/tmp/{debs['pystrobe'].name}"], timeout=600,
+                   *(f"/tmp/{deb.name}" for deb in debs.values())], timeout=600,
                   env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
-        assert b"Setting up pystrobe" in res.stdout, res.stdout.decode()
+        for name in debs:
+            assert re.search(rf"^Setting up {name}(:amd64)? ".encode(), res.stdout, re.M), \
+                res.stdout.decode()
         assert not (SIDROOT / "usr" / "bin" / "pystrobe").exists(), "the sid root was changed"
         target = spawn(["chroot", root, "/usr/bin/python3.13", "-c", TARGET_CODE],
                        stdout=subprocess.PIPE)
@@ -415,6 +563,14 @@ def test_deb_installs_in_clean_root_and_dumps(tmp_path, spawn):
         out = run(["chroot", root, "/usr/bin/pystrobe", "dump", target.pid]).stdout.decode()
         assert out.startswith(f"Process {target.pid}: Python 3.13"), out
         assert "in outer_probe_fn" in out and "in inner_probe_fn" in out, out
+        # python3-pystrobe, imported by the root's python3 (apt pulled it).
+        site = "/usr/lib/python3/dist-packages"
+        res = run(["chroot", root, "/usr/bin/python3", "-I", "-c", MODULE_DUMP, target.pid, site])
+        lines = res.stdout.decode().splitlines()
+        assert lines[0].startswith(site + "/pystrobe/"), lines
+        assert lines[1:3] == ["inner_probe_fn", "outer_probe_fn"], lines
+        build_probe(dev, pc.parent, root / "tmp" / "probe")
+        assert_probe_stack(run(["chroot", root, "/tmp/probe", target.pid]).stdout, "3.13")
         target.kill()
         target.wait()
     finally:

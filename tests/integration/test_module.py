@@ -21,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -1202,30 +1201,3 @@ def test_no_leak_over_100k_calls(module_dir, procs):
           f"traced {after['traced'] - before['traced']} B, "
           f"objects {after['objects'] - before['objects']}")
 
-
-# --- installation from the source tree ----------------------------------------
-
-def test_wheel_builds_with_setuptools(tmp_path, procs):
-    """python/ builds an abi3 wheel with the Debian setuptools backend, no
-    network, from a copy of the tree; the wheel's module works."""
-    src = tmp_path / "src"
-    for d in ("python", "src", "include"):
-        shutil.copytree(ROOT / d, src / d,
-                        ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
-    out = tmp_path / "dist"
-    code = ("import sys, setuptools.build_meta as b; "
-            "print(b.build_wheel(sys.argv[1]))")
-    res = subprocess.run(["/usr/bin/python3", "-c", code, str(out)], cwd=str(src / "python"),
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
-    assert res.returncode == 0, res.stdout.decode(errors="replace")[-3000:]
-    wheel = out / res.stdout.decode().strip().splitlines()[-1]
-    assert "-cp38-abi3-" in wheel.name, wheel.name
-    unpacked = tmp_path / "site"
-    with zipfile.ZipFile(wheel) as z:
-        names = z.namelist()
-        assert "pystrobe/__init__.py" in names and "pystrobe/_pystrobe.abi3.so" in names, names
-        z.extractall(unpacked)
-    p = start_python(newest_target(), SLEEPER_THREADS_CODE, procs)
-    host = Host("wheel", ["/usr/bin/python3"], str(unpacked), str(PROBE))
-    (r,) = host.run([{"pid": p.pid, "options": {"all_threads": True}}])
-    assert "ok" in r and len(r["ok"][0][1]) == 3, r

@@ -243,25 +243,57 @@ static void write_opcodes(struct out_json *j, const struct op_rows *ops)
     out_json_end_object(j);
 }
 
+/* Opens the page's data object with what every page has: its format,
+ * title and the profile's facts. */
+static void write_head(struct out_json *j, const pys_profile *p, const char *title)
+{
+    out_json_begin_object(j);
+    out_json_key(j, "format");
+    out_json_string(j, "pystrobe-flamegraph");
+    out_json_key(j, "version");
+    out_json_int(j, DATA_FORMAT_VERSION);
+    out_json_key(j, "title");
+    out_json_string(j, title);
+    out_json_key(j, "info");
+    write_info(j, pys_profile_info_get(p));
+}
+
+static void write_strings(struct out_json *j, const struct strtab *st)
+{
+    out_json_key(j, "strings");
+    out_json_begin_array(j);
+    for (size_t i = 0; i < st->n; i++)
+        out_json_string(j, st->strs[i]);
+    out_json_end_array(j);
+}
+
+/* Where the page takes its data, or NULL if the page has lost its one
+ * marker (the page is ours and fixed at build time; the tests render it). */
+static const char *data_mark(void)
+{
+    const char *mark = strstr(out_flamegraph_html, DATA_MARK);
+    return mark && !strstr(mark + 1, DATA_MARK) ? mark : NULL;
+}
+
+/* The page up to its data; page_end writes the rest once the data is in. */
+static void page_begin(FILE *f, const char *mark)
+{
+    fwrite(out_flamegraph_html, 1, (size_t)(mark - out_flamegraph_html), f);
+}
+
+static int page_end(FILE *f, const char *mark)
+{
+    fputs(mark + strlen(DATA_MARK), f);
+    return fflush(f) != 0 || ferror(f) ? PYS_E_IO : 0;
+}
+
 static void write_data(FILE *f, const pys_profile *p, const char *title, const struct strtab *st,
                        const int32_t *ix, size_t n, const struct op_rows *ops)
 {
     struct out_json j;
     out_json_init(&j, f);
-    out_json_begin_object(&j);
-    out_json_key(&j, "format");
-    out_json_string(&j, "pystrobe-flamegraph");
-    out_json_key(&j, "version");
-    out_json_int(&j, DATA_FORMAT_VERSION);
-    out_json_key(&j, "title");
-    out_json_string(&j, title);
-    out_json_key(&j, "info");
-    write_info(&j, pys_profile_info_get(p));
-    out_json_key(&j, "strings");
-    out_json_begin_array(&j);
-    for (size_t i = 0; i < st->n; i++)
-        out_json_string(&j, st->strs[i]);
-    out_json_end_array(&j);
+    write_head(&j, p, title);
+    write_strings(&j, st);
     out_json_key(&j, "threads");
     write_threads(&j, p, n);
     out_json_key(&j, "nodes");
@@ -283,16 +315,14 @@ static void write_data(FILE *f, const pys_profile *p, const char *title, const s
 
 int out_flamegraph_write(FILE *f, const pys_profile *p, const char *title)
 {
-    const char *page = out_flamegraph_html;
-    const char *mark = strstr(page, DATA_MARK);
+    const char *mark = data_mark();
     size_t n = pys_profile_nodes(p);
     struct strtab st = {0};
     int32_t *ix = NULL; /* per node: string index of qualname, then of filename */
     struct op_rows ops = {0};
     int rc = PYS_E_NOMEM;
 
-    /* The page is ours and fixed at build time; the test suite renders it. */
-    if (!mark || strstr(mark + 1, DATA_MARK))
+    if (!mark)
         return PYS_E_INVAL;
     ix = calloc(2 * n, sizeof *ix);
     if (!ix)
@@ -309,10 +339,9 @@ int out_flamegraph_write(FILE *f, const pys_profile *p, const char *title)
     if ((rc = collect_opcodes(p, n, &st, &ops)) < 0)
         goto out;
 
-    fwrite(page, 1, (size_t)(mark - page), f);
+    page_begin(f, mark);
     write_data(f, p, title ? title : DEFAULT_TITLE, &st, ix, n, &ops);
-    fputs(mark + strlen(DATA_MARK), f);
-    rc = fflush(f) != 0 || ferror(f) ? PYS_E_IO : 0;
+    rc = page_end(f, mark);
 out:
     free(ix);
     free(ops.v);
@@ -436,15 +465,7 @@ static void write_diff_data(FILE *f, const struct dtree *t, const pys_profile *c
 {
     struct out_json j;
     out_json_init(&j, f);
-    out_json_begin_object(&j);
-    out_json_key(&j, "format");
-    out_json_string(&j, "pystrobe-flamegraph");
-    out_json_key(&j, "version");
-    out_json_int(&j, DATA_FORMAT_VERSION);
-    out_json_key(&j, "title");
-    out_json_string(&j, title);
-    out_json_key(&j, "info");
-    write_info(&j, pys_profile_info_get(cur));
+    write_head(&j, cur, title);
     out_json_key(&j, "diff");
     out_json_begin_object(&j);
     out_json_key(&j, "baseline");
@@ -454,11 +475,7 @@ static void write_diff_data(FILE *f, const struct dtree *t, const pys_profile *c
     out_json_key(&j, "current_samples");
     out_json_int(&j, clamp_u64(ncur));
     out_json_end_object(&j);
-    out_json_key(&j, "strings");
-    out_json_begin_array(&j);
-    for (size_t i = 0; i < t->st.n; i++)
-        out_json_string(&j, t->st.strs[i]);
-    out_json_end_array(&j);
+    write_strings(&j, &t->st);
     out_json_key(&j, "threads");
     out_json_begin_array(&j);
     out_json_begin_array(&j);
@@ -526,12 +543,11 @@ static void write_diff_data(FILE *f, const struct dtree *t, const pys_profile *c
 int out_flamegraph_write_diff(FILE *f, const pys_profile *cur, const pys_profile *base,
                               const char *title, const char *baseline_name)
 {
-    const char *page = out_flamegraph_html;
-    const char *mark = strstr(page, DATA_MARK);
+    const char *mark = data_mark();
     struct dtree t = {0};
     int rc = PYS_E_NOMEM;
 
-    if (!mark || strstr(mark + 1, DATA_MARK))
+    if (!mark)
         return PYS_E_INVAL;
     if (!(t.v = calloc(256, sizeof *t.v)))
         goto out;
@@ -548,11 +564,10 @@ int out_flamegraph_write_diff(FILE *f, const pys_profile *cur, const pys_profile
     t.v[0].ctotal = t.v[1].ctotal = ncur;
     t.v[0].btotal = t.v[1].btotal = nbase;
     diff_widths(&t, ncur, nbase);
-    fwrite(page, 1, (size_t)(mark - page), f);
+    page_begin(f, mark);
     write_diff_data(f, &t, cur, title ? title : "pystrobe differential flame graph", baseline_name,
                     ncur, nbase);
-    fputs(mark + strlen(DATA_MARK), f);
-    rc = fflush(f) != 0 || ferror(f) ? PYS_E_IO : 0;
+    rc = page_end(f, mark);
 out:
     free(t.v);
     util_htab_release(&t.index);

@@ -18,6 +18,11 @@
 
 #define HEADER 64
 #define FOOTER 32
+/* The stats extension, right before the footer: four doubles, the
+ * present bits, 4 bytes of padding, "TACHSTAT", its version and size. An
+ * older writer's has the first two doubles only (32 bytes). */
+#define STATS_SIZE 56
+#define STATS_OLD_SIZE 32
 #define MAX_RAW ((size_t)1 << 30)
 #define MAX_DEPTH 1000000u
 
@@ -76,14 +81,56 @@ static int set_err(char *err, size_t len, const char *what)
     return PYS_E_CORRUPT;
 }
 
+static double le_f64(const uint8_t *p)
+{
+    uint64_t u = le(p, 8);
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+int out_tach_info(const uint8_t *data, size_t size, struct out_tach_info *out)
+{
+    if (size < HEADER + FOOTER || memcmp(data, "HCAT", 4) != 0)
+        return -1;
+    const uint8_t *foot = data + size - FOOTER;
+    struct out_tach_info in = {.version = (uint32_t)le(data + 4, 4),
+                               .python = {data[8], data[9], data[10]},
+                               .start_us = le(data + 0x0c, 8),
+                               .interval_us = le(data + 0x14, 8),
+                               .samples = le(data + 0x1c, 8),
+                               .threads = (uint32_t)le(data + 0x24, 4),
+                               .str_off = le(data + 0x28, 8),
+                               .frame_off = le(data + 0x30, 8),
+                               .compression = (uint32_t)le(data + 0x38, 4),
+                               .config = (uint32_t)le(data + 0x3c, 4),
+                               .strings = (uint32_t)le(foot, 4),
+                               .frames = (uint32_t)le(foot + 4, 4)};
+    if (size >= HEADER + FOOTER + STATS_SIZE && memcmp(foot - 16, "TACHSTAT", 8) == 0) {
+        uint32_t ext = (uint32_t)le(foot - 4, 4);
+        const uint8_t *e = foot - ext;
+        if (ext == STATS_SIZE || ext == STATS_OLD_SIZE) {
+            in.has_stats = 1;
+            in.duration_sec = le_f64(e);
+            in.sample_rate = le_f64(e + 8);
+            if (ext == STATS_SIZE) {
+                in.error_rate = le_f64(e + 16);
+                in.missed_samples = le_f64(e + 24);
+                in.stats_present = (uint32_t)le(e + 32, 4);
+            }
+        }
+    }
+    *out = in;
+    return 0;
+}
+
 /* What the reader holds while it reads one file; freed by tread_release. */
 struct tread {
     const uint8_t *data;
     size_t size;
     char *err;
     size_t errlen;
-    uint64_t start_us, interval_us, str_off, frame_off;
-    uint32_t comp, config;
+    struct out_tach_info h;
     char **strs; /* nstr strings, NUL-terminated (a NUL inside becomes '?') */
     uint64_t nstr;
     struct pys_frame *frames; /* nframe frames, naming strs */
@@ -98,29 +145,21 @@ struct tread {
 /* The header and footer: 0, or a PYS_E_* code with err set. */
 static int tread_header(struct tread *r, struct out_rec_read_info *info)
 {
-    const uint8_t *data = r->data;
     size_t size = r->size;
-    if (size < HEADER + FOOTER || memcmp(data, "HCAT", 4) != 0)
+    const struct out_tach_info *h = &r->h;
+    if (out_tach_info(r->data, size, &r->h) < 0)
         return set_err(r->err, r->errlen, "not a little-endian TACH file");
-    uint32_t version = (uint32_t)le(data + 4, 4);
-    if (version != 1) {
+    if (h->version != 1) {
         snprintf(r->err, r->errlen,
-                 "CPython binary profile format version %u: this pystrobe reads 1", version);
-        return version > 1 ? PYS_E_VERSION : PYS_E_CORRUPT;
+                 "CPython binary profile format version %u: this pystrobe reads 1", h->version);
+        return h->version > 1 ? PYS_E_VERSION : PYS_E_CORRUPT;
     }
     info->major = 1;
-    r->start_us = le(data + 0x0c, 8);
-    r->interval_us = le(data + 0x14, 8);
-    r->str_off = le(data + 0x28, 8);
-    r->frame_off = le(data + 0x30, 8);
-    r->comp = (uint32_t)le(data + 0x38, 4);
-    r->config = (uint32_t)le(data + 0x3c, 4);
-    const uint8_t *foot = data + size - FOOTER;
-    r->nstr = le(foot, 4);
-    r->nframe = le(foot + 4, 4);
-    if (r->str_off < HEADER || r->str_off > r->frame_off || r->frame_off > size - FOOTER ||
-        r->comp > 1 || le(foot + 8, 8) != size || r->nstr > size - r->str_off ||
-        r->nframe > (size - r->frame_off) / 7)
+    r->nstr = h->strings;
+    r->nframe = h->frames;
+    if (h->str_off < HEADER || h->str_off > h->frame_off || h->frame_off > size - FOOTER ||
+        h->compression > 1 || le(r->data + size - FOOTER + 8, 8) != size ||
+        r->nstr > size - h->str_off || r->nframe > (size - h->frame_off) / 7)
         return set_err(r->err, r->errlen, "bad header or footer (a file cut short?)");
     return 0;
 }
@@ -128,7 +167,7 @@ static int tread_header(struct tread *r, struct out_rec_read_info *info)
 /* The string table, between str_off and frame_off. */
 static int tread_strings(struct tread *r)
 {
-    struct tcur c = {r->data + r->str_off, r->data + r->frame_off};
+    struct tcur c = {r->data + r->h.str_off, r->data + r->h.frame_off};
     for (uint64_t i = 0; i < r->nstr; i++) {
         uint64_t len;
         if (var(&c, &len) < 0 || len > (size_t)(c.end - c.p))
@@ -149,7 +188,7 @@ static int tread_strings(struct tread *r)
 /* The frame table, between frame_off and the footer. */
 static int tread_frames(struct tread *r)
 {
-    struct tcur c = {r->data + r->frame_off, r->data + r->size - FOOTER};
+    struct tcur c = {r->data + r->h.frame_off, r->data + r->size - FOOTER};
     for (uint64_t i = 0; i < r->nframe; i++) {
         uint64_t fi, qi;
         int32_t line, dl, col, dc;
@@ -217,7 +256,7 @@ static int tread_meta(const struct tread *r, const struct out_rec_reader_cb *cb,
 {
     static const char *const modes[] = {"", "wall", "cpu", "gil", "all", "exception"};
     const uint8_t *data = r->data;
-    uint32_t mode = r->config & 7;
+    uint32_t mode = r->h.config & 7;
     snprintf(pyver, 32, "%u.%u.%u", data[8], data[9], data[10]);
     struct out_rec_meta m = {.pid = 0,
                              .python_version = (uint32_t)data[8] << 24 | (uint32_t)data[9] << 16 |
@@ -225,9 +264,9 @@ static int tread_meta(const struct tread *r, const struct out_rec_reader_cb *cb,
                              .python_version_text = pyver,
                              .mode = mode >= 1 && mode <= 5 ? modes[mode] : "wall",
                              .tool = "CPython profiling.sampling",
-                             .interval_ns = r->interval_us * 1000,
-                             .rate_hz = r->interval_us ? 1e6 / (double)r->interval_us : 0,
-                             .start_monotonic_ns = r->start_us * 1000,
+                             .interval_ns = r->h.interval_us * 1000,
+                             .rate_hz = r->h.interval_us ? 1e6 / (double)r->h.interval_us : 0,
+                             .start_monotonic_ns = r->h.start_us * 1000,
                              .max_frames = MAX_DEPTH};
     return cb->meta ? cb->meta(cb->ctx, &m) : 0;
 }
@@ -246,7 +285,7 @@ static struct tthread *tread_thread(struct tread *r, uint64_t tid, uint32_t inte
         r->th = p;
         r->capth = nc;
     }
-    r->th[r->nth] = (struct tthread){.tid = tid, .interp = interp, .last_us = r->start_us};
+    r->th[r->nth] = (struct tthread){.tid = tid, .interp = interp, .last_us = r->h.start_us};
     return &r->th[r->nth++];
 }
 
@@ -376,8 +415,8 @@ int out_tach_read(const uint8_t *data, size_t size, const struct out_rec_reader_
     if ((rc = tread_strings(&r)) != 0 || (rc = tread_frames(&r)) != 0)
         goto done;
     const uint8_t *sp = data + HEADER;
-    size_t slen = (size_t)(r.str_off - HEADER);
-    if (r.comp == 1) {
+    size_t slen = (size_t)(r.h.str_off - HEADER);
+    if (r.h.compression == 1) {
         size_t len;
         if ((rc = tread_inflate(&r, sp, slen, &len)) != 0)
             goto done;
@@ -731,7 +770,7 @@ int out_tach_finalize(struct out_tach_writer *w)
         wb_le(&out, 0, 4);
         wb_put(&out, "TACHSTAT", 8);
         wb_le(&out, 1, 4);
-        wb_le(&out, 56, 4);
+        wb_le(&out, STATS_SIZE, 4);
     }
     wb_le(&out, w->nstrs, 4);
     wb_le(&out, w->nframes, 4);

@@ -385,6 +385,32 @@ static void wait_deadline(const struct loop *l)
         sleep_until(l->next);
 }
 
+/* The start of each tick of a loop: 1 with *t0 the time to sample at, once
+ * the next deadline has come; 0 with *why set when sampling ends (a signal,
+ * or --duration reached). */
+static int loop_tick(struct loop *l, uint64_t *t0, enum end *why)
+{
+    if (rec_stop) {
+        *why = END_SIGNAL;
+        return 0;
+    }
+    uint64_t now = rec_now_ns();
+    if (l->r->duration_ns && now - l->start >= l->r->duration_ns) {
+        *why = END_DURATION;
+        return 0;
+    }
+    if (now < l->next) {
+        wait_deadline(l);
+        if (rec_stop) {
+            *why = END_SIGNAL;
+            return 0;
+        }
+        now = rec_now_ns();
+    }
+    *t0 = now;
+    return 1;
+}
+
 int rec_sinks_add(struct rec_sinks *ks, void *ctx, int (*sample)(void *, const struct rec_sample *))
 {
     if (ks->n == REC_MAX_SINKS)
@@ -501,25 +527,10 @@ enum end rec_sample_loop(const struct rec *r, struct rec_sessions *ss, pys_profi
     enum end why = END_SIGNAL;
 
     *unmatched = 0;
-    for (;;) {
-        if (rec_stop) {
-            why = END_SIGNAL;
-            break;
-        }
-        uint64_t t0 = rec_now_ns();
-        if (r->duration_ns && t0 - l.start >= r->duration_ns) {
-            why = END_DURATION;
-            break;
-        }
-        if (t0 < l.next) {
-            wait_deadline(&l);
-            if (rec_stop)
-                continue;
-            t0 = rec_now_ns();
-        }
+    uint64_t t0;
+    while (loop_tick(&l, &t0, &why))
         if (!sample_one(&l, t0, &why))
             break;
-    }
     if (r->realtime)
         fputc('\n', stderr);
     rec_async_release(&l.async);
@@ -578,20 +589,8 @@ enum end rec_sample_procs(const struct rec *r, struct rec_procs *procs)
     struct loop l = {.r = r, .info = info};
     enum end why = END_SIGNAL;
     loop_start(&l);
-    for (;;) {
-        if (rec_stop)
-            break;
-        uint64_t t0 = rec_now_ns();
-        if (r->duration_ns && t0 - l.start >= r->duration_ns) {
-            why = END_DURATION;
-            break;
-        }
-        if (t0 < l.next) {
-            wait_deadline(&l);
-            if (rec_stop)
-                continue;
-            t0 = rec_now_ns();
-        }
+    uint64_t t0;
+    while (loop_tick(&l, &t0, &why)) {
         rec_procs_poll(procs, t0);
         size_t n = rec_procs_count(procs);
         for (size_t i = 0; i < n; i++) {

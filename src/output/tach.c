@@ -15,6 +15,7 @@
 #include <zstd.h>
 
 #include "util/hashtab.h"
+#include "util/strtab.h"
 
 #define HEADER 64
 #define FOOTER 32
@@ -497,10 +498,6 @@ static void wb_zz(struct wbuf *b, int32_t v)
     wb_var(b, (uint32_t)(((uint32_t)v << 1) ^ (uint32_t)(v >> 31)));
 }
 
-struct wstr {
-    char *s;
-    size_t len;
-};
 struct wframe {
     uint32_t file, name;
     int32_t line, end_line, col, end_col;
@@ -517,9 +514,7 @@ struct out_tach_writer {
     int compression, mode, features;
     uint8_t py[3];
     struct wbuf samples;
-    struct wstr *strs;
-    size_t nstrs, capstrs;
-    struct util_htab str_index; /* 1 + string index */
+    struct util_strtab strs; /* copies */
     struct wframe *frames;
     size_t nframes, capframes;
     struct util_htab frame_index; /* 1 + frame index */
@@ -532,17 +527,6 @@ struct out_tach_writer {
     uint32_t present;
     struct out_tach_write_stats st;
 };
-
-static uint64_t wstr_hash(const char *s, size_t n)
-{
-    return util_hash_bytes(s, n);
-}
-
-static uint64_t wstr_hash_at(const void *ctx, uint32_t id)
-{
-    const struct wstr *v = &((const struct out_tach_writer *)ctx)->strs[id - 1];
-    return wstr_hash(v->s, v->len);
-}
 
 static uint64_t wframe_hash(const struct wframe *f)
 {
@@ -560,38 +544,10 @@ static uint64_t wframe_hash_at(const void *ctx, uint32_t id)
     return wframe_hash(&((const struct out_tach_writer *)ctx)->frames[id - 1]);
 }
 
-/* The index of string s (len bytes), added if new; -1 if out of memory. */
-static int64_t w_string(struct out_tach_writer *w, const char *s, size_t len)
-{
-    if (w->nstrs >= UINT32_MAX - 1 ||
-        util_htab_reserve(&w->str_index, 256, 1, (uint32_t)w->nstrs + 1, wstr_hash_at, w) < 0)
-        return -1;
-    uint32_t id;
-    size_t j = util_htab_first(&w->str_index, wstr_hash(s, len));
-    for (; (id = w->str_index.slot[j]); j = util_htab_next(&w->str_index, j))
-        if (w->strs[id - 1].len == len && memcmp(w->strs[id - 1].s, s, len) == 0)
-            return id - 1;
-    if (w->nstrs == w->capstrs) {
-        size_t cap = w->capstrs ? w->capstrs * 2 : 256;
-        struct wstr *v = realloc(w->strs, cap * sizeof *v);
-        if (!v)
-            return -1;
-        w->strs = v;
-        w->capstrs = cap;
-    }
-    char *copy = malloc(len ? len : 1);
-    if (!copy)
-        return -1;
-    memcpy(copy, s, len);
-    w->strs[w->nstrs] = (struct wstr){copy, len};
-    util_htab_set(&w->str_index, j, (uint32_t)(w->nstrs + 1));
-    return (int64_t)w->nstrs++;
-}
-
 static int64_t w_frame(struct out_tach_writer *w, const struct out_tach_frame *in)
 {
-    int64_t fi = w_string(w, in->filename, in->filename_len);
-    int64_t ni = fi < 0 ? -1 : w_string(w, in->funcname, in->funcname_len);
+    int64_t fi = util_strtab_add(&w->strs, in->filename, in->filename_len);
+    int64_t ni = fi < 0 ? -1 : util_strtab_add(&w->strs, in->funcname, in->funcname_len);
     if (ni < 0 || w->nframes >= UINT32_MAX - 1 ||
         util_htab_reserve(&w->frame_index, 256, 1, (uint32_t)w->nframes + 1, wframe_hash_at, w) < 0)
         return -1;
@@ -630,6 +586,7 @@ struct out_tach_writer *out_tach_writer_new(FILE *f, uint64_t interval_us, uint6
     if (!w)
         return NULL;
     w->f = f;
+    w->strs.copies = 1;
     w->interval_us = interval_us;
     w->start_us = start_us;
     w->compression = compression;
@@ -745,9 +702,9 @@ int out_tach_finalize(struct out_tach_writer *w)
     wb_le(&out, (uint64_t)w->compression, 4);
     wb_le(&out, config, 4);
     wb_put(&out, sp, slen);
-    for (size_t i = 0; i < w->nstrs; i++) {
-        wb_var(&out, w->strs[i].len);
-        wb_put(&out, w->strs[i].s, w->strs[i].len);
+    for (size_t i = 0; i < w->strs.n; i++) {
+        wb_var(&out, w->strs.v[i].len);
+        wb_put(&out, w->strs.v[i].s, w->strs.v[i].len);
     }
     uint64_t frame_off = out.len;
     for (size_t i = 0; i < w->nframes; i++) {
@@ -772,7 +729,7 @@ int out_tach_finalize(struct out_tach_writer *w)
         wb_le(&out, 1, 4);
         wb_le(&out, STATS_SIZE, 4);
     }
-    wb_le(&out, w->nstrs, 4);
+    wb_le(&out, w->strs.n, 4);
     wb_le(&out, w->nframes, 4);
     wb_le(&out, out.len + 24, 8);
     wb_le(&out, 0, 8);
@@ -797,10 +754,7 @@ void out_tach_writer_free(struct out_tach_writer *w)
 {
     if (!w)
         return;
-    for (size_t i = 0; i < w->nstrs; i++)
-        free(w->strs[i].s);
-    free(w->strs);
-    util_htab_release(&w->str_index);
+    util_strtab_release(&w->strs);
     free(w->frames);
     util_htab_release(&w->frame_index);
     free(w->th);

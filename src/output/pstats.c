@@ -38,8 +38,9 @@ struct edge {
 
 struct fntab {
     struct out_funcs funcs; /* node -> function */
-    struct fn *v;           /* per function of funcs */
+    struct fn *v;           /* in order of first appearance depth first */
     size_t n;
+    uint32_t *index;        /* per function of funcs: its index in v */
     struct edge *edges;
     size_t nedges, capedges;
     struct util_htab edge_index; /* 1 + index into edges */
@@ -88,6 +89,7 @@ static void fntab_release(struct fntab *t)
 {
     out_funcs_release(&t->funcs);
     free(t->v);
+    free(t->index);
     free(t->edges);
     util_htab_release(&t->edge_index);
     memset(t, 0, sizeof *t);
@@ -101,27 +103,31 @@ static int fntab_build(struct fntab *t, const pys_profile *p)
     if (rc < 0)
         return rc;
     const uint32_t *node_fn = t->funcs.node_fn;
-    t->n = t->funcs.n;
-    if (!(t->v = calloc(t->n ? t->n : 1, sizeof *t->v)))
+    size_t nf = t->funcs.n;
+    t->v = calloc(nf ? nf : 1, sizeof *t->v);
+    t->index = malloc((nf ? nf : 1) * sizeof *t->index);
+    if (!t->v || !t->index)
         return PYS_E_NOMEM;
-    for (size_t i = 0; i < t->n; i++) {
-        const struct out_func *of = &t->funcs.v[i];
-        t->v[i] = (struct fn){.filename = of->filename,
-                              .qualname = of->qualname,
-                              .firstlineno = of->firstlineno};
-    }
+    memset(t->index, 0xff, nf * sizeof *t->index); /* UINT32_MAX: not met yet */
     uint32_t cur = pys_profile_node(p, 0)->first_child;
     while (cur) {
         const struct pys_profile_node *nd = pys_profile_node(p, cur);
-        uint32_t f = node_fn[cur];
         /* enter */
-        if (f != OUT_NO_FUNC) {
-            struct fn *fn = &t->v[f];
+        if (node_fn[cur] != OUT_NO_FUNC) {
+            uint32_t *f = &t->index[node_fn[cur]];
+            if (*f == UINT32_MAX) {
+                const struct out_func *of = &t->funcs.v[node_fn[cur]];
+                *f = (uint32_t)t->n++;
+                t->v[*f] = (struct fn){.filename = of->filename,
+                                       .qualname = of->qualname,
+                                       .firstlineno = of->firstlineno};
+            }
+            struct fn *fn = &t->v[*f];
             if (fn->onpath++ == 0)
                 fn->cumulative += nd->total;
             fn->direct += nd->self;
             if (node_fn[nd->parent] != OUT_NO_FUNC &&
-                edge_add(t, f, node_fn[nd->parent], nd->total) < 0)
+                edge_add(t, *f, t->index[node_fn[nd->parent]], nd->total) < 0)
                 return PYS_E_NOMEM;
         }
         if (nd->first_child) {
@@ -132,7 +138,7 @@ static int fntab_build(struct fntab *t, const pys_profile *p)
         while (cur) {
             nd = pys_profile_node(p, cur);
             if (node_fn[cur] != OUT_NO_FUNC)
-                t->v[node_fn[cur]].onpath--;
+                t->v[t->index[node_fn[cur]]].onpath--;
             if (nd->next_sibling) {
                 cur = nd->next_sibling;
                 break;

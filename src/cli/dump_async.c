@@ -20,9 +20,10 @@ static void put_name(FILE *f, const char *name)
     size_t n = strlen(name);
     if (n > 200) {
         memcpy(buf, name, 200);
-        /* Not inside a UTF-8 sequence. */
+        /* Not inside a UTF-8 sequence: back to the start of the character
+         * the cut falls in (name[200] exists: n > 200). */
         size_t k = 200;
-        while (k > 0 && ((unsigned char)buf[k] & 0xc0) == 0x80)
+        while (k > 0 && ((unsigned char)name[k] & 0xc0) == 0x80)
             k--;
         memcpy(buf + k, "...", 4);
         name = buf;

@@ -133,26 +133,40 @@ test-one: all module
 	PYSTROBE_BUILD=$(abspath $(B)) PYSTROBE_SANITIZED=$(if $(SAN),1,) \
 	    $(PYTHON) -m pytest -q -p no:cacheprovider --durations=20 tests/integration
 
+# Builds run JOBS-wide (the tests themselves run one at a time).
+JOBS ?= $(shell nproc)
 test: sidroot
-	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
-	$(MAKE) --no-print-directory test-one B=build-asan CC=clang \
+	$(MAKE) -j$(JOBS) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
+	$(MAKE) -j$(JOBS) --no-print-directory test-one B=build-asan CC=clang \
 	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
-	$(MAKE) --no-print-directory test-one B=build
+	$(MAKE) -j$(JOBS) --no-print-directory test-one B=build
 
 # Each fuzzer for FUZZ_SECONDS (libFuzzer, clang); `make test` runs each briefly.
+# The library is compiled once for all fuzzers (coverage-instrumented, ASan +
+# UBSan) into FUZZ_B/libfuzz.a; each fuzzer links its harness against it.
 FUZZ_SECONDS ?= 30
 TEST_FUZZ_SECONDS ?= 5
+FUZZ_B := build-fuzz
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
-fuzz: $(B)/gen/flamegraph_html.h $(PROTO_C)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_B)/%)
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(B)/gen -g -O1 -fsanitize=address,undefined
+FUZZ_OBJ := $(patsubst %.c,$(FUZZ_B)/obj/%.o,$(LIB_SRC) $(PROTO_C))
+$(FUZZ_B)/obj/%.o: %.c $(B)/gen/flamegraph_html.h $(B)/gen/profile.pb-c.h \
+                   $(wildcard include/pystrobe/*.h src/*/*.h)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+$(FUZZ_B)/libfuzz.a: $(FUZZ_OBJ)
+	rm -f $@ && ar rcs $@ $^
+$(FUZZ_B)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_B)/libfuzz.a
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_B)/libfuzz.a $(LDLIBS) -o $@
+fuzz: $(FUZZ_BIN)
 	@set -e; for f in $(FUZZ_SRC); do \
-	  n=$$(basename $$f .c); mkdir -p build-fuzz; \
-	  clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(B)/gen -g -O1 \
-	    -fsanitize=fuzzer,address,undefined $$f $(LIB_SRC) $(PROTO_C) $(LDLIBS) -o build-fuzz/$$n; \
-	  mkdir -p build-fuzz/corpus-$$n; \
+	  n=$$(basename $$f .c); \
+	  mkdir -p $(FUZZ_B)/corpus-$$n; \
 	  echo "== $$n ($(FUZZ_SECONDS) s)"; \
-	  build-fuzz/$$n -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus-$$n tests/fuzz/seeds/$$n \
-	    2>build-fuzz/$$n.log || { tail -40 build-fuzz/$$n.log; exit 1; }; \
-	  tail -1 build-fuzz/$$n.log; \
+	  $(FUZZ_B)/$$n -max_total_time=$(FUZZ_SECONDS) $(FUZZ_B)/corpus-$$n tests/fuzz/seeds/$$n \
+	    2>$(FUZZ_B)/$$n.log || { tail -40 $(FUZZ_B)/$$n.log; exit 1; }; \
+	  tail -1 $(FUZZ_B)/$$n.log; \
 	done
 
 # --- recorded images ----------------------------------------------------------

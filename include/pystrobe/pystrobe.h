@@ -176,7 +176,8 @@ struct pys_options {
      * (or "0xOFFSET" in its module), filename its module's path, lineno its
      * source line where debug information has it (else -1). Snapshots not
      * paused get the Python frames with the markers of `native`, which
-     * this option sets. Not with locals (PYS_E_INVAL). */
+     * this option sets. With locals, pys_session_frame_locals reads the
+     * Python frames of the merged stacks (a native frame has none). */
     int native_stacks;
 };
 
@@ -202,6 +203,39 @@ PYS_EXTERN void pys_session_free(pys_session *s);
 PYS_EXTERN int pys_session_attach_image(pys_session **out, const char *path,
                                         const struct pys_options *opt, char *errtext,
                                         size_t errlen);
+
+/*
+ * A session on a core file of a Python process (dumped by the kernel or by
+ * gdb's gcore, x86-64 Linux): snapshots read the memory the core holds, and
+ * where it left a mapping out (pages of a file never written), the file the
+ * process had mapped, found by the path the core names (under `root` first,
+ * if not NULL: the root the process ran in), the executable at `executable`
+ * if not NULL. A file that is missing or is not the one the process mapped
+ * (its first page differs) is not read: what only it held is unreadable,
+ * and pys_core_info's notes say so. Its pid is 0; native stacks are refused
+ * (PYS_E_INVAL). PYS_E_IO if the core cannot be read, PYS_E_CORRUPT if it
+ * is not a core file (or a malformed one), PYS_E_NOTFOUND if `executable`
+ * cannot be read, else as pys_session_attach.
+ */
+PYS_EXTERN int pys_session_attach_core(pys_session **out, const char *core_path,
+                                       const char *executable, const char *root,
+                                       const struct pys_options *opt, char *errtext, size_t errlen);
+
+/* What a core file says of its process (pys_core_info). */
+struct pys_core_info {
+    int pid;                /* its process id, 0 unknown */
+    int signal;             /* the signal that dumped it, 0 none (gcore) */
+    const char *command;    /* its command name (at most 16 bytes; "" unknown) */
+    const char *executable; /* its executable's path as the process named it ("" unknown) */
+    size_t nthreads;        /* its threads' ids, the thread that dumped first */
+    const uint32_t *tids;
+    /* "" or lines (each ending in a newline) on what of the process could
+     * not be had: the core truncated, files missing or not those mapped. */
+    const char *notes;
+};
+/* Fill *out for a session made by pys_session_attach_core (valid while the
+ * session lives): 0, or PYS_E_INVAL for any other session. */
+PYS_EXTERN int pys_core_info(const pys_session *s, struct pys_core_info *out);
 
 /* Detail of the last error of this session ("" when none). */
 PYS_EXTERN const char *pys_session_last_error(const pys_session *s);
@@ -591,8 +625,8 @@ struct pys_local {
  * saw them). Arguments and locals in the code object's order, unbound ones
  * left out; 3.8-3.10 give co_varnames only (a cell variable that is not an
  * argument is not among them), 3.11+ every fast local, cells showing what
- * they hold. *out and *n get them (0 for a marker frame); valid until the
- * next call or snapshot. PYS_E_INVAL without pys_options.locals or for a
+ * they hold. *out and *n get them (0 for a marker or a native frame);
+ * valid until the next call or snapshot. PYS_E_INVAL without pys_options.locals or for a
  * frame not of the last snapshot; PYS_E_CORRUPT when the frame no longer
  * runs the same code (it returned since the snapshot); a read error.
  */

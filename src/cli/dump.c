@@ -1,7 +1,8 @@
 /*
  * dump: `pystrobe dump [--json] [--max-frames N] PID`: attach, take one snapshot, print every
  * interpreter's threads and their stacks, most recent call last, as a
- * traceback does (or as one JSON document, docs/cli.md).
+ * traceback does (or as one JSON document, docs/cli.md). With --core FILE,
+ * the same from a core file of a Python process instead of a live one.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,12 +17,20 @@
 #include "output/json.h"
 
 static const char DUMP_USAGE[] =
-    "usage: pystrobe dump [--json] [--no-source] [--locals | --native] [--opcodes]\n"
+    "usage: pystrobe dump [--json] [--no-source] [--locals] [--native] [--opcodes]\n"
     "                     [--blocking] [--max-frames N] PID\n"
     "       pystrobe dump [options] -p PID\n"
     "       pystrobe dump --async-aware [--async-mode all|running] [--json] [--blocking] PID\n"
+    "       pystrobe dump [--json] [--no-source] [--locals] [--opcodes] [--max-frames N]\n"
+    "                     --core FILE [--executable PATH] [--root DIR]\n"
     "\n"
     "  -p, --pid PID    the process, as py-spy writes it\n"
+    "  --core FILE      a core file of a Python process (the kernel's, or gdb's gcore)\n"
+    "                   instead of a live process\n"
+    "  --executable PATH  the core's executable, where it is not at the path the core\n"
+    "                   names (memory the core left out is read from its files)\n"
+    "  --root DIR       the root the core's process ran in (a chroot or container):\n"
+    "                   the files it names, and its source files, are under DIR\n"
     "  --json           one JSON document instead of the text\n"
     "  --blocking       stop the target's threads while their stacks are read\n"
     "  --no-source      no source lines under the frames\n"
@@ -50,18 +59,18 @@ void cli_put_text(FILE *f, const char *s)
     }
 }
 
-void cli_dump_heading(FILE *f, pys_session *s)
+void cli_dump_python(FILE *f, pys_session *s)
 {
-    fprintf(f, "Process %d: Python %s (", pys_session_pid(s), pys_session_python_version_text(s));
+    fprintf(f, ": Python %s (", pys_session_python_version_text(s));
     cli_put_text(f, pys_session_image_path(s));
     fputc(')', f);
 }
 
-void cli_dump_json_head(struct out_json *j, pys_session *s)
+void cli_dump_json_head(struct out_json *j, pys_session *s, int pid)
 {
     out_json_begin_object(j);
     out_json_key(j, "pid");
-    out_json_int(j, pys_session_pid(s));
+    out_json_int(j, pid);
     out_json_key(j, "python_version");
     out_json_string(j, pys_session_python_version_text(s));
     out_json_key(j, "image");
@@ -199,11 +208,27 @@ static void print_locals(FILE *f, pys_session *s, const struct pys_thread *t, si
     }
 }
 
-static void print_text(FILE *f, pys_session *s, const struct pys_snapshot *snap, size_t max_frames,
-                       struct cli_source *src, int opcodes, int locals)
+/* The first line: the process, or the core and its process. */
+static void print_header(FILE *f, pys_session *s, const char *core)
 {
-    cli_dump_heading(f, s);
+    struct pys_core_info ci;
+    if (core && pys_core_info(s, &ci) == 0) {
+        fprintf(f, "Process %d (core ", ci.pid);
+        cli_put_text(f, core);
+        if (ci.signal > 0)
+            fprintf(f, ", signal %d", ci.signal);
+        fprintf(f, ", %zu threads)", ci.nthreads);
+    } else {
+        fprintf(f, "Process %d", pys_session_pid(s));
+    }
+    cli_dump_python(f, s);
     fputc('\n', f);
+}
+
+static void print_text(FILE *f, pys_session *s, const struct pys_snapshot *snap, size_t max_frames,
+                       struct cli_source *src, int opcodes, int locals, const char *core)
+{
+    print_header(f, s, core);
     for (size_t i = 0; i < snap->ninterps; i++) {
         const struct pys_interp *in = &snap->interps[i];
         fprintf(f, "\nInterpreter %lld:\n", (long long)in->id);
@@ -372,12 +397,49 @@ static void json_frame(struct out_json *jp, pys_session *s, const struct pys_thr
     out_json_end_object(jp);
 }
 
+/* --core in JSON: "core": {"path", "signal", "command", "executable",
+ * "threads", "notes"}; the process's id is "pid". */
+static void json_core(struct out_json *j, const char *core, const struct pys_core_info *ci)
+{
+    out_json_key(j, "core");
+    out_json_begin_object(j);
+    out_json_key(j, "path");
+    out_json_string(j, core);
+    out_json_key(j, "signal");
+    out_json_int(j, ci->signal);
+    out_json_key(j, "command");
+    out_json_string(j, ci->command);
+    out_json_key(j, "executable");
+    out_json_string(j, ci->executable);
+    out_json_key(j, "threads");
+    out_json_begin_array(j);
+    for (size_t i = 0; i < ci->nthreads; i++)
+        out_json_int(j, ci->tids[i]);
+    out_json_end_array(j);
+    out_json_key(j, "notes");
+    out_json_begin_array(j);
+    for (const char *p = ci->notes; *p;) {
+        const char *e = strchr(p, '\n');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        char line[512];
+        snprintf(line, sizeof line, "%.*s", (int)n, p);
+        out_json_string(j, line);
+        p += n + (e != NULL);
+    }
+    out_json_end_array(j);
+    out_json_end_object(j);
+}
+
 static void print_json(FILE *f, pys_session *s, const struct pys_snapshot *snap, int locals,
-                       int opcodes)
+                       int opcodes, const char *core)
 {
     struct out_json j;
+    struct pys_core_info ci;
+    int is_core = core && pys_core_info(s, &ci) == 0;
     out_json_init(&j, f);
-    cli_dump_json_head(&j, s);
+    cli_dump_json_head(&j, s, is_core ? ci.pid : pys_session_pid(s));
+    if (is_core)
+        json_core(&j, core, &ci);
     out_json_key(&j, "interpreters");
     out_json_begin_array(&j);
     for (size_t i = 0; i < snap->ninterps; i++) {
@@ -459,9 +521,33 @@ static void test_delay(void)
     nanosleep(&ts, NULL);
 }
 
+/* A core session's notes (what of the process could not be had), each a
+ * line on stderr, control characters escaped. */
+static void report_core_notes(pys_session *s)
+{
+    struct pys_core_info ci;
+    if (pys_core_info(s, &ci) < 0)
+        return;
+    for (const char *p = ci.notes; *p;) {
+        const char *e = strchr(p, '\n');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        fputs("pystrobe: note: ", stderr);
+        for (size_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)p[i];
+            if (c < 0x20 || c == 0x7f)
+                fprintf(stderr, "\\x%02x", c);
+            else
+                fputc(c, stderr);
+        }
+        fputc('\n', stderr);
+        p += n + (e != NULL);
+    }
+}
+
 /* What `dump` was asked. */
 struct dump_args {
     int json, pid, source, blocking, opcodes, locals, native;
+    const char *core, *executable, *root; /* --core, --executable, --root */
     int async_aware, async_mode, async_mode_set;
     size_t max_frames;
 };
@@ -496,6 +582,14 @@ static int parse_dump_option(struct dump_args *a, int argc, char **argv, int *i)
             fprintf(stderr, "pystrobe: not a process id: '%s'\n%s", v, DUMP_USAGE);
             return CLI_USAGE;
         }
+    } else if (strcmp(o, "--core") == 0 || strcmp(o, "--executable") == 0 ||
+               strcmp(o, "--root") == 0) {
+        if (*i + 1 == argc || argv[*i + 1][0] == '\0') {
+            fprintf(stderr, "pystrobe: %s needs a value\n%s", o, DUMP_USAGE);
+            return CLI_USAGE;
+        }
+        const char **slot = o[2] == 'c' ? &a->core : o[2] == 'e' ? &a->executable : &a->root;
+        *slot = argv[++*i];
     } else if (strcmp(o, "--async-aware") == 0) {
         a->async_aware = 1;
     } else if (strcmp(o, "--async-mode") == 0) {
@@ -524,6 +618,21 @@ static int parse_dump_option(struct dump_args *a, int argc, char **argv, int *i)
     return -1;
 }
 
+/* --core: what goes with it. -1, or the exit status to end with. */
+static int check_core_args(const struct dump_args *a)
+{
+    const char *bad = a->pid >= 0      ? "a process id"
+                      : a->native      ? "--native"
+                      : a->blocking    ? "--blocking"
+                      : a->async_aware ? "--async-aware"
+                                       : NULL;
+    if (bad) {
+        fprintf(stderr, "pystrobe: --core cannot be combined with %s\n%s", bad, DUMP_USAGE);
+        return CLI_USAGE;
+    }
+    return -1;
+}
+
 /* -1 (a filled), or the exit status to end with. */
 static int parse_dump_args(struct dump_args *a, int argc, char **argv)
 {
@@ -545,16 +654,19 @@ static int parse_dump_args(struct dump_args *a, int argc, char **argv)
             return CLI_USAGE;
         }
     }
+    if (a->core)
+        return check_core_args(a);
     if (a->pid < 0) {
         fprintf(stderr, "pystrobe: dump needs a process id\n%s", DUMP_USAGE);
         return CLI_USAGE;
     }
-    if (a->async_mode_set && !a->async_aware) {
-        fprintf(stderr, "pystrobe: --async-mode needs --async-aware\n%s", DUMP_USAGE);
+    if (a->executable || a->root) {
+        fprintf(stderr, "pystrobe: %s needs --core\n%s", a->executable ? "--executable" : "--root",
+                DUMP_USAGE);
         return CLI_USAGE;
     }
-    if (a->native && a->locals) {
-        fprintf(stderr, "pystrobe: --locals cannot be combined with --native yet\n%s", DUMP_USAGE);
+    if (a->async_mode_set && !a->async_aware) {
+        fprintf(stderr, "pystrobe: --async-mode needs --async-aware\n%s", DUMP_USAGE);
         return CLI_USAGE;
     }
     if (a->async_aware && a->native) {
@@ -584,10 +696,12 @@ int cli_dump(int argc, char **argv)
                               .locals = a.locals,
                               .native_stacks = a.native};
     pys_session *s = NULL;
-    char err[512];
-    rc = pys_session_attach(&s, pid, &opt, err, sizeof err);
+    char err[1024];
+    rc = a.core ? pys_session_attach_core(&s, a.core, a.executable, a.root, &opt, err, sizeof err)
+                : pys_session_attach(&s, pid, &opt, err, sizeof err);
     if (rc < 0)
         return cli_report(rc, err);
+    report_core_notes(s);
     test_delay();
     if (a.async_aware) {
         int status = cli_dump_tasks(s, a.async_mode, json, blocking);
@@ -626,10 +740,12 @@ int cli_dump(int argc, char **argv)
         return status;
     }
     if (json) {
-        print_json(stdout, s, snap, a.locals, a.opcodes);
+        print_json(stdout, s, snap, a.locals, a.opcodes, a.core);
     } else {
-        struct cli_source *src = source ? cli_source_new(pid) : NULL;
-        print_text(stdout, s, snap, max_frames, src, a.opcodes, a.locals);
+        struct cli_source *src = !source  ? NULL
+                                 : a.core ? cli_source_new_root(a.root)
+                                          : cli_source_new(pid);
+        print_text(stdout, s, snap, max_frames, src, a.opcodes, a.locals, a.core);
         cli_source_free(src);
     }
     if (blocking && a.locals)

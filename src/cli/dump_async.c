@@ -48,7 +48,8 @@ static void put_task_ref(FILE *f, const pys_tasks *t, uint64_t addr)
 static void print_text(FILE *f, pys_session *s, const pys_tasks *t, const struct pys_task_graph *g,
                        int mode, size_t max_chain)
 {
-    cli_dump_heading(f, s);
+    fprintf(f, "Process %d", pys_session_pid(s));
+    cli_dump_python(f, s);
     fprintf(f, ", asyncio tasks (%s)\n", mode == PYS_TASKS_ALL ? "all" : "running");
     size_t shown = 0;
     for (size_t i = 0; i < g->nlists; i++) {
@@ -118,7 +119,7 @@ static void print_json(FILE *f, pys_session *s, const pys_tasks *t, const struct
 {
     struct out_json j;
     out_json_init(&j, f);
-    cli_dump_json_head(&j, s);
+    cli_dump_json_head(&j, s, pys_session_pid(s));
     out_json_key(&j, "async_mode");
     out_json_string(&j, mode == PYS_TASKS_ALL ? "all" : "running");
     out_json_key(&j, "task_lists");

@@ -5,7 +5,10 @@
  * ("<string>", "<frozen ...>") have no lines. Only regular files of at most
  * SOURCE_MAX_BYTES are read, opened without blocking (a FIFO by the same name
  * must not hang the dump), and each is read once: the last few files stay
- * in memory, as a stack often shows the same file many times.
+ * in memory, as a stack often shows the same file many times. A process
+ * that is gone (a core file's) has its absolute names read under the root
+ * it ran in, its relative ones not at all (its working directory is not
+ * known).
  */
 #include "cli/source.h"
 
@@ -31,7 +34,8 @@ struct slot {
 };
 
 struct cli_source {
-    int pid;
+    int pid;    /* 0: a process that is gone, its files under root */
+    char *root; /* NULL: "/" */
     struct slot slots[SOURCE_SLOTS];
     unsigned long clock;
 };
@@ -41,6 +45,16 @@ struct cli_source *cli_source_new(int pid)
     struct cli_source *c = calloc(1, sizeof *c);
     if (c)
         c->pid = pid;
+    return c;
+}
+
+struct cli_source *cli_source_new_root(const char *root)
+{
+    struct cli_source *c = calloc(1, sizeof *c);
+    if (c && root && !(c->root = strdup(root))) {
+        free(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -58,15 +72,20 @@ void cli_source_free(struct cli_source *c)
         return;
     for (size_t i = 0; i < SOURCE_SLOTS; i++)
         slot_clear(&c->slots[i]);
+    free(c->root);
     free(c);
 }
 
 /* Read the file into s (text stays NULL when it cannot be). */
-static void slot_load(struct slot *s, int pid, const char *name)
+static void slot_load(struct slot *s, const struct cli_source *c, const char *name)
 {
     char path[4096];
-    int n;
-    if (name[0] == '/')
+    int n, pid = c->pid;
+    if (pid <= 0 && name[0] != '/')
+        return;
+    if (pid <= 0)
+        n = snprintf(path, sizeof path, "%s%s", c->root ? c->root : "", name);
+    else if (name[0] == '/')
         n = snprintf(path, sizeof path, "/proc/%d/root%s", pid, name);
     else
         n = snprintf(path, sizeof path, "/proc/%d/cwd/%s", pid, name);
@@ -138,7 +157,7 @@ int cli_source_line(struct cli_source *c, const char *filename, int lineno, cons
         s->name = strdup(filename);
         if (!s->name)
             return -1;
-        slot_load(s, c->pid, filename);
+        slot_load(s, c, filename);
     }
     s->used = ++c->clock;
     if (!s->text || (size_t)lineno > s->nlines)

@@ -12,7 +12,9 @@
  * interpreter list: a library mapped a second time (ctypes) has a valid
  * cookie but no interpreters. When nothing passes, the error says why: not
  * Python at all (naming the executable), or a Python whose version is not
- * supported (naming the executable and the version).
+ * supported (naming the executable and the version). A core file's
+ * mappings (coredump.c) go through the same search, their files opened by
+ * the paths its NT_FILE note names.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -123,7 +125,8 @@ static int check_runtime(struct pys_session *s, uint64_t runtime, const char *pa
  * PYS_E_NOTPYTHON for a file that is not CPython (nothing noted: a process
  * maps many such files) or whose runtime is unusable (the reason noted in
  * v), PYS_E_VERSION (noted), or PYS_E_EXITED, PYS_E_PERM, PYS_E_NOMEM. */
-static int try_image(struct pys_session *s, const struct plat_map *map, struct verdict *v)
+static int try_image(struct pys_session *s, const struct plat_map *map, prof_map_opener open_map,
+                     void *ctx, struct verdict *v)
 {
     struct bin_image *img = NULL;
     struct prof_probe pi;
@@ -131,7 +134,7 @@ static int try_image(struct pys_session *s, const struct plat_map *map, struct v
     uint64_t value;
     int fd = -1, rc;
 
-    fd = plat_map_open(s->pid, map);
+    fd = open_map(ctx, map);
     if (fd < 0) {
         /* Unopenable (a device, a file gone with no map_files): whatever it
          * is cannot be read, so it is not the runtime we can use. */
@@ -218,6 +221,84 @@ out:
     return rc;
 }
 
+/* The files of maps that may hold the runtime, each file once (by device
+ * and inode, or by path where the inode is 0), at its lowest mapping from
+ * offset 0: indexes into maps->v, *n of them; NULL if out of memory. */
+static size_t *candidates(const struct plat_maps *maps, size_t *n)
+{
+    size_t *cand = malloc((maps->n ? maps->n : 1) * sizeof *cand);
+    size_t ncand = 0;
+    if (!cand)
+        return NULL;
+    for (size_t i = 0; i < maps->n; i++) {
+        const struct plat_map *m = &maps->v[i];
+        int seen = 0;
+        if (!m->path || m->path[0] != '/' || m->offset != 0)
+            continue;
+        for (size_t j = 0; j < ncand && !seen; j++) {
+            const struct plat_map *o = &maps->v[cand[j]];
+            seen = o->inode == m->inode && o->dev_major == m->dev_major &&
+                   o->dev_minor == m->dev_minor && (m->inode != 0 || strcmp(o->path, m->path) == 0);
+        }
+        if (!seen)
+            cand[ncand++] = i;
+    }
+    *n = ncand;
+    return cand;
+}
+
+/*
+ * Try the candidate files of maps, opened by open_map: 0 (s attached), or
+ * the code the search ended with, what was learnt in *v, and the first file
+ * that could not be opened for want of rights in perm.
+ */
+static int search_maps(struct pys_session *s, const struct plat_maps *maps,
+                       prof_map_opener open_map, void *ctx, struct verdict *v, char *perm,
+                       size_t permlen)
+{
+    /* File names decide nothing; those that say python only go first,
+     * which finds the usual interpreter and libpython without opening the
+     * hundreds of other libraries a process may map. Work: one probe per
+     * distinct file, cheapest tests first. */
+    size_t ncand = 0;
+    size_t *cand = candidates(maps, &ncand);
+    int rc = PYS_E_NOTPYTHON;
+    if (!cand)
+        return PYS_E_NOMEM;
+    for (int pass = 0; pass < 2 && rc != 0; pass++) {
+        for (size_t j = 0; j < ncand; j++) {
+            const struct plat_map *m = &maps->v[cand[j]];
+            if ((strstr(base_name(m->path), "python") != NULL) != (pass == 0))
+                continue;
+            rc = try_image(s, m, open_map, ctx, v);
+            if (rc == PYS_E_PERM) {
+                /* Reported only if no file holds anything like CPython. */
+                if (!perm[0])
+                    snprintf(perm, permlen, "%s", m->path);
+                continue;
+            }
+            if (rc == 0 || rc == PYS_E_EXITED || rc == PYS_E_NOMEM)
+                break;
+        }
+        if (rc == PYS_E_EXITED || rc == PYS_E_NOMEM)
+            break;
+    }
+    free(cand);
+    if (rc == PYS_E_PERM)
+        rc = PYS_E_NOTPYTHON;
+    /* A CPython file that failed (not initialised yet, say) makes the
+     * process Python; only with none may the unreadable file be the one. */
+    if (rc == PYS_E_NOTPYTHON && perm[0] && v->code == 0)
+        rc = PYS_E_PERM;
+    return rc;
+}
+
+static int open_live(void *ctx, const struct plat_map *m)
+{
+    const struct pys_session *s = ctx;
+    return plat_map_open(s->pid, m);
+}
+
 int prof_attach_runtime(struct pys_session *s)
 {
     struct plat_maps maps = {0};
@@ -241,57 +322,8 @@ int prof_attach_runtime(struct pys_session *s)
         return prof_fail(s, rc, "cannot read the memory map of process %d: %s", s->pid,
                          pys_strerror(rc));
     }
-    /* Every file mapped from offset 0 is a candidate, each file (device and
-     * inode) once, at its lowest mapping. File names decide nothing; those
-     * that say python only go first, which finds the usual interpreter and
-     * libpython without opening the hundreds of other libraries a process
-     * may map. Work: one probe per distinct file, cheapest tests first. */
-    size_t *cand = malloc((maps.n ? maps.n : 1) * sizeof *cand);
-    size_t ncand = 0;
     char perm[256] = ""; /* the first file that could not be opened for want of rights */
-    if (!cand) {
-        plat_maps_release(&maps);
-        return prof_fail(s, PYS_E_NOMEM, "out of memory");
-    }
-    for (size_t i = 0; i < maps.n; i++) {
-        const struct plat_map *m = &maps.v[i];
-        int seen = 0;
-        if (!m->path || m->path[0] != '/' || m->offset != 0)
-            continue;
-        for (size_t j = 0; j < ncand && !seen; j++) {
-            const struct plat_map *o = &maps.v[cand[j]];
-            seen = o->inode == m->inode && o->dev_major == m->dev_major &&
-                   o->dev_minor == m->dev_minor && (m->inode != 0 || strcmp(o->path, m->path) == 0);
-        }
-        if (!seen)
-            cand[ncand++] = i;
-    }
-    rc = PYS_E_NOTPYTHON;
-    for (int pass = 0; pass < 2 && rc != 0; pass++) {
-        for (size_t j = 0; j < ncand; j++) {
-            const struct plat_map *m = &maps.v[cand[j]];
-            if ((strstr(base_name(m->path), "python") != NULL) != (pass == 0))
-                continue;
-            rc = try_image(s, m, &v);
-            if (rc == PYS_E_PERM) {
-                /* Reported only if no file holds anything like CPython. */
-                if (!perm[0])
-                    snprintf(perm, sizeof perm, "%s", m->path);
-                continue;
-            }
-            if (rc == 0 || rc == PYS_E_EXITED || rc == PYS_E_NOMEM)
-                break;
-        }
-        if (rc == PYS_E_EXITED || rc == PYS_E_NOMEM)
-            break;
-    }
-    free(cand);
-    if (rc == PYS_E_PERM)
-        rc = PYS_E_NOTPYTHON;
-    /* A CPython file that failed (not initialised yet, say) makes the
-     * process Python; only with none may the unreadable file be the one. */
-    if (rc == PYS_E_NOTPYTHON && perm[0] && v.code == 0)
-        rc = PYS_E_PERM;
+    rc = search_maps(s, &maps, open_live, s, &v, perm, sizeof perm);
     plat_maps_release(&maps);
     if (rc == 0)
         return 0;
@@ -311,4 +343,26 @@ int prof_attach_runtime(struct pys_session *s)
         return prof_fail(s, PYS_E_NOTPYTHON, "process %d is not Python (%s): %s", s->pid, exe,
                          v.detail);
     return prof_fail(s, PYS_E_NOTPYTHON, "process %d is not Python (%s)", s->pid, exe);
+}
+
+int prof_attach_maps(struct pys_session *s, const struct plat_maps *maps, prof_map_opener open_map,
+                     void *ctx, const char *what, const char *hint)
+{
+    struct verdict v = {0, ""};
+    char perm[256] = "";
+    int rc = search_maps(s, maps, open_map, ctx, &v, perm, sizeof perm);
+    if (rc == 0)
+        return 0;
+    if (rc == PYS_E_NOMEM)
+        return prof_fail(s, rc, "out of memory");
+    if (rc == PYS_E_PERM)
+        return prof_fail(s, rc, "%s: permission denied reading %s", what, perm);
+    if (v.code == PYS_E_VERSION)
+        return prof_fail(s, v.code, "%s %s", what, v.detail);
+    if (v.code != 0)
+        return prof_fail(s, PYS_E_NOTPYTHON, "%s is not of a Python process: %s%s", what, v.detail,
+                         hint);
+    return prof_fail(s, PYS_E_NOTPYTHON,
+                     "%s is not of a Python process (no CPython runtime in the files it maps)%s",
+                     what, hint);
 }

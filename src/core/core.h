@@ -55,6 +55,10 @@ int prof_native_snapshot(struct pys_session *s);
 int prof_native_note_shim(struct pys_session *s, uint64_t addr);
 /* At a snapshot's start. */
 void prof_native_begin(struct pys_session *s);
+/* If f is a frame of the last snapshot's merged native stacks: 0, and in
+ * *idx the index in s->res.frames of the Python frame it is (SIZE_MAX for
+ * a native frame); else PYS_E_NOTFOUND. */
+int prof_native_res_index(const struct pys_session *s, const struct pys_frame *f, size_t *idx);
 
 /* --- local variables (locals.c) ---------------------------------------- */
 
@@ -440,6 +444,7 @@ struct pys_session {
     /* pys_session_attach_image: the image (owned) and its source. */
     struct prof_image *image;
     struct mem_image image_src;
+    struct prof_core *core; /* pys_session_attach_core: the core (owned; image_src its source) */
     struct mem mem;
     struct mem mem_idle; /* the other reader: see struct prof_idle */
     int mem_idle_in_use; /* mem and mem_idle are swapped */
@@ -464,7 +469,6 @@ struct pys_session {
     uint64_t program_checked_ns;
     uint64_t snapshots, thread_errors; /* counters for pys_session_stats */
     uint64_t thread_reads, thread_rereads;
-    int rereading; /* put_off_checks: read_thread reads a torn thread again */
 
     struct prof_intern strings;
     struct prof_tnames *tnames; /* threadnames.c: NULL until a name is asked for */
@@ -546,6 +550,9 @@ void prof_idle_end(struct pys_session *s, int ok);
 int prof_session_open(pys_session **out, int pid, struct mem_source *src,
                       const struct prof_image_facts *facts, const struct pys_options *opt,
                       char *errtext, size_t errlen);
+/* The same on a core (not owned): attach searches its files (pid 0). */
+int prof_session_open_core(pys_session **out, struct mem_source *src, struct prof_core *core,
+                           const struct pys_options *opt, char *errtext, size_t errlen);
 /* Attach from an image's facts: offsets from the table in its memory (or
  * pystrobe's own for 3.8-3.12), an initialised runtime. image.c. */
 int prof_attach_facts(struct pys_session *s, const struct prof_image_facts *f);
@@ -600,6 +607,21 @@ int prof_exec_check(struct pys_session *s, int failed);
 /* Find and validate the runtime of s->pid; fills off, sym, runtime,
  * image_path. Detail of a failure in s->err. */
 int prof_attach_runtime(struct pys_session *s);
+/* Opens the file of mapping m as the target saw it: an fd (the caller's to
+ * close), or a negative code. */
+typedef int (*prof_map_opener)(void *ctx, const struct plat_map *m);
+/* prof_attach_runtime over the mappings of something other than a live
+ * process (a core file): its files opened by open_map; failures name the
+ * target as `what` ("core FILE (PROGRAM)"), hint ends a not-Python one. */
+int prof_attach_maps(struct pys_session *s, const struct plat_maps *maps, prof_map_opener open_map,
+                     void *ctx, const char *what, const char *hint);
+
+/* --- core files (coredump.c) ---------------------------------------------- */
+
+struct prof_core;
+/* Find the runtime among the core's mapped files (prof_attach_maps). */
+int prof_attach_core(struct pys_session *s, struct prof_core *c);
+void prof_core_free(struct prof_core *c);
 
 /* printf into s->err; returns code. */
 int prof_fail(struct pys_session *s, int code, const char *fmt, ...)

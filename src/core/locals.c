@@ -65,11 +65,17 @@ int pys_session_frame_locals(pys_session *s, const struct pys_thread *t, size_t 
     struct prof_locals *l = s ? s->locals : NULL;
     if (!l || !t || !out || !n)
         return PYS_E_INVAL;
-    /* t and its frames must be the last snapshot's. */
-    if (!s->res.frames || t->frames < s->res.frames || t->frames > s->res.frames + s->res.nframes ||
-        frame >= t->nframes || (size_t)(t->frames - s->res.frames) + frame >= s->res.nframes)
-        return prof_fail(s, PYS_E_INVAL, "frame %zu is not one of the last snapshot", frame);
-    size_t idx = (size_t)(t->frames - s->res.frames) + frame;
+    /* t and its frames must be the last snapshot's (with native stacks,
+     * their merge of its frames). */
+    size_t idx;
+    int merged = frame < t->nframes && prof_native_res_index(s, &t->frames[frame], &idx) == 0;
+    if (!merged) {
+        if (!s->res.frames || t->frames < s->res.frames ||
+            t->frames > s->res.frames + s->res.nframes || frame >= t->nframes ||
+            (size_t)(t->frames - s->res.frames) + frame >= s->res.nframes)
+            return prof_fail(s, PYS_E_INVAL, "frame %zu is not one of the last snapshot", frame);
+        idx = (size_t)(t->frames - s->res.frames) + frame;
+    }
     if (t->frames[frame].kind != PYS_FRAME_PYTHON || idx >= l->src_cap) {
         *out = l->out;
         *n = 0;

@@ -58,6 +58,8 @@ struct prof_native {
     struct sym_entry cache[SYM_CACHE];
     struct pys_frame *frames; /* the merged stacks of the snapshot */
     size_t nframes, cap;
+    size_t *origin; /* per merged frame: its index in s->res.frames, SIZE_MAX if native */
+    size_t origin_cap;
     size_t *start; /* per thread: its first frame in frames */
     size_t start_cap;
     uint64_t refreshed_snap; /* the snapshot whose miss last refreshed the modules */
@@ -109,6 +111,7 @@ void prof_native_free(struct prof_native *n)
         return;
     plat_unwinder_free(n->unw);
     free(n->frames);
+    free(n->origin);
     free(n->start);
     free(n->shims);
     free(n);
@@ -202,19 +205,35 @@ static const struct sym_entry *lookup(struct pys_session *s, uint64_t pc)
     return e;
 }
 
-static int push(struct prof_native *n, const struct pys_frame *f)
+/* Append f to the merge; Python frames (in s->res.frames) keep where they
+ * came from, for pys_session_frame_locals. */
+static int push(struct pys_session *s, const struct pys_frame *f)
 {
+    struct prof_native *n = s->native;
     int rc = prof_reserve((void **)&n->frames, &n->cap, n->nframes + 1, sizeof *n->frames);
     if (rc == 0)
-        n->frames[n->nframes++] = *f;
-    return rc;
+        rc = prof_reserve((void **)&n->origin, &n->origin_cap, n->nframes + 1, sizeof *n->origin);
+    if (rc < 0)
+        return rc;
+    int in_res = s->res.frames && f >= s->res.frames && f < s->res.frames + s->res.nframes;
+    n->origin[n->nframes] = in_res ? (size_t)(f - s->res.frames) : SIZE_MAX;
+    n->frames[n->nframes++] = *f;
+    return 0;
+}
+
+int prof_native_res_index(const struct pys_session *s, const struct pys_frame *f, size_t *idx)
+{
+    const struct prof_native *n = s->native;
+    if (!n || !n->frames || f < n->frames || f >= n->frames + n->nframes)
+        return PYS_E_NOTFOUND;
+    *idx = n->origin[f - n->frames];
+    return 0;
 }
 
 /* Python frames [*i, end) up to the next group's start, into the merge:
  * one evaluation-loop call's frames. Markers between groups are dropped. */
 static int push_group(struct pys_session *s, const struct pys_thread *t, size_t *i)
 {
-    struct prof_native *n = s->native;
     int per_frame = s->off.traits.frames == CPY_FRAMES_OBJECT;
     /* Skip the marker(s) that end the previous group. */
     while (*i < t->nframes && t->frames[*i].kind == PYS_FRAME_NATIVE)
@@ -226,7 +245,7 @@ static int push_group(struct pys_session *s, const struct pys_thread *t, size_t 
             break;
         if (per_frame && taken > 0 && f->kind == PYS_FRAME_PYTHON)
             break;
-        int rc = push(n, f);
+        int rc = push(s, f);
         if (rc < 0)
             return rc;
         taken += f->kind == PYS_FRAME_PYTHON;
@@ -264,7 +283,7 @@ static int merge(struct pys_session *s, const struct pys_thread *t, size_t npcs,
                               .lasti = -1,
                               .kind = PYS_FRAME_NATIVE,
                               .opcode = -1};
-        int rc = push(n, &f);
+        int rc = push(s, &f);
         if (rc < 0)
             return rc;
     }
@@ -278,7 +297,7 @@ static int merge(struct pys_session *s, const struct pys_thread *t, size_t npcs,
         const struct pys_frame *f = &t->frames[i];
         if (f->kind == PYS_FRAME_NATIVE)
             continue;
-        int rc = push(n, f);
+        int rc = push(s, f);
         if (rc < 0)
             return rc;
     }

@@ -55,16 +55,33 @@ int pys_session_attach_image(pys_session **out, const char *path, const struct p
     return 0;
 }
 
+static int session_open(pys_session **out, int pid, struct mem_source *src,
+                        const struct prof_image_facts *facts, struct prof_core *core,
+                        const struct pys_options *opt, char *errtext, size_t errlen);
+
 int prof_session_open(pys_session **out, int pid, struct mem_source *src,
                       const struct prof_image_facts *facts, const struct pys_options *opt,
                       char *errtext, size_t errlen)
+{
+    return session_open(out, pid, src, facts, NULL, opt, errtext, errlen);
+}
+
+int prof_session_open_core(pys_session **out, struct mem_source *src, struct prof_core *core,
+                           const struct pys_options *opt, char *errtext, size_t errlen)
+{
+    return session_open(out, 0, src, NULL, core, opt, errtext, errlen);
+}
+
+static int session_open(pys_session **out, int pid, struct mem_source *src,
+                        const struct prof_image_facts *facts, struct prof_core *core,
+                        const struct pys_options *opt, char *errtext, size_t errlen)
 {
     struct pys_session *s = NULL;
     int rc;
 
     if (errtext && errlen)
         errtext[0] = '\0';
-    if (!out || (pid <= 0 && !facts)) {
+    if (!out || (pid <= 0 && !facts && !core)) {
         if (errtext && errlen)
             snprintf(errtext, errlen, "no such process: %d", pid);
         return pid <= 0 ? PYS_E_NOPROC : PYS_E_INVAL;
@@ -74,11 +91,6 @@ int prof_session_open(pys_session **out, int pid, struct mem_source *src,
         if (errtext && errlen)
             snprintf(errtext, errlen, "max_frames %zu out of range (%d to %d)", nmax,
                      PYS_MAX_FRAMES_MIN, PYS_MAX_FRAMES_MAX);
-        return PYS_E_INVAL;
-    }
-    if (opt && opt->locals && opt->native_stacks) {
-        if (errtext && errlen)
-            snprintf(errtext, errlen, "locals cannot be combined with native_stacks");
         return PYS_E_INVAL;
     }
     if (opt && opt->locals && (opt->frame_cache || opt->reuse_idle)) {
@@ -103,9 +115,11 @@ int prof_session_open(pys_session **out, int pid, struct mem_source *src,
     /* Its snapshots read the threads holding the GIL, which change from one
      * to the next: what they read before is not worth reading again. */
     mem_set_keep(&s->mem_idle, 0);
-    if (!facts)
+    if (!facts && !core)
         prof_process_open(s);
-    rc = facts ? prof_attach_facts(s, facts) : prof_attach_runtime(s);
+    rc = core    ? prof_attach_core(s, core)
+         : facts ? prof_attach_facts(s, facts)
+                 : prof_attach_runtime(s);
     if (rc < 0)
         goto fail;
     rc = PYS_E_NOMEM;
@@ -193,6 +207,7 @@ void pys_session_free(pys_session *s)
     free(s->prev.frames);
     free(s->image_path);
     prof_image_free(s->image);
+    prof_core_free(s->core);
     free(s);
 }
 

@@ -316,7 +316,8 @@ static void retry_generation(struct pys_session *s)
 }
 
 static int read_thread(struct pys_session *s, const struct cpy_interp *in,
-                       const struct cpy_thread *t, struct mem_mark mark, size_t ti, size_t ni);
+                       const struct cpy_thread *t, struct mem_mark mark, size_t ti, size_t ni,
+                       int again);
 
 /*
  * The second reads put off by this snapshot's walks, in one read. A thread
@@ -353,9 +354,7 @@ static int put_off_checks(struct pys_session *s)
             s->thread_errors++;
             continue;
         }
-        s->rereading = 1;
-        trc = read_thread(s, &s->seen_interps[po->ni], &t, mark, po->ti, po->ni);
-        s->rereading = 0;
+        trc = read_thread(s, &s->seen_interps[po->ni], &t, mark, po->ti, po->ni, 1);
         if (trc < 0)
             return trc;
     }
@@ -396,10 +395,13 @@ static void fcache_outcome(struct pys_session *s, int torn)
     fc->win_walks = fc->win_torn = 0;
 }
 
-/* Read one thread: status, then frames. Returns 0 (the thread may carry its
- * own error) or PYS_E_EXITED / PYS_E_NOMEM, which end the snapshot. */
+/* Read one thread: status, then frames. again: it was read before in this
+ * snapshot (its put-off check failed), so it counts as re-read. Returns 0
+ * (the thread may carry its own error) or PYS_E_EXITED / PYS_E_NOMEM, which
+ * end the snapshot. */
 static int read_thread(struct pys_session *s, const struct cpy_interp *in,
-                       const struct cpy_thread *t, struct mem_mark mark, size_t ti, size_t ni)
+                       const struct cpy_thread *t, struct mem_mark mark, size_t ti, size_t ni,
+                       int again)
 {
     struct pys_thread *pt = &s->res.threads[ti];
     char *err = s->res.thread_err[ti];
@@ -487,7 +489,7 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
     err[0] = '\0';
     pt->nframes = (size_t)rc;
     s->thread_reads++;
-    s->thread_rereads += walks > 1 || s->rereading;
+    s->thread_rereads += walks > 1 || again;
     return 0;
 }
 
@@ -516,7 +518,7 @@ static int take_over_threads(struct pys_session *s, const struct cpy_interp *in,
                 return rc;
             if (rc < 0 || !prof_idle_links_ok(s, i, &t))
                 return 0;
-            rc = read_thread(s, in, &t, mark, s->res.nthreads, ni);
+            rc = read_thread(s, in, &t, mark, s->res.nthreads, ni, 0);
         } else {
             rc = prof_idle_copy_thread(s, i, s->res.nthreads);
         }
@@ -686,7 +688,7 @@ static int read_threads(struct pys_session *s, const struct cpy_interp *in, size
             pi->nthreads++;
             return 0;
         }
-        if ((rc = read_thread(s, in, &t, mark, s->res.nthreads, ni)) < 0)
+        if ((rc = read_thread(s, in, &t, mark, s->res.nthreads, ni, 0)) < 0)
             return rc;
         s->res.nthreads++;
         pi->nthreads++;
@@ -819,7 +821,9 @@ int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
         }
         if (rc == PYS_E_EXITED)
             return prof_fail(s, rc, "process %d exited", s->pid);
-        if (rc != PYS_E_TOODEEP)
+        if (rc != PYS_E_TOODEEP && s->core)
+            prof_fail(s, rc, "reading the core: %s", pys_strerror(rc));
+        else if (rc != PYS_E_TOODEEP)
             prof_fail(s, rc, "reading process %d: %s", s->pid, pys_strerror(rc));
         return rc;
     }

@@ -119,10 +119,12 @@ def _tid_alive(pid, tid):
     return os.path.exists(f"/proc/{pid}/task/{tid}")
 
 
-def start_stack_target(target):
+def start_stack_target(target, own_cwd=False):
     """Start stack_target.py on target and wait for its report and for its
     reporter thread to be gone. Returns (StackProcess, cleanup); the caller
-    must call cleanup(), which kills the process and removes staged files."""
+    must call cleanup(), which kills the process and removes staged files
+    (sp.dir, the host's path of the directory they are in; with own_cwd, a
+    target on the host runs in it)."""
     host_dir, target_dir = target.stage_dir()
     script = target.stage(STACK_TARGET)
     report_host = host_dir / "report.json"
@@ -130,7 +132,8 @@ def start_stack_target(target):
     log = open(log_host, "wb")
     # chroot execs the interpreter, so proc.pid is the Python process.
     proc = target.popen(["-B", script, f"{target_dir}/report.json"],
-                        stdout=log, stderr=subprocess.STDOUT)
+                        stdout=log, stderr=subprocess.STDOUT,
+                        cwd=host_dir if own_cwd and target.chroot is None else None)
     log.close()
 
     def cleanup():
@@ -161,7 +164,9 @@ def start_stack_target(target):
     except BaseException:
         cleanup()
         raise
-    return StackProcess(target, proc, report), cleanup
+    sp = StackProcess(target, proc, report)
+    sp.dir = host_dir
+    return sp, cleanup
 
 
 @pytest.fixture(scope="module")

@@ -63,11 +63,43 @@ def test_dump_native_text(pystrobe, native_target):
 
 
 def test_dump_native_refusals(pystrobe):
-    for extra, msg in ((["--locals"], b"--locals cannot be combined with --native"),
-                       (["--async-aware"], b"--native cannot be combined with --async-aware")):
+    for extra, msg in ((["--async-aware"], b"--native cannot be combined with --async-aware"),):
         res = run_pystrobe(pystrobe, "dump", "--native", *extra, "1")
         assert res.returncode == 2, res.stderr
         assert msg in res.stderr
+
+
+@pytest.fixture(params=[t for t in NATIVE_TARGETS
+                        if t.name in ("pyenv-3.8.18", "pyenv-3.12.1", "sid-3.15")], ids=repr)
+def native_target_few(request, spawn):
+    t = request.param
+    p = spawn(t.argv + ["-B", t.stage(WORKLOAD)], stdout=subprocess.PIPE)
+    wait_ready(p)
+    return p
+
+
+def test_dump_native_locals(pystrobe, native_target_few):
+    """--native --locals: each Python frame of the merged stack has the
+    locals it has without --native; native frames have none."""
+    pid = native_target_few.pid
+    res = run_pystrobe(pystrobe, "dump", "--native", "--locals", "--json", pid)
+    assert res.returncode == 0, res.stderr.decode()
+    merged = main_frames(json.loads(res.stdout))
+    res = run_pystrobe(pystrobe, "dump", "--locals", "--json", pid)
+    assert res.returncode == 0, res.stderr.decode()
+    plain = [f for f in main_frames(json.loads(res.stdout)) if f["filename"] != "~"]
+    assert any(f.get("native") for f in merged)
+    assert all(f["locals"] == [] for f in merged if f.get("native"))
+    python = [f for f in merged if not f.get("native")]
+    assert [(f["qualname"], f["locals"]) for f in python] == \
+        [(f["qualname"], f["locals"]) for f in plain]
+    compare = next(f for f in python if f["qualname"] == "compare")
+    assert [v["name"] for v in compare["locals"]] == ["a", "b"], compare
+    res = run_pystrobe(pystrobe, "dump", "--native", "--locals", "--no-source", pid)
+    assert res.returncode == 0, res.stderr.decode()
+    lines = res.stdout.decode().splitlines()
+    at = next(i for i, l in enumerate(lines) if " in compare" in l)
+    assert lines[at + 1].strip().startswith("a = "), lines[at:at + 3]
 
 
 def test_dump_native_other_tracer(pystrobe, native_target):

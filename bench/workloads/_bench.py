@@ -21,7 +21,8 @@ and, with any of them:
                       every unit, so that another process can measure the
                       rate of work while it profiles this one
 
-Multi-threaded workloads use the pieces below (Progress, announce) directly.
+A multi-threaded workload calls run_threads instead, with a unit(k) that
+each of its threads runs (k: the thread's own count of units, from 1).
 """
 import argparse
 import itertools
@@ -29,6 +30,7 @@ import mmap
 import os
 import struct
 import sys
+import threading
 import time
 
 _COUNT = struct.Struct("<Q")
@@ -95,3 +97,44 @@ def run(unit, description):
         if deadline is not None and time.monotonic() >= deadline:
             break
     print(f"units {n} seconds {time.perf_counter() - t0:.6f}", flush=True)
+
+
+def run_threads(unit, description, nthreads):
+    """Run unit(k) in nthreads threads as the command line asks: with --work
+    N, the N units shared among the threads (N rounded up to a multiple of
+    nthreads); the threads are started and waiting before "ready"."""
+    args = parse_args(description)
+    progress = Progress(args.progress)
+    counter = itertools.count(1)  # next() is atomic under the GIL
+    go = threading.Event()
+    stop = threading.Event()
+    per_thread = None if args.work is None else -(-args.work // nthreads)
+
+    def worker():
+        go.wait()
+        for k in itertools.count(1):
+            if per_thread is not None and k > per_thread:
+                return
+            unit(k)
+            progress.set(next(counter))
+            if per_thread is None and stop.is_set():
+                return
+
+    unit(1)  # warm up
+    threads = [threading.Thread(target=worker, name=f"worker-{i}") for i in range(nthreads)]
+    for t in threads:
+        t.start()
+    announce(args)
+    t0 = time.perf_counter()
+    go.set()
+    if args.duration is not None:
+        time.sleep(args.duration)
+        stop.set()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    units = next(counter) - 1
+    if args.work is not None:
+        print(f"elapsed {elapsed:.6f} units {units}", flush=True)
+    else:
+        print(f"units {units} seconds {elapsed:.6f}", flush=True)

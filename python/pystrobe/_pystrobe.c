@@ -1375,23 +1375,12 @@ struct breader {
     uint64_t replayed;
 };
 
-#define TACH_HEADER 64
-#define TACH_FOOTER 32
-
-static uint64_t tach_le(const uint8_t *p, int n)
+/* The header's facts (out_tach_info), of a file breader_init accepted. */
+static struct out_tach_info breader_info(const struct breader *self)
 {
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-static double tach_f64(const uint8_t *p)
-{
-    uint64_t u = tach_le(p, 8);
-    double d;
-    memcpy(&d, &u, sizeof d);
-    return d;
+    struct out_tach_info in = {0};
+    out_tach_info(self->data, self->size, &in);
+    return in;
 }
 
 static int breader_init(PyObject *op, PyObject *args, PyObject *kwargs)
@@ -1438,9 +1427,12 @@ static int breader_init(PyObject *op, PyObject *args, PyObject *kwargs)
         return -1;
     }
     Py_DECREF(path);
-    if (size < TACH_HEADER + TACH_FOOTER || memcmp(data, "HCAT", 4) != 0) {
-        PyErr_Format(PyExc_ValueError, "Invalid magic number: 0x%08x",
-                     size >= 4 ? (unsigned)tach_le(data, 4) : 0u);
+    struct out_tach_info in;
+    if (out_tach_info(data, size, &in) < 0) {
+        unsigned magic = 0;
+        for (int i = 0; size >= 4 && i < 4; i++)
+            magic |= (unsigned)data[i] << (8 * i);
+        PyErr_Format(PyExc_ValueError, "Invalid magic number: 0x%08x", magic);
         free(data);
         return -1;
     }
@@ -1483,46 +1475,28 @@ static PyObject *breader_get_info(PyObject *op, PyObject *unused)
     struct breader *self = (struct breader *)op;
     if (breader_open(self) < 0)
         return NULL;
-    const uint8_t *d = self->data, *foot = d + self->size - TACH_FOOTER;
-    uint32_t config = (uint32_t)tach_le(d + 0x3c, 4);
-    /* the stats extension, 56 bytes (or the older 32) before the footer */
-    int stats = 0;
-    double dur = 0, rate = 0, err = 0, missed = 0;
-    uint32_t present = 0;
-    if (self->size >= TACH_HEADER + TACH_FOOTER + 56 &&
-        memcmp(d + self->size - 48, "TACHSTAT", 8) == 0) {
-        uint32_t ext = (uint32_t)tach_le(d + self->size - 36, 4);
-        const uint8_t *e = d + self->size - TACH_FOOTER - ext;
-        if (ext == 56 || ext == 32) {
-            stats = 1;
-            dur = tach_f64(e);
-            rate = tach_f64(e + 8);
-            if (ext == 56) {
-                err = tach_f64(e + 16);
-                missed = tach_f64(e + 24);
-                present = (uint32_t)tach_le(e + 32, 4);
-            }
-        }
-    }
+    struct out_tach_info in = breader_info(self);
+    uint32_t config = in.config;
     PyObject *info = PyDict_New();
     if (!info)
         return NULL;
-    if (dict_set(info, "version", PyLong_FromUnsignedLong((unsigned long)tach_le(d + 4, 4))) < 0 ||
-        dict_set(info, "python_version", Py_BuildValue("(iii)", d[8], d[9], d[10])) < 0 ||
-        dict_set(info, "start_time_us", PyLong_FromUnsignedLongLong(tach_le(d + 0x0c, 8))) < 0 ||
-        dict_set(info, "sample_interval_us", PyLong_FromUnsignedLongLong(tach_le(d + 0x14, 8))) <
-            0 ||
-        dict_set(info, "sample_count", PyLong_FromUnsignedLongLong(tach_le(d + 0x1c, 8))) < 0 ||
-        dict_set(info, "thread_count", PyLong_FromUnsignedLongLong(tach_le(d + 0x24, 4))) < 0 ||
-        dict_set(info, "string_count", PyLong_FromUnsignedLongLong(tach_le(foot, 4))) < 0 ||
-        dict_set(info, "frame_count", PyLong_FromUnsignedLongLong(tach_le(foot + 4, 4))) < 0 ||
-        dict_set(info, "compression_type",
-                 PyLong_FromUnsignedLong((unsigned long)tach_le(d + 0x38, 4))) < 0)
+    if (dict_set(info, "version", PyLong_FromUnsignedLong(in.version)) < 0 ||
+        dict_set(info, "python_version",
+                 Py_BuildValue("(iii)", in.python[0], in.python[1], in.python[2])) < 0 ||
+        dict_set(info, "start_time_us", PyLong_FromUnsignedLongLong(in.start_us)) < 0 ||
+        dict_set(info, "sample_interval_us", PyLong_FromUnsignedLongLong(in.interval_us)) < 0 ||
+        dict_set(info, "sample_count", PyLong_FromUnsignedLongLong(in.samples)) < 0 ||
+        dict_set(info, "thread_count", PyLong_FromUnsignedLong(in.threads)) < 0 ||
+        dict_set(info, "string_count", PyLong_FromUnsignedLong(in.strings)) < 0 ||
+        dict_set(info, "frame_count", PyLong_FromUnsignedLong(in.frames)) < 0 ||
+        dict_set(info, "compression_type", PyLong_FromUnsignedLong(in.compression)) < 0)
         goto fail;
     PyObject *none[4] = {NULL, NULL, NULL, NULL};
     const char *names[4] = {"duration_sec", "sample_rate", "error_rate", "missed_samples"};
-    const double vals[4] = {dur, rate, err, missed};
-    const int have[4] = {stats, stats, stats && (present & 1), stats && (present & 2)};
+    const double vals[4] = {in.duration_sec, in.sample_rate, in.error_rate, in.missed_samples};
+    const int stats = in.has_stats;
+    const int have[4] = {stats, stats, stats && (in.stats_present & 1),
+                         stats && (in.stats_present & 2)};
     for (int i = 0; i < 4; i++) {
         if (have[i]) {
             none[i] = PyFloat_FromDouble(vals[i]);
@@ -1676,7 +1650,7 @@ static PyObject *breader_replay(PyObject *op, PyObject *args, PyObject *kwargs)
         return NULL;
     if (breader_open(self) < 0)
         return NULL;
-    x.total = tach_le(self->data + 0x1c, 8);
+    x.total = breader_info(self).samples;
     struct out_rec_reader_cb cb = {&x, NULL, NULL, replay_sample, 0};
     char err[256];
     int rc = out_tach_read(self->data, self->size, &cb, NULL, err, sizeof err);
@@ -1741,7 +1715,7 @@ static PyObject *breader_sample_count(PyObject *op, void *closure)
     struct breader *self = (struct breader *)op;
     if (breader_open(self) < 0)
         return NULL;
-    return PyLong_FromUnsignedLongLong(tach_le(self->data + 0x1c, 8));
+    return PyLong_FromUnsignedLongLong(breader_info(self).samples);
 }
 
 static PyObject *breader_interval(PyObject *op, void *closure)
@@ -1750,7 +1724,7 @@ static PyObject *breader_interval(PyObject *op, void *closure)
     struct breader *self = (struct breader *)op;
     if (breader_open(self) < 0)
         return NULL;
-    return PyLong_FromUnsignedLongLong(tach_le(self->data + 0x14, 8));
+    return PyLong_FromUnsignedLongLong(breader_info(self).interval_us);
 }
 
 static PyMethodDef breader_methods[] = {

@@ -6,6 +6,7 @@
 #define PYSTROBE_CLI_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* Exit statuses, documented in docs/cli.md. */
 enum cli_exit {
@@ -43,6 +44,16 @@ int cli_dump(int argc, char **argv);
  * the target stopped if blocking; the exit status. */
 #include <pystrobe/pystrobe.h>
 int cli_dump_tasks(pys_session *s, int mode, int json, int blocking);
+/* What both dumps share (dump.c): text from the target on a terminal,
+ * control characters escaped; the heading's ": Python V (IMAGE)", after
+ * "Process PID" and without a line end; the JSON document opened with pid,
+ * python_version and image; a frame's lineno, end_lineno, col_offset and
+ * end_col_offset. */
+struct out_json;
+void cli_put_text(FILE *f, const char *s);
+void cli_dump_python(FILE *f, pys_session *s);
+void cli_dump_json_head(struct out_json *j, pys_session *s, int pid);
+void cli_dump_json_position(struct out_json *j, const struct pys_frame *fr);
 /* `run` (attach == 0) and `attach` (attach == 1). */
 int cli_record(int argc, char **argv, int attach);
 /* `replay FILE`: a recording into any output (replay.c). */

@@ -48,8 +48,7 @@ static const char DUMP_USAGE[] =
     "  --async-mode M   all: every task (default); running: each thread's running task\n"
     "                   and the tasks awaiting it\n";
 
-/* Text from the target on a terminal: control characters escaped. */
-static void put_text(FILE *f, const char *s)
+void cli_put_text(FILE *f, const char *s)
 {
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
@@ -58,6 +57,36 @@ static void put_text(FILE *f, const char *s)
         else
             fputc(c, f);
     }
+}
+
+void cli_dump_python(FILE *f, pys_session *s)
+{
+    fprintf(f, ": Python %s (", pys_session_python_version_text(s));
+    cli_put_text(f, pys_session_image_path(s));
+    fputc(')', f);
+}
+
+void cli_dump_json_head(struct out_json *j, pys_session *s, int pid)
+{
+    out_json_begin_object(j);
+    out_json_key(j, "pid");
+    out_json_int(j, pid);
+    out_json_key(j, "python_version");
+    out_json_string(j, pys_session_python_version_text(s));
+    out_json_key(j, "image");
+    out_json_string(j, pys_session_image_path(s));
+}
+
+void cli_dump_json_position(struct out_json *j, const struct pys_frame *fr)
+{
+    out_json_key(j, "lineno");
+    out_json_int_or_null(j, fr->lineno);
+    out_json_key(j, "end_lineno");
+    out_json_int_or_null(j, fr->end_lineno);
+    out_json_key(j, "col_offset");
+    out_json_int_or_null(j, fr->col);
+    out_json_key(j, "end_col_offset");
+    out_json_int_or_null(j, fr->end_col);
 }
 
 static void put_num(FILE *f, int32_t v)
@@ -166,15 +195,15 @@ static void print_locals(FILE *f, pys_session *s, const struct pys_thread *t, si
         return;
     if (pys_session_frame_locals(s, t, n, &lv, &nl) < 0) {
         fputs("        (locals unreadable: ", f);
-        put_text(f, pys_session_last_error(s));
+        cli_put_text(f, pys_session_last_error(s));
         fputs(")\n", f);
         return;
     }
     for (size_t i = 0; i < nl; i++) {
         fputs("        ", f);
-        put_text(f, lv[i].name);
+        cli_put_text(f, lv[i].name);
         fputs(" = ", f);
-        put_text(f, lv[i].repr);
+        cli_put_text(f, lv[i].repr);
         fputc('\n', f);
     }
 }
@@ -185,16 +214,15 @@ static void print_header(FILE *f, pys_session *s, const char *core)
     struct pys_core_info ci;
     if (core && pys_core_info(s, &ci) == 0) {
         fprintf(f, "Process %d (core ", ci.pid);
-        put_text(f, core);
+        cli_put_text(f, core);
         if (ci.signal > 0)
             fprintf(f, ", signal %d", ci.signal);
         fprintf(f, ", %zu threads)", ci.nthreads);
     } else {
         fprintf(f, "Process %d", pys_session_pid(s));
     }
-    fprintf(f, ": Python %s (", pys_session_python_version_text(s));
-    put_text(f, pys_session_image_path(s));
-    fputs(")\n", f);
+    cli_dump_python(f, s);
+    fputc('\n', f);
 }
 
 static void print_text(FILE *f, pys_session *s, const struct pys_snapshot *snap, size_t max_frames,
@@ -223,7 +251,7 @@ static void print_text(FILE *f, pys_session *s, const struct pys_snapshot *snap,
             const char *tname = in->id == 0 ? pys_session_thread_name(s, t->thread_id) : NULL;
             if (tname) {
                 fputs(" \"", f);
-                put_text(f, tname);
+                cli_put_text(f, tname);
                 fputc('"', f);
             }
             const char *sepr = " (";
@@ -236,13 +264,13 @@ static void print_text(FILE *f, pys_session *s, const struct pys_snapshot *snap,
             fputs(sepr[1] == ' ' ? "):\n" : ":\n", f);
             if (t->error) {
                 fputs("    (stack unreadable: ", f);
-                put_text(f, t->error_text ? t->error_text : pys_strerror(t->error));
+                cli_put_text(f, t->error_text ? t->error_text : pys_strerror(t->error));
                 fputs(")\n", f);
                 continue;
             }
             if (t->native_error) {
                 fputs("    (native stack unreadable: ", f);
-                put_text(f, t->native_error);
+                cli_put_text(f, t->native_error);
                 fputs(")\n", f);
             }
             if (t->nframes == 0)
@@ -259,20 +287,20 @@ static void print_text(FILE *f, pys_session *s, const struct pys_snapshot *snap,
                 if (fr->kind == PYS_FRAME_NATIVE && fr->filename[0] != '~') {
                     /* --native: a C frame, by symbol and module. */
                     fputs("    Native ", f);
-                    put_text(f, fr->qualname);
+                    cli_put_text(f, fr->qualname);
                     fputs(" (", f);
-                    put_text(f, fr->filename);
+                    cli_put_text(f, fr->filename);
                     if (fr->lineno > 0)
                         fprintf(f, ", line %d", (int)fr->lineno);
                     fputs(")\n", f);
                     continue;
                 }
                 fputs("    File \"", f);
-                put_text(f, fr->filename);
+                cli_put_text(f, fr->filename);
                 fputs("\", line ", f);
                 put_num(f, fr->lineno);
                 fputs(", in ", f);
-                put_text(f, fr->qualname);
+                cli_put_text(f, fr->qualname);
                 fputs("  [", f);
                 put_num(f, fr->lineno);
                 fputc(':', f);
@@ -355,14 +383,7 @@ static void json_frame(struct out_json *jp, pys_session *s, const struct pys_thr
     out_json_string(jp, fr->qualname);
     out_json_key(jp, "firstlineno");
     out_json_int(jp, fr->firstlineno);
-    out_json_key(jp, "lineno");
-    out_json_int_or_null(jp, fr->lineno);
-    out_json_key(jp, "end_lineno");
-    out_json_int_or_null(jp, fr->end_lineno);
-    out_json_key(jp, "col_offset");
-    out_json_int_or_null(jp, fr->col);
-    out_json_key(jp, "end_col_offset");
-    out_json_int_or_null(jp, fr->end_col);
+    cli_dump_json_position(jp, fr);
     out_json_key(jp, "lasti");
     out_json_int(jp, fr->lasti);
     if (fr->kind == PYS_FRAME_NATIVE && fr->filename[0] != '~') { /* --native, not a marker */
@@ -416,15 +437,9 @@ static void print_json(FILE *f, pys_session *s, const struct pys_snapshot *snap,
     struct pys_core_info ci;
     int is_core = core && pys_core_info(s, &ci) == 0;
     out_json_init(&j, f);
-    out_json_begin_object(&j);
-    out_json_key(&j, "pid");
-    out_json_int(&j, is_core ? ci.pid : pys_session_pid(s));
+    cli_dump_json_head(&j, s, is_core ? ci.pid : pys_session_pid(s));
     if (is_core)
         json_core(&j, core, &ci);
-    out_json_key(&j, "python_version");
-    out_json_string(&j, pys_session_python_version_text(s));
-    out_json_key(&j, "image");
-    out_json_string(&j, pys_session_image_path(s));
     out_json_key(&j, "interpreters");
     out_json_begin_array(&j);
     for (size_t i = 0; i < snap->ninterps; i++) {

@@ -12,18 +12,6 @@
 #include "cli/cli.h"
 #include "output/json.h"
 
-/* Text from the target on a terminal: control characters escaped. */
-static void put_text(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c < 0x20 || c == 0x7f)
-            fprintf(f, "\\x%02x", c);
-        else
-            fputc(c, f);
-    }
-}
-
 /* A task's name as a terminal shows it: cut at 200 bytes (the JSON has it
  * whole). */
 static void put_name(FILE *f, const char *name)
@@ -32,15 +20,16 @@ static void put_name(FILE *f, const char *name)
     size_t n = strlen(name);
     if (n > 200) {
         memcpy(buf, name, 200);
-        /* Not inside a UTF-8 sequence. */
+        /* Not inside a UTF-8 sequence: back to the start of the character
+         * the cut falls in (name[200] exists: n > 200). */
         size_t k = 200;
-        while (k > 0 && ((unsigned char)buf[k] & 0xc0) == 0x80)
+        while (k > 0 && ((unsigned char)name[k] & 0xc0) == 0x80)
             k--;
         memcpy(buf + k, "...", 4);
         name = buf;
     }
     fputc('\'', f);
-    put_text(f, name);
+    cli_put_text(f, name);
     fputc('\'', f);
 }
 
@@ -59,9 +48,9 @@ static void put_task_ref(FILE *f, const pys_tasks *t, uint64_t addr)
 static void print_text(FILE *f, pys_session *s, const pys_tasks *t, const struct pys_task_graph *g,
                        int mode, size_t max_chain)
 {
-    fprintf(f, "Process %d: Python %s (", pys_session_pid(s), pys_session_python_version_text(s));
-    put_text(f, pys_session_image_path(s));
-    fprintf(f, "), asyncio tasks (%s)\n", mode == PYS_TASKS_ALL ? "all" : "running");
+    fprintf(f, "Process %d", pys_session_pid(s));
+    cli_dump_python(f, s);
+    fprintf(f, ", asyncio tasks (%s)\n", mode == PYS_TASKS_ALL ? "all" : "running");
     size_t shown = 0;
     for (size_t i = 0; i < g->nlists; i++) {
         const struct pys_task_list *l = &g->lists[i];
@@ -100,14 +89,14 @@ static void print_text(FILE *f, pys_session *s, const pys_tasks *t, const struct
                     continue;
                 }
                 fputs("    File \"", f);
-                put_text(f, fr->filename);
+                cli_put_text(f, fr->filename);
                 fputs("\", line ", f);
                 if (fr->lineno < 0)
                     fputc('?', f);
                 else
                     fprintf(f, "%d", (int)fr->lineno);
                 fputs(", in ", f);
-                put_text(f, fr->qualname);
+                cli_put_text(f, fr->qualname);
                 fputc('\n', f);
             }
             if (task->nawaiters == 0) {
@@ -130,13 +119,7 @@ static void print_json(FILE *f, pys_session *s, const pys_tasks *t, const struct
 {
     struct out_json j;
     out_json_init(&j, f);
-    out_json_begin_object(&j);
-    out_json_key(&j, "pid");
-    out_json_int(&j, pys_session_pid(s));
-    out_json_key(&j, "python_version");
-    out_json_string(&j, pys_session_python_version_text(s));
-    out_json_key(&j, "image");
-    out_json_string(&j, pys_session_image_path(s));
+    cli_dump_json_head(&j, s, pys_session_pid(s));
     out_json_key(&j, "async_mode");
     out_json_string(&j, mode == PYS_TASKS_ALL ? "all" : "running");
     out_json_key(&j, "task_lists");
@@ -180,14 +163,7 @@ static void print_json(FILE *f, pys_session *s, const pys_tasks *t, const struct
                 out_json_string(&j, fr->filename);
                 out_json_key(&j, "qualname");
                 out_json_string(&j, fr->qualname);
-                out_json_key(&j, "lineno");
-                out_json_int_or_null(&j, fr->lineno);
-                out_json_key(&j, "end_lineno");
-                out_json_int_or_null(&j, fr->end_lineno);
-                out_json_key(&j, "col_offset");
-                out_json_int_or_null(&j, fr->col);
-                out_json_key(&j, "end_col_offset");
-                out_json_int_or_null(&j, fr->end_col);
+                cli_dump_json_position(&j, fr);
                 out_json_end_object(&j);
             }
             out_json_end_array(&j);

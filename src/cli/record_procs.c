@@ -135,22 +135,31 @@ static uint64_t boot_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* /proc/PID/stat read into buf (len bytes at most, NUL-terminated): where
+ * the name ends (its closing parenthesis: the name may hold anything, the
+ * fields after it cannot), or NULL if unreadable. */
+static const char *read_stat(int pid, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    ssize_t n = read(fd, buf, len - 1);
+    close(fd);
+    if (n <= 0)
+        return NULL;
+    buf[n] = '\0';
+    return strrchr(buf, ')');
+}
+
 /* When pid started (its starttime in /proc/PID/stat: clock ticks since
  * boot, CLOCK_BOOTTIME's origin), in ns; 0 if unknown. */
 static uint64_t started_ns(int pid)
 {
-    char path[64], buf[1024];
+    char buf[1024];
     unsigned long long ticks;
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    const char *s = strrchr(buf, ')'); /* the name may hold anything */
+    const char *s = read_stat(pid, buf, sizeof buf);
     long hz = sysconf(_SC_CLK_TCK);
     /* Fields from the state (3rd) on; starttime is the 22nd. */
     if (!s || hz <= 0 ||
@@ -418,17 +427,8 @@ static long last_pid(void)
  * in /proc/PID/stat, after the name (which may hold anything). */
 static int alive(int pid)
 {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    const char *close_paren = strrchr(buf, ')');
+    char buf[512];
+    const char *close_paren = read_stat(pid, buf, sizeof buf);
     return close_paren && close_paren[1] == ' ' && close_paren[2] != 'Z' && close_paren[2] != 'X' &&
            close_paren[2] != '\0';
 }

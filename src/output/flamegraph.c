@@ -14,6 +14,7 @@
 
 #include "output/json.h"
 #include "util/hashtab.h"
+#include "util/strtab.h"
 
 #include "flamegraph_html.h" /* out_flamegraph_html, generated from flamegraph.html */
 
@@ -25,13 +26,6 @@
 /* Integers above this lose precision as JavaScript numbers. */
 #define JS_MAX_SAFE_INT (((uint64_t)1 << 53) - 1)
 
-/* Distinct strings by content, in order of first appearance. */
-struct strtab {
-    const char **strs;
-    size_t n, cap;
-    struct util_htab index; /* 1 + index into strs */
-};
-
 enum field { F_PARENT, F_NAME, F_FILE, F_LINE, F_FIRST, F_KIND, F_SELF, F_TOTAL };
 
 static const struct {
@@ -42,48 +36,15 @@ static const struct {
     {F_FIRST, "first"},   {F_KIND, "kind"}, {F_SELF, "self"}, {F_TOTAL, "total"},
 };
 
-static uint64_t str_hash(const char *s)
-{
-    return util_hash_bytes(s, strlen(s));
-}
-
-static uint64_t strtab_hash_at(const void *ctx, uint32_t id)
-{
-    return str_hash(((const struct strtab *)ctx)->strs[id - 1]);
-}
-
-/* The index of s (NULL counts as ""), added if new; -1 if out of memory. The
- * table keeps the pointer, not a copy. */
-static int32_t strtab_add(struct strtab *t, const char *s)
+/* The index of s in st (NULL counts as ""), added if new; -1 if out of
+ * memory. The table keeps the pointer, not a copy. */
+static int32_t strtab_add(struct util_strtab *st, const char *s)
 {
     if (!s)
         s = "";
-    if (t->n >= INT32_MAX ||
-        util_htab_reserve(&t->index, 256, 1, (uint32_t)t->n + 1, strtab_hash_at, t) < 0)
+    if (st->n >= INT32_MAX)
         return -1;
-    uint32_t id;
-    size_t j = util_htab_first(&t->index, str_hash(s));
-    for (; (id = t->index.slot[j]); j = util_htab_next(&t->index, j))
-        if (strcmp(t->strs[id - 1], s) == 0)
-            return (int32_t)(id - 1);
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 256;
-        const char **strs = realloc(t->strs, cap * sizeof *strs);
-        if (!strs)
-            return -1;
-        t->strs = strs;
-        t->cap = cap;
-    }
-    t->strs[t->n] = s;
-    util_htab_set(&t->index, j, (uint32_t)(t->n + 1));
-    return (int32_t)t->n++;
-}
-
-static void strtab_release(struct strtab *t)
-{
-    free(t->strs);
-    util_htab_release(&t->index);
-    memset(t, 0, sizeof *t);
+    return (int32_t)util_strtab_add(st, s, strlen(s));
 }
 
 static int64_t clamp_u64(uint64_t v)
@@ -192,7 +153,8 @@ struct op_rows {
 };
 
 /* Every node's instructions, their names added to st. 0 or PYS_E_NOMEM. */
-static int collect_opcodes(const pys_profile *p, size_t n, struct strtab *st, struct op_rows *out)
+static int collect_opcodes(const pys_profile *p, size_t n, struct util_strtab *st,
+                           struct op_rows *out)
 {
     uint32_t version = pys_profile_info_get(p)->python_version;
     struct pys_opcode_count buf[256];
@@ -243,25 +205,58 @@ static void write_opcodes(struct out_json *j, const struct op_rows *ops)
     out_json_end_object(j);
 }
 
-static void write_data(FILE *f, const pys_profile *p, const char *title, const struct strtab *st,
-                       const int32_t *ix, size_t n, const struct op_rows *ops)
+/* Opens the page's data object with what every page has: its format,
+ * title and the profile's facts. */
+static void write_head(struct out_json *j, const pys_profile *p, const char *title)
+{
+    out_json_begin_object(j);
+    out_json_key(j, "format");
+    out_json_string(j, "pystrobe-flamegraph");
+    out_json_key(j, "version");
+    out_json_int(j, DATA_FORMAT_VERSION);
+    out_json_key(j, "title");
+    out_json_string(j, title);
+    out_json_key(j, "info");
+    write_info(j, pys_profile_info_get(p));
+}
+
+static void write_strings(struct out_json *j, const struct util_strtab *st)
+{
+    out_json_key(j, "strings");
+    out_json_begin_array(j);
+    for (size_t i = 0; i < st->n; i++)
+        out_json_string(j, st->v[i].s);
+    out_json_end_array(j);
+}
+
+/* Where the page takes its data, or NULL if the page has lost its one
+ * marker (the page is ours and fixed at build time; the tests render it). */
+static const char *data_mark(void)
+{
+    const char *mark = strstr(out_flamegraph_html, DATA_MARK);
+    return mark && !strstr(mark + 1, DATA_MARK) ? mark : NULL;
+}
+
+/* The page up to its data; page_end writes the rest once the data is in. */
+static void page_begin(FILE *f, const char *mark)
+{
+    fwrite(out_flamegraph_html, 1, (size_t)(mark - out_flamegraph_html), f);
+}
+
+static int page_end(FILE *f, const char *mark)
+{
+    fputs(mark + strlen(DATA_MARK), f);
+    return fflush(f) != 0 || ferror(f) ? PYS_E_IO : 0;
+}
+
+static void write_data(FILE *f, const pys_profile *p, const char *title,
+                       const struct util_strtab *st, const int32_t *ix, size_t n,
+                       const struct op_rows *ops)
 {
     struct out_json j;
     out_json_init(&j, f);
-    out_json_begin_object(&j);
-    out_json_key(&j, "format");
-    out_json_string(&j, "pystrobe-flamegraph");
-    out_json_key(&j, "version");
-    out_json_int(&j, DATA_FORMAT_VERSION);
-    out_json_key(&j, "title");
-    out_json_string(&j, title);
-    out_json_key(&j, "info");
-    write_info(&j, pys_profile_info_get(p));
-    out_json_key(&j, "strings");
-    out_json_begin_array(&j);
-    for (size_t i = 0; i < st->n; i++)
-        out_json_string(&j, st->strs[i]);
-    out_json_end_array(&j);
+    write_head(&j, p, title);
+    write_strings(&j, st);
     out_json_key(&j, "threads");
     write_threads(&j, p, n);
     out_json_key(&j, "nodes");
@@ -283,16 +278,14 @@ static void write_data(FILE *f, const pys_profile *p, const char *title, const s
 
 int out_flamegraph_write(FILE *f, const pys_profile *p, const char *title)
 {
-    const char *page = out_flamegraph_html;
-    const char *mark = strstr(page, DATA_MARK);
+    const char *mark = data_mark();
     size_t n = pys_profile_nodes(p);
-    struct strtab st = {0};
+    struct util_strtab st = {0};
     int32_t *ix = NULL; /* per node: string index of qualname, then of filename */
     struct op_rows ops = {0};
     int rc = PYS_E_NOMEM;
 
-    /* The page is ours and fixed at build time; the test suite renders it. */
-    if (!mark || strstr(mark + 1, DATA_MARK))
+    if (!mark)
         return PYS_E_INVAL;
     ix = calloc(2 * n, sizeof *ix);
     if (!ix)
@@ -309,14 +302,13 @@ int out_flamegraph_write(FILE *f, const pys_profile *p, const char *title)
     if ((rc = collect_opcodes(p, n, &st, &ops)) < 0)
         goto out;
 
-    fwrite(page, 1, (size_t)(mark - page), f);
+    page_begin(f, mark);
     write_data(f, p, title ? title : DEFAULT_TITLE, &st, ix, n, &ops);
-    fputs(mark + strlen(DATA_MARK), f);
-    rc = fflush(f) != 0 || ferror(f) ? PYS_E_IO : 0;
+    rc = page_end(f, mark);
 out:
     free(ix);
     free(ops.v);
-    strtab_release(&st);
+    util_strtab_release(&st);
     return rc;
 }
 
@@ -338,7 +330,7 @@ struct dtree {
     struct dnode *v;
     size_t n, cap;
     struct util_htab index; /* 1 + node id, by (parent, kind, name, file) */
-    struct strtab st;
+    struct util_strtab st;
 };
 
 static uint64_t dnode_hash(const struct dnode *d)
@@ -436,15 +428,7 @@ static void write_diff_data(FILE *f, const struct dtree *t, const pys_profile *c
 {
     struct out_json j;
     out_json_init(&j, f);
-    out_json_begin_object(&j);
-    out_json_key(&j, "format");
-    out_json_string(&j, "pystrobe-flamegraph");
-    out_json_key(&j, "version");
-    out_json_int(&j, DATA_FORMAT_VERSION);
-    out_json_key(&j, "title");
-    out_json_string(&j, title);
-    out_json_key(&j, "info");
-    write_info(&j, pys_profile_info_get(cur));
+    write_head(&j, cur, title);
     out_json_key(&j, "diff");
     out_json_begin_object(&j);
     out_json_key(&j, "baseline");
@@ -454,11 +438,7 @@ static void write_diff_data(FILE *f, const struct dtree *t, const pys_profile *c
     out_json_key(&j, "current_samples");
     out_json_int(&j, clamp_u64(ncur));
     out_json_end_object(&j);
-    out_json_key(&j, "strings");
-    out_json_begin_array(&j);
-    for (size_t i = 0; i < t->st.n; i++)
-        out_json_string(&j, t->st.strs[i]);
-    out_json_end_array(&j);
+    write_strings(&j, &t->st);
     out_json_key(&j, "threads");
     out_json_begin_array(&j);
     out_json_begin_array(&j);
@@ -526,12 +506,11 @@ static void write_diff_data(FILE *f, const struct dtree *t, const pys_profile *c
 int out_flamegraph_write_diff(FILE *f, const pys_profile *cur, const pys_profile *base,
                               const char *title, const char *baseline_name)
 {
-    const char *page = out_flamegraph_html;
-    const char *mark = strstr(page, DATA_MARK);
+    const char *mark = data_mark();
     struct dtree t = {0};
     int rc = PYS_E_NOMEM;
 
-    if (!mark || strstr(mark + 1, DATA_MARK))
+    if (!mark)
         return PYS_E_INVAL;
     if (!(t.v = calloc(256, sizeof *t.v)))
         goto out;
@@ -548,14 +527,13 @@ int out_flamegraph_write_diff(FILE *f, const pys_profile *cur, const pys_profile
     t.v[0].ctotal = t.v[1].ctotal = ncur;
     t.v[0].btotal = t.v[1].btotal = nbase;
     diff_widths(&t, ncur, nbase);
-    fwrite(page, 1, (size_t)(mark - page), f);
+    page_begin(f, mark);
     write_diff_data(f, &t, cur, title ? title : "pystrobe differential flame graph", baseline_name,
                     ncur, nbase);
-    fputs(mark + strlen(DATA_MARK), f);
-    rc = fflush(f) != 0 || ferror(f) ? PYS_E_IO : 0;
+    rc = page_end(f, mark);
 out:
     free(t.v);
     util_htab_release(&t.index);
-    strtab_release(&t.st);
+    util_strtab_release(&t.st);
     return rc;
 }

@@ -13,6 +13,7 @@
 
 #include "output/json.h"
 #include "util/hashtab.h"
+#include "util/strtab.h"
 
 enum { CAT_OTHER, CAT_PYTHON, CAT_NATIVE, CAT_GC, CAT_GIL, CAT_CPU, CAT_EXC, NCAT };
 static const char *const CAT_NAMES[NCAT] = {"Other", "Python", "Native",   "GC",
@@ -130,19 +131,11 @@ struct gthread {
     uint64_t open_at[NMK], last_us;
 };
 
-struct gstr {
-    const char *s;
-    size_t len;
-    uint64_t hash;
-};
-
 struct out_gecko {
     struct out_rec_meta meta;
     char mode[32], version[64];
     uint64_t start_us;
-    struct gstr *strs;
-    size_t nstrs, capstrs;
-    struct util_htab strtab;
+    struct util_strtab strs; /* the profile's strings, not copied */
     struct kmap ptrs; /* key (address) -> string id */
     struct u32s ptr_sid;
     struct gthread *threads;
@@ -156,11 +149,6 @@ struct out_gecko {
     int nsub;
 };
 
-static uint64_t str_hash_of(const void *ctx, uint32_t id)
-{
-    return ((const struct gstr *)ctx)[id - 1].hash;
-}
-
 static int intern_str(out_gecko *g, const char *s, uint32_t *out)
 {
     uint64_t pk[4] = {(uint64_t)(uintptr_t)s, 0, 0, 0};
@@ -172,29 +160,10 @@ static int intern_str(out_gecko *g, const char *s, uint32_t *out)
         *out = g->ptr_sid.v[pi];
         return 0;
     }
-    size_t len = strlen(s);
-    uint64_t h = util_hash_bytes(s, len);
-    uint32_t id, sid = 0;
-    if (g->strtab.cap)
-        for (size_t j = util_htab_first(&g->strtab, h); (id = g->strtab.slot[j]);
-             j = util_htab_next(&g->strtab, j))
-            if (g->strs[id - 1].hash == h && g->strs[id - 1].len == len &&
-                memcmp(g->strs[id - 1].s, s, len) == 0) {
-                sid = id;
-                break;
-            }
-    if (!sid) {
-        if (util_htab_reserve(&g->strtab, 256, 1, (uint32_t)g->nstrs + 1, str_hash_of, g->strs) <
-                0 ||
-            grow(&g->strs, &g->capstrs, g->nstrs, sizeof *g->strs) < 0)
-            return PYS_E_NOMEM;
-        g->strs[g->nstrs] = (struct gstr){s, len, h};
-        sid = (uint32_t)++g->nstrs;
-        util_htab_set(&g->strtab, util_htab_free_slot(&g->strtab, h), sid);
-    }
-    if (push32(&g->ptr_sid, sid - 1) < 0)
+    int64_t sid = util_strtab_add(&g->strs, s, strlen(s));
+    if (sid < 0 || push32(&g->ptr_sid, (uint32_t)sid) < 0)
         return PYS_E_NOMEM;
-    *out = sid - 1;
+    *out = (uint32_t)sid;
     return 0;
 }
 
@@ -244,8 +213,7 @@ void out_gecko_free(out_gecko *g)
     kmap_release(&g->threadmap);
     kmap_release(&g->ptrs);
     free(g->ptr_sid.v);
-    free(g->strs);
-    util_htab_release(&g->strtab);
+    util_strtab_release(&g->strs);
     free(g);
 }
 
@@ -565,7 +533,7 @@ static void write_markers(const out_gecko *g, struct gthread *t, FILE *f)
                 MK_NAMES[t->mk_kind.v[i]]);
     fputs("],\"name\":[", f);
     for (size_t i = 0; i < nm; i++)
-        fprintf(f, "%s%u", i ? "," : "", (unsigned)(g->nstrs + t->mk_kind.v[i]));
+        fprintf(f, "%s%u", i ? "," : "", (unsigned)(g->strs.n + t->mk_kind.v[i]));
     fputs("],\"startTime\":[", f);
     for (size_t i = 0; i < nm; i++) {
         if (i)
@@ -655,10 +623,10 @@ int out_gecko_write(out_gecko *g, FILE *f)
         write_thread(g, &g->threads[i], f);
     }
     fputs("],\"pages\":[],\"shared\":{\"stringArray\":[", f);
-    for (size_t i = 0; i < g->nstrs; i++) {
+    for (size_t i = 0; i < g->strs.n; i++) {
         if (i)
             fputc(',', f);
-        out_json_quote(f, g->strs[i].s);
+        out_json_quote(f, g->strs.v[i].s);
     }
     /* The marker names, after the other strings (write_thread's indices). */
     for (int k = 0; k < NMK; k++) {

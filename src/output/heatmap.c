@@ -6,7 +6,7 @@
  * path" counters, as output/pstats.c does for cumulative samples.
  */
 #include "output/heatmap.h"
-#include "output/utf8.h"
+#include "output/markup.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -328,44 +328,10 @@ static int count_ops(struct heat *h)
 
 /* --- HTML ----------------------------------------------------------------- */
 
-/* len bytes of s as HTML text or attribute value: markup characters as
- * entities, control characters but tab as U+FFFD, invalid UTF-8 as U+FFFD. */
+/* len bytes of s as HTML text or attribute value (markup.h). */
 static void put_text(FILE *f, const char *str, size_t len)
 {
-    const unsigned char *s = (const unsigned char *)str;
-    while (len > 0) {
-        unsigned c = *s;
-        size_t n = 1;
-        uint32_t cp;
-        switch (c) {
-        case '&':
-            fputs("&amp;", f);
-            break;
-        case '<':
-            fputs("&lt;", f);
-            break;
-        case '>':
-            fputs("&gt;", f);
-            break;
-        case '"':
-            fputs("&quot;", f);
-            break;
-        case '\'':
-            fputs("&#39;", f);
-            break;
-        default:
-            if ((c < 0x20 && c != '\t') || c == 0x7f) {
-                fputs(OUT_UTF8_REPLACEMENT, f);
-            } else if ((n = out_utf8_decode(s, len, &cp)) == 0) {
-                fputs(OUT_UTF8_REPLACEMENT, f);
-                n = 1;
-            } else {
-                fwrite(s, 1, n, f);
-            }
-        }
-        s += n;
-        len -= n;
-    }
+    out_markup_put(f, str, len, SIZE_MAX);
 }
 
 static void put_str(FILE *f, const char *s)

@@ -11,14 +11,9 @@
 
 #include "output/json.h"
 #include "util/hashtab.h"
+#include "util/strtab.h"
 
 #define CHUNK 256
-
-struct jstr {
-    const char *s; /* the caller's: valid as long as the writer */
-    size_t len;
-    uint64_t hash;
-};
 
 struct jframe {
     uint32_t path, func;
@@ -38,9 +33,8 @@ struct out_jsonl {
     char mode[32];
     int samples;
     FILE *spool;
-    struct jstr *strs;
-    size_t nstrs, capstrs, strs_out; /* strs_out: defined in the spool so far */
-    struct util_htab strtab;
+    struct util_strtab strs; /* the caller's strings: valid as long as the writer */
+    size_t strs_out;         /* strings defined in the spool so far */
     struct jptr *ptrs; /* address -> string id */
     size_t nptrs, capptrs;
     struct util_htab ptrtab;
@@ -65,10 +59,6 @@ static int grow(void *pp, size_t *cap, size_t n, size_t sz)
     return 0;
 }
 
-static uint64_t str_hash_of(const void *ctx, uint32_t id)
-{
-    return ((const struct jstr *)ctx)[id - 1].hash;
-}
 
 static uint64_t ptr_hash_of(const void *ctx, uint32_t id)
 {
@@ -116,11 +106,10 @@ void out_jsonl_free(out_jsonl *j)
 {
     if (!j)
         return;
-    free(j->strs);
+    util_strtab_release(&j->strs);
     free(j->ptrs);
     free(j->frames);
     free(j->ids);
-    util_htab_release(&j->strtab);
     util_htab_release(&j->ptrtab);
     util_htab_release(&j->frametab);
     free(j);
@@ -143,33 +132,16 @@ static int intern_str(out_jsonl *j, const char *s, uint32_t *out)
                 *out = j->ptrs[id - 1].sid;
                 return 0;
             }
-    size_t len = strlen(s);
-    uint64_t h = util_hash_bytes(s, len);
-    uint32_t sid = 0;
-    if (j->strtab.cap)
-        for (size_t k = util_htab_first(&j->strtab, h); (id = j->strtab.slot[k]);
-             k = util_htab_next(&j->strtab, k))
-            if (j->strs[id - 1].hash == h && j->strs[id - 1].len == len &&
-                memcmp(j->strs[id - 1].s, s, len) == 0) {
-                sid = id;
-                break;
-            }
-    if (!sid) {
-        if (util_htab_reserve(&j->strtab, 256, 1, (uint32_t)j->nstrs + 1, str_hash_of, j->strs) <
-                0 ||
-            grow(&j->strs, &j->capstrs, j->nstrs, sizeof *j->strs) < 0)
-            return PYS_E_NOMEM;
-        j->strs[j->nstrs] = (struct jstr){s, len, h};
-        sid = (uint32_t)++j->nstrs;
-        util_htab_set(&j->strtab, util_htab_free_slot(&j->strtab, h), sid);
-    }
+    int64_t sid = util_strtab_add(&j->strs, s, strlen(s));
+    if (sid < 0)
+        return PYS_E_NOMEM;
     if (util_htab_reserve(&j->ptrtab, 256, 1, (uint32_t)j->nptrs + 1, ptr_hash_of, j->ptrs) < 0 ||
         grow(&j->ptrs, &j->capptrs, j->nptrs, sizeof *j->ptrs) < 0)
         return PYS_E_NOMEM;
-    j->ptrs[j->nptrs] = (struct jptr){s, sid - 1};
+    j->ptrs[j->nptrs] = (struct jptr){s, (uint32_t)sid};
     id = (uint32_t)++j->nptrs;
     util_htab_set(&j->ptrtab, util_htab_free_slot(&j->ptrtab, hp), id);
-    *out = sid - 1;
+    *out = (uint32_t)sid;
     return 0;
 }
 
@@ -224,7 +196,7 @@ static void put_strings(out_jsonl *j, FILE *f, size_t from, size_t to)
         fputs(",\"strings\":[", f);
         for (size_t i = s; i < to && i < s + CHUNK; i++) {
             fprintf(f, "%s{\"str_id\":%zu,\"value\":", i > s ? "," : "", i);
-            out_json_quote(f, j->strs[i].s);
+            out_json_quote(f, j->strs.v[i].s);
             fputc('}', f);
         }
         fputs("]}\n", f);
@@ -309,9 +281,9 @@ int out_jsonl_sample(out_jsonl *j, const struct out_rec_sample *s)
     if (!j->samples)
         return 0;
     FILE *f = j->spool;
-    put_strings(j, f, j->strs_out, j->nstrs);
+    put_strings(j, f, j->strs_out, j->strs.n);
     put_frames(j, f, j->frames_out, j->nframes);
-    j->strs_out = j->nstrs;
+    j->strs_out = j->strs.n;
     j->frames_out = j->nframes;
     head(j, f, "sample");
     /* In microseconds, as a recording stores times. */
@@ -353,7 +325,7 @@ int out_jsonl_write(out_jsonl *j, FILE *f)
         if (ferror(j->spool))
             return PYS_E_IO;
     }
-    put_strings(j, f, j->strs_out, j->nstrs);
+    put_strings(j, f, j->strs_out, j->strs.n);
     put_frames(j, f, j->frames_out, j->nframes);
     for (size_t s = 0; s < j->nframes; s += CHUNK) {
         head(j, f, "agg");

@@ -14,6 +14,7 @@
  * terminal.
  */
 #include "output/pstats.h"
+#include "output/funcs.h"
 #include "output/utf8.h"
 
 #include <stdlib.h>
@@ -21,7 +22,8 @@
 
 #include "util/hashtab.h"
 
-/* One function of the profile. */
+/* One function of the profile (its identity from output/funcs.h), with
+ * its samples. */
 struct fn {
     const char *filename, *qualname;
     int32_t firstlineno;
@@ -35,77 +37,24 @@ struct edge {
 };
 
 struct fntab {
-    struct fn *v;
-    size_t n, cap;
-    struct util_htab index; /* 1 + index into v */
+    struct out_funcs funcs; /* node -> function */
+    struct fn *v;           /* in order of first appearance depth first */
+    size_t n;
+    uint32_t *index;        /* per function of funcs: its index in v */
     struct edge *edges;
     size_t nedges, capedges;
     struct util_htab edge_index; /* 1 + index into edges */
-    uint32_t *node_fn;           /* per profile node: function index (frames only) */
 };
-
-static uint64_t fn_hash(const char *file, const char *qual, int32_t line)
-{
-    uint64_t h = util_hash_add(0, (uintptr_t)file);
-    h = util_hash_add(h, (uintptr_t)qual);
-    return util_hash_u64(util_hash_add(h, (uint32_t)line));
-}
 
 static uint64_t edge_hash(uint32_t callee, uint32_t caller)
 {
     return util_hash_u64((uint64_t)callee << 32 | caller);
 }
 
-static void fn_key(const struct pys_frame *f, const char **file, const char **qual, int32_t *line)
-{
-    *file = f->filename;
-    *qual = f->qualname;
-    *line = f->kind == PYS_FRAME_PYTHON ? f->firstlineno : 0;
-}
-
-static uint64_t fn_hash_at(const void *ctx, uint32_t id)
-{
-    const struct fn *f = &((const struct fntab *)ctx)->v[id - 1];
-    return fn_hash(f->filename, f->qualname, f->firstlineno);
-}
-
 static uint64_t edge_hash_at(const void *ctx, uint32_t id)
 {
     const struct edge *e = &((const struct fntab *)ctx)->edges[id - 1];
     return edge_hash(e->callee, e->caller);
-}
-
-/* Index of the function of frame f, added if new; negative on no memory. */
-static long fn_get(struct fntab *t, const struct pys_frame *fr)
-{
-    const char *file, *qual;
-    int32_t line;
-    fn_key(fr, &file, &qual, &line);
-    if (t->n >= UINT32_MAX - 1 ||
-        util_htab_reserve(&t->index, 1024, 1, (uint32_t)t->n + 1, fn_hash_at, t) < 0)
-        return PYS_E_NOMEM;
-    uint32_t id;
-    size_t j = util_htab_first(&t->index, fn_hash(file, qual, line));
-    for (; (id = t->index.slot[j]); j = util_htab_next(&t->index, j)) {
-        struct fn *f = &t->v[id - 1];
-        if (f->filename == file && f->qualname == qual && f->firstlineno == line)
-            return (long)(id - 1);
-    }
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 256;
-        struct fn *v = realloc(t->v, cap * sizeof *v);
-        if (!v)
-            return PYS_E_NOMEM;
-        t->v = v;
-        t->cap = cap;
-    }
-    struct fn *f = &t->v[t->n];
-    memset(f, 0, sizeof *f);
-    f->filename = file;
-    f->qualname = qual;
-    f->firstlineno = line;
-    util_htab_set(&t->index, j, (uint32_t)(t->n + 1));
-    return (long)t->n++;
 }
 
 static int edge_add(struct fntab *t, uint32_t callee, uint32_t caller, uint64_t samples)
@@ -138,38 +87,47 @@ static int edge_add(struct fntab *t, uint32_t callee, uint32_t caller, uint64_t 
 
 static void fntab_release(struct fntab *t)
 {
+    out_funcs_release(&t->funcs);
     free(t->v);
-    util_htab_release(&t->index);
+    free(t->index);
     free(t->edges);
     util_htab_release(&t->edge_index);
-    free(t->node_fn);
     memset(t, 0, sizeof *t);
 }
 
 /* Visit the profile's trie depth first and fill the function table. */
 static int fntab_build(struct fntab *t, const pys_profile *p)
 {
-    size_t nn = pys_profile_nodes(p);
     memset(t, 0, sizeof *t);
-    t->node_fn = calloc(nn ? nn : 1, sizeof *t->node_fn);
-    if (!t->node_fn)
+    int rc = out_funcs_build(&t->funcs, p);
+    if (rc < 0)
+        return rc;
+    const uint32_t *node_fn = t->funcs.node_fn;
+    size_t nf = t->funcs.n;
+    t->v = calloc(nf ? nf : 1, sizeof *t->v);
+    t->index = malloc((nf ? nf : 1) * sizeof *t->index);
+    if (!t->v || !t->index)
         return PYS_E_NOMEM;
+    memset(t->index, 0xff, nf * sizeof *t->index); /* UINT32_MAX: not met yet */
     uint32_t cur = pys_profile_node(p, 0)->first_child;
     while (cur) {
         const struct pys_profile_node *nd = pys_profile_node(p, cur);
-        const struct pys_frame *fr = pys_profile_frame(p, nd->frame);
         /* enter */
-        if (fr) {
-            long f = fn_get(t, fr);
-            if (f < 0)
-                return (int)f;
-            t->node_fn[cur] = (uint32_t)f;
-            struct fn *fn = &t->v[f];
+        if (node_fn[cur] != OUT_NO_FUNC) {
+            uint32_t *f = &t->index[node_fn[cur]];
+            if (*f == UINT32_MAX) {
+                const struct out_func *of = &t->funcs.v[node_fn[cur]];
+                *f = (uint32_t)t->n++;
+                t->v[*f] = (struct fn){.filename = of->filename,
+                                       .qualname = of->qualname,
+                                       .firstlineno = of->firstlineno};
+            }
+            struct fn *fn = &t->v[*f];
             if (fn->onpath++ == 0)
                 fn->cumulative += nd->total;
             fn->direct += nd->self;
-            if (pys_profile_node(p, nd->parent)->frame != PYS_PROFILE_NO_FRAME &&
-                edge_add(t, (uint32_t)f, t->node_fn[nd->parent], nd->total) < 0)
+            if (node_fn[nd->parent] != OUT_NO_FUNC &&
+                edge_add(t, *f, t->index[node_fn[nd->parent]], nd->total) < 0)
                 return PYS_E_NOMEM;
         }
         if (nd->first_child) {
@@ -179,8 +137,8 @@ static int fntab_build(struct fntab *t, const pys_profile *p)
         /* leave nodes until one has a next sibling */
         while (cur) {
             nd = pys_profile_node(p, cur);
-            if (nd->frame != PYS_PROFILE_NO_FRAME)
-                t->v[t->node_fn[cur]].onpath--;
+            if (node_fn[cur] != OUT_NO_FUNC)
+                t->v[t->index[node_fn[cur]]].onpath--;
             if (nd->next_sibling) {
                 cur = nd->next_sibling;
                 break;

@@ -6,7 +6,7 @@
  * left out, with everything above them.
  */
 #include "output/svg.h"
-#include "output/utf8.h"
+#include "output/markup.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -21,74 +21,16 @@
 #define CHAR_W 7.0    /* a label character's width at font-size 12 */
 #define DEFAULT_TITLE "pystrobe flame graph"
 
-/* Length of the character at s (at most n bytes), 0 if it is not one
- * (out_utf8_decode) or not one XML allows: controls but tab, C1 controls,
- * U+FFFE and U+FFFF. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    uint32_t c = 0;
-    size_t len = out_utf8_decode(s, n, &c);
-    if (len == 0 || (c < 0x20 && c != '\t') || (c >= 0x7f && c <= 0x9f) || c == 0xfffe ||
-        c == 0xffff)
-        return 0;
-    return len;
-}
-
-/* Write at most max_chars characters of s (all of it for SIZE_MAX),
- * escaped for XML text and attribute values. Returns how many characters
- * of s were left unwritten. */
+/* s (NUL-terminated) escaped, at most max_chars characters of it; how
+ * many were left unwritten. */
 static size_t put_escaped(FILE *f, const char *s, size_t max_chars)
 {
-    const unsigned char *u = (const unsigned char *)s;
-    size_t n = strlen(s), chars = 0;
-    for (size_t i = 0; i < n; chars++) {
-        if (chars == max_chars) {
-            size_t left = 0;
-            for (; i < n; left++) {
-                size_t k = utf8_len(u + i, n - i);
-                i += k ? k : 1;
-            }
-            return left;
-        }
-        size_t k = utf8_len(u + i, n - i);
-        switch (k ? u[i] : 0) {
-        case 0:
-            fputs("\xef\xbf\xbd", f); /* U+FFFD for a byte XML cannot hold */
-            i++;
-            continue;
-        case '&':
-            fputs("&amp;", f);
-            break;
-        case '<':
-            fputs("&lt;", f);
-            break;
-        case '>':
-            fputs("&gt;", f);
-            break;
-        case '"':
-            fputs("&quot;", f);
-            break;
-        case '\'':
-            fputs("&#39;", f);
-            break;
-        default:
-            fwrite(u + i, 1, k, f);
-        }
-        i += k;
-    }
-    return 0;
+    return out_markup_put(f, s, strlen(s), max_chars);
 }
 
-/* Characters in s, as put_escaped counts them. */
 static size_t char_count(const char *s)
 {
-    const unsigned char *u = (const unsigned char *)s;
-    size_t n = strlen(s), chars = 0;
-    for (size_t i = 0; i < n; chars++) {
-        size_t k = utf8_len(u + i, n - i);
-        i += k ? k : 1;
-    }
-    return chars;
+    return out_markup_chars(s, strlen(s));
 }
 
 /* A node's label: "qualname (file:line)" for a Python frame, the marker's

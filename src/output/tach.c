@@ -15,9 +15,15 @@
 #include <zstd.h>
 
 #include "util/hashtab.h"
+#include "util/strtab.h"
 
 #define HEADER 64
 #define FOOTER 32
+/* The stats extension, right before the footer: four doubles, the
+ * present bits, 4 bytes of padding, "TACHSTAT", its version and size. An
+ * older writer's has the first two doubles only (32 bytes). */
+#define STATS_SIZE 56
+#define STATS_OLD_SIZE 32
 #define MAX_RAW ((size_t)1 << 30)
 #define MAX_DEPTH 1000000u
 
@@ -76,81 +82,125 @@ static int set_err(char *err, size_t len, const char *what)
     return PYS_E_CORRUPT;
 }
 
-int out_tach_read(const uint8_t *data, size_t size, const struct out_rec_reader_cb *cb,
-                  struct out_rec_read_info *info, char *err, size_t errlen)
+static double le_f64(const uint8_t *p)
 {
-    struct out_rec_read_info dummy;
-    if (!info)
-        info = &dummy;
-    memset(info, 0, sizeof *info);
-    if (errlen)
-        err[0] = '\0';
+    uint64_t u = le(p, 8);
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+int out_tach_info(const uint8_t *data, size_t size, struct out_tach_info *out)
+{
     if (size < HEADER + FOOTER || memcmp(data, "HCAT", 4) != 0)
-        return set_err(err, errlen, "not a little-endian TACH file");
-    uint32_t version = (uint32_t)le(data + 4, 4);
-    if (version != 1) {
-        snprintf(err, errlen, "CPython binary profile format version %u: this pystrobe reads 1",
-                 version);
-        return version > 1 ? PYS_E_VERSION : PYS_E_CORRUPT;
+        return -1;
+    const uint8_t *foot = data + size - FOOTER;
+    struct out_tach_info in = {.version = (uint32_t)le(data + 4, 4),
+                               .python = {data[8], data[9], data[10]},
+                               .start_us = le(data + 0x0c, 8),
+                               .interval_us = le(data + 0x14, 8),
+                               .samples = le(data + 0x1c, 8),
+                               .threads = (uint32_t)le(data + 0x24, 4),
+                               .str_off = le(data + 0x28, 8),
+                               .frame_off = le(data + 0x30, 8),
+                               .compression = (uint32_t)le(data + 0x38, 4),
+                               .config = (uint32_t)le(data + 0x3c, 4),
+                               .strings = (uint32_t)le(foot, 4),
+                               .frames = (uint32_t)le(foot + 4, 4)};
+    if (size >= HEADER + FOOTER + STATS_SIZE && memcmp(foot - 16, "TACHSTAT", 8) == 0) {
+        uint32_t ext = (uint32_t)le(foot - 4, 4);
+        const uint8_t *e = foot - ext;
+        if (ext == STATS_SIZE || ext == STATS_OLD_SIZE) {
+            in.has_stats = 1;
+            in.duration_sec = le_f64(e);
+            in.sample_rate = le_f64(e + 8);
+            if (ext == STATS_SIZE) {
+                in.error_rate = le_f64(e + 16);
+                in.missed_samples = le_f64(e + 24);
+                in.stats_present = (uint32_t)le(e + 32, 4);
+            }
+        }
+    }
+    *out = in;
+    return 0;
+}
+
+/* What the reader holds while it reads one file; freed by tread_release. */
+struct tread {
+    const uint8_t *data;
+    size_t size;
+    char *err;
+    size_t errlen;
+    struct out_tach_info h;
+    char **strs; /* nstr strings, NUL-terminated (a NUL inside becomes '?') */
+    uint64_t nstr;
+    struct pys_frame *frames; /* nframe frames, naming strs */
+    uint64_t nframe;
+    struct tthread *th;
+    size_t nth, capth;
+    uint8_t *raw; /* the decompressed sample data */
+    struct pys_frame *sf; /* the frames of the sample being delivered */
+    size_t capsf;
+};
+
+/* The header and footer: 0, or a PYS_E_* code with err set. */
+static int tread_header(struct tread *r, struct out_rec_read_info *info)
+{
+    size_t size = r->size;
+    const struct out_tach_info *h = &r->h;
+    if (out_tach_info(r->data, size, &r->h) < 0)
+        return set_err(r->err, r->errlen, "not a little-endian TACH file");
+    if (h->version != 1) {
+        snprintf(r->err, r->errlen,
+                 "CPython binary profile format version %u: this pystrobe reads 1", h->version);
+        return h->version > 1 ? PYS_E_VERSION : PYS_E_CORRUPT;
     }
     info->major = 1;
-    char pyver[32];
-    snprintf(pyver, sizeof pyver, "%u.%u.%u", data[8], data[9], data[10]);
-    uint64_t start_us = le(data + 0x0c, 8), interval_us = le(data + 0x14, 8);
-    uint64_t str_off = le(data + 0x28, 8), frame_off = le(data + 0x30, 8);
-    uint32_t comp = (uint32_t)le(data + 0x38, 4), config = (uint32_t)le(data + 0x3c, 4);
-    const uint8_t *foot = data + size - FOOTER;
-    uint64_t nstr = le(foot, 4), nframe = le(foot + 4, 4);
-    if (str_off < HEADER || str_off > frame_off || frame_off > size - FOOTER || comp > 1 ||
-        le(foot + 8, 8) != size || nstr > size - str_off || nframe > (size - frame_off) / 7)
-        return set_err(err, errlen, "bad header or footer (a file cut short?)");
-    static const char *const modes[] = {"", "wall", "cpu", "gil", "all", "exception"};
-    uint32_t mode = config & 7;
+    r->nstr = h->strings;
+    r->nframe = h->frames;
+    if (h->str_off < HEADER || h->str_off > h->frame_off || h->frame_off > size - FOOTER ||
+        h->compression > 1 || le(r->data + size - FOOTER + 8, 8) != size ||
+        r->nstr > size - h->str_off || r->nframe > (size - h->frame_off) / 7)
+        return set_err(r->err, r->errlen, "bad header or footer (a file cut short?)");
+    return 0;
+}
 
-    int rc = 0;
-    char **strs = calloc(nstr ? nstr : 1, sizeof *strs);
-    struct pys_frame *frames = calloc(nframe ? nframe : 1, sizeof *frames);
-    struct tthread *th = NULL;
-    size_t nth = 0, capth = 0;
-    uint8_t *raw = NULL;
-    struct pys_frame *sf = NULL;
-    size_t capsf = 0;
-    if (!strs || !frames) {
-        rc = PYS_E_NOMEM;
-        goto done;
-    }
-    struct tcur c = {data + str_off, data + frame_off};
-    for (uint64_t i = 0; i < nstr; i++) {
+/* The string table, between str_off and frame_off. */
+static int tread_strings(struct tread *r)
+{
+    struct tcur c = {r->data + r->h.str_off, r->data + r->h.frame_off};
+    for (uint64_t i = 0; i < r->nstr; i++) {
         uint64_t len;
-        if (var(&c, &len) < 0 || len > (size_t)(c.end - c.p)) {
-            rc = set_err(err, errlen, "bad string table");
-            goto done;
-        }
-        if (!(strs[i] = malloc(len + 1))) {
-            rc = PYS_E_NOMEM;
-            goto done;
-        }
-        memcpy(strs[i], c.p, len);
+        if (var(&c, &len) < 0 || len > (size_t)(c.end - c.p))
+            return set_err(r->err, r->errlen, "bad string table");
+        char *str = malloc(len + 1);
+        if (!(r->strs[i] = str))
+            return PYS_E_NOMEM;
+        memcpy(str, c.p, len);
         for (size_t k = 0; k < len; k++)
-            if (!strs[i][k])
-                strs[i][k] = '?';
-        strs[i][len] = '\0';
+            if (!str[k])
+                str[k] = '?';
+        str[len] = '\0';
         c.p += len;
     }
-    c = (struct tcur){data + frame_off, data + size - FOOTER};
-    for (uint64_t i = 0; i < nframe; i++) {
+    return 0;
+}
+
+/* The frame table, between frame_off and the footer. */
+static int tread_frames(struct tread *r)
+{
+    struct tcur c = {r->data + r->h.frame_off, r->data + r->size - FOOTER};
+    for (uint64_t i = 0; i < r->nframe; i++) {
         uint64_t fi, qi;
         int32_t line, dl, col, dc;
-        if (var(&c, &fi) < 0 || var(&c, &qi) < 0 || fi >= nstr || qi >= nstr ||
+        if (var(&c, &fi) < 0 || var(&c, &qi) < 0 || fi >= r->nstr || qi >= r->nstr ||
             zz32(&c, &line) < 0 || zz32(&c, &dl) < 0 || zz32(&c, &col) < 0 || zz32(&c, &dc) < 0 ||
-            c.p >= c.end) {
-            rc = set_err(err, errlen, "bad frame table");
-            goto done;
-        }
+            c.p >= c.end)
+            return set_err(r->err, r->errlen, "bad frame table");
         uint8_t op = *c.p++;
-        struct pys_frame *f = &frames[i];
-        f->filename = strs[fi];
-        f->qualname = strs[qi];
+        struct pys_frame *f = &r->frames[i];
+        f->filename = r->strs[fi];
+        f->qualname = r->strs[qi];
         f->firstlineno = 0; /* the format does not have it */
         f->lineno = line;
         f->end_lineno = line == -1 ? -1 : (int32_t)((uint32_t)line + (uint32_t)dl);
@@ -162,169 +212,226 @@ int out_tach_read(const uint8_t *data, size_t size, const struct out_rec_reader_
         if (strcmp(f->filename, "~") == 0 && line == -1)
             f->kind = strcmp(f->qualname, "<GC>") == 0 ? PYS_FRAME_GC : PYS_FRAME_NATIVE;
     }
-    /* The sample data, decompressed if need be (one zstd frame). */
-    const uint8_t *sp = data + HEADER;
-    size_t slen = (size_t)(str_off - HEADER);
-    if (comp == 1) {
-        ZSTD_DCtx *dc = ZSTD_createDCtx();
-        size_t cap = 0, len = 0;
-        if (!dc) {
-            rc = PYS_E_NOMEM;
-            goto done;
-        }
-        ZSTD_inBuffer in = {sp, slen, 0};
-        for (;;) {
-            if (len == cap) {
-                size_t ncap = cap ? cap * 2 : 1 << 16;
-                uint8_t *p = ncap <= MAX_RAW ? realloc(raw, ncap) : NULL;
-                if (!p) {
-                    rc = ncap <= MAX_RAW ? PYS_E_NOMEM : set_err(err, errlen, "samples too large");
-                    break;
-                }
-                raw = p;
-                cap = ncap;
-            }
-            ZSTD_outBuffer o = {raw + len, cap - len, 0};
-            size_t before = in.pos;
-            size_t r = ZSTD_decompressStream(dc, &o, &in);
-            if (ZSTD_isError(r)) {
-                rc = set_err(err, errlen, "bad compressed samples");
+    return 0;
+}
+
+/* The compressed sample data (one zstd frame, at most MAX_RAW bytes
+ * decompressed) into r->raw; *len its length. */
+static int tread_inflate(struct tread *r, const uint8_t *sp, size_t slen, size_t *len)
+{
+    ZSTD_DCtx *dc = ZSTD_createDCtx();
+    if (!dc)
+        return PYS_E_NOMEM;
+    int rc = 0;
+    size_t cap = 0;
+    *len = 0;
+    ZSTD_inBuffer in = {sp, slen, 0};
+    for (;;) {
+        if (*len == cap) {
+            size_t ncap = cap ? cap * 2 : 1 << 16;
+            uint8_t *p = ncap <= MAX_RAW ? realloc(r->raw, ncap) : NULL;
+            if (!p) {
+                rc = ncap <= MAX_RAW ? PYS_E_NOMEM : set_err(r->err, r->errlen, "samples too large");
                 break;
             }
-            len += o.pos;
-            if (r == 0 || (o.pos == 0 && in.pos == before))
-                break;
+            r->raw = p;
+            cap = ncap;
         }
-        ZSTD_freeDCtx(dc);
-        if (rc)
-            goto done;
-        sp = raw;
-        slen = len;
+        ZSTD_outBuffer o = {r->raw + *len, cap - *len, 0};
+        size_t before = in.pos;
+        size_t z = ZSTD_decompressStream(dc, &o, &in);
+        if (ZSTD_isError(z)) {
+            rc = set_err(r->err, r->errlen, "bad compressed samples");
+            break;
+        }
+        *len += o.pos;
+        if (z == 0 || (o.pos == 0 && in.pos == before))
+            break;
     }
+    ZSTD_freeDCtx(dc);
+    return rc;
+}
+
+/* The META the header gives (pyver: room for the version's text). */
+static int tread_meta(const struct tread *r, const struct out_rec_reader_cb *cb, char pyver[32])
+{
+    static const char *const modes[] = {"", "wall", "cpu", "gil", "all", "exception"};
+    const uint8_t *data = r->data;
+    uint32_t mode = r->h.config & 7;
+    snprintf(pyver, 32, "%u.%u.%u", data[8], data[9], data[10]);
     struct out_rec_meta m = {.pid = 0,
                              .python_version = (uint32_t)data[8] << 24 | (uint32_t)data[9] << 16 |
                                                (uint32_t)data[10] << 8,
                              .python_version_text = pyver,
                              .mode = mode >= 1 && mode <= 5 ? modes[mode] : "wall",
                              .tool = "CPython profiling.sampling",
-                             .interval_ns = interval_us * 1000,
-                             .rate_hz = interval_us ? 1e6 / (double)interval_us : 0,
-                             .start_monotonic_ns = start_us * 1000,
+                             .interval_ns = r->h.interval_us * 1000,
+                             .rate_hz = r->h.interval_us ? 1e6 / (double)r->h.interval_us : 0,
+                             .start_monotonic_ns = r->h.start_us * 1000,
                              .max_frames = MAX_DEPTH};
-    if (cb->meta && (rc = cb->meta(cb->ctx, &m)) != 0)
-        goto done;
-    c = (struct tcur){sp, sp + slen};
-    while (c.p < c.end) {
-        if (c.end - c.p < 13) {
-            rc = set_err(err, errlen, "truncated sample data");
-            goto done;
+    return cb->meta ? cb->meta(cb->ctx, &m) : 0;
+}
+
+/* The thread (tid, interp), added if new; NULL if out of memory. */
+static struct tthread *tread_thread(struct tread *r, uint64_t tid, uint32_t interp)
+{
+    for (size_t i = 0; i < r->nth; i++)
+        if (r->th[i].tid == tid && r->th[i].interp == interp)
+            return &r->th[i];
+    if (r->nth == r->capth) {
+        size_t nc = r->capth ? r->capth * 2 : 8;
+        void *p = realloc(r->th, nc * sizeof *r->th);
+        if (!p)
+            return NULL;
+        r->th = p;
+        r->capth = nc;
+    }
+    r->th[r->nth] = (struct tthread){.tid = tid, .interp = interp, .last_us = r->h.start_us};
+    return &r->th[r->nth++];
+}
+
+/* A stack record of encoding enc (1 FULL, 2 SUFFIX, 3 POP_PUSH): t's new
+ * stack. FULL: depth a; SUFFIX: keep the bottom a, push b; POP_PUSH: drop
+ * the top a, push b. */
+static int tread_stack(struct tread *r, struct tcur *c, struct tthread *t, uint8_t enc)
+{
+    uint64_t a = 0, b = 0;
+    if (enc > 3 || var(c, &a) < 0 || (enc != 1 && var(c, &b) < 0))
+        return set_err(r->err, r->errlen, "bad sample record");
+    uint64_t push = enc == 1 ? a : b;
+    uint64_t keep = enc == 1 ? 0 : enc == 2 ? a : (a <= t->n ? t->n - a : UINT64_MAX);
+    if (keep > t->n || push > (size_t)(c->end - c->p) || keep + push > MAX_DEPTH)
+        return set_err(r->err, r->errlen, "bad stack record");
+    size_t nn = (size_t)(keep + push);
+    uint32_t *ns = malloc((nn ? nn : 1) * sizeof *ns);
+    if (!ns)
+        return PYS_E_NOMEM;
+    for (size_t j = 0; j < push; j++) {
+        uint64_t fi;
+        if (var(c, &fi) < 0 || fi >= r->nframe) {
+            free(ns);
+            return set_err(r->err, r->errlen, "bad frame index");
         }
+        ns[j] = (uint32_t)fi;
+    }
+    if (keep)
+        memcpy(ns + push, t->stack + (t->n - keep), keep * sizeof *ns);
+    free(t->stack);
+    t->stack = ns;
+    t->n = t->cap = nn;
+    return 0;
+}
+
+/* Hand t's current stack to cb as one sample of one thread. */
+static int tread_deliver(struct tread *r, const struct tthread *t, const struct out_rec_reader_cb *cb,
+                         struct out_rec_read_info *info)
+{
+    if (t->n > r->capsf) {
+        void *p = realloc(r->sf, t->n * sizeof *r->sf);
+        if (!p)
+            return PYS_E_NOMEM;
+        r->sf = p;
+        r->capsf = t->n;
+    }
+    for (size_t j = 0; j < t->n; j++)
+        r->sf[j] = r->frames[t->stack[j]];
+    struct out_rec_thread one = {.id = t->tid, .status = t->status, .nframes = t->n, .frames = r->sf};
+    struct out_rec_sample s = {t->last_us * 1000, 0, t->n ? 1 : 0, &one};
+    info->samples++;
+    return cb->sample ? cb->sample(cb->ctx, &s) : 0;
+}
+
+/* The sample records of sp[0, slen), each delivered in file order. */
+static int tread_samples(struct tread *r, const uint8_t *sp, size_t slen,
+                         const struct out_rec_reader_cb *cb, struct out_rec_read_info *info)
+{
+    struct tcur c = {sp, sp + slen};
+    while (c.p < c.end) {
+        if (c.end - c.p < 13)
+            return set_err(r->err, r->errlen, "truncated sample data");
         uint64_t tid = le(c.p, 8);
         uint32_t interp = (uint32_t)le(c.p + 8, 4);
         uint8_t enc = c.p[12];
         c.p += 13;
-        size_t ti;
-        for (ti = 0; ti < nth; ti++)
-            if (th[ti].tid == tid && th[ti].interp == interp)
-                break;
-        if (ti == nth) {
-            if (nth == capth) {
-                size_t nc = capth ? capth * 2 : 8;
-                void *p = realloc(th, nc * sizeof *th);
-                if (!p) {
-                    rc = PYS_E_NOMEM;
-                    goto done;
-                }
-                th = p;
-                capth = nc;
-            }
-            th[nth++] = (struct tthread){.tid = tid, .interp = interp, .last_us = start_us};
-        }
-        struct tthread *t = &th[ti];
-        uint64_t count = 1, a = 0, b = 0, ts;
-        if (enc == 0 && (var(&c, &count) < 0 || count > (size_t)(c.end - c.p) / 2)) {
-            rc = set_err(err, errlen, "bad repeat record");
-            goto done;
-        }
+        struct tthread *t = tread_thread(r, tid, interp);
+        if (!t)
+            return PYS_E_NOMEM;
+        uint64_t count = 1, ts;
+        if (enc == 0 && (var(&c, &count) < 0 || count > (size_t)(c.end - c.p) / 2))
+            return set_err(r->err, r->errlen, "bad repeat record");
         for (uint64_t k = 0; k < count; k++) {
-            if (var(&c, &ts) < 0 || c.p >= c.end) {
-                rc = set_err(err, errlen, "bad sample record");
-                goto done;
-            }
+            int rc;
+            if (var(&c, &ts) < 0 || c.p >= c.end)
+                return set_err(r->err, r->errlen, "bad sample record");
             uint32_t status = *c.p++;
-            if (enc != 0) {
-                if (enc > 3 || var(&c, &a) < 0 || (enc != 1 && var(&c, &b) < 0)) {
-                    rc = set_err(err, errlen, "bad sample record");
-                    goto done;
-                }
-                /* FULL: depth a; SUFFIX: keep the bottom a, push b; POP_PUSH:
-                 * drop the top a, push b. */
-                uint64_t push = enc == 1 ? a : b;
-                uint64_t keep = enc == 1 ? 0 : enc == 2 ? a : (a <= t->n ? t->n - a : UINT64_MAX);
-                if (keep > t->n || push > (size_t)(c.end - c.p) || keep + push > MAX_DEPTH) {
-                    rc = set_err(err, errlen, "bad stack record");
-                    goto done;
-                }
-                size_t nn = (size_t)(keep + push);
-                uint32_t *ns = malloc((nn ? nn : 1) * sizeof *ns);
-                if (!ns) {
-                    rc = PYS_E_NOMEM;
-                    goto done;
-                }
-                for (size_t j = 0; j < push; j++) {
-                    uint64_t fi;
-                    if (var(&c, &fi) < 0 || fi >= nframe) {
-                        free(ns);
-                        rc = set_err(err, errlen, "bad frame index");
-                        goto done;
-                    }
-                    ns[j] = (uint32_t)fi;
-                }
-                if (keep)
-                    memcpy(ns + push, t->stack + (t->n - keep), keep * sizeof *ns);
-                free(t->stack);
-                t->stack = ns;
-                t->n = t->cap = nn;
-            }
+            if (enc != 0 && (rc = tread_stack(r, &c, t, enc)) != 0)
+                return rc;
             t->last_us += ts;
             t->status = status;
-            if (t->n > capsf) {
-                void *p = realloc(sf, t->n * sizeof *sf);
-                if (!p) {
-                    rc = PYS_E_NOMEM;
-                    goto done;
-                }
-                sf = p;
-                capsf = t->n;
-            }
-            for (size_t j = 0; j < t->n; j++)
-                sf[j] = frames[t->stack[j]];
-            struct out_rec_thread one = {
-                .id = tid, .status = status, .nframes = t->n, .frames = sf};
-            struct out_rec_sample s = {t->last_us * 1000, 0, t->n ? 1 : 0, &one};
-            info->samples++;
-            if (cb->sample && (rc = cb->sample(cb->ctx, &s)) != 0)
-                goto done;
+            if ((rc = tread_deliver(r, t, cb, info)) != 0)
+                return rc;
         }
     }
+    return 0;
+}
+
+static void tread_release(struct tread *r, const struct out_rec_reader_cb *cb,
+                          struct out_rec_read_info *info)
+{
+    free(r->sf);
+    free(r->raw);
+    for (size_t i = 0; i < r->nth; i++)
+        free(r->th[i].stack);
+    free(r->th);
+    free(r->frames);
+    if (cb->keep_strings && r->strs) {
+        info->strings = r->strs;
+        info->nstrings = r->nstr;
+    } else if (r->strs) {
+        for (uint64_t i = 0; i < r->nstr; i++)
+            free(r->strs[i]);
+        free(r->strs);
+    }
+}
+
+int out_tach_read(const uint8_t *data, size_t size, const struct out_rec_reader_cb *cb,
+                  struct out_rec_read_info *info, char *err, size_t errlen)
+{
+    struct out_rec_read_info dummy;
+    if (!info)
+        info = &dummy;
+    memset(info, 0, sizeof *info);
+    if (errlen)
+        err[0] = '\0';
+    struct tread r = {.data = data, .size = size, .err = err, .errlen = errlen};
+    int rc = tread_header(&r, info);
+    if (rc)
+        return rc;
+    r.strs = calloc(r.nstr ? r.nstr : 1, sizeof *r.strs);
+    r.frames = calloc(r.nframe ? r.nframe : 1, sizeof *r.frames);
+    if (!r.strs || !r.frames) {
+        rc = PYS_E_NOMEM;
+        goto done;
+    }
+    if ((rc = tread_strings(&r)) != 0 || (rc = tread_frames(&r)) != 0)
+        goto done;
+    const uint8_t *sp = data + HEADER;
+    size_t slen = (size_t)(r.h.str_off - HEADER);
+    if (r.h.compression == 1) {
+        size_t len;
+        if ((rc = tread_inflate(&r, sp, slen, &len)) != 0)
+            goto done;
+        sp = r.raw;
+        slen = len;
+    }
+    char pyver[32];
+    if ((rc = tread_meta(&r, cb, pyver)) != 0 || (rc = tread_samples(&r, sp, slen, cb, info)) != 0)
+        goto done;
     info->complete = 1;
     info->blocks = 1;
     info->bytes = size;
 done:
-    free(sf);
-    free(raw);
-    for (size_t i = 0; i < nth; i++)
-        free(th[i].stack);
-    free(th);
-    free(frames);
-    if (cb->keep_strings && strs) {
-        info->strings = strs;
-        info->nstrings = nstr;
-    } else if (strs) {
-        for (uint64_t i = 0; i < nstr; i++)
-            free(strs[i]);
-        free(strs);
-    }
+    tread_release(&r, cb, info);
     if (rc == PYS_E_NOMEM && errlen)
         snprintf(err, errlen, "out of memory");
     return rc;
@@ -391,10 +498,6 @@ static void wb_zz(struct wbuf *b, int32_t v)
     wb_var(b, (uint32_t)(((uint32_t)v << 1) ^ (uint32_t)(v >> 31)));
 }
 
-struct wstr {
-    char *s;
-    size_t len;
-};
 struct wframe {
     uint32_t file, name;
     int32_t line, end_line, col, end_col;
@@ -411,9 +514,7 @@ struct out_tach_writer {
     int compression, mode, features;
     uint8_t py[3];
     struct wbuf samples;
-    struct wstr *strs;
-    size_t nstrs, capstrs;
-    struct util_htab str_index; /* 1 + string index */
+    struct util_strtab strs; /* copies */
     struct wframe *frames;
     size_t nframes, capframes;
     struct util_htab frame_index; /* 1 + frame index */
@@ -426,17 +527,6 @@ struct out_tach_writer {
     uint32_t present;
     struct out_tach_write_stats st;
 };
-
-static uint64_t wstr_hash(const char *s, size_t n)
-{
-    return util_hash_bytes(s, n);
-}
-
-static uint64_t wstr_hash_at(const void *ctx, uint32_t id)
-{
-    const struct wstr *v = &((const struct out_tach_writer *)ctx)->strs[id - 1];
-    return wstr_hash(v->s, v->len);
-}
 
 static uint64_t wframe_hash(const struct wframe *f)
 {
@@ -454,38 +544,10 @@ static uint64_t wframe_hash_at(const void *ctx, uint32_t id)
     return wframe_hash(&((const struct out_tach_writer *)ctx)->frames[id - 1]);
 }
 
-/* The index of string s (len bytes), added if new; -1 if out of memory. */
-static int64_t w_string(struct out_tach_writer *w, const char *s, size_t len)
-{
-    if (w->nstrs >= UINT32_MAX - 1 ||
-        util_htab_reserve(&w->str_index, 256, 1, (uint32_t)w->nstrs + 1, wstr_hash_at, w) < 0)
-        return -1;
-    uint32_t id;
-    size_t j = util_htab_first(&w->str_index, wstr_hash(s, len));
-    for (; (id = w->str_index.slot[j]); j = util_htab_next(&w->str_index, j))
-        if (w->strs[id - 1].len == len && memcmp(w->strs[id - 1].s, s, len) == 0)
-            return id - 1;
-    if (w->nstrs == w->capstrs) {
-        size_t cap = w->capstrs ? w->capstrs * 2 : 256;
-        struct wstr *v = realloc(w->strs, cap * sizeof *v);
-        if (!v)
-            return -1;
-        w->strs = v;
-        w->capstrs = cap;
-    }
-    char *copy = malloc(len ? len : 1);
-    if (!copy)
-        return -1;
-    memcpy(copy, s, len);
-    w->strs[w->nstrs] = (struct wstr){copy, len};
-    util_htab_set(&w->str_index, j, (uint32_t)(w->nstrs + 1));
-    return (int64_t)w->nstrs++;
-}
-
 static int64_t w_frame(struct out_tach_writer *w, const struct out_tach_frame *in)
 {
-    int64_t fi = w_string(w, in->filename, in->filename_len);
-    int64_t ni = fi < 0 ? -1 : w_string(w, in->funcname, in->funcname_len);
+    int64_t fi = util_strtab_add(&w->strs, in->filename, in->filename_len);
+    int64_t ni = fi < 0 ? -1 : util_strtab_add(&w->strs, in->funcname, in->funcname_len);
     if (ni < 0 || w->nframes >= UINT32_MAX - 1 ||
         util_htab_reserve(&w->frame_index, 256, 1, (uint32_t)w->nframes + 1, wframe_hash_at, w) < 0)
         return -1;
@@ -524,6 +586,7 @@ struct out_tach_writer *out_tach_writer_new(FILE *f, uint64_t interval_us, uint6
     if (!w)
         return NULL;
     w->f = f;
+    w->strs.copies = 1;
     w->interval_us = interval_us;
     w->start_us = start_us;
     w->compression = compression;
@@ -639,9 +702,9 @@ int out_tach_finalize(struct out_tach_writer *w)
     wb_le(&out, (uint64_t)w->compression, 4);
     wb_le(&out, config, 4);
     wb_put(&out, sp, slen);
-    for (size_t i = 0; i < w->nstrs; i++) {
-        wb_var(&out, w->strs[i].len);
-        wb_put(&out, w->strs[i].s, w->strs[i].len);
+    for (size_t i = 0; i < w->strs.n; i++) {
+        wb_var(&out, w->strs.v[i].len);
+        wb_put(&out, w->strs.v[i].s, w->strs.v[i].len);
     }
     uint64_t frame_off = out.len;
     for (size_t i = 0; i < w->nframes; i++) {
@@ -664,9 +727,9 @@ int out_tach_finalize(struct out_tach_writer *w)
         wb_le(&out, 0, 4);
         wb_put(&out, "TACHSTAT", 8);
         wb_le(&out, 1, 4);
-        wb_le(&out, 56, 4);
+        wb_le(&out, STATS_SIZE, 4);
     }
-    wb_le(&out, w->nstrs, 4);
+    wb_le(&out, w->strs.n, 4);
     wb_le(&out, w->nframes, 4);
     wb_le(&out, out.len + 24, 8);
     wb_le(&out, 0, 8);
@@ -691,10 +754,7 @@ void out_tach_writer_free(struct out_tach_writer *w)
 {
     if (!w)
         return;
-    for (size_t i = 0; i < w->nstrs; i++)
-        free(w->strs[i].s);
-    free(w->strs);
-    util_htab_release(&w->str_index);
+    util_strtab_release(&w->strs);
     free(w->frames);
     util_htab_release(&w->frame_index);
     free(w->th);

@@ -17,6 +17,22 @@ static inline int out_tach_is(const uint8_t *data, size_t size)
     return size >= 4 && (memcmp(data, "HCAT", 4) == 0 || memcmp(data, "TACH", 4) == 0);
 }
 
+/* What the header, the footer and the stats extension say, as they stand:
+ * out_tach_read checks them against the file. */
+struct out_tach_info {
+    uint32_t version, compression, config, threads, strings, frames;
+    uint8_t python[3]; /* the writer's major, minor, micro */
+    uint64_t start_us, interval_us, samples, str_off, frame_off;
+    int has_stats;          /* the stats extension is there */
+    uint32_t stats_present; /* of it, 1: error_rate, 2: missed_samples */
+    double duration_sec, sample_rate, error_rate, missed_samples;
+};
+
+/* Fill *out from a little-endian TACH file ("HCAT"); 0, or -1 (*out
+ * untouched) if data is too short for a header and footer or starts
+ * otherwise. */
+int out_tach_info(const uint8_t *data, size_t size, struct out_tach_info *out);
+
 /* As out_rec_read: the META first (pid 0: the format does not have it),
  * then each sample record's samples, one thread each, in file order; no
  * STATS. The frames have no first line (0). */

@@ -1,6 +1,6 @@
 /*
  * utf8: the one UTF-8 decoder of the writers that escape text (json.c and
- * those built on it, heatmap.c, svg.c). Names and source lines from the
+ * those built on it, markup.c). Names and source lines from the
  * target are untrusted bytes; every writer decodes them by the same rules
  * and then applies its own format's escaping to the characters it gets.
  *

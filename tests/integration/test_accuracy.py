@@ -23,19 +23,19 @@ PROFILE_SECONDS = 2
 # The profile's distance from the truth (depth bands), above the noise floor
 # of independent draws of the sizes compared. The floor understates the noise
 # on a loaded machine, where a profile samples the stack of a target waiting
-# for a CPU many times (two profiles of one process then differ by up to 0.15,
-# bench/ACCURACY.md, A-B); a sampler that drops the deepest quarter of the
-# stacks, or the 3.8-3.10 profiles of issue 33 (0.67), is still far outside.
+# for a CPU many times, so the margin lies above the distance between two
+# profiles of one process there (bench/ACCURACY.md, A-B), and well below that
+# of a sampler that drops the deepest quarter of the stacks.
 TVD_MARGIN = 0.2
 FAILED_PCT_MAX = 25.0   # the profile's failed samples
 
 STOPPED_GENERATORS_3_11_12 = (
     "issue 33: some stopped moments of a generator pipeline driven from C cannot "
-    "be read on 3.11 and 3.12 (about 1 and 2 in 100 in bench/ACCURACY.md: 'frame "
-    "chain changed while it was read, or did not reach the base frame')")
+    "be read on 3.11 and 3.12 ('frame chain changed while it was read, or did "
+    "not reach the base frame'; rates in bench/ACCURACY.md)")
 STOPPED_COROUTINES_3_12 = (
     "issue 33: a stopped moment of 3.12's asyncio pipeline read as 'frame chain "
-    "too long or cyclic' (1 in 1,600 in bench/ACCURACY.md)")
+    "too long or cyclic' (rate in bench/ACCURACY.md)")
 STOPPED_INIT_SHIM = (
     "issue 33: on 3.14+ a stopped moment inside an __init__ called through "
     "CALL_ALLOC_AND_ENTER_INIT fails 'torn stack: __init__, below the top, has "
@@ -46,7 +46,7 @@ PROFILE_3_8_10 = (
     "issue 33: on 3.8-3.10, on an idle machine (the profiler's walk then runs "
     "beside the target on another core), a third or more of the samples of "
     "chains that change every few tens of microseconds are torn, and the kept "
-    "ones are shallow (depth TVD 0.4-0.45)")
+    "ones are too shallow for TVD_MARGIN (bench/ACCURACY.md)")
 
 
 def xfail_if(request, cond, reason):

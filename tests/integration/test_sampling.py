@@ -41,13 +41,14 @@ EXIT_OK, EXIT_USAGE, EXIT_NO_PROCESS, EXIT_NOT_PYTHON, EXIT_UNSUPPORTED = 0, 2, 
 RUN_TIMEOUT = 60.0          # seconds for one pystrobe run that should end by itself
 STOP_TIMEOUT = 15.0         # seconds for pystrobe to finish after Ctrl-C / target exit
 SPLIT_SHARE = 0.75          # alpha's share of alpha + beta in split_3_1.py
-# The profile may differ from it by 4 points (5 in the sanitizer build,
-# which samples several times slower): `run` on 3.8 shows a bias of 1 to 2
-# points towards alpha, not yet explained (bench/RESULTS.md keeps figures).
+# How far the profile's share may lie from it: wide enough for the sampling
+# error of a few thousand samples on a loaded machine, a point wider in the
+# sanitizer build, which takes several times fewer samples.
 SPLIT_TOLERANCE = 0.05 if os.environ.get("PYSTROBE_SANITIZED") else 0.04
-# That bias only ever raises alpha's share, more under the sanitizers; it
-# is not aliasing with the sampling period nor failed samples. Until it is
-# found, the share may lie this much further above the truth than below.
+# How much further it may lie above the truth than below: `run` on 3.8 leans
+# towards alpha by a cause not yet found (not aliasing with the sampling
+# period, not failed samples; bench/RESULTS.md has the figures), and a bias
+# that only raises alpha's share must not fail a correct build.
 SPLIT_BIAS_UP = 0.03 if os.environ.get("PYSTROBE_SANITIZED") else 0.01
 WORKERS = ("spin", "sleeper", "handler", "via_c")
 ENV = {"PYTHONDONTWRITEBYTECODE": "1"}

@@ -3,7 +3,9 @@
  * over the caller's array finds every key put in, through growth and heavy
  * collisions; growth that cannot allocate fails with PYS_E_NOMEM and leaves
  * the table as it was; removal keeps every other key findable; the hash
- * functions spread keys over the low bits.
+ * functions spread keys over the low bits. The string table on top of it
+ * (util/strtab.h) gives one index per content, in order of first
+ * appearance, whether it keeps copies or the caller's pointers.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +20,7 @@
 #include <pystrobe/pystrobe.h>
 
 #include "util/hashtab.h"
+#include "util/strtab.h"
 
 /* A failed allocation must come back as NULL under AddressSanitizer too. */
 const char *__asan_default_options(void);
@@ -271,6 +274,31 @@ static void test_hash_bytes(void **state)
                 util_hash_u64(util_hash_add(util_hash_add(0, 2), 1)));
 }
 
+static void test_strtab(void **state)
+{
+    (void)state;
+    for (int copies = 0; copies <= 1; copies++) {
+        struct util_strtab t = {.copies = copies};
+        char buf[2000][8];
+        for (int i = 0; i < 2000; i++) {
+            snprintf(buf[i], sizeof buf[i], "s%d", i);
+            assert_int_equal(util_strtab_add(&t, buf[i], strlen(buf[i])), i);
+        }
+        /* The same content at another address, and a prefix of one. */
+        char again[8] = "s1234";
+        assert_int_equal(util_strtab_add(&t, again, 5), 1234);
+        assert_int_equal(util_strtab_add(&t, again, 4), 123);
+        assert_int_equal(util_strtab_add(&t, "with\0nul", 8), 2000);
+        assert_int_equal(util_strtab_add(&t, "with", 4), 2001);
+        assert_int_equal(t.n, 2002);
+        assert_true(copies ? t.v[7].s != buf[7] : t.v[7].s == buf[7]);
+        assert_string_equal(t.v[7].s, "s7");
+        assert_memory_equal(t.v[2000].s, "with\0nul", 8);
+        util_strtab_release(&t);
+        assert_int_equal(t.n, 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -280,6 +308,7 @@ int main(void)
         cmocka_unit_test(test_grow_failure_leaves_table),
         cmocka_unit_test(test_remove),
         cmocka_unit_test(test_hash_bytes),
+        cmocka_unit_test(test_strtab),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

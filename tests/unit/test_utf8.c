@@ -2,8 +2,8 @@
  * Unit tests of the writers' one UTF-8 decoder (output/utf8.h): each rule
  * (shortest form, no surrogates, nothing above U+10FFFF, no lone or missing
  * continuation bytes, never past the end) has a case that fails if the
- * rule is broken, and the writers built on it (JSON, SVG, pstats) replace
- * exactly what it rejects.
+ * rule is broken, and the writers built on it (JSON, the HTML and SVG
+ * markup) replace exactly what it rejects.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "output/json.h"
+#include "output/markup.h"
 #include "output/utf8.h"
 
 struct ok_case {
@@ -134,12 +135,52 @@ static void test_json_writer_follows_the_rules(void **state)
     }
 }
 
+/* s escaped as markup, at most max characters; *left what was not. */
+static char *markup_of(const char *s, size_t max, size_t *left)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    *left = out_markup_put(f, s, strlen(s), max);
+    fclose(f);
+    return buf;
+}
+
+static void test_markup_writer_follows_the_rules(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"a<b>&\"'", "a&lt;b&gt;&amp;&quot;&#39;"},
+        {"t\tn\nz", "t\tn\xef\xbf\xbdz"},                   /* a control but tab */
+        {"\x7f\xc2\x85", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* DEL, C1: per byte */
+        {"\xef\xbf\xbe.", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd."}, /* U+FFFE */
+        {"\xc0\x80\xe2\x82\xac", "\xef\xbf\xbd\xef\xbf\xbd\xe2\x82\xac"}, /* overlong */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t left;
+        char *got = markup_of(cases[i].in, SIZE_MAX, &left);
+        assert_string_equal(got, cases[i].out);
+        assert_int_equal(left, 0);
+        free(got);
+    }
+    size_t left;
+    char *got = markup_of("\xe2\x82\xac<\xffxy", 2, &left);
+    assert_string_equal(got, "\xe2\x82\xac&lt;");
+    assert_int_equal(left, 3);
+    assert_int_equal(out_markup_chars("\xe2\x82\xac<\xffxy", 7), 5);
+    free(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_well_formed),
         cmocka_unit_test(test_not_characters),
         cmocka_unit_test(test_json_writer_follows_the_rules),
+        cmocka_unit_test(test_markup_writer_follows_the_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

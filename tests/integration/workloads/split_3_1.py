@@ -7,16 +7,15 @@ alpha and beta have the same body (an arithmetic loop, no calls, so each is
 the leaf of its own stacks) and are given the same work per call; main()
 calls alpha three times for each call of beta, every call well under a
 millisecond, until DURATION seconds have passed, then exits with N (default
-0). Equal calls make the split exactly 3:1 whatever the interpreter's speed
-(giving alpha three times the iterations instead showed a bias of up to 0.7
-points: more of its loop counters fall outside the small-int cache). It
-prints "ready" once started.
+0). Equal calls make the split exactly 3:1 whatever the interpreter's speed:
+calls of different lengths would not cost in proportion to their iterations
+(the longer loop's counters fall outside the small-int cache). It prints
+"ready" once started.
 
 --selftest runs for SECONDS (default 2), measuring the CPU time
 (time.process_time) and the wall time (time.perf_counter) of every call, and
 prints alpha's share of each; it exits 1 if the CPU split is not 3:1 within
-one point. This is the calibration: 74.9-75.0% on this project's machines,
-with every interpreter from 3.8 to 3.15.
+one point: the calibration that the tests' expected share rests on.
 
 With --report, main() measures the wall time of every call (perf_counter
 only: a vDSO read, where process_time is a system call, and a loaded machine
@@ -33,11 +32,10 @@ import os
 import sys
 import time
 
-# Iterations per call: 50-100 us on this project's machines (3.8-3.15), long
-# against the clock reads around each call (under 1 us), and short against a
-# scheduler time slice (3 ms and more): with calls of a millisecond, a loaded
-# machine preempted the workload in step with its cycle of calls and its
-# wall-clock split drifted 5 points from its CPU split.
+# Iterations per call: a call must be long against the clock reads around it
+# (under a microsecond) and short against a scheduler time slice (3 ms and
+# more), so that a loaded machine cannot preempt the workload in step with its
+# cycle of calls and pull its wall-clock split away from its CPU split.
 ITERATIONS = 500
 # The cycle of calls: three of alpha, one of beta.
 CYCLE = ("alpha", "alpha", "alpha", "beta")

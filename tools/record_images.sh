@@ -13,12 +13,17 @@
 # at spin <- shallow, grow-3.X-b.img 41 calls deeper, spin <- deep).
 # "splice" records tests/images/splice.py under 3.11, 3.12 and 3.13
 # (splice-3.X-a.img in a2 <- a1, splice-3.X-b.img at spin_b <- b2).
+# "enterc" records enterc-3.12.img: tests/images/enter_c.py stopped by
+# gdb (tools/enter_c.gdb) as a generator is entered from C, before the
+# evaluation loop fills in its _PyCFrame.
+# "init" records tests/images/init.py under 3.13-3.15 (init-3.X.img at
+# spin <- __init__ <- make: an __init__ called through CPython's shim).
 set -eu
 B=${1:?usage: record_images.sh BUILD_DIR [VERSION...]}
 shift
 ROOT=${PYSTROBE_IMAGES_SIDROOT:-.cache/sid-root}
 OUT=tests/images
-[ $# -gt 0 ] || set -- 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15 pos enter grow splice
+[ $# -gt 0 ] || set -- 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15 pos enter grow splice init enterc
 for v in "$@"; do
     if [ "$v" = splice ]; then
         mkdir -p /tmp/pystrobe-images
@@ -32,6 +37,49 @@ for v in "$@"; do
             kill $pid 2>/dev/null || true
             wait $pid 2>/dev/null || true
             [ $rc -eq 0 ] || { echo "record_images: splice $pv failed" >&2; exit 1; }
+        done
+        continue
+    fi
+    if [ "$v" = enterc ]; then
+        mkdir -p /tmp/pystrobe-images
+        cp $OUT/enter_c.py /tmp/pystrobe-images/enter_c.py
+        for pv in 3.12.1; do
+            rc=1
+            for _ in 1 2 3; do # gdb's conditional breakpoint sometimes misses
+                "$(pyenv prefix $pv)/bin/python3" -B /tmp/pystrobe-images/enter_c.py 60 & pid=$!
+                sleep 1
+                rc=0
+                gdb -p $pid -batch -x "$PWD/tools/enter_c.gdb" >/dev/null 2>&1 || rc=$?
+                # The queued SIGSTOP is taken as gdb lets go: wait for it.
+                for _ in 1 2 3 4 5 6 7 8 9 10; do
+                    grep -q '^State:.*T' /proc/$pid/status && break
+                    sleep 0.2
+                done
+                [ $rc -eq 0 ] && { "$B/tests/record_image" $pid "$OUT/enterc-${pv%.*}.img:main,<module>" || rc=$?; }
+                kill -9 $pid 2>/dev/null || true
+                wait $pid 2>/dev/null || true
+                [ $rc -eq 0 ] && break
+            done
+            [ $rc -eq 0 ] || { echo "record_images: enterc $pv failed" >&2; exit 1; }
+        done
+        continue
+    fi
+    if [ "$v" = init ]; then
+        mkdir -p /tmp/pystrobe-images "$ROOT/tmp/pystrobe-images"
+        cp $OUT/init.py /tmp/pystrobe-images/init.py
+        cp $OUT/init.py "$ROOT/tmp/pystrobe-images/init.py"
+        for iv in 3.13 3.14 3.15; do
+            case $iv in
+            3.13) run="$(pyenv prefix 3.13.0)/bin/python3" ;;
+            *) run="chroot $ROOT /usr/bin/python$iv" ;;
+            esac
+            $run -B /tmp/pystrobe-images/init.py 60 & pid=$!
+            sleep 1
+            rc=0
+            "$B/tests/record_image" $pid "$OUT/init-$iv.img:spin,Made.__init__,make" || rc=$?
+            kill $pid 2>/dev/null || true
+            wait $pid 2>/dev/null || true
+            [ $rc -eq 0 ] || { echo "record_images: init $iv failed" >&2; exit 1; }
         done
         continue
     fi

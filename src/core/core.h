@@ -618,6 +618,10 @@ void prof_process_close(struct pys_session *s);
 /* Fill pt->host_id from pt->native_id and, with opt.cpu_state, the
  * PYS_THREAD_ON_CPU / PYS_THREAD_UNKNOWN bits from the kernel's state. */
 void prof_thread_os_state(struct pys_session *s, struct pys_thread *pt);
+/* Can thread pt not move: the session's target is an image, stopped by
+ * the session (pys_session_pause), or the kernel says the thread is stopped
+ * (a /proc read: for rare paths only)? */
+int prof_thread_stopped(struct pys_session *s, const struct pys_thread *pt);
 /* Has the process exec'd since the attach? Looked at after a failed read
  * (failed; at most once a millisecond) and at least every 100 ms: 0, or
  * PYS_E_EXEC (from then on always) or PYS_E_EXITED, the detail in s->err. */
@@ -727,8 +731,10 @@ static inline int prof_torn_frame_fits(struct pys_session *s, const struct cpy_t
         return 0;
     /* A frame still in its prologue has called no Python function yet (C
      * code it calls, a collection say, may): one that a Python frame names
-     * as its caller was read at another moment than that frame. */
-    if (incomplete)
+     * as its caller was read at another moment than that frame. Unless its
+     * code never leaves the prologue (CPython's __init__ shim, which calls
+     * __init__ from there). */
+    if (incomplete && !cpy_code_never_starts(&pc->code))
         return prof_torn_frame_refused(pc, PROF_TORN_NOT_STARTED, err, errlen);
     if (!prof_torn_calling(s, &raw[i], pc))
         return prof_torn_frame_refused(pc, PROF_TORN_NOT_CALLING, err, errlen);

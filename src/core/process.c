@@ -3,6 +3,7 @@
  * its threads' ids in pystrobe's /proc and their run state, and whether the
  * process still runs the program the session attached to.
  */
+#include <stdint.h>
 #include <stdio.h>
 
 #include "core/core.h"
@@ -64,6 +65,16 @@ void prof_thread_os_state(struct pys_session *s, struct pys_thread *pt)
         pt->status |= PYS_THREAD_ON_CPU;
     else if (state < 0)
         pt->status |= PYS_THREAD_UNKNOWN;
+}
+
+int prof_thread_stopped(struct pys_session *s, const struct pys_thread *pt)
+{
+    if (s->stack.stopped || s->image)
+        return 1;
+    if (s->pid <= 0 || pt->host_id == 0 || pt->host_id > INT32_MAX)
+        return 0;
+    int state = plat_task_state(s->pid, (pid_t)pt->host_id);
+    return state == 'T' || state == 't';
 }
 
 int prof_exec_check(struct pys_session *s, int failed)

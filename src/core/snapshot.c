@@ -398,6 +398,22 @@ static void fcache_outcome(struct pys_session *s, int torn)
     fc->win_walks = fc->win_torn = 0;
 }
 
+/*
+ * 3.12: a thread that cannot move, whose every walk failed, may be caught
+ * entering a C-level call of the evaluation loop, its cframe not yet filled
+ * in: the last walk starts from the frames linked then
+ * (cpy_stack_entering_root). Asked only after every other walk failed, the
+ * kernel's word on the thread costs nothing to the walks that succeed.
+ */
+static void walk_from_entering_root(struct pys_session *s, const struct pys_thread *pt,
+                                    struct cpy_thread *cur)
+{
+    uint64_t root;
+    if (s->off.traits.frames == CPY_FRAMES_CFRAME && prof_thread_stopped(s, pt) &&
+        cpy_stack_entering_root(&s->mem, &s->off, &s->sym, cur, &root) == 0)
+        cur->current_frame = root;
+}
+
 /* Read one thread: status, then frames. again: it was read before in this
  * snapshot (its put-off check failed), so it counts as re-read. Returns 0
  * (the thread may carry its own error) or PYS_E_EXITED / PYS_E_NOMEM, which
@@ -452,6 +468,8 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
         if (fc_walk) {
             rc = prof_fcache_walk(s, &w, &cur);
         } else {
+            if (attempt == WALK_TRIES - 1)
+                walk_from_entering_root(s, pt, &cur);
             rc = cpy_stack_walk(&s->mem, &s->off, &cur, &s->stack, s->raw, s->walk_max);
             w.cut = s->stack.cut;
             int v = rc >= 0 ? prof_torn_walk(s, &w, in, &cur, (size_t)rc, ti, ni) : PROF_TORN_ONE;

@@ -264,6 +264,16 @@ int cpy_frame_incomplete(const struct cpy_offsets *o, const struct cpy_code *c,
     return idx != INT64_MAX && idx < c->firsttraceable;
 }
 
+int cpy_code_never_starts(const struct cpy_code *c)
+{
+    /* CPython finds a code object's first traceable instruction (its RESUME)
+     * by scanning its bytecode; one made by hand may put it past the end:
+     * 3.13+'s shim under an __init__ that CALL_ALLOC_AND_ENTER_INIT calls
+     * (three instructions, the first traceable one 4), whose frame waits at
+     * its first instruction, which checks what __init__ returned. */
+    return c->firsttraceable >= 0 && (uint64_t)c->firsttraceable >= c->ncodeunits;
+}
+
 int cpy_code_holds(const struct cpy_offsets *o, const struct cpy_code *c, uint64_t code,
                    uint64_t position)
 {

@@ -216,6 +216,22 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
                       struct cpy_stack *st, uint64_t stop, struct cpy_raw_frame *out, size_t max,
                       uint64_t *stop_prev);
 
+/*
+ * 3.12 (3.11's code objects have no co_framesize: PYS_E_INVAL): where a
+ * walk of thread t starts when its cframe cannot be trusted. As the interpreter enters a C-level call of its evaluation loop
+ * (a generator resumed from C, a function called from C), the thread's
+ * cframe points at a _PyCFrame not yet filled in: what it holds is stale,
+ * from an earlier use of that C stack. The frames linked then are found
+ * without it: the innermost running generator linked to its caller (from
+ * the thread's exception states) or the innermost frame on the data stack
+ * that has started, whichever is the other's callee. 0 with *root set, or
+ * PYS_E_CORRUPT / PYS_E_NOTFOUND / a read error. Only for a thread that
+ * cannot move: made of several reads, it is no moment of a running one.
+ */
+int cpy_stack_entering_root(struct mem *m, const struct cpy_offsets *o,
+                            const struct cpy_symbols *sym, const struct cpy_thread *t,
+                            uint64_t *root);
+
 /* The offset in a frame of its position field (cpy_raw_frame.instr_ptr)
  * into *off; returns its width: 4 (f_lasti, 3.8-3.10) or 8. */
 size_t cpy_frame_pos_field(const struct cpy_offsets *o, uint64_t *off);
@@ -286,6 +302,11 @@ int cpy_code_holds(const struct cpy_offsets *o, const struct cpy_code *c, uint64
 /* Is f still in its prologue (CPython hides such frames from tracebacks)? */
 int cpy_frame_incomplete(const struct cpy_offsets *o, const struct cpy_code *c,
                          const struct cpy_raw_frame *f);
+
+/* Is c code that never leaves its prologue, a frame of it hidden all its
+ * life, calling Python code from its first instruction on (CPython's own
+ * shims made of code objects)? */
+int cpy_code_never_starts(const struct cpy_code *c);
 
 /* --- objects ------------------------------------------------------------ */
 

@@ -755,6 +755,12 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
      * stack much deeper than that (cut) is not copied whole at each walk,
      * and never fails for its depth alone. Frames beyond are read a page at
      * a time. */
+    /* 3.11-3.12: no current frame while the data stack holds frames is a
+     * cframe not filled in yet (cpy_stack_entering_root), not an idle
+     * thread. */
+    if (o->traits.frames == CPY_FRAMES_CFRAME && addr == 0 && t->datastack_chunk != 0 &&
+        t->datastack_top > t->datastack_chunk + CHUNK_HEADER + 8)
+        return PYS_E_CORRUPT;
     size_t per = 4 * (size_t)(o->interpreter_frame.size ? o->interpreter_frame.size : 1);
     size_t budget = max < CPY_MAX_CHUNK_BYTES / 2 / per ? max * per : CPY_MAX_CHUNK_BYTES / 2;
     if ((rc = copy_chunks(m, t, st, 0, budget)) < 0)
@@ -794,4 +800,144 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
             return PYS_E_CORRUPT;
     }
     return (int)n;
+}
+
+/* --- 3.11-3.12: a thread caught entering a C-level call of the evaluation loop --- */
+
+/* How far the root search below follows a chain, and at most how many
+ * exception states it goes down. */
+#define ROOT_STEPS 4096
+#define ROOT_EXC_ITEMS 256
+/* In 3.11 and 3.12 a generator's exception state (gi_exc_state) lies this
+ * far before its frame (gi_iframe): the state, then origin or finalizer,
+ * three flags and the frame state, padded. */
+#define GEN_EXC_TO_FRAME 32
+
+/*
+ * The innermost generator (or coroutine) frame of thread t that runs, from
+ * the thread's chain of exception states: each generator resumed pushes its
+ * own (tstate->exc_info) before it runs and pops it as it yields or
+ * returns, so the chain lists the running generators, innermost first. With
+ * `entering`, the innermost is the one being entered, not linked to its
+ * caller yet: the next is taken. 0 in *out: none.
+ */
+static int running_generator(struct mem *m, const struct cpy_offsets *o,
+                             const struct cpy_thread *t, int entering, uint64_t *out)
+{
+    const struct cpy_frame_offsets *f = &o->interpreter_frame;
+    uint64_t item, tend = t->addr + o->thread_state.size;
+    memcpy(&item, t->copy + o->thread_state.exc_info, 8);
+    *out = 0;
+    for (int i = 0; item != 0 && !(item >= t->addr && item < tend); i++) {
+        uint64_t frame = item + GEN_EXC_TO_FRAME, prev;
+        uint8_t owner;
+        int rc;
+        if (i == ROOT_EXC_ITEMS || item % 8 != 0)
+            return PYS_E_CORRUPT;
+        if ((rc = mem_read_fresh(m, frame + f->owner, &owner, 1)) < 0 ||
+            (rc = mem_read_fresh(m, frame + f->previous, &prev, 8)) < 0)
+            return rc;
+        if (owner != CPY_OWNER_GENERATOR)
+            return PYS_E_CORRUPT;
+        if (i > 0 || !entering) {
+            *out = frame;
+            return prev != 0 ? 0 : PYS_E_CORRUPT; /* running: linked */
+        }
+        if ((rc = mem_read_fresh(m, item + o->err_stackitem.previous_item, &item, 8)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/*
+ * The innermost frame on thread t's data stack that has started: the
+ * current chunk's frames lie back to back from its first slot (its second
+ * in the thread's first chunk) to datastack_top, each co_framesize words
+ * long. One not started yet (its position one unit before its code) is
+ * being entered, not linked to its caller yet: the one below it is taken,
+ * and *unstarted says so. 0 in *out when the chunk holds none.
+ */
+static int top_started_frame(struct mem *m, const struct cpy_offsets *o,
+                             const struct cpy_symbols *sym, const struct cpy_thread *t,
+                             uint64_t *out, int *unstarted)
+{
+    const struct cpy_frame_offsets *f = &o->interpreter_frame;
+    uint64_t chunk = t->datastack_chunk, top = t->datastack_top, prev, addr;
+    int rc;
+    *out = 0;
+    *unstarted = 0;
+    if (chunk == 0 || sym->code_type == 0)
+        return PYS_E_CORRUPT;
+    if ((rc = mem_read_fresh(m, chunk + CHUNK_PREVIOUS, &prev, 8)) < 0)
+        return rc;
+    addr = chunk + CHUNK_HEADER + (prev == 0 ? 8 : 0);
+    if (top < addr || top - addr > CPY_CHUNK_MIN * 64u)
+        return PYS_E_CORRUPT;
+    for (size_t n = 0; addr < top; n++) {
+        uint64_t code, pos, type;
+        int32_t words;
+        uint8_t owner;
+        if (n == ROOT_STEPS)
+            return PYS_E_TOODEEP;
+        if ((rc = mem_read_fresh(m, addr + f->executable, &code, 8)) < 0 ||
+            (rc = mem_read_fresh(m, addr + f->instr_ptr, &pos, 8)) < 0 ||
+            (rc = mem_read_fresh(m, addr + f->owner, &owner, 1)) < 0 ||
+            (rc = mem_read_fresh(m, code + o->pyobject.ob_type, &type, 8)) < 0 ||
+            (rc = mem_read_fresh(m, code + o->code_object.framesize, &words, 4)) < 0)
+            return rc;
+        if (owner != CPY_OWNER_THREAD || type != sym->code_type || words <= 0 ||
+            (uint64_t)words * 8 > top - addr)
+            return PYS_E_CORRUPT;
+        *unstarted = pos == code + o->code_object.co_code_adaptive - 2;
+        if (!*unstarted)
+            *out = addr;
+        addr += (uint64_t)words * 8;
+    }
+    return 0;
+}
+
+/* Whether the chain from frame `from` passes through frame `to`: 1 or 0,
+ * or an error. */
+static int on_chain(struct mem *m, const struct cpy_offsets *o, uint64_t from, uint64_t to)
+{
+    for (size_t n = 0; from != 0; n++) {
+        int rc;
+        if (from == to)
+            return 1;
+        if (n == ROOT_STEPS || from % 8 != 0)
+            return PYS_E_TOODEEP;
+        if ((rc = mem_read_fresh(m, from + o->interpreter_frame.previous, &from, 8)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int cpy_stack_entering_root(struct mem *m, const struct cpy_offsets *o,
+                            const struct cpy_symbols *sym, const struct cpy_thread *t,
+                            uint64_t *root)
+{
+    uint64_t gen, top;
+    int rc, unstarted;
+    if (o->traits.frames != CPY_FRAMES_CFRAME || !t->copy ||
+        !CPY_HAS(o, code_object, framesize))
+        return PYS_E_INVAL;
+    /* What is being entered from C: the data stack's top frame, not
+     * started yet (a function called from C), else the innermost running
+     * generator (one resumed from C). */
+    if ((rc = top_started_frame(m, o, sym, t, &top, &unstarted)) < 0 ||
+        (rc = running_generator(m, o, t, !unstarted, &gen)) < 0)
+        return rc;
+    if (gen == 0 || top == 0) {
+        *root = gen ? gen : top;
+        return *root ? 0 : PYS_E_NOTFOUND;
+    }
+    /* The innermost of the two: the generator if the data stack's frame is
+     * among its callers, else that frame, if the generator is among its. */
+    int gen_inner = on_chain(m, o, gen, top);
+    if (gen_inner < 0)
+        return gen_inner;
+    if (!gen_inner && on_chain(m, o, top, gen) != 1)
+        return PYS_E_CORRUPT;
+    *root = gen_inner ? gen : top;
+    return 0;
 }

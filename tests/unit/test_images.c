@@ -17,6 +17,9 @@
  * 5. 3.8-3.10 stopped as a frame is entered (tests/images/enter-3.X.img).
  * 6. The torn walk on tests/images/splice.py (3.11-3.13): two chains of
  *    equal-size frames, one a call deeper: never one chain under the other.
+ * 7. Stopped moments that checks once refused: 3.13+'s __init__ shim
+ *    (init-3.X.img); 3.12 entering the evaluation loop from C
+ *    (enterc-3.12.img).
  *
  * The images are looked for in $PYSTROBE_IMAGES, else tests/images (make
  * runs the tests from the top of the tree).
@@ -709,6 +712,80 @@ static void test_entering(void **state)
 }
 
 /*
+ * Replay image `name` (in tests/images) with options opt: each of a few
+ * snapshots must give exactly the n frames of want, innermost first.
+ */
+static void replay_exactly(const char *name, const struct pys_options *opt,
+                           const struct want *want, size_t n)
+{
+    char path[512], err[512];
+    const char *dir = getenv("PYSTROBE_IMAGES");
+    snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : "tests/images", name);
+    pys_session *s = NULL;
+    int rc = pys_session_attach_image(&s, path, opt, err, sizeof err);
+    if (rc != 0)
+        print_message("%s: %s\n", path, err);
+    assert_int_equal(rc, 0);
+    for (int k = 0; k < 3; k++) {
+        const struct pys_snapshot *snap = NULL;
+        assert_int_equal(pys_session_snapshot(s, &snap), 0);
+        assert_int_equal(snap->interps[0].nthreads, 1);
+        const struct pys_thread *t = &snap->interps[0].threads[0];
+        size_t f = 0;
+        for (; t->error == 0 && f < n && f < t->nframes; f++)
+            if (strcmp(t->frames[f].qualname, want[f].qualname) != 0 ||
+                t->frames[f].lineno != want[f].lineno)
+                break;
+        if (t->error != 0 || f != n || t->nframes != n) {
+            print_message("%s, snapshot %d:\n", path, k);
+            print_thread(t);
+        }
+        assert_int_equal(t->error, 0);
+        assert_int_equal(t->nframes, n);
+        assert_int_equal(f, n);
+    }
+    pys_session_free(s);
+}
+
+/*
+ * 3.13+: init.py stopped (tools/record_images.sh, "init") in spin() under
+ * an __init__ that CALL_ALLOC_AND_ENTER_INIT called: below that __init__
+ * lies CPython's shim, a frame of a code object also named __init__ that
+ * never leaves its prologue. It is a caller all the same (not a torn
+ * walk), hidden as Python hides it.
+ */
+static void test_init_shim(void **state)
+{
+    (void)state;
+    static const struct want INIT[] = {
+        {"spin", 16}, {"Made.__init__", 21}, {"make", 25}, {"main", 31}, {"<module>", 34}};
+    static const char *const versions[] = {"3.13", "3.14", "3.15"};
+    for (size_t v = 0; v < sizeof versions / sizeof *versions; v++)
+        for (int fc = 0; fc < 2; fc++) {
+            char name[64];
+            snprintf(name, sizeof name, "init-%s.img", versions[v]);
+            struct pys_options opt = {0};
+            opt.frame_cache = fc;
+            replay_exactly(name, &opt, INIT, sizeof INIT / sizeof *INIT);
+        }
+}
+
+/*
+ * 3.12: enter_c.py stopped (tools/record_images.sh, "enterc") as
+ * next() enters a generator from C, after the evaluation loop made its
+ * _PyCFrame the thread's cframe and before it filled it in: the cframe
+ * holds what the C code that last used that stack left there. It reads as
+ * main's stack, calling next(), the generator not yet entered.
+ */
+static void test_entering_from_c(void **state)
+{
+    (void)state;
+    static const struct want ENTER[] = {{"main", 29}, {"<module>", 33}};
+    struct pys_options opt = {0};
+    replay_exactly("enterc-3.12.img", &opt, ENTER, sizeof ENTER / sizeof *ENTER);
+}
+
+/*
  * Second copies reach past the stack's top (core/torn.c, grow_end): grow.py
  * at a shallow moment (A) and at one 41 calls deeper (B). After snapshots
  * of A, B, A (the batch then replays B's whole stack, kept from its
@@ -838,6 +915,7 @@ int main(void)
         cmocka_unit_test(test_shape),           cmocka_unit_test(test_switch),
         cmocka_unit_test(test_anchor_position), cmocka_unit_test(test_entering),
         cmocka_unit_test(test_grow),            cmocka_unit_test(test_splice),
+        cmocka_unit_test(test_init_shim),       cmocka_unit_test(test_entering_from_c),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

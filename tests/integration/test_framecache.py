@@ -205,9 +205,11 @@ def test_entries_of_gone_threads_dropped(spawn, target15, flags):
     assert m, r.stderr
     short = sum(1 for line in r.stdout.splitlines() if "lives_briefly" in line)
     # Short-lived threads were sampled hundreds of times; only the main
-    # thread and the one alive stay.
+    # thread and the one alive stay. A snapshot that takes threads over
+    # (--reuse-idle) drops no entry (those threads were not walked), so
+    # the last thread gone may keep its entry until the next full read.
     assert short > 100, r.stderr
-    assert int(m.group(2)) <= 2, r.stderr
+    assert int(m.group(2)) <= (3 if flags else 2), r.stderr
 
 
 def test_stats_show_the_cache(pystrobe, spawn, target15, tmp_path):

@@ -221,7 +221,7 @@ def test_heatmap_instructions_per_line(pystrobe, tmp_path):
     total, cell = rows[add_line]
     assert total > 0 and cell, rows[add_line]
     ops = {html.unescape(n): int(c) for n, c in OP_ROW.findall(cell)}
-    assert "BINARY_OP_ADD_INT (BINARY_OP)" in ops, ops
+    assert "BINARY_OP_ADD_UNICODE (BINARY_OP)" in ops, ops
     assert sum(ops.values()) == total, (ops, total)
     top = re.search(r"<summary>([A-Z_]+) \d+%", cell)
     by_name = {k.split(" ")[0]: c for k, c in ops.items()}
@@ -234,4 +234,4 @@ def test_heatmap_instructions_per_line(pystrobe, tmp_path):
     details = doc.all("details")
     assert details and not any("open" in d.attrs for d in details), len(details)
     texts = [d.text() for d in details]
-    assert any("BINARY_OP_ADD_INT (BINARY_OP)" in t for t in texts), texts
+    assert any("BINARY_OP_ADD_UNICODE (BINARY_OP)" in t for t in texts), texts

@@ -136,6 +136,7 @@ struct thread_ent {
 
 struct out_rec_enc {
     struct out_rec_buf buf;  /* the records since the last take */
+    struct out_rec_buf times; /* their samples' time column (docs/format.md) */
     struct out_rec_buf part; /* scratch: a sample's thread parts */
     uint64_t last_us;        /* the time of the last sample, or the start (us) */
     int64_t interval_us;     /* the interval asked (us): times are stored against it */
@@ -209,6 +210,7 @@ void out_rec_enc_free(out_rec_enc *e)
     if (!e)
         return;
     out_rec_buf_release(&e->buf);
+    out_rec_buf_release(&e->times);
     out_rec_buf_release(&e->part);
     for (size_t i = 0; i < e->nstrs; i++)
         free((void *)e->strs[i].s);
@@ -430,15 +432,16 @@ int out_rec_enc_sample(out_rec_enc *e, uint64_t t_ns, int rc, const struct out_r
     for (size_t i = 0; i < n; i++)
         if (enc_thread(e, &threads[i], part) < 0)
             return PYS_E_NOMEM;
-    if (buf_reserve(&e->buf, 1 + 4 * 10 + part->len) < 0)
+    if (buf_reserve(&e->buf, 1 + 4 * 10 + part->len) < 0 || buf_reserve(&e->times, 10) < 0)
         return PYS_E_NOMEM;
     /* Microseconds since the last sample, less the interval: on schedule,
-     * a number near 0 that compresses well. */
+     * a number near 0. The times go to a column of their own: their low
+     * bytes are noise that would cut zstd's matches between records. */
     uint64_t t_us = t_ns / 1000;
     uint64_t dt = t_us >= e->last_us ? t_us - e->last_us : 0;
     e->last_us += dt;
     put_u8(&e->buf, R_SAMPLE);
-    put_var(&e->buf, zz((int64_t)dt - e->interval_us));
+    put_var(&e->times, zz((int64_t)dt - e->interval_us));
     put_var(&e->buf, (uint64_t)n << 1 | (rc != 0));
     if (rc != 0)
         put_var(&e->buf, zz(rc));
@@ -540,18 +543,28 @@ int out_rec_enc_end(out_rec_enc *e)
 
 size_t out_rec_enc_pending(const out_rec_enc *e)
 {
-    return e->buf.len;
+    return e->buf.len + e->times.len + 4;
 }
 
-void out_rec_enc_take(out_rec_enc *e, struct out_rec_buf *out)
+int out_rec_enc_take(out_rec_enc *e, struct out_rec_buf *out)
 {
+    /* A block's records, then its time column, then the column's length. */
+    if (buf_reserve(&e->buf, e->times.len + 4) < 0)
+        return PYS_E_NOMEM;
+    if (e->times.len)
+        memcpy(e->buf.p + e->buf.len, e->times.p, e->times.len);
+    e->buf.len += e->times.len;
+    put_le(e->buf.p + e->buf.len, e->times.len, 4);
+    e->buf.len += 4;
+    e->times.len = 0;
     *out = e->buf;
     memset(&e->buf, 0, sizeof e->buf);
+    return 0;
 }
 
 size_t out_rec_enc_memory(const out_rec_enc *e)
 {
-    size_t m = sizeof *e + e->buf.cap + e->part.cap + e->capstrs * sizeof *e->strs +
+    size_t m = sizeof *e + e->buf.cap + e->times.cap + e->part.cap + e->capstrs * sizeof *e->strs +
                e->capframes * sizeof *e->frames + e->capthreads * sizeof *e->threads +
                (e->strtab.cap + e->frametab.cap + e->threadtab.cap) * sizeof(uint32_t);
     for (size_t i = 0; i < e->nstrs; i++)
@@ -640,6 +653,11 @@ struct rstr {
     char *s;
 };
 
+/* A cursor over one block's records, or its time column. */
+struct cur {
+    const uint8_t *p, *end;
+};
+
 struct rthread {
     struct out_rec_thread t; /* id, ns_id, name */
     uint32_t *stack;         /* frame ids, outermost first */
@@ -665,16 +683,13 @@ struct reader {
     size_t capsoff;
     uint64_t last_us;
     int64_t interval_us;
+    struct cur times; /* 2.0+: the block's time column, read as its samples are */
     struct out_rec_meta meta;
     char meta_text[3][128]; /* python_version_text, mode, tool */
     int ended;
     ZSTD_DCtx *dc; /* the file's zstd stream, across blocks */
 };
 
-/* A cursor over one block's records. */
-struct cur {
-    const uint8_t *p, *end;
-};
 
 static int get_var(struct cur *c, uint64_t *out)
 {
@@ -938,7 +953,8 @@ static int read_fields(struct reader *r, struct cur *c, int stats, struct out_re
 static int read_sample(struct reader *r, struct cur *c)
 {
     uint64_t dtz, rcz = 0, n;
-    if (get_var(c, &dtz) < 0 || get_var(c, &n) < 0 || ((n & 1) && get_var(c, &rcz) < 0))
+    if (get_var(r->info->major >= 2 ? &r->times : c, &dtz) < 0 || get_var(c, &n) < 0 ||
+        ((n & 1) && get_var(c, &rcz) < 0))
         return -1;
     int64_t rc = unzz(rcz);
     n >>= 1;
@@ -1022,6 +1038,13 @@ static int read_sample(struct reader *r, struct cur *c)
 static int read_records(struct reader *r, const uint8_t *raw, size_t len, uint64_t block,
                         size_t off)
 {
+    if (r->info->major >= 2) { /* the time column, at the end */
+        uint64_t tl = len >= 4 ? get_le(raw + len - 4, 4) : 0;
+        if (len < 4 || tl > len - 4)
+            return fail(r, "bad time column length", block, off);
+        len -= 4 + (size_t)tl;
+        r->times = (struct cur){raw + len, raw + len + tl};
+    }
     struct cur c = {raw, raw + len};
     while (c.p < c.end && !r->ended) {
         int type = *c.p++, rc = 0;
@@ -1080,6 +1103,8 @@ static int read_records(struct reader *r, const uint8_t *raw, size_t len, uint64
         if (rc)
             return rc;
     }
+    if (r->times.p != r->times.end)
+        return fail(r, "time column longer than its samples", block, off);
     return 0;
 }
 

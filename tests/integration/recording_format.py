@@ -93,6 +93,7 @@ def read(path):
     opcode) innermost first])])], "names" ({tid: the last THREAD_NAME given},
     "complete", "cut", "blocks"}."""
     data = open(path, "rb").read()
+    major = struct.unpack_from("<H", data, 8)[0]
     cut = False
     try:
         bl = blocks(data)
@@ -104,6 +105,11 @@ def read(path):
     t = 0
     for _, _, b in bl:
         i = 0
+        times = None
+        if major >= 2:  # the block's time column, at its end
+            tl = struct.unpack_from("<I", b, len(b) - 4)[0]
+            times, ti_ = b[len(b) - 4 - tl:len(b) - 4], 0
+            b = b[:len(b) - 4 - tl]
         while i < len(b):
             typ = b[i]
             i += 1
@@ -134,7 +140,10 @@ def read(path):
             elif typ == 5:
                 res["stats"], i = _fields(b, i)
             elif typ == 6:
-                dt, i = _zz(b, i)
+                if times is None:
+                    dt, i = _zz(b, i)
+                else:
+                    dt, ti_ = _zz(times, ti_)
                 n, i = _var(b, i)
                 rc = 0
                 if n & 1:

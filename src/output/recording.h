@@ -116,7 +116,8 @@ typedef struct out_rec_packer out_rec_packer;
 /* NULL if out of memory. */
 out_rec_packer *out_rec_packer_new(enum out_rec_compression c, int zstd_level);
 void out_rec_packer_free(out_rec_packer *k);
-/* Make the block of raw records (len bytes) in *out (replaced; release it);
+/* Make the block of a raw payload (len bytes, as out_rec_enc_take gives
+ * it) in *out (replaced; release it);
  * last: the file's last block (its zstd frame ends there). 0, PYS_E_NOMEM, PYS_E_INVAL (too large)
  * or PYS_E_IO (the compressor failed; the packer is then unusable). */
 int out_rec_block_pack(out_rec_packer *k, const uint8_t *raw, size_t len, int last,

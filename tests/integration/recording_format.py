@@ -105,11 +105,12 @@ def read(path):
     t = 0
     for _, _, b in bl:
         i = 0
-        times = None
+        times = hi_ = None
         if major >= 2:  # the block's time column, at its end
-            tl = struct.unpack_from("<I", b, len(b) - 4)[0]
-            times, ti_ = b[len(b) - 4 - tl:len(b) - 4], 0
-            b = b[:len(b) - 4 - tl]
+            n, cl = struct.unpack_from("<II", b, len(b) - 8)
+            col = b[len(b) - 8 - cl:len(b) - 8]
+            hi, lo, ti_, hi_, times = col[:cl - n], col[cl - n:], 0, 0, True
+            b = b[:len(b) - 8 - cl]
         while i < len(b):
             typ = b[i]
             i += 1
@@ -143,7 +144,10 @@ def read(path):
                 if times is None:
                     dt, i = _zz(b, i)
                 else:
-                    dt, ti_ = _zz(times, ti_)
+                    u, hi_ = _var(hi, hi_)
+                    u = u << 8 | lo[ti_]
+                    ti_ += 1
+                    dt = (u >> 1) ^ -(u & 1)
                 n, i = _var(b, i)
                 rc = 0
                 if n & 1:

@@ -728,11 +728,16 @@ static const struct {
     const char *full, *brief;
     int keep, finished; /* shown when sampling has ended too */
 } KEYS[] = {
-    {"q quit", NULL, 10, 1},          {"s/S sort", "s sort", 8, 1},
-    {"p pause", NULL, 5, 0},          {"r reset", NULL, 3, 0},
-    {"+/- refresh", NULL, 2, 0},      {"/ filter", NULL, 6, 1},
-    {"t/<- -> thread", "t thread", 7, 1}, {"Enter tree", NULL, 4, 1},
-    {"l lines", NULL, 1, 0},          {"w window", NULL, 1, 0},
+    {"q quit", NULL, 10, 1},
+    {"s/S sort", "s sort", 8, 1},
+    {"p pause", NULL, 5, 0},
+    {"r reset", NULL, 3, 0},
+    {"+/- refresh", NULL, 2, 0},
+    {"/ filter", NULL, 6, 1},
+    {"t/<- -> thread", "t thread", 7, 1},
+    {"Enter tree", NULL, 4, 1},
+    {"l lines", NULL, 1, 0},
+    {"w window", NULL, 1, 0},
     {"h help", NULL, 9, 1},
 };
 

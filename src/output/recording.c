@@ -135,7 +135,7 @@ struct thread_ent {
 };
 
 struct out_rec_enc {
-    struct out_rec_buf buf;  /* the records since the last take */
+    struct out_rec_buf buf; /* the records since the last take */
     /* Their samples' time column (docs/format.md): each time's high bits
      * (a var), and its low byte apart. */
     struct out_rec_buf times_hi, times_lo;
@@ -577,9 +577,9 @@ int out_rec_enc_take(out_rec_enc *e, struct out_rec_buf *out)
 
 size_t out_rec_enc_memory(const out_rec_enc *e)
 {
-    size_t m = sizeof *e + e->buf.cap + e->times_hi.cap + e->times_lo.cap +
-               e->part.cap + e->capstrs * sizeof *e->strs +
-               e->capframes * sizeof *e->frames + e->capthreads * sizeof *e->threads +
+    size_t m = sizeof *e + e->buf.cap + e->times_hi.cap + e->times_lo.cap + e->part.cap +
+               e->capstrs * sizeof *e->strs + e->capframes * sizeof *e->frames +
+               e->capthreads * sizeof *e->threads +
                (e->strtab.cap + e->frametab.cap + e->threadtab.cap) * sizeof(uint32_t);
     for (size_t i = 0; i < e->nstrs; i++)
         m += e->strs[i].len + 1;
@@ -720,7 +720,6 @@ struct reader {
     int ended;
     ZSTD_DCtx *dc; /* the file's zstd stream, across blocks */
 };
-
 
 static int get_var(struct cur *c, uint64_t *out)
 {

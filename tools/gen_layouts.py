@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SIDROOT = Path(os.environ.get("PYSTROBE_SIDROOT", ROOT / ".cache" / "sid-root"))
 OUT = ROOT / "src" / "cpython" / "layouts_gen.c"
-MINORS = [8, 9, 10, 11, 12, 13, 14, 15]
+MINORS = [7, 8, 9, 10, 11, 12, 13, 14, 15]
 TABLE_FROM = 13  # first minor whose runtime carries _Py_DebugOffsets
 
 
@@ -47,7 +47,9 @@ V = "PY_VERSION_HEX"
 EXPRS = {
     ("runtime_state", "size"): [("1", "sizeof(_PyRuntimeState)")],
     ("runtime_state", "interpreters_head"): [("1", "offsetof(_PyRuntimeState, interpreters.head)")],
-    ("runtime_state", "main_thread"): [(f"{V} < 0x030d0000",
+    ("runtime_state", "main_thread"): [(f"{V} < 0x03080000",
+                                        "offsetof(_PyRuntimeState, ceval.pending.main_thread)"),
+                                       (f"{V} < 0x030d0000",
                                         "offsetof(_PyRuntimeState, main_thread)")],
     ("runtime_state", "gil_holder"): [(f"{V} < 0x030c0000",
                                        "offsetof(_PyRuntimeState, gilstate.tstate_current)")],
@@ -211,8 +213,9 @@ EXPRS = {
 # what a frame's position field holds, the line table format (offsets.h),
 # and (3.8-3.10) the "executing" value of a running frame: f_executing == 1
 # (3.8, 3.9), f_state == FRAME_EXECUTING == 0 (3.10).
-EXECUTING = {8: 1, 9: 1, 10: 0}
+EXECUTING = {7: 1, 8: 1, 9: 1, 10: 0}
 TRAITS = {
+    7: ("CPY_FRAMES_OBJECT", "CPY_POS_LASTI_BYTES", "CPY_LINES_LNOTAB"),
     8: ("CPY_FRAMES_OBJECT", "CPY_POS_LASTI_BYTES", "CPY_LINES_LNOTAB"),
     9: ("CPY_FRAMES_OBJECT", "CPY_POS_LASTI_BYTES", "CPY_LINES_LNOTAB"),
     10: ("CPY_FRAMES_OBJECT", "CPY_POS_LASTI_UNITS", "CPY_LINES_PEP626"),
@@ -236,6 +239,8 @@ def header_sets():
         m = re.match(r"3\.(\d+)\.\d+$", d.name)
         if m and int(m.group(1)) in sets:
             inc = d / "include" / f"python3.{m.group(1)}"
+            if not inc.is_dir():  # 3.7 and older: the ABI flags in the name
+                inc = d / "include" / f"python3.{m.group(1)}m"
             if (inc / "internal").is_dir():
                 sets[int(m.group(1))].append((f"pyenv {d.name}", [f"-I{inc}"]))
     for minor in MINORS:
@@ -283,7 +288,11 @@ PROBE_HEAD = """
 #if __has_include("internal/pycore_runtime.h")
 #include "internal/pycore_runtime.h"
 #endif
+#if PY_VERSION_HEX >= 0x03080000
 #include "internal/pycore_pystate.h"
+#else
+#include "internal/pystate.h"
+#endif
 #if __has_include("internal/pycore_interp.h")
 #include "internal/pycore_interp.h"
 #endif

@@ -288,7 +288,7 @@ def test_not_a_core(pystrobe, tmp_path):
     assert res.returncode == EXIT_ERROR and "not an ELF file" in res.stderr.decode()
     res = dump(pystrobe, "--core", tmp_path / "absent")
     assert res.returncode == EXIT_ERROR and "cannot read core" in res.stderr.decode()
-    for bad in (["--core", text, "1234"], ["--core", text, "--native"],
+    for bad in (["--core", text, "1234"], ["--core", text, "--blocking"],
                 ["--executable", "/bin/true", "1234"]):
         assert dump(pystrobe, *bad).returncode == EXIT_USAGE, bad
 

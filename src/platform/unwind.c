@@ -215,6 +215,9 @@ int plat_unwinder_refresh(struct plat_unwinder *u)
 struct walk {
     uint64_t *pcs, *sps;
     size_t n, max;
+    pid_t tid; /* a core's: the thread wanted */
+    int found; /* it was met */
+    int rc;    /* dwfl_thread_getframes' answer for it */
 };
 
 static int on_frame(Dwfl_Frame *state, void *arg)
@@ -231,6 +234,27 @@ static int on_frame(Dwfl_Frame *state, void *arg)
     w->sps[w->n] = sp;
     w->pcs[w->n++] = activation ? pc : pc - 1;
     return w->n == w->max ? DWARF_CB_ABORT : DWARF_CB_OK;
+}
+
+static int core_thread_cb(Dwfl_Thread *thread, void *arg)
+{
+    struct walk *w = arg;
+    if (!w->found && dwfl_thread_tid(thread) == w->tid) {
+        w->found = 1;
+        w->rc = dwfl_thread_getframes(thread, on_frame, w);
+    }
+    return DWARF_CB_OK;
+}
+
+/* A core's thread w->tid, unwound into w. Every thread is visited:
+ * libdwfl's core reader keeps its place in the notes in memory it frees
+ * only at their end, which a search that stops early (as
+ * dwfl_getthread_frames's does) would leak. */
+static int core_thread_frames(struct plat_unwinder *u, struct walk *w)
+{
+    if (dwfl_getthreads(u->dwfl, core_thread_cb, w) != 0 || !w->found)
+        return -1;
+    return w->rc;
 }
 
 int plat_unwind_thread(struct plat_unwinder *u, pid_t tid, uint64_t *pcs, uint64_t *sps, size_t max,
@@ -253,8 +277,9 @@ int plat_unwind_thread(struct plat_unwinder *u, pid_t tid, uint64_t *pcs, uint64
         }
         u->attached = 1;
     }
-    struct walk w = {pcs, sps, 0, max};
-    int rc = dwfl_getthread_frames(u->dwfl, tid, on_frame, &w);
+    struct walk w = {pcs, sps, 0, max, tid, 0, 0};
+    int rc =
+        u->pid == 0 ? core_thread_frames(u, &w) : dwfl_getthread_frames(u->dwfl, tid, on_frame, &w);
     active = NULL;
     /* rc != 0 also ends every stack whose outermost frame has no caller
      * libdwfl can find (the usual end, _start or clone3): what was walked

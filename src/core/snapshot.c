@@ -399,7 +399,7 @@ static void fcache_outcome(struct pys_session *s, int torn)
 }
 
 /*
- * 3.12: a thread that cannot move, whose every walk failed, may be caught
+ * 3.11, 3.12: a thread that cannot move, whose every walk failed, may be caught
  * entering a C-level call of the evaluation loop, its cframe not yet filled
  * in: the last walk starts from the frames linked then
  * (cpy_stack_entering_root). Asked only after every other walk failed, the

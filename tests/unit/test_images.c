@@ -18,8 +18,8 @@
  * 6. The torn walk on tests/images/splice.py (3.11-3.13): two chains of
  *    equal-size frames, one a call deeper: never one chain under the other.
  * 7. Stopped moments that checks once refused: 3.13+'s __init__ shim
- *    (init-3.X.img); 3.12 entering the evaluation loop from C
- *    (enterc-3.12.img).
+ *    (init-3.X.img); 3.11 and 3.12 entering the evaluation loop
+ *    from C (enterc-3.11/3.12.img).
  *
  * The images are looked for in $PYSTROBE_IMAGES, else tests/images (make
  * runs the tests from the top of the tree).
@@ -771,18 +771,23 @@ static void test_init_shim(void **state)
 }
 
 /*
- * 3.12: enter_c.py stopped (tools/record_images.sh, "enterc") as
+ * 3.11, 3.12: enter_c.py stopped (tools/record_images.sh, "enterc") as
  * next() enters a generator from C, after the evaluation loop made its
  * _PyCFrame the thread's cframe and before it filled it in: the cframe
  * holds what the C code that last used that stack left there. It reads as
- * main's stack, calling next(), the generator not yet entered.
+ * main's stack, calling next(), the generator not yet entered. (3.11 sizes
+ * the data stack's frames from co_nlocalsplus and co_stacksize, having no
+ * co_framesize.)
  */
 static void test_entering_from_c(void **state)
 {
     (void)state;
     static const struct want ENTER[] = {{"main", 29}, {"<module>", 33}};
-    struct pys_options opt = {0};
-    replay_exactly("enterc-3.12.img", &opt, ENTER, sizeof ENTER / sizeof *ENTER);
+    static const char *const images[] = {"enterc-3.11.img", "enterc-3.12.img"};
+    for (size_t i = 0; i < sizeof images / sizeof *images; i++) {
+        struct pys_options opt = {0};
+        replay_exactly(images[i], &opt, ENTER, sizeof ENTER / sizeof *ENTER);
+    }
 }
 
 /*

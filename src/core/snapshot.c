@@ -472,6 +472,8 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
                 walk_from_entering_root(s, pt, &cur);
             rc = cpy_stack_walk(&s->mem, &s->off, &cur, &s->stack, s->raw, s->walk_max);
             w.cut = s->stack.cut;
+            if (rc > 0)
+                prof_objframes_note(s, s->raw, (size_t)rc);
             int v = rc >= 0 ? prof_torn_walk(s, &w, in, &cur, (size_t)rc, ti, ni) : PROF_TORN_ONE;
             put_off = v == PROF_TORN_LATER;
             if (v == PROF_TORN_MIXED)
@@ -784,6 +786,7 @@ static int snapshot_try(struct pys_session *s, int tries)
             return rc;
         iaddr = in.next;
     }
+    prof_objframes_hint(s);
     if ((rc = put_off_checks(s)) < 0)
         return rc;
     if (mem_past_batch_since(&s->mem, batch) && tries + 1 < GENERATION_TRIES && generation_moved(s))

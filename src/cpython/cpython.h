@@ -233,6 +233,10 @@ int cpy_stack_entering_root(struct mem *m, const struct cpy_offsets *o,
                             const struct cpy_symbols *sym, const struct cpy_thread *t,
                             uint64_t *root);
 
+/* 3.8-3.10: how many bytes of each frame object (from its start) a walk
+ * reads: up to the last field it uses, well short of the object's size. */
+size_t cpy_frame_object_head(const struct cpy_offsets *o);
+
 /* The offset in a frame of its position field (cpy_raw_frame.instr_ptr)
  * into *off; returns its width: 4 (f_lasti, 3.8-3.10) or 8. */
 size_t cpy_frame_pos_field(const struct cpy_offsets *o, uint64_t *off);

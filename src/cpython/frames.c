@@ -565,14 +565,9 @@ static int cut_walk(struct cpy_stack *st, const struct cpy_raw_frame *out, size_
     return (int)n - 1;
 }
 
-/* 3.8-3.10: every frame is a PyFrameObject on the heap, generators' too. */
-static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
-                        struct cpy_stack *st, struct cpy_raw_frame *out, size_t max)
+size_t cpy_frame_object_head(const struct cpy_offsets *o)
 {
     const struct cpy_frame_offsets *f = &o->interpreter_frame;
-    /* Only the fields the walk reads, up to the last of them: the object's
-     * head, well short of its size (and so is each span the next batch
-     * replays). */
     uint64_t need = f->executable + 8;
     if (f->previous + 8 > need)
         need = f->previous + 8;
@@ -580,9 +575,18 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
         need = f->lasti + 4;
     if (CPY_HAS(o, interpreter_frame, executing) && f->executing + 1 > need)
         need = f->executing + 1;
-    size_t fsize = (size_t)((need + 7) & ~(uint64_t)7);
-    if (fsize > f->size)
-        fsize = (size_t)f->size;
+    size_t head = (size_t)((need + 7) & ~(uint64_t)7);
+    return head < f->size ? head : (size_t)f->size;
+}
+
+/* 3.8-3.10: every frame is a PyFrameObject on the heap, generators' too. */
+static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
+                        struct cpy_stack *st, struct cpy_raw_frame *out, size_t max)
+{
+    const struct cpy_frame_offsets *f = &o->interpreter_frame;
+    /* Only the fields the walk reads, up to the last of them: the object's
+     * head (and so is each span the next batch replays). */
+    size_t fsize = cpy_frame_object_head(o);
     struct cycle cy = {0, 1, 0};
     size_t n = 0;
     int rc;

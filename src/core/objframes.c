@@ -82,9 +82,9 @@ void prof_objframes_note(struct pys_session *s, const struct cpy_raw_frame *raw,
 void prof_objframes_hint(struct pys_session *s)
 {
     struct prof_objframes *of = &s->objframes;
-    size_t head = cpy_frame_object_head(&s->off), k = 0;
     if (s->off.traits.frames != CPY_FRAMES_OBJECT)
         return;
+    size_t head = cpy_frame_object_head(&s->off), k = 0;
     for (size_t i = 0; i < of->n; i++) {
         if (s->snapshots - of->seen[i] > OBJFRAMES_KEEP)
             continue;

@@ -341,6 +341,11 @@ static int put_off_checks(struct pys_session *s)
         const struct prof_put_off *po = &torn[w];
         struct pys_thread *pt = &s->res.threads[po->ti];
         struct cpy_thread t;
+        /* 3.8-3.10: from a new batch (what the last thread read, the
+         * frames met lately, their second copies), not frame by frame,
+         * which takes the longer the deeper the stack. */
+        if (s->off.traits.frames == CPY_FRAMES_OBJECT)
+            mem_prefetch_retry(&s->mem);
         mem_log_mark(&s->mem);
         struct mem_mark mark = mem_mark(&s->mem);
         /* Its walk was counted as a read: it is one that needed more. */

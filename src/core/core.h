@@ -263,6 +263,7 @@ void prof_fcache_release(struct prof_fcache *fc);
 struct prof_objframes {
     uint64_t addr[PROF_OBJFRAMES], seen[PROF_OBJFRAMES];
     size_t n;
+    uint64_t full; /* the snapshot that found every frame kept met by itself */
 };
 
 struct pys_session;

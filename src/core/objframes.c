@@ -58,8 +58,10 @@ static void note_one(struct prof_objframes *of, uint64_t addr, uint64_t now)
         for (size_t j = 1; j < of->n; j++)
             if (of->seen[j] < of->seen[old])
                 old = j;
-        if (of->seen[old] == now)
-            return; /* all met by this snapshot: keep those */
+        if (of->seen[old] == now) {
+            of->full = now; /* all met by this snapshot: keep those */
+            return;
+        }
         drop(of, old);
         if (old < i)
             i--;
@@ -73,9 +75,12 @@ static void note_one(struct prof_objframes *of, uint64_t addr, uint64_t now)
 
 void prof_objframes_note(struct pys_session *s, const struct cpy_raw_frame *raw, size_t n)
 {
-    if (s->off.traits.frames != CPY_FRAMES_OBJECT)
+    /* Once every frame kept was met by this snapshot, the others it meets
+     * (a deep stack's lower frames, many threads') are left to the batch's
+     * plain replay: at most PROF_OBJFRAMES looks for the oldest each. */
+    if (s->off.traits.frames != CPY_FRAMES_OBJECT || s->objframes.full == s->snapshots)
         return;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n && s->objframes.full != s->snapshots; i++)
         note_one(&s->objframes, raw[i].addr, s->snapshots);
 }
 

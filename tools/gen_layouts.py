@@ -200,6 +200,12 @@ EXPRS = {
         ("1", "offsetof(PyCodeObject, co_localsplusnames)")],
     ("code_object", "localspluskinds"): [
         (f"{V} >= 0x030b0000", "offsetof(PyCodeObject, co_localspluskinds)")],
+    # 3.11's frame size, which later versions keep in co_framesize: the
+    # locals, the stack and the frame's header (up to localsplus), in words.
+    ("code_object", "nlocalsplus"): [(f"{V} >= 0x030b0000 && {V} < 0x030c0000",
+                                      "offsetof(PyCodeObject, co_nlocalsplus)")],
+    ("code_object", "stacksize"): [(f"{V} >= 0x030b0000 && {V} < 0x030c0000",
+                                    "offsetof(PyCodeObject, co_stacksize)")],
     ("tuple_object", "size"): [("1", "sizeof(PyTupleObject)")],
     ("tuple_object", "ob_item"): [("1", "offsetof(PyTupleObject, ob_item)")],
     ("float_object", "size"): [("1", "sizeof(PyFloatObject)")],

@@ -13,7 +13,7 @@
 # at spin <- shallow, grow-3.X-b.img 41 calls deeper, spin <- deep).
 # "splice" records tests/images/splice.py under 3.11, 3.12 and 3.13
 # (splice-3.X-a.img in a2 <- a1, splice-3.X-b.img at spin_b <- b2).
-# "enterc" records enterc-3.12.img: tests/images/enter_c.py stopped by
+# "enterc" records enterc-3.11/3.12.img: tests/images/enter_c.py stopped by
 # gdb (tools/enter_c.gdb) as a generator is entered from C, before the
 # evaluation loop fills in its _PyCFrame.
 # "init" records tests/images/init.py under 3.13-3.15 (init-3.X.img at
@@ -43,7 +43,7 @@ for v in "$@"; do
     if [ "$v" = enterc ]; then
         mkdir -p /tmp/pystrobe-images
         cp $OUT/enter_c.py /tmp/pystrobe-images/enter_c.py
-        for pv in 3.12.1; do
+        for pv in 3.11.7 3.12.1; do
             rc=1
             for _ in 1 2 3; do # gdb's conditional breakpoint sometimes misses
                 "$(pyenv prefix $pv)/bin/python3" -B /tmp/pystrobe-images/enter_c.py 60 & pid=$!

@@ -254,6 +254,25 @@ void prof_fcache_resolved(struct pys_session *s, const struct prof_walk *w, size
 void prof_fcache_sweep(struct pys_session *s);
 void prof_fcache_release(struct prof_fcache *fc);
 
+/* --- 3.8-3.10's frame objects, copied twice in each batch (objframes.c) -- */
+
+#define PROF_OBJFRAMES 128
+
+/* The frames walks met lately, by address, and the snapshot each was last
+ * met by (pys_session.snapshots). */
+struct prof_objframes {
+    uint64_t addr[PROF_OBJFRAMES], seen[PROF_OBJFRAMES];
+    size_t n;
+    uint64_t full; /* the snapshot that found every frame kept met by itself */
+};
+
+struct pys_session;
+/* A walk met frames raw[0..n) (3.8-3.10; else nothing). */
+void prof_objframes_note(struct pys_session *s, const struct cpy_raw_frame *raw, size_t n);
+/* Have the next batch read the frames met lately, and copy them a second
+ * time: before the snapshot's batch is let go. */
+void prof_objframes_hint(struct pys_session *s);
+
 /* --- torn walks (torn.c) --------------------------------------------------- */
 
 /*
@@ -523,6 +542,7 @@ struct pys_session {
     size_t nsnap_codes, snap_codes_cap;
     int check_each_walk;
     struct prof_torn torn;
+    struct prof_objframes objframes;
     struct cpy_interp *seen_interps; /* this snapshot's, by position */
     size_t seen_interps_cap;
     struct pys_frame *res_scratch; /* per raw frame: what it resolved to */

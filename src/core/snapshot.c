@@ -341,6 +341,11 @@ static int put_off_checks(struct pys_session *s)
         const struct prof_put_off *po = &torn[w];
         struct pys_thread *pt = &s->res.threads[po->ti];
         struct cpy_thread t;
+        /* 3.8-3.10: from a new batch (what the last thread read, the
+         * frames met lately, their second copies), not frame by frame,
+         * which takes the longer the deeper the stack. */
+        if (s->off.traits.frames == CPY_FRAMES_OBJECT)
+            mem_prefetch_retry(&s->mem);
         mem_log_mark(&s->mem);
         struct mem_mark mark = mem_mark(&s->mem);
         /* Its walk was counted as a read: it is one that needed more. */
@@ -399,7 +404,7 @@ static void fcache_outcome(struct pys_session *s, int torn)
 }
 
 /*
- * 3.12: a thread that cannot move, whose every walk failed, may be caught
+ * 3.11, 3.12: a thread that cannot move, whose every walk failed, may be caught
  * entering a C-level call of the evaluation loop, its cframe not yet filled
  * in: the last walk starts from the frames linked then
  * (cpy_stack_entering_root). Asked only after every other walk failed, the
@@ -472,6 +477,8 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
                 walk_from_entering_root(s, pt, &cur);
             rc = cpy_stack_walk(&s->mem, &s->off, &cur, &s->stack, s->raw, s->walk_max);
             w.cut = s->stack.cut;
+            if (rc > 0)
+                prof_objframes_note(s, s->raw, (size_t)rc);
             int v = rc >= 0 ? prof_torn_walk(s, &w, in, &cur, (size_t)rc, ti, ni) : PROF_TORN_ONE;
             put_off = v == PROF_TORN_LATER;
             if (v == PROF_TORN_MIXED)
@@ -784,6 +791,7 @@ static int snapshot_try(struct pys_session *s, int tries)
             return rc;
         iaddr = in.next;
     }
+    prof_objframes_hint(s);
     if ((rc = put_off_checks(s)) < 0)
         return rc;
     if (mem_past_batch_since(&s->mem, batch) && tries + 1 < GENERATION_TRIES && generation_moved(s))

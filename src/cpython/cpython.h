@@ -217,9 +217,10 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
                       uint64_t *stop_prev);
 
 /*
- * 3.12 (3.11's code objects have no co_framesize: PYS_E_INVAL): where a
- * walk of thread t starts when its cframe cannot be trusted. As the interpreter enters a C-level call of its evaluation loop
- * (a generator resumed from C, a function called from C), the thread's
+ * 3.11, 3.12 (PYS_E_INVAL elsewhere): where a walk of thread t starts
+ * when its cframe cannot be trusted. As the interpreter enters a C-level
+ * call of its evaluation loop (a generator resumed from C, a function
+ * called from C), the thread's
  * cframe points at a _PyCFrame not yet filled in: what it holds is stale,
  * from an earlier use of that C stack. The frames linked then are found
  * without it: the innermost running generator linked to its caller (from
@@ -231,6 +232,10 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
 int cpy_stack_entering_root(struct mem *m, const struct cpy_offsets *o,
                             const struct cpy_symbols *sym, const struct cpy_thread *t,
                             uint64_t *root);
+
+/* 3.8-3.10: how many bytes of each frame object (from its start) a walk
+ * reads: up to the last field it uses, well short of the object's size. */
+size_t cpy_frame_object_head(const struct cpy_offsets *o);
 
 /* The offset in a frame of its position field (cpy_raw_frame.instr_ptr)
  * into *off; returns its width: 4 (f_lasti, 3.8-3.10) or 8. */

@@ -565,14 +565,9 @@ static int cut_walk(struct cpy_stack *st, const struct cpy_raw_frame *out, size_
     return (int)n - 1;
 }
 
-/* 3.8-3.10: every frame is a PyFrameObject on the heap, generators' too. */
-static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
-                        struct cpy_stack *st, struct cpy_raw_frame *out, size_t max)
+size_t cpy_frame_object_head(const struct cpy_offsets *o)
 {
     const struct cpy_frame_offsets *f = &o->interpreter_frame;
-    /* Only the fields the walk reads, up to the last of them: the object's
-     * head, well short of its size (and so is each span the next batch
-     * replays). */
     uint64_t need = f->executable + 8;
     if (f->previous + 8 > need)
         need = f->previous + 8;
@@ -580,9 +575,18 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
         need = f->lasti + 4;
     if (CPY_HAS(o, interpreter_frame, executing) && f->executing + 1 > need)
         need = f->executing + 1;
-    size_t fsize = (size_t)((need + 7) & ~(uint64_t)7);
-    if (fsize > f->size)
-        fsize = (size_t)f->size;
+    size_t head = (size_t)((need + 7) & ~(uint64_t)7);
+    return head < f->size ? head : (size_t)f->size;
+}
+
+/* 3.8-3.10: every frame is a PyFrameObject on the heap, generators' too. */
+static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
+                        struct cpy_stack *st, struct cpy_raw_frame *out, size_t max)
+{
+    const struct cpy_frame_offsets *f = &o->interpreter_frame;
+    /* Only the fields the walk reads, up to the last of them: the object's
+     * head (and so is each span the next batch replays). */
+    size_t fsize = cpy_frame_object_head(o);
     struct cycle cy = {0, 1, 0};
     size_t n = 0;
     int rc;
@@ -849,10 +853,41 @@ static int running_generator(struct mem *m, const struct cpy_offsets *o,
     return 0;
 }
 
+/* Whether the walker knows how many words a frame of a code object takes
+ * on the data stack (frame_words). */
+static int frame_words_known(const struct cpy_offsets *o)
+{
+    return CPY_HAS(o, code_object, framesize) ||
+           (CPY_HAS(o, code_object, nlocalsplus) && CPY_HAS(o, code_object, stacksize) &&
+            CPY_HAS(o, interpreter_frame, localsplus));
+}
+
+/*
+ * Into *words, how many words a frame of code object `code` takes on the
+ * data stack: its co_framesize (3.12), or, where code objects have none
+ * (3.11), what that sums: the frame's header (up to localsplus), its fast
+ * locals and its evaluation stack. A count out of range is PYS_E_CORRUPT.
+ */
+static int frame_words(struct mem *m, const struct cpy_offsets *o, uint64_t code,
+                       int32_t *words)
+{
+    int32_t nlocals, nstack;
+    int rc;
+    if (CPY_HAS(o, code_object, framesize))
+        return mem_read_fresh(m, code + o->code_object.framesize, words, 4);
+    if ((rc = mem_read_fresh(m, code + o->code_object.nlocalsplus, &nlocals, 4)) < 0 ||
+        (rc = mem_read_fresh(m, code + o->code_object.stacksize, &nstack, 4)) < 0)
+        return rc;
+    if (nlocals < 0 || nlocals > CPY_MAX_LOCALS || nstack < 0 || nstack > CPY_MAX_LOCALS)
+        return PYS_E_CORRUPT;
+    *words = nlocals + nstack + (int32_t)(o->interpreter_frame.localsplus / 8);
+    return 0;
+}
+
 /*
  * The innermost frame on thread t's data stack that has started: the
  * current chunk's frames lie back to back from its first slot (its second
- * in the thread's first chunk) to datastack_top, each co_framesize words
+ * in the thread's first chunk) to datastack_top, each frame_words words
  * long. One not started yet (its position one unit before its code) is
  * being entered, not linked to its caller yet: the one below it is taken,
  * and *unstarted says so. 0 in *out when the chunk holds none.
@@ -883,7 +918,7 @@ static int top_started_frame(struct mem *m, const struct cpy_offsets *o,
             (rc = mem_read_fresh(m, addr + f->instr_ptr, &pos, 8)) < 0 ||
             (rc = mem_read_fresh(m, addr + f->owner, &owner, 1)) < 0 ||
             (rc = mem_read_fresh(m, code + o->pyobject.ob_type, &type, 8)) < 0 ||
-            (rc = mem_read_fresh(m, code + o->code_object.framesize, &words, 4)) < 0)
+            (rc = frame_words(m, o, code, &words)) < 0)
             return rc;
         if (owner != CPY_OWNER_THREAD || type != sym->code_type || words <= 0 ||
             (uint64_t)words * 8 > top - addr)
@@ -919,7 +954,7 @@ int cpy_stack_entering_root(struct mem *m, const struct cpy_offsets *o,
     uint64_t gen, top;
     int rc, unstarted;
     if (o->traits.frames != CPY_FRAMES_CFRAME || !t->copy ||
-        !CPY_HAS(o, code_object, framesize))
+        !frame_words_known(o))
         return PYS_E_INVAL;
     /* What is being entered from C: the data stack's top frame, not
      * started yet (a function called from C), else the innermost running

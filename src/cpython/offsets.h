@@ -136,6 +136,8 @@
     X(interpreter_frame, localsplus, 0)                                                            \
     X(code_object, localsplusnames, 8)                                                             \
     X(code_object, localspluskinds, 8)                                                             \
+    X(code_object, nlocalsplus, 4)                                                                 \
+    X(code_object, stacksize, 4)                                                                   \
     X(tuple_object, size, 0)                                                                       \
     X(tuple_object, ob_item, 0)                                                                    \
     X(float_object, size, 0)                                                                       \
@@ -191,6 +193,9 @@ struct cpy_offsets {
         /* The locals' names: co_varnames before 3.11, co_localsplusnames
          * after; their kinds (3.11+, a bytes object). */
         uint64_t localsplusnames, localspluskinds;
+        /* 3.11, which has no co_framesize: the int counts a frame's size
+         * is made of (cpy_code_frame_words). */
+        uint64_t nlocalsplus, stacksize;
     } code_object;
     struct {
         uint64_t size, ob_type;

@@ -183,6 +183,11 @@ static const uint8_t *prefetched(const struct mem *m, uint64_t addr, size_t len)
     return m->pfbuf + p->off + (addr - p->addr);
 }
 
+int mem_in_batch(const struct mem *m, uint64_t addr, size_t len)
+{
+    return prefetched(m, addr, len) != NULL;
+}
+
 static int read_now(struct mem *m, uint64_t addr, void *buf, size_t len)
 {
     int rc;

@@ -264,6 +264,9 @@ void mem_log_mark(struct mem *m);
 /* Have the next mem_prefetch_begin read [addr, addr + len) too, as if the
  * last snapshot had read it. */
 void mem_prefetch_hint(struct mem *m, uint64_t addr, size_t len);
+/* Whether the snapshot's batch (not mem_prefetch_end'ed yet) holds a copy
+ * of [addr, addr + len): it was readable as the batch was read. */
+int mem_in_batch(const struct mem *m, uint64_t addr, size_t len);
 
 /* Have each prefetch also read the 8 bytes at addr (0: none) as its very last
  * piece, after every other span (the span that holds them, if any, is the

@@ -29,12 +29,6 @@ PROFILE_SECONDS = 2
 TVD_MARGIN = 0.2
 FAILED_PCT_MAX = 25.0   # the profile's failed samples
 
-STOPPED_GENERATORS_3_11 = (
-    "issue 33: some stopped moments of a generator pipeline driven from C cannot "
-    "be read on 3.11 (about 1 in 500: the interpreter entering a C-level call of "
-    "its evaluation loop, its _PyCFrame not filled in yet; 3.12 reads those from "
-    "the frames linked then, cpy_stack_entering_root, which needs co_framesize, "
-    "absent from 3.11's code objects)")
 PROFILE_3_8_10 = (
     "issue 33: on 3.8-3.10, on an idle machine (the profiler's walk then runs "
     "beside the target on another core), a third or more of the samples of "
@@ -93,9 +87,7 @@ def test_stopped_chains_read(request, target, chains):
 
 
 # Stopped-read failures bench/ACCURACY.md shows, by (workload, version).
-STOPPED_XFAIL = {
-    ("generators", (3, 11)): STOPPED_GENERATORS_3_11,
-}
+STOPPED_XFAIL = {}
 
 
 @pytest.mark.parametrize("workload", ["generators", "coroutines"])

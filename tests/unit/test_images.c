@@ -18,8 +18,8 @@
  * 6. The torn walk on tests/images/splice.py (3.11-3.13): two chains of
  *    equal-size frames, one a call deeper: never one chain under the other.
  * 7. Stopped moments that checks once refused: 3.13+'s __init__ shim
- *    (init-3.X.img); 3.12 entering the evaluation loop from C
- *    (enterc-3.12.img).
+ *    (init-3.X.img); 3.11 and 3.12 entering the evaluation loop
+ *    from C (enterc-3.11/3.12.img).
  *
  * The images are looked for in $PYSTROBE_IMAGES, else tests/images (make
  * runs the tests from the top of the tree).
@@ -321,6 +321,11 @@ struct switcher {
     int write_both;    /* writes go to both images (else the one served) */
     uint64_t lo, hi;   /* how many system calls read some of [lo, hi) */
     uint64_t calls_in;
+    /* How many system calls (readv or read) read one of the 8-byte words
+     * at watch[0..nwatch). */
+    const uint64_t *watch;
+    size_t nwatch;
+    uint64_t watch_calls;
 };
 
 /* PYSTROBE_IMAGES_TRACE=1: print every read of the armed snapshot of the
@@ -361,9 +366,29 @@ static int sw_read(struct mem_source *src, uint64_t addr, void *buf, size_t len)
     return 0;
 }
 
+static int watched(const struct switcher *w, uint64_t addr, size_t len)
+{
+    for (size_t i = 0; i < w->nwatch; i++)
+        if (w->watch[i] + 8 > addr && w->watch[i] < addr + len)
+            return 1;
+    return 0;
+}
+
+static int sw_read_call(struct mem_source *src, uint64_t addr, void *buf, size_t len)
+{
+    struct switcher *w = (struct switcher *)src;
+    w->watch_calls += watched(w, addr, len);
+    return sw_read(src, addr, buf, len);
+}
+
 static int sw_readv(struct mem_source *src, const struct mem_seg *segs, size_t n)
 {
     struct switcher *w = (struct switcher *)src;
+    for (size_t j = 0; j < n; j++)
+        if (watched(w, segs[j].addr, segs[j].len)) {
+            w->watch_calls++;
+            break;
+        }
     for (size_t j = 0; j < n; j++)
         if (segs[j].addr < w->hi && segs[j].addr + segs[j].len > w->lo) {
             w->calls_in++;
@@ -393,7 +418,7 @@ static uint64_t sw_clock(struct mem_source *src)
     return 0;
 }
 
-static const struct mem_source_ops SW_OPS = {sw_read, sw_readv, sw_write, sw_clock};
+static const struct mem_source_ops SW_OPS = {sw_read_call, sw_readv, sw_write, sw_clock};
 
 struct pair {
     struct prof_image *im[2];
@@ -433,6 +458,7 @@ static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t 
         mem_image_init(&w.im[i], p->im[i]->regions, p->im[i]->nregions);
     }
     w.base.ops = &SW_OPS;
+    w.nwatch = 0;
     w.first = r->first;
     w.armed = 0;
     w.count = 0;
@@ -771,18 +797,23 @@ static void test_init_shim(void **state)
 }
 
 /*
- * 3.12: enter_c.py stopped (tools/record_images.sh, "enterc") as
+ * 3.11, 3.12: enter_c.py stopped (tools/record_images.sh, "enterc") as
  * next() enters a generator from C, after the evaluation loop made its
  * _PyCFrame the thread's cframe and before it filled it in: the cframe
  * holds what the C code that last used that stack left there. It reads as
- * main's stack, calling next(), the generator not yet entered.
+ * main's stack, calling next(), the generator not yet entered. (3.11 sizes
+ * the data stack's frames from co_nlocalsplus and co_stacksize, having no
+ * co_framesize.)
  */
 static void test_entering_from_c(void **state)
 {
     (void)state;
     static const struct want ENTER[] = {{"main", 29}, {"<module>", 33}};
-    struct pys_options opt = {0};
-    replay_exactly("enterc-3.12.img", &opt, ENTER, sizeof ENTER / sizeof *ENTER);
+    static const char *const images[] = {"enterc-3.11.img", "enterc-3.12.img"};
+    for (size_t i = 0; i < sizeof images / sizeof *images; i++) {
+        struct pys_options opt = {0};
+        replay_exactly(images[i], &opt, ENTER, sizeof ENTER / sizeof *ENTER);
+    }
 }
 
 /*
@@ -841,6 +872,68 @@ static void test_grow(void **state)
             print_message("%s: the deeper stack was read by %llu system calls\n", versions[v],
                           (unsigned long long)w.calls_in);
         assert_int_equal(w.calls_in, 1);
+        pys_session_free(s);
+        for (int c = 0; c < 2; c++)
+            prof_image_free(p.im[c]);
+    }
+}
+
+/*
+ * 3.8-3.10's frame objects (core/objframes.c): aba.py's two moments in
+ * turns, A, B, A, B. At the last, B's frames were met two snapshots
+ * before, by a walk that was not the last one: the batch must still copy
+ * them twice, so that the walk of B is checked within that one read. Short
+ * of it, the check is a read of its own at the snapshot's end, later by
+ * as long as the walk took to name its frames: on a stack changing fast,
+ * torn the more often the deeper it is.
+ */
+static void test_objframes(void **state)
+{
+    (void)state;
+    static const char *const versions[] = {"3.8", "3.9", "3.10"};
+    STACK = ABA;
+    FILE_NAME = "/tmp/pystrobe-images/aba.py";
+    for (size_t v = 0; v < sizeof versions / sizeof *versions; v++) {
+        struct pair p;
+        for (int c = 0; c < 2; c++) {
+            char path[512], err[512];
+            const char *dir = getenv("PYSTROBE_IMAGES");
+            snprintf(path, sizeof path, "%s/aba-%s-%c.img", dir && *dir ? dir : "tests/images",
+                     versions[v], "ab"[c]);
+            assert_int_equal(prof_image_load_file(path, &p.im[c], err, sizeof err), 0);
+        }
+        struct switcher w;
+        memset(&w, 0, sizeof w);
+        for (int c = 0; c < 2; c++)
+            mem_image_init(&w.im[c], p.im[c]->regions, p.im[c]->nregions);
+        w.base.ops = &SW_OPS;
+        pys_session *s = NULL;
+        char err[512];
+        struct pys_options opt = {0};
+        assert_int_equal(prof_session_open(&s, 0, &w.base, &p.im[0]->facts, &opt, err, sizeof err),
+                         0);
+        /* B's callers' caller words, as B's walk read them. */
+        uint64_t callers[8];
+        size_t ncallers = 0;
+        static const int order[] = {0, 1, 0, 1};
+        for (size_t k = 0; k < sizeof order / sizeof *order; k++) {
+            w.first = order[k];
+            w.watch_calls = 0;
+            const struct pys_snapshot *snap = NULL;
+            assert_int_equal(pys_session_snapshot(s, &snap), 0);
+            const struct pys_thread *t = &snap->interps[0].threads[0];
+            if (t->error)
+                print_thread(t);
+            assert_int_equal(which_stack(t), order[k]);
+            for (size_t i = 0; k == 1 && i < t->nframes && i < 8; i++)
+                callers[ncallers++] = s->raw[i].addr + s->off.interpreter_frame.previous;
+            w.watch = callers;
+            w.nwatch = ncallers;
+        }
+        if (w.watch_calls != 1)
+            print_message("%s: B's frames were read by %llu system calls\n", versions[v],
+                          (unsigned long long)w.watch_calls);
+        assert_int_equal(w.watch_calls, 1);
         pys_session_free(s);
         for (int c = 0; c < 2; c++)
             prof_image_free(p.im[c]);
@@ -916,6 +1009,7 @@ int main(void)
         cmocka_unit_test(test_anchor_position), cmocka_unit_test(test_entering),
         cmocka_unit_test(test_grow),            cmocka_unit_test(test_splice),
         cmocka_unit_test(test_init_shim),       cmocka_unit_test(test_entering_from_c),
+        cmocka_unit_test(test_objframes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -456,6 +456,13 @@ struct prof_idle {
     uint64_t reused;  /* counter: thread stacks taken over */
 };
 
+/* The interpreter list's head as last read (snapshot.c, first_interp). */
+struct prof_first_interp {
+    uint64_t lone;      /* the head, when the list held that one interpreter alone; else 0 */
+    uint64_t read_ns;   /* when the head was last read: time ... */
+    uint64_t read_snap; /* ... and snapshot count */
+};
+
 struct pys_session {
     int pid;
     struct pys_options opt;
@@ -472,10 +479,7 @@ struct pys_session {
     struct cpy_offsets off;
     struct cpy_symbols sym;
     uint64_t runtime;        /* address of _PyRuntime */
-    /* The interpreter list's head as last read, when the list held that one
-     * interpreter alone, and when it was read: time and snapshot count
-     * (first_interp). */
-    uint64_t lone_interp, lone_read_ns, lone_read_snap;
+    struct prof_first_interp first; /* snapshot.c: the list's head, as last read */
     char *image_path;        /* the image holding the runtime */
     char version_text[32];   /* "3.12.1", or "3.9" when the patch level is not known */
     char err[512];           /* last error detail */

@@ -651,21 +651,21 @@ static int in_runtime(const struct pys_session *s, uint64_t addr)
  * alone, it is taken to be unchanged for up to LONE_INTERP_NS, sparing each
  * snapshot's batch a piece (a page of the runtime of its own). A
  * subinterpreter started meanwhile is seen that much later. Only for a lone
- * interpreter inside the runtime (pys_session_snapshot sets lone_interp):
- * the main one, which lasts as long as the runtime, not one freed as the
- * process exits.
+ * interpreter inside the runtime (snapshot_try sets first.lone): the main
+ * one, which lasts as long as the runtime, not one freed as the process
+ * exits.
  */
 static int first_interp(struct pys_session *s, uint64_t *iaddr)
 {
-    uint64_t now = mem_clock_ns(&s->mem), lone = s->lone_interp;
-    if (lone != 0 && now - s->lone_read_ns < LONE_INTERP_NS) {
+    uint64_t now = mem_clock_ns(&s->mem), lone = s->first.lone;
+    if (lone != 0 && now - s->first.read_ns < LONE_INTERP_NS) {
         *iaddr = lone;
         return 0;
     }
-    s->lone_interp = 0;
-    s->lone_read_ns = now;
-    uint64_t since = s->snapshots - s->lone_read_snap;
-    s->lone_read_snap = s->snapshots;
+    s->first.lone = 0;
+    s->first.read_ns = now;
+    uint64_t since = s->snapshots - s->first.read_snap;
+    s->first.read_snap = s->snapshots;
     /* Still alone, most likely. Sampled fast, it is read on its own, once a
      * millisecond, rather than in the batch, whose plan would carry its page
      * for the next LONE_INTERP_SNAPSHOTS; sampled slowly, in the batch. */
@@ -758,8 +758,8 @@ static int snapshot_try(struct pys_session *s, int tries)
                                sizeof *s->seen_interps)) < 0)
             return rc;
         s->seen_interps[ni] = in;
-        if (ni == 0 && s->lone_interp == 0)
-            s->lone_interp = in.next == 0 && in_runtime(s, head) ? head : 0;
+        if (ni == 0 && s->first.lone == 0)
+            s->first.lone = in.next == 0 && in_runtime(s, head) ? head : 0;
         check_code_generation(s, ni, &in);
         if ((rc = prof_reserve((void **)&s->interps, &s->interps_cap, s->ninterps + 1,
                                sizeof *s->interps)) < 0)

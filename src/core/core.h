@@ -422,8 +422,13 @@ static inline int prof_torn_adjacent(const struct pys_session *s, const struct c
  * these the code cache is emptied at every snapshot. */
 #define PROF_GEN_SLOTS 16
 
-/* A snapshot's threads and frames (pys_session's, and the last one kept). */
+/* A snapshot's interpreters, threads and frames (pys_session's, and the
+ * last one kept). */
 struct prof_results {
+    struct pys_interp *interps;
+    size_t ninterps, interps_cap;
+    struct cpy_interp *seen_interps; /* the interpreters as read, by position */
+    size_t seen_interps_cap;
     struct pys_thread *threads;
     size_t nthreads, threads_cap;
     size_t *thread_frame_start; /* per thread: index of its first frame */
@@ -432,6 +437,7 @@ struct prof_results {
     struct pys_frame *frames;
     size_t nframes, frames_cap;
 };
+void prof_results_release(struct prof_results *r);
 
 /*
  * pys_options.reuse_idle (idle.c). With a GIL only its holder runs Python
@@ -527,8 +533,6 @@ struct pys_session {
     size_t nsnap_codes, snap_codes_cap;
     int check_each_walk;
     struct prof_torn torn;
-    struct cpy_interp *seen_interps; /* this snapshot's, by position */
-    size_t seen_interps_cap;
     struct pys_frame *res_scratch; /* per raw frame: what it resolved to */
     /* pys_options.opcodes: one read per Python frame of a thread, the frame
      * (index in frames) each one fills, and the bytes read. */
@@ -536,8 +540,6 @@ struct pys_session {
     size_t *op_frame;
     uint8_t *op_byte;
     uint8_t *kind_scratch;
-    struct pys_interp *interps;
-    size_t ninterps, interps_cap;
     struct prof_results res;
     struct pys_snapshot snap;
 };

@@ -41,6 +41,17 @@ int prof_reserve(void **v, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
+void prof_results_release(struct prof_results *r)
+{
+    free(r->interps);
+    free(r->seen_interps);
+    free(r->threads);
+    free(r->thread_frame_start);
+    free(r->thread_err);
+    free(r->thread_stack);
+    free(r->frames);
+}
+
 static int reserve_threads(struct pys_session *s, size_t need)
 {
     size_t cap = s->res.threads_cap;
@@ -357,7 +368,7 @@ static int put_off_checks(struct pys_session *s)
             s->thread_errors++;
             continue;
         }
-        trc = read_thread(s, &s->seen_interps[po->ni], &t, mark, po->ti, po->ni, 1);
+        trc = read_thread(s, &s->res.seen_interps[po->ni], &t, mark, po->ti, po->ni, 1);
         if (trc < 0)
             return trc;
     }
@@ -590,7 +601,7 @@ static void check_code_generation(struct pys_session *s, size_t ni, const struct
 static int generation_moved(struct pys_session *s)
 {
     uint64_t gen;
-    if (!CPY_HAS(&s->off, interpreter_state, code_object_generation) || s->ninterps == 0 ||
+    if (!CPY_HAS(&s->off, interpreter_state, code_object_generation) || s->res.ninterps == 0 ||
         s->gen_interp[0] == 0)
         return 0;
     uint64_t at = s->gen_interp[0] + s->off.interpreter_state.code_object_generation;
@@ -732,7 +743,7 @@ static int snapshot_try(struct pys_session *s, int tries)
 {
     uint64_t iaddr;
     int rc;
-    s->ninterps = s->res.nthreads = s->res.nframes = 0;
+    s->res.ninterps = s->res.nthreads = s->res.nframes = 0;
     s->nsnap_codes = 0;
     s->torn.nchk = s->torn.nchk_walks = 0;
     s->fcache.seen = 0;
@@ -754,17 +765,17 @@ static int snapshot_try(struct pys_session *s, int tries)
             return prof_fail(s, PYS_E_TOODEEP, "more than %d interpreters", CPY_MAX_INTERPS);
         if ((rc = cpy_interp_read(&s->mem, &s->off, s->runtime, iaddr, &in)) < 0)
             return rc;
-        if ((rc = prof_reserve((void **)&s->seen_interps, &s->seen_interps_cap, ni + 1,
-                               sizeof *s->seen_interps)) < 0)
+        if ((rc = prof_reserve((void **)&s->res.seen_interps, &s->res.seen_interps_cap, ni + 1,
+                               sizeof *s->res.seen_interps)) < 0)
             return rc;
-        s->seen_interps[ni] = in;
+        s->res.seen_interps[ni] = in;
         if (ni == 0 && s->first.lone == 0)
             s->first.lone = in.next == 0 && in_runtime(s, head) ? head : 0;
         check_code_generation(s, ni, &in);
-        if ((rc = prof_reserve((void **)&s->interps, &s->interps_cap, s->ninterps + 1,
-                               sizeof *s->interps)) < 0)
+        if ((rc = prof_reserve((void **)&s->res.interps, &s->res.interps_cap, s->res.ninterps + 1,
+                               sizeof *s->res.interps)) < 0)
             return rc;
-        struct pys_interp *pi = &s->interps[s->ninterps++];
+        struct pys_interp *pi = &s->res.interps[s->res.ninterps++];
         pi->id = in.id;
         pi->gil_holder = in.gil_holder;
         pi->nthreads = 0;
@@ -799,9 +810,9 @@ static int fix_up(struct pys_session *s)
 {
     /* Interpreters without threads (a process caught starting up) may come
      * before any thread was ever stored: no array yet. */
-    for (size_t i = 0; i < s->ninterps; i++)
-        s->interps[i].threads =
-            s->res.threads ? s->res.threads + (uintptr_t)s->interps[i].threads : NULL;
+    for (size_t i = 0; i < s->res.ninterps; i++)
+        s->res.interps[i].threads =
+            s->res.threads ? s->res.threads + (uintptr_t)s->res.interps[i].threads : NULL;
     int failed = 0;
     for (size_t i = 0; i < s->res.nthreads; i++) {
         s->res.threads[i].frames =
@@ -859,8 +870,8 @@ int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
     /* What was read may be another program's memory: not reported then. */
     if ((rc = prof_exec_check(s, failed)) < 0)
         return rc;
-    s->snap.ninterps = s->ninterps;
-    s->snap.interps = s->interps;
+    s->snap.ninterps = s->res.ninterps;
+    s->snap.interps = s->res.interps;
     *out = &s->snap;
     return 0;
 }

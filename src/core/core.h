@@ -469,6 +469,17 @@ struct prof_first_interp {
     uint64_t read_snap; /* ... and snapshot count */
 };
 
+/* pys_options.opcodes (snapshot.c): one read per Python frame of a
+ * thread, the frame (index in frames) each one fills, and the bytes read. */
+struct prof_opcodes {
+    struct mem_seg *segs;
+    size_t *frame;
+    uint8_t *byte;
+};
+/* Room for n reads: 0 or PYS_E_NOMEM. */
+int prof_opcodes_init(struct prof_opcodes *op, size_t n);
+void prof_opcodes_release(struct prof_opcodes *op);
+
 struct pys_session {
     int pid;
     struct pys_options opt;
@@ -534,11 +545,7 @@ struct pys_session {
     int check_each_walk;
     struct prof_torn torn;
     struct pys_frame *res_scratch; /* per raw frame: what it resolved to */
-    /* pys_options.opcodes: one read per Python frame of a thread, the frame
-     * (index in frames) each one fills, and the bytes read. */
-    struct mem_seg *op_segs;
-    size_t *op_frame;
-    uint8_t *op_byte;
+    struct prof_opcodes ops; /* with opt.opcodes */
     uint8_t *kind_scratch;
     struct prof_results res;
     struct pys_snapshot snap;

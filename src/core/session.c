@@ -141,13 +141,8 @@ static int session_open(pys_session **out, int pid, struct mem_source *src,
         if (!(s->native = prof_native_new()))
             goto fail;
     }
-    if (s->opt.opcodes) {
-        s->op_segs = malloc(nmax * sizeof *s->op_segs);
-        s->op_frame = malloc(nmax * sizeof *s->op_frame);
-        s->op_byte = malloc(nmax);
-        if (!s->op_segs || !s->op_frame || !s->op_byte)
-            goto fail;
-    }
+    if (s->opt.opcodes && prof_opcodes_init(&s->ops, nmax) < 0)
+        goto fail;
     s->use_fcache = s->opt.frame_cache && CPY_HAS(&s->off, thread_state, last_profiled_frame);
     /* With the frame cache, a walk through older chunks (a miss) is a
      * one-off: the next samples take those frames from the cache. */
@@ -189,9 +184,7 @@ void pys_session_free(pys_session *s)
     free(s->res_scratch);
     free(s->code_addrs);
     free(s->snap_codes);
-    free(s->op_segs);
-    free(s->op_frame);
-    free(s->op_byte);
+    prof_opcodes_release(&s->ops);
     free(s->kind_scratch);
     prof_results_release(&s->res);
     prof_results_release(&s->prev);

@@ -87,15 +87,31 @@ static void add_marker(struct pys_session *s, int kind)
     f->kind = kind;
 }
 
+int prof_opcodes_init(struct prof_opcodes *op, size_t n)
+{
+    op->segs = malloc(n * sizeof *op->segs);
+    op->frame = malloc(n * sizeof *op->frame);
+    op->byte = malloc(n);
+    return op->segs && op->frame && op->byte ? 0 : PYS_E_NOMEM;
+}
+
+void prof_opcodes_release(struct prof_opcodes *op)
+{
+    free(op->segs);
+    free(op->frame);
+    free(op->byte);
+}
+
 /* pys_options.opcodes: the byte at each Python frame's instruction, for the
  * frames [start, s->res.nframes) of one thread, in one batched read. Frames whose
  * byte cannot be read keep -1: an opcode is never worth a failed sample. */
 static void read_opcodes(struct pys_session *s, size_t nops)
 {
-    if (nops == 0 || mem_readv(&s->mem, s->op_segs, nops) < 0)
+    struct prof_opcodes *op = &s->ops;
+    if (nops == 0 || mem_readv(&s->mem, op->segs, nops) < 0)
         return;
     for (size_t k = 0; k < nops; k++)
-        s->res.frames[s->op_frame[k]].opcode = s->op_byte[k];
+        s->res.frames[op->frame[k]].opcode = op->byte[k];
 }
 
 /*
@@ -192,9 +208,9 @@ static int want_opcode(struct pys_session *s, const struct cpy_raw_frame *rf,
     if (rc == 0)
         return op;
     if (rc == PYS_E_NOTFOUND) {
-        s->op_segs[*nops] =
-            (struct mem_seg){pc->code.code_bytes + 2 * start, &s->op_byte[*nops], 1};
-        s->op_frame[(*nops)++] = s->res.nframes;
+        s->ops.segs[*nops] =
+            (struct mem_seg){pc->code.code_bytes + 2 * start, &s->ops.byte[*nops], 1};
+        s->ops.frame[(*nops)++] = s->res.nframes;
     }
     return -1;
 }

@@ -480,6 +480,17 @@ struct prof_opcodes {
 int prof_opcodes_init(struct prof_opcodes *op, size_t n);
 void prof_opcodes_release(struct prof_opcodes *op);
 
+/* 3.8-3.13 (snapshot.c): the code objects this snapshot's frames were
+ * named after, checked in one read once every thread is walked
+ * (snapshot_codes_ok), unless each_walk (a snapshot's last try: each
+ * walk's own, as its frames are named). */
+struct prof_named_codes {
+    uint64_t *addrs;
+    size_t n, cap;
+    int each_walk;
+};
+void prof_named_codes_release(struct prof_named_codes *nc);
+
 struct pys_session {
     int pid;
     struct pys_options opt;
@@ -536,13 +547,7 @@ struct pys_session {
     /* The frame records a walk may read: opt.max_frames (a longer chain
      * keeps one less, and a <truncated> marker below them). */
     size_t walk_max;
-    uint64_t *code_addrs; /* scratch: the code objects of one walk (3.8-3.13) */
-    /* 3.8-3.13: the code objects this snapshot's frames were named after,
-     * checked in one read once every thread is walked (snapshot_codes_ok),
-     * unless check_each_walk (a snapshot's last try: each walk's own). */
-    uint64_t *snap_codes;
-    size_t nsnap_codes, snap_codes_cap;
-    int check_each_walk;
+    struct prof_named_codes named; /* 3.8-3.13 */
     struct prof_torn torn;
     struct pys_frame *res_scratch; /* per raw frame: what it resolved to */
     struct prof_opcodes ops; /* with opt.opcodes */

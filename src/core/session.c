@@ -150,10 +150,6 @@ static int session_open(pys_session **out, int pid, struct mem_source *src,
     /* Without a code generation counter, a cached code object must be checked
      * to still be there at each use. */
     s->codes.validate = !CPY_HAS(&s->off, interpreter_state, code_object_generation);
-    if (s->codes.validate && !(s->code_addrs = malloc(nmax * sizeof *s->code_addrs))) {
-        rc = PYS_E_NOMEM;
-        goto fail;
-    }
     *out = s;
     return 0;
 fail:
@@ -182,8 +178,7 @@ void pys_session_free(pys_session *s)
     free(s->tsbuf);
     free(s->raw);
     free(s->res_scratch);
-    free(s->code_addrs);
-    free(s->snap_codes);
+    prof_named_codes_release(&s->named);
     prof_opcodes_release(&s->ops);
     free(s->kind_scratch);
     prof_results_release(&s->res);

@@ -123,22 +123,25 @@ static void read_opcodes(struct pys_session *s, size_t nops)
 static int note_codes(struct pys_session *s, const struct prof_walk *w,
                       const struct cpy_raw_frame *raw, size_t nraw)
 {
-    size_t nc = 0;
-    int rc;
-    for (size_t i = 0; i < nraw && i < w->tail_start; i++)
-        if (!raw[i].shim)
-            s->code_addrs[nc++] = raw[i].code;
-    if (s->check_each_walk)
-        return (rc = prof_codecache_check(&s->codes, &s->mem, &s->off, s->code_addrs, nc)) < 0 ? rc
-                                                                                               : 0;
-    if (nc == 0)
-        return 0;
-    if ((rc = prof_reserve((void **)&s->snap_codes, &s->snap_codes_cap, s->nsnap_codes + nc,
-                           sizeof *s->snap_codes)) < 0)
+    struct prof_named_codes *nc = &s->named;
+    size_t end = nraw < w->tail_start ? nraw : w->tail_start, n = nc->n;
+    int rc = prof_reserve((void **)&nc->addrs, &nc->cap, n + end, sizeof *nc->addrs);
+    if (rc < 0)
         return rc;
-    memcpy(s->snap_codes + s->nsnap_codes, s->code_addrs, nc * sizeof *s->code_addrs);
-    s->nsnap_codes += nc;
-    return 0;
+    for (size_t i = 0; i < end; i++)
+        if (!raw[i].shim)
+            nc->addrs[n++] = raw[i].code;
+    if (!nc->each_walk) {
+        nc->n = n;
+        return 0;
+    }
+    rc = prof_codecache_check(&s->codes, &s->mem, &s->off, nc->addrs + nc->n, n - nc->n);
+    return rc < 0 ? rc : 0;
+}
+
+void prof_named_codes_release(struct prof_named_codes *nc)
+{
+    free(nc->addrs);
 }
 
 /*
@@ -647,19 +650,19 @@ static int generation_moved(struct pys_session *s)
  */
 static int snapshot_codes_ok(struct pys_session *s, struct mem_mark batch)
 {
-    if (!s->codes.validate || s->check_each_walk || s->nsnap_codes == 0)
+    struct prof_named_codes *nc = &s->named;
+    if (!s->codes.validate || nc->each_walk || nc->n == 0)
         return 1;
     /* Every frame from the batch: the second copies it ends with, read
      * after them, do for the objects the last snapshot named too; the
      * others are read. */
-    prof_codecache_hint(&s->codes, &s->mem, &s->off, s->snap_codes, s->nsnap_codes);
-    size_t left = s->nsnap_codes;
+    prof_codecache_hint(&s->codes, &s->mem, &s->off, nc->addrs, nc->n);
+    size_t left = nc->n;
     int rc = 0;
     if (!mem_past_batch_since(&s->mem, batch))
-        rc = prof_codecache_rechecked(&s->codes, &s->mem, &s->off, s->snap_codes,
-                                      s->nsnap_codes, &left);
+        rc = prof_codecache_rechecked(&s->codes, &s->mem, &s->off, nc->addrs, nc->n, &left);
     if (rc == 0 && left > 0)
-        rc = prof_codecache_check(&s->codes, &s->mem, &s->off, s->snap_codes, left);
+        rc = prof_codecache_check(&s->codes, &s->mem, &s->off, nc->addrs, left);
     if (rc < 0)
         return rc;
     return rc == 0;
@@ -760,11 +763,11 @@ static int snapshot_try(struct pys_session *s, int tries)
     uint64_t iaddr;
     int rc;
     s->res.ninterps = s->res.nthreads = s->res.nframes = 0;
-    s->nsnap_codes = 0;
+    s->named.n = 0;
     s->torn.nchk = s->torn.nchk_walks = 0;
     s->fcache.seen = 0;
-    s->check_each_walk = tries + 1 >= GENERATION_TRIES;
-    s->torn.put_off = !s->check_each_walk;
+    s->named.each_walk = tries + 1 >= GENERATION_TRIES;
+    s->torn.put_off = !s->named.each_walk;
     s->torn.grow_left = PROF_GROW_BUDGET;
     s->err[0] = '\0';
     s->snapshots++;

@@ -185,6 +185,17 @@ struct prof_walk {
     uint64_t cut;
 };
 
+/* What the naming of a walk's frames (snapshot.c) made of each of the
+ * frames it read, by index in the walk: kept by the frame cache for the
+ * next sample's cached tail. */
+struct prof_resolved {
+    struct pys_frame *frames; /* a Python frame past its prologue: what it is */
+    uint8_t *kind;            /* PROF_RES_* */
+};
+/* Room for n frames: 0 or PYS_E_NOMEM. */
+int prof_resolved_init(struct prof_resolved *r, size_t n);
+void prof_resolved_release(struct prof_resolved *r);
+
 /* --- frame cache (framecache.c), CPython 3.15+ -------------------------- */
 
 /* Strikes that make a thread's anchor another writer's (framecache.c). */
@@ -248,7 +259,7 @@ int prof_fcache_usable(struct pys_session *s, const struct cpy_thread *t);
  * entry, tail and cut). */
 int prof_fcache_walk(struct pys_session *s, struct prof_walk *w, const struct cpy_thread *t);
 /* After the walk's frames were resolved (ok) or not: keep what each raw
- * frame resolved to (s->res_scratch) for the next sample's cached tail. */
+ * frame resolved to (s->resolved) for the next sample's cached tail. */
 void prof_fcache_resolved(struct pys_session *s, const struct prof_walk *w, size_t nraw, int ok);
 /* Drop the entries of threads the last snapshot did not see. */
 void prof_fcache_sweep(struct pys_session *s);
@@ -549,9 +560,8 @@ struct pys_session {
     size_t walk_max;
     struct prof_named_codes named; /* 3.8-3.13 */
     struct prof_torn torn;
-    struct pys_frame *res_scratch; /* per raw frame: what it resolved to */
     struct prof_opcodes ops; /* with opt.opcodes */
-    uint8_t *kind_scratch;
+    struct prof_resolved resolved;
     struct prof_results res;
     struct pys_snapshot snap;
 };

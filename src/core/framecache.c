@@ -507,8 +507,8 @@ void prof_fcache_resolved(struct pys_session *s, const struct prof_walk *w, size
     /* The tail's resolutions are in place already: store the rest. */
     size_t fresh = w->tail_start < nraw ? w->tail_start : nraw;
     if (fresh > 0) {
-        memcpy(e->res, s->res_scratch, fresh * sizeof *e->res);
-        memcpy(e->res_kind, s->kind_scratch, fresh);
+        memcpy(e->res, s->resolved.frames, fresh * sizeof *e->res);
+        memcpy(e->res_kind, s->resolved.kind, fresh);
     }
     e->res_valid = 1;
 }

@@ -125,13 +125,11 @@ static int session_open(pys_session **out, int pid, struct mem_source *src,
     rc = PYS_E_NOMEM;
     s->tsbuf = malloc(cpy_thread_bufsize(&s->off));
     s->raw = malloc(nmax * sizeof *s->raw);
-    s->res_scratch = malloc(nmax * sizeof *s->res_scratch);
-    s->kind_scratch = malloc(nmax);
     s->marker_file = prof_intern_str(&s->strings, "~", 1);
     s->marker_native = prof_intern_str(&s->strings, "<native>", 8);
     s->marker_gc = prof_intern_str(&s->strings, "<GC>", 4);
     s->marker_truncated = prof_intern_str(&s->strings, "<truncated>", 11);
-    if (!s->tsbuf || !s->raw || !s->res_scratch || !s->kind_scratch || !s->marker_file ||
+    if (!s->tsbuf || !s->raw || prof_resolved_init(&s->resolved, nmax) < 0 || !s->marker_file ||
         !s->marker_native || !s->marker_gc || !s->marker_truncated)
         goto fail;
     if (s->opt.locals && !(s->locals = prof_locals_new()))
@@ -177,10 +175,9 @@ void pys_session_free(pys_session *s)
     cpy_stack_release(&s->stack);
     free(s->tsbuf);
     free(s->raw);
-    free(s->res_scratch);
+    prof_resolved_release(&s->resolved);
     prof_named_codes_release(&s->named);
     prof_opcodes_release(&s->ops);
-    free(s->kind_scratch);
     prof_results_release(&s->res);
     prof_results_release(&s->prev);
     free(s->image_path);

@@ -144,17 +144,30 @@ void prof_named_codes_release(struct prof_named_codes *nc)
     free(nc->addrs);
 }
 
+int prof_resolved_init(struct prof_resolved *r, size_t n)
+{
+    r->frames = malloc(n * sizeof *r->frames);
+    r->kind = malloc(n);
+    return r->frames && r->kind ? 0 : PYS_E_NOMEM;
+}
+
+void prof_resolved_release(struct prof_resolved *r)
+{
+    free(r->frames);
+    free(r->kind);
+}
+
 /*
  * Name Python frame raw[i] of thread t, read by this walk: its code object
- * (*pc), its kind (s->kind_scratch[i]) and, for a frame past its prologue,
- * its resolution (s->res_scratch[i]). 0, or an error with the detail in err.
+ * (*pc), its kind (s->resolved.kind[i]) and, for a frame past its prologue,
+ * its resolution (s->resolved.frames[i]). 0, or an error with the detail in err.
  */
 static int name_frame(struct pys_session *s, const struct cpy_thread *t,
                       const struct cpy_raw_frame *raw, size_t i, const struct prof_code **pc,
                       char *err, size_t errlen)
 {
     const struct cpy_raw_frame *rf = &raw[i];
-    struct pys_frame *out = &s->res_scratch[i];
+    struct pys_frame *out = &s->resolved.frames[i];
     int rc = prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym, rf->code, pc);
     if (rc < 0) {
         snprintf(err, errlen, "code object at 0x%llx unreadable: %s", (unsigned long long)rf->code,
@@ -165,7 +178,7 @@ static int name_frame(struct pys_session *s, const struct cpy_thread *t,
     int incomplete = cpy_frame_incomplete(&s->off, &c->code, rf);
     if ((rc = prof_torn_frame_fits(s, t, raw, i, c, incomplete, err, errlen)) < 0)
         return rc;
-    s->kind_scratch[i] = incomplete ? PROF_RES_INCOMPLETE : PROF_RES_FRAME;
+    s->resolved.kind[i] = incomplete ? PROF_RES_INCOMPLETE : PROF_RES_FRAME;
     if (incomplete)
         return 0;
     struct cpy_location loc;
@@ -249,8 +262,8 @@ static int resolve_frames(struct pys_session *s, const struct prof_walk *w,
     int plain_tail = !s->opt.native && !s->opt.opcodes && !(s->opt.gc && in->gc_frame != 0);
     for (size_t i = 0; i < nraw; i++) {
         const struct cpy_raw_frame *rf = &raw[i];
-        const struct pys_frame *res = &s->res_scratch[i];
-        const uint8_t *kind = &s->kind_scratch[i];
+        const struct pys_frame *res = &s->resolved.frames[i];
+        const uint8_t *kind = &s->resolved.kind[i];
         const struct prof_code *pc = NULL; /* looked up for frames read now */
         if (i >= w->tail_start && plain_tail) {
             const struct prof_fcache_entry *e = w->entry;
@@ -271,7 +284,7 @@ static int resolve_frames(struct pys_session *s, const struct prof_walk *w,
             res = &w->entry->res[i];
             kind = &w->entry->res_kind[i];
         } else if (rf->shim) {
-            s->kind_scratch[i] = PROF_RES_SHIM;
+            s->resolved.kind[i] = PROF_RES_SHIM;
             if (s->native && (rc = prof_native_note_shim(s, rf->addr)) < 0)
                 goto fail;
         } else if ((rc = name_frame(s, t, raw, i, &pc, err, errlen)) < 0) {

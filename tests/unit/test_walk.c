@@ -830,9 +830,8 @@ static struct pys_session *fcache_session(struct image *im)
     mem_init_image(&s->mem, im->regions, 2);
     s->opt.max_frames = s->walk_max = PYS_MAX_FRAMES_DEFAULT;
     s->raw = malloc(s->walk_max * sizeof *s->raw);
-    s->res_scratch = malloc(s->walk_max * sizeof *s->res_scratch);
-    s->kind_scratch = malloc(s->walk_max);
-    assert_true(s->raw && s->res_scratch && s->kind_scratch);
+    assert_non_null(s->raw);
+    assert_int_equal(prof_resolved_init(&s->resolved, s->walk_max), 0);
     s->use_fcache = 1;
     s->snapshots = 1;
     return s;
@@ -845,8 +844,7 @@ static void fcache_session_free(struct pys_session *s)
     mem_release(&s->mem);
     cpy_stack_release(&s->stack);
     free(s->raw);
-    free(s->res_scratch);
-    free(s->kind_scratch);
+    prof_resolved_release(&s->resolved);
     free(s);
 }
 

@@ -165,10 +165,27 @@ void prof_codecache_release(struct prof_codecache *cc);
 /* --- one walk (snapshot.c, framecache.c, torn.c) ------------------------ */
 
 /*
+ * What one thread's read goes into (s->walker; set up by snapshot.c): its
+ * thread state's bytes, the data stack's chunks and second copies, and the
+ * frame records a walk reads.
+ */
+struct prof_walker {
+    uint8_t *tsbuf; /* cpy_thread_bufsize bytes */
+    struct cpy_stack stack;
+    struct cpy_raw_frame *raw;
+    /* The frame records a walk may read: opt.max_frames (a longer chain
+     * keeps one less, and a <truncated> marker below them). */
+    size_t max;
+};
+/* Room for max frames: 0 or PYS_E_NOMEM. */
+int prof_walker_init(struct prof_walker *w, const struct cpy_offsets *o, size_t max);
+void prof_walker_release(struct prof_walker *w);
+
+/*
  * What one walk of one thread passes to its checks and to the naming of its
  * frames (as CPython's FrameWalkContext): made by the snapshot for each try
- * of a thread and passed explicitly; the frames are in s->raw (or the cache
- * entry's).
+ * of a thread and passed explicitly; the frames are in s->walker.raw (or the
+ * cache entry's).
  */
 struct prof_walk {
     /* mem_mark just before the thread state was read: if no read came
@@ -176,7 +193,7 @@ struct prof_walk {
      * batched read. */
     struct mem_mark mark;
     /* The frame cache entry the walk used (whose frames are then the chain;
-     * s->raw holds only the frames read), and the index from which the
+     * s->walker.raw holds only the frames read), and the index from which the
      * chain's frames came from the cache, their resolutions with them
      * (SIZE_MAX when none did). */
     struct prof_fcache_entry *entry;
@@ -217,7 +234,7 @@ struct prof_fcache_entry {
     uint32_t wasted;              /* anchors written in a row that were gone by the next */
     uint32_t skipped;             /* writes skipped meanwhile */
     uint64_t last_stop;           /* the anchor the last walk went down to */
-    uint64_t cut;                 /* frames is cut (at walk_max - 1): the caller of its
+    uint64_t cut;                 /* frames is cut (at walker.max - 1): the caller of its
                                    * last frame; 0 = the whole chain */
     int looked;                   /* a walk has seen the thread (it writes from the next) */
     int other_writer;             /* another profiler writes its anchor: left alone */
@@ -254,7 +271,7 @@ struct pys_session;
  * written again; counted in other_writers (threads) and other_writer_walks.
  */
 int prof_fcache_usable(struct pys_session *s, const struct cpy_thread *t);
-/* Walk thread t into s->raw using and refreshing the cache; returns the
+/* Walk thread t into s->walker.raw using and refreshing the cache; returns the
  * number of raw frames or an error, as cpy_stack_walk, and fills w (its
  * entry, tail and cut). */
 int prof_fcache_walk(struct pys_session *s, struct prof_walk *w, const struct cpy_thread *t);
@@ -269,8 +286,8 @@ void prof_fcache_release(struct prof_fcache *fc);
 
 /*
  * Is a walk one moment of the target? (torn.c's opening says how it is
- * answered.) A walk comes in with the reads it came from: s->raw and
- * s->stack, and w->mark, taken just before its thread state was read. The
+ * answered.) A walk comes in with the reads it came from: s->walker.raw and
+ * s->walker.stack, and w->mark, taken just before its thread state was read. The
  * verdicts:
  */
 #define PROF_TORN_MIXED 0 /* two moments: read the thread again */
@@ -433,6 +450,17 @@ static inline int prof_torn_adjacent(const struct pys_session *s, const struct c
  * these the code cache is emptied at every snapshot. */
 #define PROF_GEN_SLOTS 16
 
+/* Each interpreter's code object generation (3.14+), as last seen
+ * (snapshot.c: the code cache is emptied when one moves). */
+struct prof_gen {
+    uint64_t interp[PROF_GEN_SLOTS], seen[PROF_GEN_SLOTS]; /* by position in the list */
+    /* The main interpreter's generation as a walk read it after its frames
+     * (prof_fcache_walk), and mem_mark just after that read: if no read
+     * came since, it is the latest look. */
+    uint64_t after;
+    struct mem_mark after_mark;
+};
+
 /* A snapshot's interpreters, threads and frames (pys_session's, and the
  * last one kept). */
 struct prof_results {
@@ -542,22 +570,10 @@ struct pys_session {
     struct prof_codecache codes;
     struct prof_fcache fcache;
     int use_fcache;          /* opt.frame_cache and the target has the anchor (3.15+) */
-    /* Each interpreter's code object generation (3.14+) as last seen, by
-     * position in the list: the code cache is emptied when one moves. */
-    uint64_t gen_interp[PROF_GEN_SLOTS], gen_seen[PROF_GEN_SLOTS];
-    /* The main interpreter's generation as a walk read it after its frames
-     * (prof_fcache_walk), and mem_mark just after that read: if no read
-     * came since, it is the latest look. */
-    uint64_t gen_after;
-    struct mem_mark gen_after_mark;
+    struct prof_gen gen;
 
     /* Scratch and results of the last snapshot. */
-    struct cpy_stack stack;
-    uint8_t *tsbuf;
-    struct cpy_raw_frame *raw;
-    /* The frame records a walk may read: opt.max_frames (a longer chain
-     * keeps one less, and a <truncated> marker below them). */
-    size_t walk_max;
+    struct prof_walker walker;
     struct prof_named_codes named; /* 3.8-3.13 */
     struct prof_torn torn;
     struct prof_opcodes ops; /* with opt.opcodes */
@@ -705,11 +721,11 @@ static inline int prof_torn_adjacent(const struct pys_session *s, const struct c
         lo = t->datastack_chunk;
         hi = t->datastack_top;
     } else {
-        for (size_t i = 0; i < s->stack.nchunks; i++) {
-            uint64_t a = s->stack.chunks[i].addr;
-            if (addr >= a && addr - a < s->stack.chunks[i].len) {
+        for (size_t i = 0; i < s->walker.stack.nchunks; i++) {
+            uint64_t a = s->walker.stack.chunks[i].addr;
+            if (addr >= a && addr - a < s->walker.stack.chunks[i].len) {
                 lo = a;
-                hi = a + s->stack.chunks[i].len;
+                hi = a + s->walker.stack.chunks[i].len;
                 break;
             }
         }

@@ -307,7 +307,7 @@ static int merge(struct pys_session *s, const struct pys_thread *t, size_t npcs,
 int prof_native_snapshot(struct pys_session *s)
 {
     struct prof_native *n = s->native;
-    if (!n || !s->stack.stopped)
+    if (!n || !s->walker.stack.stopped)
         return 0; /* native stacks only of a paused target */
     if (!n->unw && !n->unw_failed) {
         int rc = plat_unwinder_new(s->pid, &n->unw);

@@ -105,7 +105,6 @@ static int session_open(pys_session **out, int pid, struct mem_source *src,
     if (opt)
         s->opt = *opt;
     s->opt.max_frames = nmax;
-    s->walk_max = nmax;
     if (!src) {
         mem_proc_init(&s->proc, pid);
         src = &s->proc.base;
@@ -123,14 +122,13 @@ static int session_open(pys_session **out, int pid, struct mem_source *src,
     if (rc < 0)
         goto fail;
     rc = PYS_E_NOMEM;
-    s->tsbuf = malloc(cpy_thread_bufsize(&s->off));
-    s->raw = malloc(nmax * sizeof *s->raw);
     s->marker_file = prof_intern_str(&s->strings, "~", 1);
     s->marker_native = prof_intern_str(&s->strings, "<native>", 8);
     s->marker_gc = prof_intern_str(&s->strings, "<GC>", 4);
     s->marker_truncated = prof_intern_str(&s->strings, "<truncated>", 11);
-    if (!s->tsbuf || !s->raw || prof_resolved_init(&s->resolved, nmax) < 0 || !s->marker_file ||
-        !s->marker_native || !s->marker_gc || !s->marker_truncated)
+    if (prof_walker_init(&s->walker, &s->off, nmax) < 0 ||
+        prof_resolved_init(&s->resolved, nmax) < 0 || !s->marker_file || !s->marker_native ||
+        !s->marker_gc || !s->marker_truncated)
         goto fail;
     if (s->opt.locals && !(s->locals = prof_locals_new()))
         goto fail;
@@ -144,7 +142,7 @@ static int session_open(pys_session **out, int pid, struct mem_source *src,
     s->use_fcache = s->opt.frame_cache && CPY_HAS(&s->off, thread_state, last_profiled_frame);
     /* With the frame cache, a walk through older chunks (a miss) is a
      * one-off: the next samples take those frames from the cache. */
-    s->stack.older_once = s->use_fcache;
+    s->walker.stack.older_once = s->use_fcache;
     /* Without a code generation counter, a cached code object must be checked
      * to still be there at each use. */
     s->codes.validate = !CPY_HAS(&s->off, interpreter_state, code_object_generation);
@@ -172,9 +170,7 @@ void pys_session_free(pys_session *s)
     prof_locals_free(s->locals);
     prof_native_free(s->native);
     prof_intern_release(&s->strings);
-    cpy_stack_release(&s->stack);
-    free(s->tsbuf);
-    free(s->raw);
+    prof_walker_release(&s->walker);
     prof_resolved_release(&s->resolved);
     prof_named_codes_release(&s->named);
     prof_opcodes_release(&s->ops);

@@ -144,6 +144,21 @@ void prof_named_codes_release(struct prof_named_codes *nc)
     free(nc->addrs);
 }
 
+int prof_walker_init(struct prof_walker *w, const struct cpy_offsets *o, size_t max)
+{
+    *w = (struct prof_walker){.max = max};
+    w->tsbuf = malloc(cpy_thread_bufsize(o));
+    w->raw = malloc(max * sizeof *w->raw);
+    return w->tsbuf && w->raw ? 0 : PYS_E_NOMEM;
+}
+
+void prof_walker_release(struct prof_walker *w)
+{
+    cpy_stack_release(&w->stack);
+    free(w->tsbuf);
+    free(w->raw);
+}
+
 int prof_resolved_init(struct prof_resolved *r, size_t n)
 {
     r->frames = malloc(n * sizeof *r->frames);
@@ -254,7 +269,7 @@ static int resolve_frames(struct pys_session *s, const struct prof_walk *w,
         return rc;
     /* The walk's chain: the frame cache entry's, or the scratch of a walk
      * made without the cache. */
-    const struct cpy_raw_frame *raw = w->entry ? w->entry->frames : s->raw;
+    const struct cpy_raw_frame *raw = w->entry ? w->entry->frames : s->walker.raw;
     if (s->codes.validate && (rc = note_codes(s, w, raw, nraw)) < 0)
         return rc;
     /* Without markers or opcodes, the cached tail is its frames, copied as
@@ -349,15 +364,15 @@ static const char *walk_error(int rc)
 static void retry_generation(struct pys_session *s)
 {
     uint64_t late;
-    if (!CPY_HAS(&s->off, interpreter_state, code_object_generation) || s->gen_interp[0] == 0)
+    if (!CPY_HAS(&s->off, interpreter_state, code_object_generation) || s->gen.interp[0] == 0)
         return;
     if (!mem_prefetch_late_value(&s->mem, &late)) {
         mem_force_recheck(&s->mem);
         return;
     }
-    if (late != s->gen_seen[0]) {
+    if (late != s->gen.seen[0]) {
         prof_codecache_clear(&s->codes);
-        s->gen_seen[0] = late;
+        s->gen.seen[0] = late;
     }
 }
 
@@ -388,7 +403,7 @@ static int put_off_checks(struct pys_session *s)
         struct mem_mark mark = mem_mark(&s->mem);
         /* Its walk was counted as a read: it is one that needed more. */
         s->thread_reads--;
-        int trc = cpy_thread_read(&s->mem, &s->off, &s->sym, pt->tstate, s->tsbuf, &t);
+        int trc = cpy_thread_read(&s->mem, &s->off, &s->sym, pt->tstate, s->walker.tsbuf, &t);
         if (trc == PYS_E_EXITED)
             return trc;
         if (trc < 0) {
@@ -502,7 +517,7 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
             mem_prefetch_retry(&s->mem);
             retry_generation(s);
             mark = mem_mark(&s->mem);
-            rc = cpy_thread_read(&s->mem, &s->off, &s->sym, t->addr, s->tsbuf, &cur);
+            rc = cpy_thread_read(&s->mem, &s->off, &s->sym, t->addr, s->walker.tsbuf, &cur);
             if (rc < 0)
                 break;
         }
@@ -513,8 +528,9 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
         } else {
             if (attempt == WALK_TRIES - 1)
                 walk_from_entering_root(s, pt, &cur);
-            rc = cpy_stack_walk(&s->mem, &s->off, &cur, &s->stack, s->raw, s->walk_max);
-            w.cut = s->stack.cut;
+            rc = cpy_stack_walk(&s->mem, &s->off, &cur, &s->walker.stack, s->walker.raw,
+                                s->walker.max);
+            w.cut = s->walker.stack.cut;
             int v = rc >= 0 ? prof_torn_walk(s, &w, in, &cur, (size_t)rc, ti, ni) : PROF_TORN_ONE;
             put_off = v == PROF_TORN_LATER;
             if (v == PROF_TORN_MIXED)
@@ -577,7 +593,7 @@ static int take_over_threads(struct pys_session *s, const struct cpy_interp *in,
             struct cpy_thread t;
             mem_log_mark(&s->mem);
             struct mem_mark mark = mem_mark(&s->mem);
-            rc = cpy_thread_read(&s->mem, &s->off, &s->sym, taddr, s->tsbuf, &t);
+            rc = cpy_thread_read(&s->mem, &s->off, &s->sym, taddr, s->walker.tsbuf, &t);
             if (rc == PYS_E_EXITED)
                 return rc;
             if (rc < 0 || !prof_idle_links_ok(s, i, &t))
@@ -619,10 +635,10 @@ static void check_code_generation(struct pys_session *s, size_t ni, const struct
         prof_codecache_clear(&s->codes);
         return;
     }
-    if (s->gen_interp[ni] != in->addr || s->gen_seen[ni] != gen) {
+    if (s->gen.interp[ni] != in->addr || s->gen.seen[ni] != gen) {
         prof_codecache_clear(&s->codes);
-        s->gen_interp[ni] = in->addr;
-        s->gen_seen[ni] = gen;
+        s->gen.interp[ni] = in->addr;
+        s->gen.seen[ni] = gen;
     }
 }
 
@@ -634,19 +650,19 @@ static int generation_moved(struct pys_session *s)
 {
     uint64_t gen;
     if (!CPY_HAS(&s->off, interpreter_state, code_object_generation) || s->res.ninterps == 0 ||
-        s->gen_interp[0] == 0)
+        s->gen.interp[0] == 0)
         return 0;
-    uint64_t at = s->gen_interp[0] + s->off.interpreter_state.code_object_generation;
+    uint64_t at = s->gen.interp[0] + s->off.interpreter_state.code_object_generation;
     /* Read after all else by the last walk's own second copy: no need to
      * read it again. */
-    if (!mem_read_since(&s->mem, s->gen_after_mark))
-        gen = s->gen_after;
+    if (!mem_read_since(&s->mem, s->gen.after_mark))
+        gen = s->gen.after;
     else if (mem_read_fresh(&s->mem, at, &gen, sizeof gen) < 0)
         return 0;
-    if (gen == s->gen_seen[0])
+    if (gen == s->gen.seen[0])
         return 0;
     prof_codecache_clear(&s->codes);
-    s->gen_seen[0] = gen;
+    s->gen.seen[0] = gen;
     return 1;
 }
 
@@ -735,7 +751,7 @@ static int read_threads(struct pys_session *s, const struct cpy_interp *in, size
             return rc;
         mem_log_mark(&s->mem);
         struct mem_mark mark = mem_mark(&s->mem);
-        rc = cpy_thread_read(&s->mem, &s->off, &s->sym, taddr, s->tsbuf, &t);
+        rc = cpy_thread_read(&s->mem, &s->off, &s->sym, taddr, s->walker.tsbuf, &t);
         if (rc == PYS_E_EXITED)
             return rc;
         if (rc < 0) {

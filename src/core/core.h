@@ -541,12 +541,12 @@ struct pys_session {
     struct mem mem;
     struct mem mem_idle; /* the other reader: see struct prof_idle */
     int mem_idle_in_use; /* mem and mem_idle are swapped */
-    struct prof_results prev; /* the last snapshot's, swapped with the fields below */
+    struct prof_results prev; /* the last snapshot's, swapped with res */
     struct prof_idle idle;
     struct cpy_offsets off;
     struct cpy_symbols sym;
     uint64_t runtime;        /* address of _PyRuntime */
-    struct prof_first_interp first; /* snapshot.c: the list's head, as last read */
+    struct prof_first_interp first; /* snapshot.c */
     char *image_path;        /* the image holding the runtime */
     char version_text[32];   /* "3.12.1", or "3.9" when the patch level is not known */
     char err[512];           /* last error detail */
@@ -570,14 +570,15 @@ struct pys_session {
     struct prof_codecache codes;
     struct prof_fcache fcache;
     int use_fcache;          /* opt.frame_cache and the target has the anchor (3.15+) */
-    struct prof_gen gen;
+    struct prof_gen gen;     /* snapshot.c */
 
-    /* Scratch and results of the last snapshot. */
-    struct prof_walker walker;
-    struct prof_named_codes named; /* 3.8-3.13 */
-    struct prof_torn torn;
-    struct prof_opcodes ops; /* with opt.opcodes */
-    struct prof_resolved resolved;
+    /* What a snapshot's parts keep from one thread or snapshot to the next,
+     * and the results of the last snapshot. */
+    struct prof_walker walker;     /* a thread's read (snapshot.c, framecache.c, torn.c) */
+    struct prof_resolved resolved; /* its frames named (snapshot.c; kept by framecache.c) */
+    struct prof_opcodes ops;       /* snapshot.c, with opt.opcodes */
+    struct prof_named_codes named; /* snapshot.c, 3.8-3.13 */
+    struct prof_torn torn;         /* torn.c */
     struct prof_results res;
     struct pys_snapshot snap;
 };

@@ -472,22 +472,11 @@ static void walk_from_entering_root(struct pys_session *s, const struct pys_thre
         cur->current_frame = root;
 }
 
-/* Read one thread: status, then frames. again: it was read before in this
- * snapshot (its put-off check failed), so it counts as re-read. Returns 0
- * (the thread may carry its own error) or PYS_E_EXITED / PYS_E_NOMEM, which
- * end the snapshot. */
-static int read_thread(struct pys_session *s, const struct cpy_interp *in,
-                       const struct cpy_thread *t, struct mem_mark mark, size_t ti, size_t ni,
-                       int again)
+/* Fill pt (its frames aside) from thread state t of interpreter in. */
+static void thread_status(struct pys_session *s, const struct cpy_interp *in,
+                          const struct cpy_thread *t, struct pys_thread *pt)
 {
-    struct pys_thread *pt = &s->res.threads[ti];
-    char *err = s->res.thread_err[ti];
-    int rc = 0;
-
     memset(pt, 0, sizeof *pt);
-    err[0] = '\0';
-    s->res.thread_stack[ti] = (struct mem_span){t->datastack_chunk,
-                                                t->datastack_top - t->datastack_chunk, 0};
     pt->native_id = t->native_id;
     pt->thread_id = t->thread_id;
     pt->tstate = t->addr;
@@ -503,6 +492,24 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
     if (t->has_exception)
         pt->status |= PYS_THREAD_HAS_EXCEPTION;
     prof_thread_os_state(s, pt);
+}
+
+/* Read one thread: status, then frames. again: it was read before in this
+ * snapshot (its put-off check failed), so it counts as re-read. Returns 0
+ * (the thread may carry its own error) or PYS_E_EXITED / PYS_E_NOMEM, which
+ * end the snapshot. */
+static int read_thread(struct pys_session *s, const struct cpy_interp *in,
+                       const struct cpy_thread *t, struct mem_mark mark, size_t ti, size_t ni,
+                       int again)
+{
+    struct pys_thread *pt = &s->res.threads[ti];
+    char *err = s->res.thread_err[ti];
+    int rc = 0;
+
+    thread_status(s, in, t, pt);
+    err[0] = '\0';
+    s->res.thread_stack[ti] = (struct mem_span){t->datastack_chunk,
+                                                t->datastack_top - t->datastack_chunk, 0};
     s->res.thread_frame_start[ti] = s->res.nframes;
 
     struct cpy_thread cur = *t;

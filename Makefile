@@ -265,7 +265,7 @@ $(B)/completion/_pystrobe: $(B)/pystrobe tools/gen_docs.py
 $(B)/libpystrobe.pc: FORCE
 	printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$(INCLUDEDIR)' 'libdir=$(LIBDIR)' '' \
 	    'Name: libpystrobe' \
-	    'Description: read the Python stacks of running CPython 3.8-3.15 processes' \
+	    'Description: read the Python stacks of running CPython 3.7-3.15 processes' \
 	    'Version: $(VERSION)' 'Libs: -L$${libdir} -lpystrobe' 'Cflags: -I$${includedir}' > $@
 
 install: $(B)/pystrobe $(B)/libpystrobe.so $(B)/libpystrobe.pc module $(DOCS)

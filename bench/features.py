@@ -14,9 +14,10 @@ Sections:
              into bench/screens/), and the achieved rate at 1 kHz and 10 kHz
              with and without --live, pystrobe's and the reference's.
   recording  bytes per sample of --binary against the reference's --binary
-             on deep at 1 kHz; what replay reads of a recording whose
-             writer got kill -9.
+             on deep at 1 kHz (and of --old-build's pystrobe, alternating);
+             what replay reads of a recording whose writer got kill -9.
   rss        peak RSS of a 10 kHz x 6 min recording against 10 kHz x 36 s.
+  screens    the live view's screens alone (as in live).
   outputs    the heatmap, speedscope and pprof outputs of split_3_1.py as
              their consumers see them (headless Chromium's screenshot,
              speedscope's app, go tool pprof -top), into bench/screens/.
@@ -260,14 +261,16 @@ def section_live(st, pystrobe, args):
 
 def section_recording(st, pystrobe, args):
     log(f"## recording (load {loadavg()})")
-    # 1. bytes per sample at 1 kHz on deep, both recorders, alternating
+    # 1. bytes per sample at 1 kHz on deep, the recorders alternating
+    tools = ["pystrobe", "reference"] + (["pystrobe-old"] if args.old_build else [])
     for rep in range(args.reps):
-        for tool in (["pystrobe", "reference"] if rep % 2 == 0 else ["reference", "pystrobe"]):
+        for tool in (tools if rep % 2 == 0 else tools[::-1]):
             t = st.start("deep.py")
             try:
                 out = st.host / f"rec-{tool}-{rep}.bin"
-                if tool == "pystrobe":
-                    argv = [str(pystrobe), "attach", "--binary", "-r", "1khz", "-d", "10",
+                if tool.startswith("pystrobe"):
+                    exe = pystrobe if tool == "pystrobe" else pystrobe.with_name("pystrobe-old")
+                    argv = [str(exe), "attach", "--binary", "-r", "1khz", "-d", "10",
                             "-o", str(out), str(t.pid)]
                 else:
                     argv = st.ref("attach", "--binary", "-r", "1khz", "-d", "10",
@@ -275,9 +278,9 @@ def section_recording(st, pystrobe, args):
                 text = run_wait4(argv, 120)
             finally:
                 st.stop(t)
-            if tool == "pystrobe":
+            if tool.startswith("pystrobe"):
                 m = re.search(r"\(([\d,]+) bytes, " + NUM + r" bytes per sample\)", text)
-                log(f"pystrobe  rep {rep}: {m.group(0) if m else text[-300:]}")
+                log(f"{tool} rep {rep}: {m.group(0) if m else text[-300:]}")
                 r = subprocess.run([sys.executable, str(HERE / "recording_size.py"), str(out)],
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                 log(f"  same samples through the reference's BinaryWriter: {r.stdout.strip()}")
@@ -328,6 +331,10 @@ def section_rss(st, pystrobe, args):
             out.unlink()
         finally:
             st.stop(t)
+
+
+def section_screens(st, pystrobe, args):
+    live_captures(st, pystrobe)
 
 
 def section_kill(st, pystrobe, args):
@@ -483,8 +490,10 @@ def every_version(st, pystrobe, work):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("sections", nargs="+",
-                    choices=["async", "live", "recording", "rss", "outputs", "versions"])
+                    choices=["async", "live", "recording", "rss", "screens", "outputs",
+                             "versions"])
     ap.add_argument("--build", default=str(REPO / "build"))
+    ap.add_argument("--old-build", help="a second build whose recordings are compared")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--long-seconds", type=int, default=360)
     ap.add_argument("--python", default=os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python3.12"))
@@ -499,6 +508,8 @@ def main():
     bindir = Path(tempfile.mkdtemp(prefix="pystrobe-feat-bin-"))
     pystrobe = bindir / "pystrobe"
     shutil.copy2(build / "pystrobe", pystrobe)
+    if args.old_build:
+        shutil.copy2(Path(args.old_build) / "pystrobe", bindir / "pystrobe-old")
     st = Stage(build)
     log(f"load average at start: {open('/proc/loadavg').read().strip()}")
     try:

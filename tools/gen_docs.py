@@ -259,7 +259,7 @@ def man_page(binary, cli_md_path):
     out += [roff_escape(u) for u in synopsis]
     out += [".fi",
             ".SH DESCRIPTION",
-            "\\fBpystrobe\\fR attaches to a CPython 3.8 to 3.15 process from outside (no code in the",
+            "\\fBpystrobe\\fR attaches to a CPython 3.7 to 3.15 process from outside (no code in the",
             "target, no restart), reads the interpreter's own structures with",
             "\\fBprocess_vm_readv\\fR(2), and reports every thread's Python stack with file,",
             "function, line and column: sampled over time as a profile (\\fBrun\\fR,",

@@ -43,9 +43,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SIDROOT = Path(os.environ.get("PYSTROBE_SIDROOT", ROOT / ".cache" / "sid-root"))
 OUT = ROOT / "src" / "cpython" / "opcodes_gen.c"
-MINORS = [8, 9, 10, 11, 12, 13, 14, 15]
+MINORS = [7, 8, 9, 10, 11, 12, 13, 14, 15]
 NAME = r"[A-Z][A-Z0-9_]*"
-# #defines of opcode.h (3.8-3.10) that are not instructions.
+# #defines of opcode.h (3.7-3.10) that are not instructions.
 NOT_OPCODES = {"HAVE_ARGUMENT"}
 
 
@@ -57,6 +57,8 @@ def include_dirs():
         m = re.match(r"3\.(\d+)\.\d+$", d.name)
         if m and int(m.group(1)) in sets:
             inc = d / "include" / f"python3.{m.group(1)}"
+            if not inc.is_dir():  # 3.7: the ABI flags in the name
+                inc = d / "include" / f"python3.{m.group(1)}m"
             if (inc / "opcode.h").is_file():
                 sets[int(m.group(1))].append((f"pyenv {d.name}", inc))
     for minor in MINORS:

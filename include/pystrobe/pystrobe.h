@@ -179,7 +179,7 @@ struct pys_options {
      * out. A native frame has kind PYS_FRAME_NATIVE, qualname its symbol
      * (or "0xOFFSET" in its module), filename its module's path, lineno its
      * source line where debug information has it (else -1). Snapshots not
-     * paused get the Python frames with the markers of `native`, which
+     * paused (nor of a core) get the Python frames with the markers of `native`, which
      * this option sets. With locals, pys_session_frame_locals reads the
      * Python frames of the merged stacks (a native frame has none). */
     int native_stacks;
@@ -222,8 +222,9 @@ PYS_EXTERN int pys_session_attach_image(pys_session **out, const char *path,
  * if not NULL: the root the process ran in), the executable at `executable`
  * if not NULL. A file that is missing or is not the one the process mapped
  * (its first page differs) is not read: what only it held is unreadable,
- * and pys_core_info's notes say so. Its pid is 0; native stacks are refused
- * (PYS_E_INVAL). PYS_E_IO if the core cannot be read, PYS_E_CORRUPT if it
+ * and pys_core_info's notes say so. Its pid is 0. With native_stacks, each
+ * snapshot unwinds the threads from the registers and stacks the core
+ * holds (a thread's native_error says why one could not be). PYS_E_IO if the core cannot be read, PYS_E_CORRUPT if it
  * is not a core file (or a malformed one), PYS_E_NOTFOUND if `executable`
  * cannot be read, else as pys_session_attach.
  */

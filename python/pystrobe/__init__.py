@@ -2,7 +2,7 @@
 
 A drop-in for CPython 3.15's private ``_remote_debugging`` module (stack
 sampling and asyncio task graphs), usable from any host interpreter 3.8+
-against any target pystrobe supports (CPython 3.8 to 3.15; GIL builds;
+against any target pystrobe supports (CPython 3.7 to 3.15; GIL builds;
 Linux; task graphs need a 3.14+ target)::
 
     import pystrobe

@@ -21,8 +21,8 @@ static const char DUMP_USAGE[] =
     "                     [--blocking] [--max-frames N] PID\n"
     "       pystrobe dump [options] -p PID\n"
     "       pystrobe dump --async-aware [--async-mode all|running] [--json] [--blocking] PID\n"
-    "       pystrobe dump [--json] [--no-source] [--locals] [--opcodes] [--max-frames N]\n"
-    "                     --core FILE [--executable PATH] [--root DIR]\n"
+    "       pystrobe dump [--json] [--no-source] [--locals] [--native] [--opcodes]\n"
+    "                     [--max-frames N] --core FILE [--executable PATH] [--root DIR]\n"
     "\n"
     "  -p, --pid PID    the process, as py-spy writes it\n"
     "  --core FILE      a core file of a Python process (the kernel's, or gdb's gcore)\n"
@@ -40,7 +40,8 @@ static const char DUMP_USAGE[] =
     "                   short: repr() of None, bool, int, float, str, bytes (cut), else\n"
     "                   the type and address\n"
     "  --native         native (C) frames between the Python frames, named by symbol,\n"
-    "                   the interpreter's own left out (stops the threads: --blocking)\n"
+    "                   the interpreter's own left out (stops the threads: --blocking;\n"
+    "                   from a core: its threads' registers and stacks)\n"
     "  --max-frames N   frames kept of a stack, 16 to 1000000 (default 8192): a deeper\n"
     "                   one keeps its innermost N-1 over a <truncated> frame\n"
     "  --async-aware    the asyncio tasks (CPython 3.14+): each task's name, coroutine\n"
@@ -622,7 +623,6 @@ static int parse_dump_option(struct dump_args *a, int argc, char **argv, int *i)
 static int check_core_args(const struct dump_args *a)
 {
     const char *bad = a->pid >= 0      ? "a process id"
-                      : a->native      ? "--native"
                       : a->blocking    ? "--blocking"
                       : a->async_aware ? "--async-aware"
                                        : NULL;

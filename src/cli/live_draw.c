@@ -13,6 +13,7 @@
  * Strings from the target are UTF-8; widths count code points.
  */
 #include <curses.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,43 +243,133 @@ void live_order(struct live_ui *u)
 
 /* --- header ---------------------------------------------------------------- */
 
-static void draw_header(struct live_ui *u, size_t cols)
+/* A field of a header or key line: its text in full and in brief (empty:
+ * the same), and how much it matters (the least is dropped first). */
+struct field {
+    char full[160], brief[96];
+    int keep;
+};
+
+#define NFIELDS 12
+
+static void field_set(struct field *f, int keep, const char *brief, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void field_set(struct field *f, int keep, const char *brief, const char *fmt, ...)
 {
-    struct line l;
-    char b[512], th[64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->full, sizeof f->full, fmt, ap);
+    va_end(ap);
+    snprintf(f->brief, sizeof f->brief, "%s", brief ? brief : "");
+    f->keep = keep;
+}
+
+static const char *field_text(const struct field *f, int brief)
+{
+    return brief && f->brief[0] ? f->brief : f->full;
+}
+
+/* Columns the fields that are on take, joined by separators of sepw. */
+static size_t fields_width(const struct field *f, size_t n, const int *on, int brief, size_t sepw)
+{
+    size_t w = 0, k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (on[i])
+            w += (k++ ? sepw : 0) + width_of(field_text(&f[i], brief));
+    return w;
+}
+
+/* The fields, joined by sep, in the room left on l: in full if they fit;
+ * else in brief, the least important dropped until the rest fit (and in
+ * full again if the rest fit so). A line is never cut at its edge: a field
+ * alone wider than the line is shortened in its middle. */
+static void put_fields(struct line *l, const struct field *f, size_t n, const char *sep)
+{
+    int on[NFIELDS] = {0};
+    if (n > NFIELDS)
+        n = NFIELDS;
+    size_t room = l->cols - l->w, sepw = width_of(sep), left = n;
+    for (size_t i = 0; i < n; i++)
+        on[i] = 1;
+    int brief = fields_width(f, n, on, 0, sepw) > room;
+    while (brief && left > 1 && fields_width(f, n, on, 1, sepw) > room) {
+        size_t drop = n;
+        for (size_t i = 0; i < n; i++)
+            if (on[i] && (drop == n || f[i].keep <= f[drop].keep))
+                drop = i;
+        on[drop] = 0;
+        left--;
+    }
+    if (brief && fields_width(f, n, on, 0, sepw) <= room)
+        brief = 0;
+    for (size_t i = 0, k = 0; i < n; i++) {
+        if (!on[i])
+            continue;
+        if (k++)
+            put_text(l, sep);
+        const char *t = field_text(&f[i], brief);
+        size_t w = width_of(t);
+        if (w > l->cols - l->w)
+            put_cut(l, t, l->cols - l->w, 0, 0);
+        else
+            put_n(l, t, strlen(t), w);
+    }
+}
+
+static void header_title(struct live_ui *u, size_t cols)
+{
     const struct live_table *t = &u->t;
     uint64_t up = (u->now_ns - u->t0_ns) / 1000000000u;
-
+    const char *ver = t->version ? t->version : "?";
+    struct field f[6];
+    char b[96];
+    field_set(&f[0], 1, "pystrobe", "pystrobe live");
+    field_set(&f[1], 9, NULL, "pid %d", u->pid);
+    snprintf(b, sizeof b, "py %s", ver);
+    field_set(&f[2], 6, b, "Python %s", ver);
+    field_set(&f[3], 5, NULL, "up %llu:%02llu:%02llu", (unsigned long long)(up / 3600),
+              (unsigned long long)(up / 60 % 60), (unsigned long long)(up % 60));
+    field_set(&f[4], 7, u->mode, "%s mode", u->mode);
     if (u->thread_ix == 0)
-        snprintf(th, sizeof th, "all (%zu)", t->nthreads);
+        field_set(&f[5], 8, NULL, "thread all (%zu)", t->nthreads);
     else
-        snprintf(th, sizeof th, "%llu (%zu/%zu)", (unsigned long long)u->sc.thread, u->thread_ix,
-                 t->nthreads);
+        field_set(&f[5], 8, NULL, "thread %llu (%zu/%zu)", (unsigned long long)u->sc.thread,
+                  u->thread_ix, t->nthreads);
+    struct line l;
     line_start(&l, cols);
-    snprintf(b, sizeof b,
-             "pystrobe live | pid %d | Python %s | up %llu:%02llu:%02llu | %s mode | thread %s",
-             u->pid, t->version ? t->version : "?", (unsigned long long)(up / 3600),
-             (unsigned long long)(up / 60 % 60), (unsigned long long)(up % 60), u->mode, th);
-    put_text(&l, b);
+    put_fields(&l, f, 6, " | ");
     show(0, &l, A_BOLD);
 
     line_start(&l, cols);
     put_text(&l, "cmd: ");
-    put_text(&l, u->cmd);
+    if (width_of(u->cmd) > l.cols - l.w) /* its start and its end: the program, its arguments */
+        put_cut(&l, u->cmd, l.cols - l.w, 0, 0);
+    else
+        put_text(&l, u->cmd);
     show(1, &l, 0);
+}
 
-    char n1[32], n2[32];
-    double secs = (double)t->span_ns / 1e9;
+static void header_counts(struct live_ui *u, size_t cols)
+{
+    const struct live_table *t = &u->t;
+    char n1[32], n2[32], b[96];
+    double secs = (double)t->span_ns / 1e9, rate = secs > 0 ? (double)t->snaps / secs : 0.0;
     fmt_count(n1, sizeof n1, t->snaps);
     fmt_count(n2, sizeof n2, t->run_samples);
+    struct field f[5];
+    snprintf(b, sizeof b, "samples %s", n1);
+    field_set(&f[0], 8, b, "samples %s (run %s)", n1, n2);
+    snprintf(b, sizeof b, "rate %.0f of %.0f/s", rate, u->rate_hz);
+    field_set(&f[1], 9, b, "rate %.0f/s of %.0f/s", rate, u->rate_hz);
+    snprintf(b, sizeof b, "failed %.1f%%", pct(t->failed, t->snaps));
+    field_set(&f[2], 7, b, "failed %llu (%.1f%%)", (unsigned long long)t->failed,
+              pct(t->failed, t->snaps));
+    field_set(&f[3], 5, NULL, "missed %llu", (unsigned long long)t->run_missed);
+    field_set(&f[4], 6, NULL, "threads %zu", t->live_threads);
+    struct line l;
     line_start(&l, cols);
-    snprintf(b, sizeof b,
-             "samples %s (run %s) | rate %.0f/s of %.0f/s | failed %llu (%.1f%%) | missed %llu | "
-             "threads %zu",
-             n1, n2, secs > 0 ? (double)t->snaps / secs : 0.0, u->rate_hz,
-             (unsigned long long)t->failed, pct(t->failed, t->snaps),
-             (unsigned long long)t->run_missed, t->live_threads);
-    put_text(&l, b);
+    put_fields(&l, f, 5, " | ");
     show(2, &l, 0);
 
     const struct live_counts *c = &t->counts;
@@ -287,30 +378,46 @@ static void draw_header(struct live_ui *u, size_t cols)
         snprintf(cpu, sizeof cpu, "%.1f%%", pct(c->cpu, c->cpu_known));
     else
         snprintf(cpu, sizeof cpu, "n/a");
+    snprintf(b, sizeof b, "GIL %.1f%%", pct(c->gil, c->samples));
+    field_set(&f[0], 9, b, "GIL held %.1f%%", pct(c->gil, c->samples));
+    snprintf(b, sizeof b, "wait %.1f%%", pct(c->gil_wait, c->samples));
+    field_set(&f[1], 7, b, "GIL wait %.1f%%", pct(c->gil_wait, c->samples));
+    snprintf(b, sizeof b, "CPU %s", cpu);
+    field_set(&f[2], 8, b, "on CPU %s", cpu);
+    field_set(&f[3], 6, NULL, "GC %.1f%%", pct(c->gc, c->samples));
+    snprintf(b, sizeof b, "exc %.1f%%", pct(c->exc, c->samples));
+    field_set(&f[4], 5, b, "exception %.1f%%", pct(c->exc, c->samples));
     line_start(&l, cols);
-    snprintf(b, sizeof b,
-             "GIL held %.1f%% | GIL wait %.1f%% | on CPU %s | GC %.1f%% | exception %.1f%%",
-             pct(c->gil, c->samples), pct(c->gil_wait, c->samples), cpu, pct(c->gc, c->samples),
-             pct(c->exc, c->samples));
-    put_text(&l, b);
+    put_fields(&l, f, 5, " | ");
     show(3, &l, 0);
+}
 
+static void draw_header(struct live_ui *u, size_t cols)
+{
+    header_title(u, cols);
+    header_counts(u, cols);
+    struct line l;
     line_start(&l, cols);
     if (u->finished) {
         put_text(&l, u->banner);
         show(4, &l, A_REVERSE | A_BOLD);
         return;
     }
-    snprintf(b, sizeof b, "%s | %s | sort %s | refresh %gs", u->sc.by_line ? "lines" : "functions",
-             u->sc.window ? "last " LIVE_STR(LIVE_WINDOW_S) "s" : "whole run", SORT_NAMES[u->sort],
-             live_refresh_ms(u->refresh_ix) / 1000.0);
-    put_text(&l, b);
+    struct field f[6];
+    size_t n = 0;
+    field_set(&f[n++], 6, u->sc.by_line ? NULL : "funcs", "%s",
+              u->sc.by_line ? "lines" : "functions");
+    field_set(&f[n++], 7, NULL, "%s",
+              u->sc.window ? "last " LIVE_STR(LIVE_WINDOW_S) "s" : "whole run");
+    field_set(&f[n++], 8, NULL, "sort %s", SORT_NAMES[u->sort]);
+    char b[32];
+    snprintf(b, sizeof b, "%gs", live_refresh_ms(u->refresh_ix) / 1000.0);
+    field_set(&f[n++], 5, b, "refresh %s", b);
     if (u->paused)
-        put_text(&l, " [PAUSED]");
-    if (u->filter[0]) {
-        snprintf(b, sizeof b, " [filter: %s]", u->filter);
-        put_text(&l, b);
-    }
+        field_set(&f[n++], 10, NULL, "[PAUSED]");
+    if (u->filter[0])
+        field_set(&f[n++], 10, NULL, "[filter: %s]", u->filter);
+    put_fields(&l, f, n, " | ");
     show(4, &l, 0);
 }
 
@@ -616,6 +723,24 @@ static void draw_help(size_t cols, int lines)
     }
 }
 
+/* The keys of the footer: in full, in brief, how much each matters. */
+static const struct {
+    const char *full, *brief;
+    int keep, finished; /* shown when sampling has ended too */
+} KEYS[] = {
+    {"q quit", NULL, 10, 1},
+    {"s/S sort", "s sort", 8, 1},
+    {"p pause", NULL, 5, 0},
+    {"r reset", NULL, 3, 0},
+    {"+/- refresh", NULL, 2, 0},
+    {"/ filter", NULL, 6, 1},
+    {"t/<- -> thread", "t thread", 7, 1},
+    {"Enter tree", NULL, 4, 1},
+    {"l lines", NULL, 1, 0},
+    {"w window", NULL, 1, 0},
+    {"h help", NULL, 9, 1},
+};
+
 static void draw_footer(const struct live_ui *u, size_t cols, int row)
 {
     struct line l;
@@ -624,11 +749,14 @@ static void draw_footer(const struct live_ui *u, size_t cols, int row)
         put_text(&l, "filter: ");
         put_text(&l, u->edit);
         put_text(&l, "_");
-    } else if (u->finished) {
-        put_text(&l, "q quit  s sort  / filter  t thread  Enter tree  h help");
     } else {
-        put_text(&l, "q quit  s/S sort  p pause  r reset  +/- refresh  / filter  t/<- -> thread  "
-                     "Enter tree  l lines  w window  h help");
+        struct field f[NFIELDS];
+        size_t n = 0;
+        for (size_t i = 0; i < sizeof KEYS / sizeof KEYS[0] && n < NFIELDS; i++)
+            if (!u->finished || KEYS[i].finished)
+                field_set(&f[n++], KEYS[i].keep, u->finished ? NULL : KEYS[i].brief, "%s",
+                          u->finished && KEYS[i].brief ? KEYS[i].brief : KEYS[i].full);
+        put_fields(&l, f, n, "  ");
     }
     show(row, &l, 0);
 }

@@ -28,7 +28,7 @@ static const char USAGE[] =
     "  help [COMMAND]      this text, or COMMAND's options (as COMMAND --help)\n"
     "  version, --version  pystrobe's version and the commit it was built from\n"
     "\n"
-    "Supported targets: CPython 3.8 to 3.15 (GIL builds) on Linux x86-64.\n"
+    "Supported targets: CPython 3.7 to 3.15 (GIL builds) on Linux x86-64.\n"
     "See pystrobe(1) or docs/cli.md for output formats and exit statuses.\n";
 
 /* `pystrobe help COMMAND`: what `pystrobe COMMAND --help` prints, from the

@@ -118,7 +118,8 @@ static void *writer_main(void *arg)
 static int ship(struct rec_bin *b, int last)
 {
     struct out_rec_buf raw;
-    out_rec_enc_take(b->enc, &raw);
+    if (out_rec_enc_take(b->enc, &raw) < 0)
+        return ENOMEM;
     pthread_mutex_lock(&b->mu);
     while (b->qn == QUEUE)
         pthread_cond_wait(&b->cv, &b->mu);

@@ -80,7 +80,21 @@ static void version_text(uint32_t v, int exact, char *buf, size_t len)
         snprintf(buf, len, "%u.%u", v >> 24, (v >> 16) & 0xff);
 }
 
-#define SUPPORTED "supported: 3.8 to 3.15"
+#define SUPPORTED "supported: 3.7 to 3.15"
+
+/* Why a version pystrobe has no layout for is refused: what it lacks that
+ * the walk stands on, for the versions py-spy users may bring. */
+static const char *unsupported_why(uint32_t v)
+{
+    unsigned major = v >> 24, minor = (v >> 16) & 0xff;
+    if (major == 2)
+        return "Python 2 has no _PyRuntime, and its strings and code objects are laid out "
+               "otherwise";
+    if (major == 3 && minor <= 6)
+        return "3.6 and older have no _PyRuntime: their interpreter list, GIL holder and "
+               "exception state are private variables that stripped builds do not name";
+    return "no layout of it is known";
+}
 
 /*
  * Check that the offsets fit the runtime at `runtime`: an interpreter list
@@ -190,13 +204,15 @@ static int try_image(struct pys_session *s, const struct plat_map *map, prof_map
         char why[200];
         if (!pi.has_runtime_sym || version == 0) {
             rc = PYS_E_VERSION;
-            note(v, rc, "runs Python %s, which is not supported (" SUPPORTED ")", ver);
+            note(v, rc, "runs Python %s, which is not supported: %s (" SUPPORTED ")", ver,
+                 version ? unsupported_why(version) : "its version could not be read");
             goto out;
         }
         runtime = bias + pi.runtime_sym;
         rc = cpy_offsets_for_version(version, &s->off, why, sizeof why);
         if (rc < 0) {
-            note(v, PYS_E_VERSION, "runs Python %s, which is not supported (" SUPPORTED ")", ver);
+            note(v, PYS_E_VERSION, "runs Python %s, which is not supported: %s (" SUPPORTED ")",
+                 ver, unsupported_why(version));
             rc = PYS_E_VERSION;
             goto out;
         }

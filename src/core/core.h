@@ -690,6 +690,12 @@ struct prof_core;
 /* Find the runtime among the core's mapped files (prof_attach_maps). */
 int prof_attach_core(struct pys_session *s, struct prof_core *c);
 void prof_core_free(struct prof_core *c);
+/* An unwinder of the core's threads (native stacks), its modules' files
+ * those the core's memory was completed from. */
+int prof_core_unwinder(struct prof_core *c, struct plat_unwinder **out, char *err, size_t errlen);
+/* The path of the file mapped at addr, as the process named it (NT_FILE),
+ * or NULL: what a live process's maps would name it. */
+const char *prof_core_path_at(const struct prof_core *c, uint64_t addr);
 
 /* printf into s->err; returns code. */
 int prof_fail(struct pys_session *s, int code, const char *fmt, ...)

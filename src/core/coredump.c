@@ -436,15 +436,15 @@ void prof_core_free(struct prof_core *c)
     free(c);
 }
 
-/* The file of mapping m, opened again where it was found (cf is in the
- * order of the paths). */
-static int open_core_file(void *ctx, const struct plat_map *m)
+/* The file the process mapped as path, opened again where it was found and
+ * only if it is still the one it mapped (cf is in the order of the paths). */
+static int open_core_path(void *ctx, const char *path)
 {
     const struct prof_core *c = ctx;
     size_t lo = 0, hi = c->ncf;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int d = strcmp(m->path, c->cf[mid].path);
+        int d = strcmp(path, c->cf[mid].path);
         if (d == 0) {
             const struct core_file *f = &c->cf[mid];
             int fd = f->map ? open(f->host, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC) : -1;
@@ -456,6 +456,33 @@ static int open_core_file(void *ctx, const struct plat_map *m)
             lo = mid + 1;
     }
     return PYS_E_NOTFOUND;
+}
+
+static int open_core_file(void *ctx, const struct plat_map *m)
+{
+    return open_core_path(ctx, m->path);
+}
+
+const char *prof_core_path_at(const struct prof_core *c, uint64_t addr)
+{
+    /* The last mapping starting at or below addr (mappings do not overlap). */
+    size_t lo = 0, hi = c->bc.nfiles;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->bc.files[c->by_start[mid]].start <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return NULL;
+    const struct bin_core_file *e = &c->bc.files[c->by_start[lo - 1]];
+    return addr < e->end ? e->path : NULL;
+}
+
+int prof_core_unwinder(struct prof_core *c, struct plat_unwinder **out, char *err, size_t errlen)
+{
+    return plat_unwinder_new_core(c->path, open_core_path, c, out, err, errlen);
 }
 
 int prof_attach_core(struct pys_session *s, struct prof_core *c)
@@ -509,11 +536,6 @@ int pys_session_attach_core(pys_session **out, const char *core_path, const char
     char err[512] = "";
     if (!out || !core_path)
         return PYS_E_INVAL;
-    if (opt && opt->native_stacks) {
-        if (errtext && errlen)
-            snprintf(errtext, errlen, "native stacks cannot be read from a core file");
-        return PYS_E_INVAL;
-    }
     if (executable && access(executable, R_OK) != 0) {
         if (errtext && errlen)
             snprintf(errtext, errlen, "cannot read the executable %s: %s", executable,

@@ -1,6 +1,7 @@
 /*
  * native: pys_options.native_stacks. After a snapshot taken while the
- * target is paused, each thread's native stack (platform/unwind.c) is
+ * target is paused, or of a core file, each thread's native stack
+ * (platform/unwind.c) is
  * merged with its Python frames as py-spy merges them: every frame of the
  * interpreter's evaluation loop (_PyEval_EvalFrameDefault) is replaced by
  * the Python frames it runs, the interpreter's other internal frames are
@@ -71,6 +72,13 @@ int plat_unwinder_new(pid_t pid, struct plat_unwinder **out)
 {
     (void)pid;
     (void)out;
+    return PYS_E_INVAL;
+}
+int plat_unwinder_new_core(const char *core_path, plat_path_opener open_path, void *ctx,
+                           struct plat_unwinder **out, char *err, size_t errlen)
+{
+    (void)core_path, (void)open_path, (void)ctx, (void)out;
+    snprintf(err, errlen, "not built with native stacks");
     return PYS_E_INVAL;
 }
 void plat_unwinder_free(struct plat_unwinder *u)
@@ -192,6 +200,10 @@ static const struct sym_entry *lookup(struct pys_session *s, uint64_t pc)
         name = prof_intern_str(&s->strings, buf, (size_t)len);
     }
     const char *mod = rc == 0 && sym.module ? sym.module : "[unknown]";
+    /* A core's modules are named by soname: the file as its maps named it. */
+    const char *mapped = rc == 0 && s->core ? prof_core_path_at(s->core, pc) : NULL;
+    if (mapped)
+        mod = mapped;
     file = prof_intern_str(&s->strings, mod, strlen(mod));
     if (!name || !file)
         return NULL;
@@ -307,16 +319,18 @@ static int merge(struct pys_session *s, const struct pys_thread *t, size_t npcs,
 int prof_native_snapshot(struct pys_session *s)
 {
     struct prof_native *n = s->native;
-    if (!n || !s->walker.stack.stopped)
-        return 0; /* native stacks only of a paused target */
+    if (!n || (!s->walker.stack.stopped && !s->core))
+        return 0; /* native stacks only of a paused target, or a core */
     if (!n->unw && !n->unw_failed) {
-        int rc = plat_unwinder_new(s->pid, &n->unw);
+        int rc = s->core ? prof_core_unwinder(s->core, &n->unw, n->err, sizeof n->err)
+                         : plat_unwinder_new(s->pid, &n->unw);
         if (rc == PYS_E_NOMEM)
             return rc;
         if (rc < 0) {
             n->unw_failed = 1;
-            snprintf(n->err, sizeof n->err, "cannot read the modules of process %d%s", s->pid,
-                     rc == PYS_E_INVAL ? ": not built with native stacks" : "");
+            if (!s->core)
+                snprintf(n->err, sizeof n->err, "cannot read the modules of process %d%s",
+                         s->pid, rc == PYS_E_INVAL ? ": not built with native stacks" : "");
         }
     }
     int rc = prof_reserve((void **)&n->start, &n->start_cap, s->res.nthreads + 1, sizeof *n->start);

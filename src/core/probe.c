@@ -152,7 +152,7 @@ uint32_t prof_version_scan(const char *buf, size_t n)
             first = v;
         else if ((v >> 16) != (first >> 16))
             all_agree = 0;
-        if ((v >> 24) == 3 && ((v >> 16) & 0xff) >= 8 && ((v >> 16) & 0xff) <= 10) {
+        if ((v >> 24) == 3 && ((v >> 16) & 0xff) >= 7 && ((v >> 16) & 0xff) <= 10) {
             if (first_served == 0)
                 first_served = v;
             else if ((v >> 16) != (first_served >> 16))

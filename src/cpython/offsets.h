@@ -276,16 +276,16 @@ struct cpy_offsets {
 };
 
 /* How a version keeps its frames. */
-#define CPY_FRAMES_OBJECT 0 /* 3.8-3.10: PyFrameObject chain from tstate->frame (f_back) */
+#define CPY_FRAMES_OBJECT 0 /* 3.7-3.10: PyFrameObject chain from tstate->frame (f_back) */
 #define CPY_FRAMES_CFRAME 1 /* 3.11-3.12: _PyInterpreterFrame via tstate->cframe->current_frame */
 #define CPY_FRAMES_DIRECT 2 /* 3.13+: _PyInterpreterFrame at tstate->current_frame */
 /* What a frame's position field holds. */
-#define CPY_POS_LASTI_BYTES 0 /* 3.8, 3.9: f_lasti, a byte offset, -1 before start */
+#define CPY_POS_LASTI_BYTES 0 /* 3.7-3.9: f_lasti, a byte offset, -1 before start */
 #define CPY_POS_LASTI_UNITS 1 /* 3.10: f_lasti in code units, -1 before start */
 #define CPY_POS_PREV_INSTR 2  /* 3.11, 3.12: pointer to the last code unit executed */
 #define CPY_POS_INSTR_PTR 3   /* 3.13+: pointer to the instruction executing */
 /* Line table formats (cpython/linetable.h). */
-#define CPY_LINES_LNOTAB 0   /* 3.8, 3.9 */
+#define CPY_LINES_LNOTAB 0   /* 3.7-3.9 */
 #define CPY_LINES_PEP626 1   /* 3.10 */
 #define CPY_LINES_LOCTABLE 2 /* 3.11+ */
 

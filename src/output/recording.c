@@ -135,7 +135,10 @@ struct thread_ent {
 };
 
 struct out_rec_enc {
-    struct out_rec_buf buf;  /* the records since the last take */
+    struct out_rec_buf buf; /* the records since the last take */
+    /* Their samples' time column (docs/format.md): each time's high bits
+     * (a var), and its low byte apart. */
+    struct out_rec_buf times_hi, times_lo;
     struct out_rec_buf part; /* scratch: a sample's thread parts */
     uint64_t last_us;        /* the time of the last sample, or the start (us) */
     int64_t interval_us;     /* the interval asked (us): times are stored against it */
@@ -209,6 +212,8 @@ void out_rec_enc_free(out_rec_enc *e)
     if (!e)
         return;
     out_rec_buf_release(&e->buf);
+    out_rec_buf_release(&e->times_hi);
+    out_rec_buf_release(&e->times_lo);
     out_rec_buf_release(&e->part);
     for (size_t i = 0; i < e->nstrs; i++)
         free((void *)e->strs[i].s);
@@ -430,15 +435,21 @@ int out_rec_enc_sample(out_rec_enc *e, uint64_t t_ns, int rc, const struct out_r
     for (size_t i = 0; i < n; i++)
         if (enc_thread(e, &threads[i], part) < 0)
             return PYS_E_NOMEM;
-    if (buf_reserve(&e->buf, 1 + 4 * 10 + part->len) < 0)
+    if (buf_reserve(&e->buf, 1 + 4 * 10 + part->len) < 0 || buf_reserve(&e->times_hi, 10) < 0 ||
+        buf_reserve(&e->times_lo, 1) < 0 || e->times_lo.len >= UINT32_MAX)
         return PYS_E_NOMEM;
     /* Microseconds since the last sample, less the interval: on schedule,
-     * a number near 0 that compresses well. */
+     * a number near 0. The times go to a column of their own: their low
+     * bytes are noise, which would cut zstd's matches between records and
+     * cost entropy-coding tables in every block (the packer stores them
+     * apart). */
     uint64_t t_us = t_ns / 1000;
     uint64_t dt = t_us >= e->last_us ? t_us - e->last_us : 0;
     e->last_us += dt;
     put_u8(&e->buf, R_SAMPLE);
-    put_var(&e->buf, zz((int64_t)dt - e->interval_us));
+    uint64_t tz = zz((int64_t)dt - e->interval_us);
+    put_var(&e->times_hi, tz >> 8);
+    put_u8(&e->times_lo, (uint8_t)tz);
     put_var(&e->buf, (uint64_t)n << 1 | (rc != 0));
     if (rc != 0)
         put_var(&e->buf, zz(rc));
@@ -540,19 +551,35 @@ int out_rec_enc_end(out_rec_enc *e)
 
 size_t out_rec_enc_pending(const out_rec_enc *e)
 {
-    return e->buf.len;
+    return e->buf.len + e->times_hi.len + e->times_lo.len + 8;
 }
 
-void out_rec_enc_take(out_rec_enc *e, struct out_rec_buf *out)
+int out_rec_enc_take(out_rec_enc *e, struct out_rec_buf *out)
 {
+    /* A block's records, its time column (high parts, low bytes), the
+     * number of times and the column's length. */
+    size_t hi = e->times_hi.len, lo = e->times_lo.len;
+    if (hi + lo > UINT32_MAX || buf_reserve(&e->buf, hi + lo + 8) < 0)
+        return PYS_E_NOMEM;
+    if (hi)
+        memcpy(e->buf.p + e->buf.len, e->times_hi.p, hi);
+    if (lo)
+        memcpy(e->buf.p + e->buf.len + hi, e->times_lo.p, lo);
+    e->buf.len += hi + lo;
+    put_le(e->buf.p + e->buf.len, lo, 4);
+    put_le(e->buf.p + e->buf.len + 4, hi + lo, 4);
+    e->buf.len += 8;
+    e->times_hi.len = e->times_lo.len = 0;
     *out = e->buf;
     memset(&e->buf, 0, sizeof e->buf);
+    return 0;
 }
 
 size_t out_rec_enc_memory(const out_rec_enc *e)
 {
-    size_t m = sizeof *e + e->buf.cap + e->part.cap + e->capstrs * sizeof *e->strs +
-               e->capframes * sizeof *e->frames + e->capthreads * sizeof *e->threads +
+    size_t m = sizeof *e + e->buf.cap + e->times_hi.cap + e->times_lo.cap + e->part.cap +
+               e->capstrs * sizeof *e->strs + e->capframes * sizeof *e->frames +
+               e->capthreads * sizeof *e->threads +
                (e->strtab.cap + e->frametab.cap + e->threadtab.cap) * sizeof(uint32_t);
     for (size_t i = 0; i < e->nstrs; i++)
         m += e->strs[i].len + 1;
@@ -593,27 +620,42 @@ void out_rec_packer_free(out_rec_packer *k)
     free(k);
 }
 
+/* Compress [p, p+n) into o, ending with a flush, or the frame's end. */
+static int zstd_piece(ZSTD_CCtx *cc, ZSTD_outBuffer *o, const uint8_t *p, size_t n,
+                      ZSTD_EndDirective how)
+{
+    ZSTD_inBuffer in = {p, n, 0};
+    size_t left;
+    do {
+        left = ZSTD_compressStream2(cc, o, &in, how);
+        if (ZSTD_isError(left) || (left && o->pos == o->size))
+            return PYS_E_IO;
+    } while (left);
+    return 0;
+}
+
 int out_rec_block_pack(out_rec_packer *k, const uint8_t *raw, size_t len, int last,
                        struct out_rec_buf *out)
 {
     struct out_rec_buf b = {0};
     if ((uint64_t)len > OUT_REC_MAX_BLOCK)
         return PYS_E_INVAL;
-    size_t bound = k->c == OUT_REC_ZSTD ? ZSTD_compressBound(len) + 64 : len;
+    size_t bound = k->c == OUT_REC_ZSTD ? ZSTD_compressBound(len) + 256 : len;
     if (buf_reserve(&b, OUT_REC_BLOCK_HEADER + bound) < 0)
         return PYS_E_NOMEM;
     size_t stored = len;
     if (k->c == OUT_REC_ZSTD) {
-        ZSTD_inBuffer in = {raw, len, 0};
+        /* The times' low bytes (and the block's last 8 bytes) are flushed
+         * as a zstd block of their own, whose literals zstd codes apart
+         * (near noise: stored raw) from the records'. */
+        uint64_t lo = len >= 8 ? get_le(raw + len - 8, 4) : 0;
+        size_t split = len >= 8 && lo <= len - 8 ? len - 8 - (size_t)lo : len;
         ZSTD_outBuffer o = {b.p + OUT_REC_BLOCK_HEADER, bound, 0};
-        size_t left;
-        do {
-            left = ZSTD_compressStream2(k->cc, &o, &in, last ? ZSTD_e_end : ZSTD_e_flush);
-            if (ZSTD_isError(left) || (left && o.pos == o.size)) {
-                out_rec_buf_release(&b);
-                return PYS_E_IO;
-            }
-        } while (left);
+        if ((split && zstd_piece(k->cc, &o, raw, split, ZSTD_e_flush) < 0) ||
+            zstd_piece(k->cc, &o, raw + split, len - split, last ? ZSTD_e_end : ZSTD_e_flush) < 0) {
+            out_rec_buf_release(&b);
+            return PYS_E_IO;
+        }
         stored = o.pos;
     } else {
         if (len)
@@ -638,6 +680,11 @@ int out_rec_block_pack(out_rec_packer *k, const uint8_t *raw, size_t len, int la
 
 struct rstr {
     char *s;
+};
+
+/* A cursor over one block's records, or its time column. */
+struct cur {
+    const uint8_t *p, *end;
 };
 
 struct rthread {
@@ -665,15 +712,13 @@ struct reader {
     size_t capsoff;
     uint64_t last_us;
     int64_t interval_us;
+    /* 2.0+: the block's time column, read as its samples are: the high
+     * parts, and the low bytes. */
+    struct cur times_hi, times_lo;
     struct out_rec_meta meta;
     char meta_text[3][128]; /* python_version_text, mode, tool */
     int ended;
     ZSTD_DCtx *dc; /* the file's zstd stream, across blocks */
-};
-
-/* A cursor over one block's records. */
-struct cur {
-    const uint8_t *p, *end;
 };
 
 static int get_var(struct cur *c, uint64_t *out)
@@ -938,7 +983,15 @@ static int read_fields(struct reader *r, struct cur *c, int stats, struct out_re
 static int read_sample(struct reader *r, struct cur *c)
 {
     uint64_t dtz, rcz = 0, n;
-    if (get_var(c, &dtz) < 0 || get_var(c, &n) < 0 || ((n & 1) && get_var(c, &rcz) < 0))
+    if (r->info->major >= 2) {
+        if (get_var(&r->times_hi, &dtz) < 0 || dtz > UINT64_MAX >> 8 ||
+            r->times_lo.p == r->times_lo.end)
+            return -1;
+        dtz = dtz << 8 | *r->times_lo.p++;
+    } else if (get_var(c, &dtz) < 0) {
+        return -1;
+    }
+    if (get_var(c, &n) < 0 || ((n & 1) && get_var(c, &rcz) < 0))
         return -1;
     int64_t rc = unzz(rcz);
     n >>= 1;
@@ -1022,6 +1075,15 @@ static int read_sample(struct reader *r, struct cur *c)
 static int read_records(struct reader *r, const uint8_t *raw, size_t len, uint64_t block,
                         size_t off)
 {
+    if (r->info->major >= 2) { /* the time column, at the end */
+        uint64_t n = len >= 8 ? get_le(raw + len - 8, 4) : 0;
+        uint64_t cl = len >= 8 ? get_le(raw + len - 4, 4) : 0;
+        if (len < 8 || cl > len - 8 || n > cl)
+            return fail(r, "bad time column length", block, off);
+        len -= 8 + (size_t)cl;
+        r->times_hi = (struct cur){raw + len, raw + len + (cl - n)};
+        r->times_lo = (struct cur){raw + len + (cl - n), raw + len + cl};
+    }
     struct cur c = {raw, raw + len};
     while (c.p < c.end && !r->ended) {
         int type = *c.p++, rc = 0;
@@ -1080,6 +1142,8 @@ static int read_records(struct reader *r, const uint8_t *raw, size_t len, uint64
         if (rc)
             return rc;
     }
+    if (r->times_hi.p != r->times_hi.end || r->times_lo.p != r->times_lo.end)
+        return fail(r, "time column longer than its samples", block, off);
     return 0;
 }
 

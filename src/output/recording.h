@@ -24,8 +24,8 @@
 
 #include <pystrobe/pystrobe.h>
 
-#define OUT_REC_MAJOR 1
-#define OUT_REC_MINOR 1
+#define OUT_REC_MAJOR 2
+#define OUT_REC_MINOR 0
 #define OUT_REC_FILE_HEADER 16
 #define OUT_REC_BLOCK_HEADER 20
 /* The largest payload a reader accepts, stored or decompressed. */
@@ -101,9 +101,10 @@ int out_rec_enc_sample(out_rec_enc *e, uint64_t t_ns, int rc, const struct out_r
 int out_rec_enc_end(out_rec_enc *e);
 /* Bytes of records appended since the last take. */
 size_t out_rec_enc_pending(const out_rec_enc *e);
-/* Take the records appended so far (*out receives the buffer, to be
- * released by the caller); the encoder starts a new one. */
-void out_rec_enc_take(out_rec_enc *e, struct out_rec_buf *out);
+/* Take the records appended so far as a block's raw payload (*out
+ * receives the buffer, to be released by the caller); the encoder starts a
+ * new one. 0, or PYS_E_NOMEM (then nothing was taken). */
+int out_rec_enc_take(out_rec_enc *e, struct out_rec_buf *out);
 /* Bytes the encoder holds for its tables and per-thread stacks. */
 size_t out_rec_enc_memory(const out_rec_enc *e);
 
@@ -115,7 +116,8 @@ typedef struct out_rec_packer out_rec_packer;
 /* NULL if out of memory. */
 out_rec_packer *out_rec_packer_new(enum out_rec_compression c, int zstd_level);
 void out_rec_packer_free(out_rec_packer *k);
-/* Make the block of raw records (len bytes) in *out (replaced; release it);
+/* Make the block of a raw payload (len bytes, as out_rec_enc_take gives
+ * it) in *out (replaced; release it);
  * last: the file's last block (its zstd frame ends there). 0, PYS_E_NOMEM, PYS_E_INVAL (too large)
  * or PYS_E_IO (the compressor failed; the packer is then unusable). */
 int out_rec_block_pack(out_rec_packer *k, const uint8_t *raw, size_t len, int last,

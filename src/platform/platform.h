@@ -202,13 +202,24 @@ struct plat_unwinder;
 /* An unwinder of process pid, with its modules as mapped now. PYS_E_NOMEM,
  * PYS_E_EXITED, PYS_E_IO. */
 int plat_unwinder_new(pid_t pid, struct plat_unwinder **out);
+/* Opens the file a process mapped as path (as it named it): an fd (the
+ * caller's to close), or a negative code if it cannot be had. */
+typedef int (*plat_path_opener)(void *ctx, const char *path);
+/* An unwinder of the threads of a core file (the kernel's or gcore's):
+ * their registers from its notes, their memory from it, each module's
+ * file opened by open_path (ctx: its context, which must outlive the
+ * unwinder), else found by build id in the debug directories.
+ * PYS_E_NOMEM, PYS_E_IO (detail in *err). */
+int plat_unwinder_new_core(const char *core_path, plat_path_opener open_path, void *ctx,
+                           struct plat_unwinder **out, char *err, size_t errlen);
 void plat_unwinder_free(struct plat_unwinder *u);
 /* Why the last call failed. */
 const char *plat_unwinder_error(const struct plat_unwinder *u);
-/* Read the modules again (the process mapped or unmapped files). */
+/* Read the modules again (the process mapped or unmapped files);
+ * PYS_E_INVAL for a core's, whose modules never change. */
 int plat_unwinder_refresh(struct plat_unwinder *u);
 /* The native stack of thread tid (a host id), which this thread must hold
- * ptrace-stopped: up to max addresses into pcs, innermost first, each the
+ * ptrace-stopped (or a thread of the core): up to max addresses into pcs, innermost first, each the
  * instruction executing or the call a frame returns to (return address - 1),
  * and each frame's stack pointer into sps (0 unknown; a frame's own stack
  * lies from its sp up to its caller's), *n how many. PYS_E_PERM,

@@ -7,11 +7,18 @@
  * .debug_frame), else frame pointers. libdwfl reads registers with ptrace
  * and memory with process_vm_readv: the thread must be ptrace-stopped by the
  * calling thread (plat_stop_all).
+ *
+ * A core file's threads unwind the same way, their registers taken from
+ * its notes and their memory from its segments; its modules are those its
+ * NT_FILE note and the dynamic linker's list name, each file opened by the
+ * caller's opener (which knows where the process's files are and whether
+ * they are still the ones it mapped).
  */
 #include "platform/platform.h"
 
 #include <elfutils/libdwfl.h>
 #include <errno.h>
+#include <libelf.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,27 +31,49 @@
 #define DWARF_REG_SP 7
 
 struct plat_unwinder {
-    pid_t pid;
+    pid_t pid; /* 0: a core file's */
     Dwfl *dwfl;
     Dwfl_Callbacks cb;
     char *debuginfo_path;
-    int attached; /* dwfl_linux_proc_attach done */
+    int attached; /* dwfl_linux_proc_attach or dwfl_core_file_attach done */
+    int core_fd;  /* a core's: its file and ELF handle, and the files' opener */
+    Elf *core_elf;
+    plat_path_opener open_path;
+    void *open_ctx;
     char err[256];
 };
 
-/* libdwfl's find_elf callback has no context of ours: the process whose
- * root module files are opened under, set around every libdwfl call that
- * may open a module (reporting, unwinding, symbols). */
-static _Thread_local pid_t root_pid;
+/* libdwfl's find_elf callback has no context of ours: the unwinder whose
+ * modules are opened, set around every libdwfl call that may open a module
+ * (reporting, unwinding, symbols). */
+static _Thread_local const struct plat_unwinder *active;
+
+/* A core's module: the file its opener gives, else one of the same build
+ * id from the debug directories (libdwfl checks the id). */
+static int find_core_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base,
+                         char **file_name, Elf **elfp)
+{
+    if (name && name[0] == '/') {
+        int fd = active->open_path(active->open_ctx, name);
+        if (fd >= 0) {
+            *file_name = strdup(name);
+            return fd;
+        }
+    }
+    return dwfl_build_id_find_elf(mod, userdata, name, base, file_name, elfp);
+}
 
 /* A module's file as the target sees it: /proc/PID/root/NAME (the same
  * file for a target in the host's root), else as libdwfl would open it. */
 static int find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base,
                     char **file_name, Elf **elfp)
 {
-    if (root_pid > 0 && name && name[0] == '/') {
+    if (active && active->open_path)
+        return find_core_elf(mod, userdata, name, base, file_name, elfp);
+    pid_t pid = active ? active->pid : 0;
+    if (pid > 0 && name && name[0] == '/') {
         char path[4096];
-        int n = snprintf(path, sizeof path, "/proc/%d/root%s", (int)root_pid, name);
+        int n = snprintf(path, sizeof path, "/proc/%d/root%s", (int)pid, name);
         if (n > 0 && (size_t)n < sizeof path) {
             int fd = open(path, O_RDONLY | O_CLOEXEC);
             if (fd >= 0) {
@@ -69,12 +98,14 @@ static int report(struct plat_unwinder *u)
     return 0;
 }
 
-int plat_unwinder_new(pid_t pid, struct plat_unwinder **out)
+/* A new unwinder whose libdwfl session finds modules with find_elf. */
+static struct plat_unwinder *unwinder_new(pid_t pid)
 {
     struct plat_unwinder *u = calloc(1, sizeof *u);
     if (!u)
-        return PYS_E_NOMEM;
+        return NULL;
     u->pid = pid;
+    u->core_fd = -1;
     u->debuginfo_path = NULL; /* libdwfl's default: /usr/lib/debug, build ids */
     u->cb.find_elf = find_elf;
     u->cb.find_debuginfo = dwfl_standard_find_debuginfo;
@@ -82,12 +113,70 @@ int plat_unwinder_new(pid_t pid, struct plat_unwinder **out)
     u->dwfl = dwfl_begin(&u->cb);
     if (!u->dwfl) {
         free(u);
-        return PYS_E_NOMEM;
+        return NULL;
     }
-    root_pid = pid;
+    return u;
+}
+
+int plat_unwinder_new(pid_t pid, struct plat_unwinder **out)
+{
+    struct plat_unwinder *u = unwinder_new(pid);
+    if (!u)
+        return PYS_E_NOMEM;
+    active = u;
     int rc = report(u);
-    root_pid = 0;
+    active = NULL;
     if (rc < 0) {
+        plat_unwinder_free(u);
+        return rc;
+    }
+    *out = u;
+    return 0;
+}
+
+/* The core's modules and threads into u's libdwfl session. */
+static int core_report(struct plat_unwinder *u, const char *core_path)
+{
+    u->core_fd = open(core_path, O_RDONLY | O_CLOEXEC);
+    if (u->core_fd < 0) {
+        snprintf(u->err, sizeof u->err, "%s: %s", core_path, strerror(errno));
+        return PYS_E_IO;
+    }
+    elf_version(EV_CURRENT);
+    u->core_elf = elf_begin(u->core_fd, ELF_C_READ_MMAP, NULL);
+    if (!u->core_elf) {
+        snprintf(u->err, sizeof u->err, "%s: %s", core_path, elf_errmsg(-1));
+        return PYS_E_IO;
+    }
+    dwfl_report_begin(u->dwfl);
+    int n = dwfl_core_file_report(u->dwfl, u->core_elf, NULL);
+    if (dwfl_report_end(u->dwfl, NULL, NULL) != 0 || n < 0) {
+        snprintf(u->err, sizeof u->err, "reading the modules of core %s: %s", core_path,
+                 dwfl_errmsg(-1));
+        return PYS_E_IO;
+    }
+    if (dwfl_core_file_attach(u->dwfl, u->core_elf) < 0) {
+        snprintf(u->err, sizeof u->err, "reading the threads of core %s: %s", core_path,
+                 dwfl_errmsg(-1));
+        return PYS_E_IO;
+    }
+    u->attached = 1;
+    return 0;
+}
+
+int plat_unwinder_new_core(const char *core_path, plat_path_opener open_path, void *ctx,
+                           struct plat_unwinder **out, char *err, size_t errlen)
+{
+    struct plat_unwinder *u = unwinder_new(0);
+    if (!u)
+        return PYS_E_NOMEM;
+    u->open_path = open_path;
+    u->open_ctx = ctx;
+    active = u;
+    int rc = core_report(u, core_path);
+    active = NULL;
+    if (rc < 0) {
+        snprintf(err, errlen, "%s", u->err);
         plat_unwinder_free(u);
         return rc;
     }
@@ -101,6 +190,10 @@ void plat_unwinder_free(struct plat_unwinder *u)
         return;
     if (u->dwfl)
         dwfl_end(u->dwfl);
+    if (u->core_elf)
+        elf_end(u->core_elf);
+    if (u->core_fd >= 0)
+        close(u->core_fd);
     free(u);
 }
 
@@ -111,15 +204,20 @@ const char *plat_unwinder_error(const struct plat_unwinder *u)
 
 int plat_unwinder_refresh(struct plat_unwinder *u)
 {
-    root_pid = u->pid;
+    if (u->pid == 0)
+        return PYS_E_INVAL; /* a core's modules never change */
+    active = u;
     int rc = report(u);
-    root_pid = 0;
+    active = NULL;
     return rc;
 }
 
 struct walk {
     uint64_t *pcs, *sps;
     size_t n, max;
+    pid_t tid; /* a core's: the thread wanted */
+    int found; /* it was met */
+    int rc;    /* dwfl_thread_getframes' answer for it */
 };
 
 static int on_frame(Dwfl_Frame *state, void *arg)
@@ -138,18 +236,39 @@ static int on_frame(Dwfl_Frame *state, void *arg)
     return w->n == w->max ? DWARF_CB_ABORT : DWARF_CB_OK;
 }
 
+static int core_thread_cb(Dwfl_Thread *thread, void *arg)
+{
+    struct walk *w = arg;
+    if (!w->found && dwfl_thread_tid(thread) == w->tid) {
+        w->found = 1;
+        w->rc = dwfl_thread_getframes(thread, on_frame, w);
+    }
+    return DWARF_CB_OK;
+}
+
+/* A core's thread w->tid, unwound into w. Every thread is visited:
+ * libdwfl's core reader keeps its place in the notes in memory it frees
+ * only at their end, which a search that stops early (as
+ * dwfl_getthread_frames's does) would leak. */
+static int core_thread_frames(struct plat_unwinder *u, struct walk *w)
+{
+    if (dwfl_getthreads(u->dwfl, core_thread_cb, w) != 0 || !w->found)
+        return -1;
+    return w->rc;
+}
+
 int plat_unwind_thread(struct plat_unwinder *u, pid_t tid, uint64_t *pcs, uint64_t *sps, size_t max,
                        size_t *n)
 {
     if (max == 0)
         return PYS_E_INVAL;
-    root_pid = u->pid;
+    active = u;
     if (!u->attached) {
         /* The threads are ptrace-stopped by this thread already
          * (plat_stop_all): libdwfl neither attaches nor detaches. */
         int err = dwfl_linux_proc_attach(u->dwfl, u->pid, true);
         if (err != 0) {
-            root_pid = 0;
+            active = NULL;
             snprintf(u->err, sizeof u->err, "unwinding process %d: %s", (int)u->pid,
                      err > 0 ? strerror(err) : dwfl_errmsg(-1));
             return err == EPERM || err == EACCES   ? PYS_E_PERM
@@ -158,9 +277,10 @@ int plat_unwind_thread(struct plat_unwinder *u, pid_t tid, uint64_t *pcs, uint64
         }
         u->attached = 1;
     }
-    struct walk w = {pcs, sps, 0, max};
-    int rc = dwfl_getthread_frames(u->dwfl, tid, on_frame, &w);
-    root_pid = 0;
+    struct walk w = {pcs, sps, 0, max, tid, 0, 0};
+    int rc =
+        u->pid == 0 ? core_thread_frames(u, &w) : dwfl_getthread_frames(u->dwfl, tid, on_frame, &w);
+    active = NULL;
     /* rc != 0 also ends every stack whose outermost frame has no caller
      * libdwfl can find (the usual end, _start or clone3): what was walked
      * is the stack. Only no frame at all is a failure. */
@@ -178,10 +298,10 @@ int plat_unwind_symbol(struct plat_unwinder *u, uint64_t pc, struct plat_symbol 
 {
     memset(out, 0, sizeof *out);
     out->line = -1;
-    root_pid = u->pid;
+    active = u;
     Dwfl_Module *mod = dwfl_addrmodule(u->dwfl, pc);
     if (!mod) {
-        root_pid = 0;
+        active = NULL;
         return PYS_E_NOTFOUND;
     }
     const char *mainfile = NULL;
@@ -202,6 +322,6 @@ int plat_unwind_symbol(struct plat_unwinder *u, uint64_t pc, struct plat_symbol 
             out->line = lineno;
         }
     }
-    root_pid = 0;
+    active = NULL;
     return 0;
 }

@@ -93,6 +93,7 @@ def read(path):
     opcode) innermost first])])], "names" ({tid: the last THREAD_NAME given},
     "complete", "cut", "blocks"}."""
     data = open(path, "rb").read()
+    major = struct.unpack_from("<H", data, 8)[0]
     cut = False
     try:
         bl = blocks(data)
@@ -104,6 +105,12 @@ def read(path):
     t = 0
     for _, _, b in bl:
         i = 0
+        times = hi_ = None
+        if major >= 2:  # the block's time column, at its end
+            n, cl = struct.unpack_from("<II", b, len(b) - 8)
+            col = b[len(b) - 8 - cl:len(b) - 8]
+            hi, lo, ti_, hi_, times = col[:cl - n], col[cl - n:], 0, 0, True
+            b = b[:len(b) - 8 - cl]
         while i < len(b):
             typ = b[i]
             i += 1
@@ -134,7 +141,13 @@ def read(path):
             elif typ == 5:
                 res["stats"], i = _fields(b, i)
             elif typ == 6:
-                dt, i = _zz(b, i)
+                if times is None:
+                    dt, i = _zz(b, i)
+                else:
+                    u, hi_ = _var(hi, hi_)
+                    u = u << 8 | lo[ti_]
+                    ti_ += 1
+                    dt = (u >> 1) ^ -(u & 1)
                 n, i = _var(b, i)
                 rc = 0
                 if n & 1:

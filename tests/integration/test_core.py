@@ -288,7 +288,7 @@ def test_not_a_core(pystrobe, tmp_path):
     assert res.returncode == EXIT_ERROR and "not an ELF file" in res.stderr.decode()
     res = dump(pystrobe, "--core", tmp_path / "absent")
     assert res.returncode == EXIT_ERROR and "cannot read core" in res.stderr.decode()
-    for bad in (["--core", text, "1234"], ["--core", text, "--native"],
+    for bad in (["--core", text, "1234"], ["--core", text, "--blocking"],
                 ["--executable", "/bin/true", "1234"]):
         assert dump(pystrobe, *bad).returncode == EXIT_USAGE, bad
 
@@ -342,8 +342,8 @@ def old_targets():
 
 @pytest.mark.parametrize("old", old_targets(), ids=repr)
 def test_old_versions_as_live(pystrobe, python_sleeper, old, tmp_path):
-    """2.7, 3.6 and 3.7: the core gets the live process's answer (today a
-    refusal naming the version, status 6)."""
+    """2.7, 3.6 and 3.7: the core gets the live process's answer (a refusal
+    naming the version and why, status 6; 3.7's stacks)."""
     code = "import sys, time; sys.stdout.write('ready\\n'); sys.stdout.flush(); time.sleep(600)"
     p, _ = python_sleeper(old, code)
     live = dump(pystrobe, p.pid)
@@ -354,5 +354,6 @@ def test_old_versions_as_live(pystrobe, python_sleeper, old, tmp_path):
     if live.returncode == EXIT_UNSUPPORTED:
         major, minor = old.version
         assert f"{major}.{minor}" in err and "not supported" in err, err
+        assert "no _PyRuntime" in err and "3.7 to 3.15" in err, err
     else:
         assert res.stdout.splitlines()[1:] == live.stdout.splitlines()[1:]

@@ -126,7 +126,7 @@ def test_dump_header(pystrobe, stack):
     assert doc["python_version"] == stack.report["python_version"]
     image = doc["image"]
     major, minor = stack.target.version
-    assert re.fullmatch(rf"(lib)?python{major}\.{minor}(\.so.*)?",
+    assert re.fullmatch(rf"(lib)?python{major}\.{minor}m?(\.so.*)?",
                         os.path.basename(image)), f"unexpected image {image!r}"
     assert Path(image).exists() or stack.target.host_path(image).exists(), \
         f"image {image!r} does not exist"
@@ -307,6 +307,9 @@ def test_unsupported_python3(pystrobe, python_sleeper, old):
     err = assert_error(run_pystrobe(pystrobe, "dump", p.pid), EXIT_UNSUPPORTED,
                        f"process {p.pid}", "not supported")
     assert re.search(rf"Python {major}\.{minor}\b", err), err
+    # Why, and what is: one line.
+    assert "have no _PyRuntime" in err and "supported: 3.7 to 3.15" in err, err
+    assert len(err.strip().splitlines()) == 1, err
 
 
 def test_unsupported_python2(pystrobe, python_sleeper):
@@ -318,6 +321,8 @@ def test_unsupported_python2(pystrobe, python_sleeper):
     err = assert_error(run_pystrobe(pystrobe, "dump", p.pid), EXIT_UNSUPPORTED,
                        f"process {p.pid}", "not supported")
     assert re.search(r"\b2\.7\b", err), err
+    assert "Python 2 has no _PyRuntime" in err and "supported: 3.7 to 3.15" in err, err
+    assert len(err.strip().splitlines()) == 1, err
 
 
 def test_exited_during_dump(pystrobe, python_sleeper, target):

@@ -353,6 +353,66 @@ def test_live_resize(live_pane):
     assert restored(p)[0] == 0
 
 
+# Each field a header line may show, in full or shortened, whole: one cut at
+# the screen's edge matches none.
+HEADER_FIELDS = [
+    [r"pystrobe( live)?", r"pid \d+", r"(Python|py) 3\.\d+\.\d+\S*", r"up \d+:\d\d:\d\d",
+     r"(wall|cpu|gil|exception)( mode)?", r"thread (all \(\d+\)|\d+ \(\d+/\d+\))"],
+    None,  # the command line: checked by its end
+    [r"samples \d+( \(run \d+\))?", r"rate \d+(/s)? of \d+/s", r"failed (\d+ \()?\d+\.\d%\)?",
+     r"missed \d+", r"threads \d+"],
+    [r"GIL( held)? \d+\.\d%", r"(GIL )?wait \d+\.\d%", r"(on )?CPU (\d+\.\d%|n/a)",
+     r"GC \d+\.\d%", r"exc(eption)? \d+\.\d%"],
+    [r"functions|funcs|lines", r"whole run|last \d+s", r"sort (own|total|name|file)",
+     r"(refresh )?\d+(\.\d+)?s", r"\[PAUSED\]", r"\[filter: .*\]"],
+]
+KEY_ITEMS = {"q quit", "s/S sort", "s sort", "p pause", "r reset", "+/- refresh", "/ filter",
+             "t/<- -> thread", "t thread", "Enter tree", "l lines", "w window", "h help"}
+
+
+def layout_faults(screen, width):
+    """What is wrong with the header and key lines at this width: a line too
+    wide, a field or key that is not whole (cut mid-word at the edge)."""
+    lines = screen.splitlines()
+    if len(lines) < 6:
+        return ["fewer than 6 lines"]
+    faults = [f"line {i} wider than {width}" for i, l in enumerate(lines) if len(l) > width]
+    for i, pats in enumerate(HEADER_FIELDS):
+        line = lines[i].rstrip()
+        if pats is None:
+            if not (line.startswith("cmd: ") and line.endswith(" 600")):
+                faults.append(f"command line not whole: {line!r}")
+            continue
+        for part in line.split(" | "):
+            if not any(re.fullmatch(p, part) for p in pats):
+                faults.append(f"line {i}: {part!r} is not a whole field")
+    keys = lines[-1].strip()
+    for item in keys.split("  "):
+        if item not in KEY_ITEMS:
+            faults.append(f"key line: {item!r} is not a whole key")
+    return faults
+
+
+def test_live_header_fits_narrow(live_pane):
+    """At 80x24 and at the smallest size shown (40x8), every header line and
+    the key line fit, in whole fields (less important ones dropped, labels
+    shortened), never cut at the edge; the paused tag stays."""
+    p = live_pane
+    for w, h, key in ((80, 24, None), (80, 24, "p"), (40, 8, None)):
+        p.resize(w, h)
+        if key:
+            p.keys(key)
+        try:
+            s = p.wait(lambda s: not layout_faults(s, w) and (key is None or "[PAUSED]" in s),
+                       f"whole header and key lines at {w}x{h}", timeout=15)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{layout_faults(p.screen(), w)}") from None
+        assert "pid " in s and "thread all (1)" in s, s
+    p.resize(120, 40)  # room for the shell's report after q
+    p.keys("q")
+    assert restored(p)[0] == 0
+
+
 def test_live_target_exit_banner(pane_factory, tmp_path, pystrobe):
     """When the target exits the final counts stay, with a banner, until q;
     -o writes the profile."""

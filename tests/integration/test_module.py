@@ -947,8 +947,11 @@ def test_attach_errors(pystrobe, procs):
 def test_unsupported_version(pystrobe, procs, old):
     code = "import sys, time; sys.stdout.write('ready\\n'); sys.stdout.flush(); time.sleep(600)"
     p = start_python(old, code, procs)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError) as e:
         pystrobe.RemoteUnwinder(p.pid)
+    # The command's line: the version found, why not, what is.
+    assert "Python %d.%d." % old.version in str(e.value), e.value
+    assert "no _PyRuntime" in str(e.value) and "3.7 to 3.15" in str(e.value), e.value
     assert pystrobe.is_python_process(p.pid) is False
 
 

@@ -241,14 +241,38 @@ def recording(tmp_path_factory):
 
 def test_replay_refuses_a_newer_major_version(pystrobe, recording, tmp_path):
     data = bytearray(recording.read_bytes())
-    data[8] = 2
+    assert data[8:10] == b"\2\0"
+    data[8] = 3
     bad = tmp_path / "newer.pysr"
     bad.write_bytes(bytes(data))
     r = replay(pystrobe, "--collapsed", "-o", tmp_path / "out", bad)
     assert r.returncode == 8
-    assert re.search(rb"recording format 2\.\d+ is newer than this pystrobe reads \(1\.x\)",
+    assert re.search(rb"recording format 3\.\d+ is newer than this pystrobe reads \(2\.x\)",
                      r.stderr), r.stderr
     assert not (tmp_path / "out").exists()
+
+
+SEEDS = ROOT / "tests" / "fuzz" / "seeds" / "fuzz_recording"
+
+
+def test_replay_reads_format_1(pystrobe, tmp_path):
+    """A 1.x file (sample times inside the SAMPLE records) and the 2.0 file of
+    the same samples (times in each block's column) replay to the same bytes,
+    and the reader written from the specification finds the same samples,
+    times included, in both."""
+    v1, v2 = SEEDS / "v1_zstd.pysr", SEEDS / "zstd.pysr"
+    assert v1.read_bytes()[8:10] == b"\1\0" and v2.read_bytes()[8:10] == b"\2\0"
+    a, b = recording_format.read(v1), recording_format.read(v2)
+    assert a["complete"] and b["complete"] and len(a["samples"]) > 50
+    assert a["samples"] == b["samples"]
+    for fmt in ("--collapsed", "--pstats"):
+        outs = []
+        for f in (v1, v2):
+            out = tmp_path / f"{f.stem}{fmt}"
+            r = replay(pystrobe, fmt, "-o", out, f)
+            assert r.returncode == 0, r.stderr.decode()
+            outs.append(out.read_bytes())
+        assert outs[0] == outs[1] and outs[0]
 
 
 @pytest.mark.parametrize("content", [b"", b"PYSTREC", b"not a recording at all\n" * 10,
@@ -275,6 +299,51 @@ def test_replay_reads_up_to_a_damaged_block(pystrobe, recording, tmp_path):
     r = replay(pystrobe, "--collapsed", "-o", tmp_path / "out", bad)
     assert r.returncode == 8
     assert f"block 1 at offset {off}: checksum mismatch".encode() in r.stderr
+    assert (tmp_path / "out").stat().st_size > 0
+
+
+def _extra_time(p):
+    """The payload with one time more than its samples (a high part 0 and a
+    low byte 0 added to the column)."""
+    import struct
+    n, cl = struct.unpack_from("<II", p, len(p) - 8)
+    col0 = len(p) - 8 - cl
+    hi_end = col0 + cl - n
+    return (p[:hi_end] + b"\0" + p[hi_end:len(p) - 8] + b"\0"
+            + struct.pack("<II", n + 1, cl + 2))
+
+
+def _trailer(dn, dcl):
+    def change(p):
+        import struct
+        n, cl = struct.unpack_from("<II", p, len(p) - 8)
+        return p[:len(p) - 8] + struct.pack("<II", n + dn, cl + dcl)
+    return change
+
+
+@pytest.mark.parametrize("change,message", [
+    (_extra_time, b"time column longer than its samples"),
+    (_trailer(1, 0), b"malformed record"),      # a high part short
+    (_trailer(-1, -1), b"malformed record"),    # a time short
+    (_trailer(0, 1 << 20), b"bad time column length"),
+    (_trailer(1 << 20, 0), b"bad time column length"),
+], ids=["extra", "high-short", "time-short", "column-past", "low-past"])
+def test_replay_checks_the_time_column(pystrobe, tmp_path, change, message):
+    """A block whose time column does not match its samples (a 2.0 file,
+    stored, its lengths and checksum made right) is named in one line; the
+    samples of the blocks before it are written, exit 8."""
+    import struct
+    import zlib
+    data = (SEEDS / "stored.pysr").read_bytes()
+    off, _, payload = recording_format.blocks(data)[1]
+    new = change(bytes(payload))
+    head = bytearray(data[off:off + 20])
+    struct.pack_into("<III", head, 8, len(new), len(new), zlib.crc32(new))
+    bad = tmp_path / "bad.pysr"
+    bad.write_bytes(data[:off] + bytes(head) + new + data[off + 20 + len(payload):])
+    r = replay(pystrobe, "--collapsed", "-o", tmp_path / "out", bad)
+    assert r.returncode == 8, r.stderr.decode()
+    assert f"block 1 at offset {off}: ".encode() + message in r.stderr, r.stderr
     assert (tmp_path / "out").stat().st_size > 0
 
 

@@ -1079,25 +1079,36 @@ OLD_SLEEPER = ("import sys, time; sys.stdout.write('ready\\n'); sys.stdout.flush
                "time.sleep(60)")
 
 
-def an_unsupported_python():
-    """The newest host interpreter pystrobe refuses: a Python 3 it does not
-    support yet, else Python 2.7."""
+def unsupported_pythons():
+    """The host interpreters pystrobe refuses: Python 3 before 3.7 (3.6),
+    Python 2.7."""
     old = [t for t in unsupported_targets() if t.chroot is None]
-    if old:
-        return max(old, key=lambda t: t.version)
     py2 = python2_target()
-    if py2 is None:
-        pytest.fail("no unsupported interpreter installed (scripts/install-deps.sh)")
-    return py2
+    if not old or py2 is None:
+        pytest.fail("pyenv 3.6 or 2.7 not installed (scripts/install-deps.sh)")
+    return [max(old, key=lambda t: t.version), py2]
 
 
-def test_attach_unsupported(pystrobe, python_sleeper):
-    old = an_unsupported_python()
+def an_unsupported_python():
+    """The newest host interpreter pystrobe refuses."""
+    return unsupported_pythons()[0]
+
+
+def refusal_says_why(err, old):
+    """One line: the version found, why it is refused, what is supported."""
+    assert "Python %d.%d." % old.version in err, err
+    assert "no _PyRuntime" in err and "supported: 3.7 to 3.15" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["3.6", "2.7"])
+def test_attach_unsupported(pystrobe, python_sleeper, which):
+    old = unsupported_pythons()[which]
     p, _ = python_sleeper(old, OLD_SLEEPER)
     res = run_pystrobe(pystrobe, "attach", "-d", "1", p.pid, timeout=30)
     err = res.stderr.decode(errors="replace")
     assert res.returncode == EXIT_UNSUPPORTED, f"{res.returncode}: {err}"
-    assert "%d.%d" % old.version in err, err
+    refusal_says_why(err, old)
 
 
 def test_run_unsupported(strobes, tmp_path):
@@ -1109,6 +1120,6 @@ def test_run_unsupported(strobes, tmp_path):
     s = strobes(["run", "--python", old.argv[0], script])
     s.wait(timeout=20)
     assert s.proc.returncode == EXIT_UNSUPPORTED, s.describe()
-    assert "%d.%d" % old.version in s.stderr, s.describe()
+    refusal_says_why(s.stderr, old)
     left = wait_session_empty(s.pid, 5)
     assert not left, f"processes left after the refused run: {left}"

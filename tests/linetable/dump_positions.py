@@ -264,11 +264,22 @@ def random_tables(count):
             code = base.replace(co_firstlineno=first,
                                 co_linetable=random_linetable310(rng, nbytes, first))
         else:
-            code = base.replace(co_firstlineno=first,
+            code = code_replace(base, co_firstlineno=first,
                                 co_lnotab=random_lnotab(rng, nbytes, first))
         if V >= (3, 11):
             code = code.replace(co_qualname="random%d" % i)
         yield code
+
+
+def code_replace(code, **kw):
+    """code.replace(**kw); 3.7 has no replace: the constructor, whose
+    arguments are the attributes in this order."""
+    if hasattr(code, "replace"):
+        return code.replace(**kw)
+    names = ["co_argcount", "co_kwonlyargcount", "co_nlocals", "co_stacksize", "co_flags",
+             "co_code", "co_consts", "co_names", "co_varnames", "co_filename", "co_name",
+             "co_firstlineno", "co_lnotab", "co_freevars", "co_cellvars"]
+    return types.CodeType(*[kw.get(n, getattr(code, n)) for n in names])
 
 
 def walk(code):
@@ -310,7 +321,7 @@ def relocated(code):
     for c in walk(code):
         span = max(span, c.co_firstlineno - code.co_firstlineno + 1000)
     for first in (2**31 - 1 - span, 0):
-        yield code.replace(co_firstlineno=first)
+        yield code_replace(code, co_firstlineno=first)
 
 
 def main(argv):

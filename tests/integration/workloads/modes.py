@@ -13,7 +13,7 @@ Once every thread is in its state, prints one line: the JSON object
 {"pid": ..., "spin": TID, "sleeper": TID, "handler": TID, "via_c": TID,
 "main": TID} with the kernel thread ids (threading.get_native_id()).
 On KeyboardInterrupt (Ctrl-C) it prints "modes.py: KeyboardInterrupt" and
-exits 0. Runs on Python 3.8+.
+exits 0. Runs on Python 3.7+.
 """
 import json
 import os
@@ -23,12 +23,19 @@ import threading
 import time
 
 LONG = 3600.0
+# The thread's kernel id; 3.7 has no threading.get_native_id: gettid (its
+# x86-64 system call number is 186).
+if hasattr(threading, "get_native_id"):
+    native_id = threading.get_native_id
+else:
+    import ctypes
+    native_id = lambda: ctypes.CDLL(None).syscall(186)  # noqa: E731
 tids = {}
 started = threading.Semaphore(0)
 
 
 def spin():
-    tids["spin"] = threading.get_native_id()
+    tids["spin"] = native_id()
     started.release()
     x = 1
     while True:
@@ -37,14 +44,14 @@ def spin():
 
 
 def sleeper():
-    tids["sleeper"] = threading.get_native_id()
+    tids["sleeper"] = native_id()
     started.release()
     while True:
         time.sleep(LONG)
 
 
 def handler():
-    tids["handler"] = threading.get_native_id()
+    tids["handler"] = native_id()
     try:
         raise ValueError("handled while asleep")
     except ValueError:
@@ -60,12 +67,12 @@ def nap(seconds):
 
 
 def via_c():
-    tids["via_c"] = threading.get_native_id()
+    tids["via_c"] = native_id()
     list(map(nap, [LONG]))
 
 
 def main(duration):
-    tids["main"] = threading.get_native_id()
+    tids["main"] = native_id()
     workers = [spin, sleeper, handler, via_c]
     for f in workers:
         threading.Thread(target=f, name=f.__name__, daemon=True).start()

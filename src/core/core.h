@@ -165,10 +165,27 @@ void prof_codecache_release(struct prof_codecache *cc);
 /* --- one walk (snapshot.c, framecache.c, torn.c) ------------------------ */
 
 /*
+ * What one thread's read goes into (s->walker; set up by snapshot.c): its
+ * thread state's bytes, the data stack's chunks and second copies, and the
+ * frame records a walk reads.
+ */
+struct prof_walker {
+    uint8_t *tsbuf; /* cpy_thread_bufsize bytes */
+    struct cpy_stack stack;
+    struct cpy_raw_frame *raw;
+    /* The frame records a walk may read: opt.max_frames (a longer chain
+     * keeps one less, and a <truncated> marker below them). */
+    size_t max;
+};
+/* Room for max frames: 0 or PYS_E_NOMEM. */
+int prof_walker_init(struct prof_walker *w, const struct cpy_offsets *o, size_t max);
+void prof_walker_release(struct prof_walker *w);
+
+/*
  * What one walk of one thread passes to its checks and to the naming of its
  * frames (as CPython's FrameWalkContext): made by the snapshot for each try
- * of a thread and passed explicitly; the frames are in s->raw (or the cache
- * entry's).
+ * of a thread and passed explicitly; the frames are in s->walker.raw (or the
+ * cache entry's).
  */
 struct prof_walk {
     /* mem_mark just before the thread state was read: if no read came
@@ -176,7 +193,7 @@ struct prof_walk {
      * batched read. */
     struct mem_mark mark;
     /* The frame cache entry the walk used (whose frames are then the chain;
-     * s->raw holds only the frames read), and the index from which the
+     * s->walker.raw holds only the frames read), and the index from which the
      * chain's frames came from the cache, their resolutions with them
      * (SIZE_MAX when none did). */
     struct prof_fcache_entry *entry;
@@ -184,6 +201,17 @@ struct prof_walk {
     /* Where the chain was cut: the caller of its last frame; 0: whole. */
     uint64_t cut;
 };
+
+/* What the naming of a walk's frames (snapshot.c) made of each of the
+ * frames it read, by index in the walk: kept by the frame cache for the
+ * next sample's cached tail. */
+struct prof_resolved {
+    struct pys_frame *frames; /* a Python frame past its prologue: what it is */
+    uint8_t *kind;            /* PROF_RES_* */
+};
+/* Room for n frames: 0 or PYS_E_NOMEM. */
+int prof_resolved_init(struct prof_resolved *r, size_t n);
+void prof_resolved_release(struct prof_resolved *r);
 
 /* --- frame cache (framecache.c), CPython 3.15+ -------------------------- */
 
@@ -206,7 +234,7 @@ struct prof_fcache_entry {
     uint32_t wasted;              /* anchors written in a row that were gone by the next */
     uint32_t skipped;             /* writes skipped meanwhile */
     uint64_t last_stop;           /* the anchor the last walk went down to */
-    uint64_t cut;                 /* frames is cut (at walk_max - 1): the caller of its
+    uint64_t cut;                 /* frames is cut (at walker.max - 1): the caller of its
                                    * last frame; 0 = the whole chain */
     int looked;                   /* a walk has seen the thread (it writes from the next) */
     int other_writer;             /* another profiler writes its anchor: left alone */
@@ -243,12 +271,12 @@ struct pys_session;
  * written again; counted in other_writers (threads) and other_writer_walks.
  */
 int prof_fcache_usable(struct pys_session *s, const struct cpy_thread *t);
-/* Walk thread t into s->raw using and refreshing the cache; returns the
+/* Walk thread t into s->walker.raw using and refreshing the cache; returns the
  * number of raw frames or an error, as cpy_stack_walk, and fills w (its
  * entry, tail and cut). */
 int prof_fcache_walk(struct pys_session *s, struct prof_walk *w, const struct cpy_thread *t);
 /* After the walk's frames were resolved (ok) or not: keep what each raw
- * frame resolved to (s->res_scratch) for the next sample's cached tail. */
+ * frame resolved to (s->resolved) for the next sample's cached tail. */
 void prof_fcache_resolved(struct pys_session *s, const struct prof_walk *w, size_t nraw, int ok);
 /* Drop the entries of threads the last snapshot did not see. */
 void prof_fcache_sweep(struct pys_session *s);
@@ -277,8 +305,8 @@ void prof_objframes_hint(struct pys_session *s);
 
 /*
  * Is a walk one moment of the target? (torn.c's opening says how it is
- * answered.) A walk comes in with the reads it came from: s->raw and
- * s->stack, and w->mark, taken just before its thread state was read. The
+ * answered.) A walk comes in with the reads it came from: s->walker.raw and
+ * s->walker.stack, and w->mark, taken just before its thread state was read. The
  * verdicts:
  */
 #define PROF_TORN_MIXED 0 /* two moments: read the thread again */
@@ -441,8 +469,24 @@ static inline int prof_torn_adjacent(const struct pys_session *s, const struct c
  * these the code cache is emptied at every snapshot. */
 #define PROF_GEN_SLOTS 16
 
-/* A snapshot's threads and frames (pys_session's, and the last one kept). */
+/* Each interpreter's code object generation (3.14+), as last seen
+ * (snapshot.c: the code cache is emptied when one moves). */
+struct prof_gen {
+    uint64_t interp[PROF_GEN_SLOTS], seen[PROF_GEN_SLOTS]; /* by position in the list */
+    /* The main interpreter's generation as a walk read it after its frames
+     * (prof_fcache_walk), and mem_mark just after that read: if no read
+     * came since, it is the latest look. */
+    uint64_t after;
+    struct mem_mark after_mark;
+};
+
+/* A snapshot's interpreters, threads and frames (pys_session's, and the
+ * last one kept). */
 struct prof_results {
+    struct pys_interp *interps;
+    size_t ninterps, interps_cap;
+    struct cpy_interp *seen_interps; /* the interpreters as read, by position */
+    size_t seen_interps_cap;
     struct pys_thread *threads;
     size_t nthreads, threads_cap;
     size_t *thread_frame_start; /* per thread: index of its first frame */
@@ -451,6 +495,7 @@ struct prof_results {
     struct pys_frame *frames;
     size_t nframes, frames_cap;
 };
+void prof_results_release(struct prof_results *r);
 
 /*
  * pys_options.reuse_idle (idle.c). With a GIL only its holder runs Python
@@ -475,6 +520,35 @@ struct prof_idle {
     uint64_t reused;  /* counter: thread stacks taken over */
 };
 
+/* The interpreter list's head as last read (snapshot.c, first_interp). */
+struct prof_first_interp {
+    uint64_t lone;      /* the head, when the list held that one interpreter alone; else 0 */
+    uint64_t read_ns;   /* when the head was last read: time ... */
+    uint64_t read_snap; /* ... and snapshot count */
+};
+
+/* pys_options.opcodes (snapshot.c): one read per Python frame of a
+ * thread, the frame (index in frames) each one fills, and the bytes read. */
+struct prof_opcodes {
+    struct mem_seg *segs;
+    size_t *frame;
+    uint8_t *byte;
+};
+/* Room for n reads: 0 or PYS_E_NOMEM. */
+int prof_opcodes_init(struct prof_opcodes *op, size_t n);
+void prof_opcodes_release(struct prof_opcodes *op);
+
+/* 3.8-3.13 (snapshot.c): the code objects this snapshot's frames were
+ * named after, checked in one read once every thread is walked
+ * (snapshot_codes_ok), unless each_walk (a snapshot's last try: each
+ * walk's own, as its frames are named). */
+struct prof_named_codes {
+    uint64_t *addrs;
+    size_t n, cap;
+    int each_walk;
+};
+void prof_named_codes_release(struct prof_named_codes *nc);
+
 struct pys_session {
     int pid;
     struct pys_options opt;
@@ -486,15 +560,12 @@ struct pys_session {
     struct mem mem;
     struct mem mem_idle; /* the other reader: see struct prof_idle */
     int mem_idle_in_use; /* mem and mem_idle are swapped */
-    struct prof_results prev; /* the last snapshot's, swapped with the fields below */
+    struct prof_results prev; /* the last snapshot's, swapped with res */
     struct prof_idle idle;
     struct cpy_offsets off;
     struct cpy_symbols sym;
     uint64_t runtime;        /* address of _PyRuntime */
-    /* The interpreter list's head as last read, when the list held that one
-     * interpreter alone, and when it was read: time and snapshot count
-     * (first_interp). */
-    uint64_t lone_interp, lone_read_ns, lone_read_snap;
+    struct prof_first_interp first; /* snapshot.c */
     char *image_path;        /* the image holding the runtime */
     char version_text[32];   /* "3.12.1", or "3.9" when the patch level is not known */
     char err[512];           /* last error detail */
@@ -518,42 +589,16 @@ struct pys_session {
     struct prof_codecache codes;
     struct prof_fcache fcache;
     int use_fcache;          /* opt.frame_cache and the target has the anchor (3.15+) */
-    /* Each interpreter's code object generation (3.14+) as last seen, by
-     * position in the list: the code cache is emptied when one moves. */
-    uint64_t gen_interp[PROF_GEN_SLOTS], gen_seen[PROF_GEN_SLOTS];
-    /* The main interpreter's generation as a walk read it after its frames
-     * (prof_fcache_walk), and mem_mark just after that read: if no read
-     * came since, it is the latest look. */
-    uint64_t gen_after;
-    struct mem_mark gen_after_mark;
+    struct prof_gen gen;     /* snapshot.c */
 
-    /* Scratch and results of the last snapshot. */
-    struct cpy_stack stack;
-    uint8_t *tsbuf;
-    struct cpy_raw_frame *raw;
-    /* The frame records a walk may read: opt.max_frames (a longer chain
-     * keeps one less, and a <truncated> marker below them). */
-    size_t walk_max;
-    uint64_t *code_addrs; /* scratch: the code objects of one walk (3.8-3.13) */
-    /* 3.8-3.13: the code objects this snapshot's frames were named after,
-     * checked in one read once every thread is walked (snapshot_codes_ok),
-     * unless check_each_walk (a snapshot's last try: each walk's own). */
-    uint64_t *snap_codes;
-    size_t nsnap_codes, snap_codes_cap;
-    int check_each_walk;
-    struct prof_torn torn;
-    struct prof_objframes objframes;
-    struct cpy_interp *seen_interps; /* this snapshot's, by position */
-    size_t seen_interps_cap;
-    struct pys_frame *res_scratch; /* per raw frame: what it resolved to */
-    /* pys_options.opcodes: one read per Python frame of a thread, the frame
-     * (index in frames) each one fills, and the bytes read. */
-    struct mem_seg *op_segs;
-    size_t *op_frame;
-    uint8_t *op_byte;
-    uint8_t *kind_scratch;
-    struct pys_interp *interps;
-    size_t ninterps, interps_cap;
+    /* What a snapshot's parts keep from one thread or snapshot to the next,
+     * and the results of the last snapshot. */
+    struct prof_walker walker;     /* a thread's read (snapshot.c, framecache.c, torn.c) */
+    struct prof_resolved resolved; /* its frames named (snapshot.c; kept by framecache.c) */
+    struct prof_opcodes ops;       /* snapshot.c, with opt.opcodes */
+    struct prof_named_codes named; /* snapshot.c, 3.8-3.13 */
+    struct prof_torn torn;         /* torn.c */
+    struct prof_objframes objframes; /* objframes.c, 3.8-3.10 */
     struct prof_results res;
     struct pys_snapshot snap;
 };
@@ -703,11 +748,11 @@ static inline int prof_torn_adjacent(const struct pys_session *s, const struct c
         lo = t->datastack_chunk;
         hi = t->datastack_top;
     } else {
-        for (size_t i = 0; i < s->stack.nchunks; i++) {
-            uint64_t a = s->stack.chunks[i].addr;
-            if (addr >= a && addr - a < s->stack.chunks[i].len) {
+        for (size_t i = 0; i < s->walker.stack.nchunks; i++) {
+            uint64_t a = s->walker.stack.chunks[i].addr;
+            if (addr >= a && addr - a < s->walker.stack.chunks[i].len) {
                 lo = a;
-                hi = a + s->stack.chunks[i].len;
+                hi = a + s->walker.stack.chunks[i].len;
                 break;
             }
         }

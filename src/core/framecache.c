@@ -262,13 +262,13 @@ static int anchor_returned(struct pys_session *s, const struct prof_fcache_entry
                            size_t pos, uint64_t prev, uint64_t below)
 {
     const struct prof_code *pc;
-    if (s->raw[0].code != 0 || !s->raw[0].shim || prev != below || pos + 1 >= e->n ||
+    if (s->walker.raw[0].code != 0 || !s->walker.raw[0].shim || prev != below || pos + 1 >= e->n ||
         e->frames[pos].code == 0)
         return 0;
     if (prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym,
                            e->frames[pos].code, &pc) < 0)
         return 0;
-    return cpy_code_holds(&s->off, &pc->code, e->frames[pos].code, s->raw[0].instr_ptr);
+    return cpy_code_holds(&s->off, &pc->code, e->frames[pos].code, s->walker.raw[0].instr_ptr);
 }
 
 /*
@@ -291,16 +291,16 @@ static int walk_hit(struct pys_session *s, struct prof_walk *w, const struct cpy
      * not copied whole at each sample, one that keeps unwinding to its
      * bottom is. */
     uint64_t low = e->last_stop && e->last_stop < anchor ? e->last_stop : anchor;
-    s->stack.note_from = low > NOTE_BELOW ? low - NOTE_BELOW : 0;
+    s->walker.stack.note_from = low > NOTE_BELOW ? low - NOTE_BELOW : 0;
     e->last_stop = anchor;
     int gen_asked = prof_torn_ask_own_copy(s, t);
-    int k =
-        pos < e->n && anchor_trusted(t, &e->frames[pos])
-            ? cpy_stack_walk_to(&s->mem, &s->off, t, &s->stack, anchor, s->raw, s->walk_max, &prev)
-            : PYS_E_NOTFOUND;
-    s->stack.note_from = 0;
-    if (gen_asked && s->stack.second_len > 0)
-        s->gen_after_mark = s->stack.second_mark;
+    int k = pos < e->n && anchor_trusted(t, &e->frames[pos])
+                ? cpy_stack_walk_to(&s->mem, &s->off, t, &s->walker.stack, anchor, s->walker.raw,
+                                    s->walker.max, &prev)
+                : PYS_E_NOTFOUND;
+    s->walker.stack.note_from = 0;
+    if (gen_asked && s->walker.stack.second_len > 0)
+        s->gen.after_mark = s->walker.stack.second_mark;
     /* The chain was torn (it ended short of the base frame), or memory the
      * thread state names is gone (a chunk freed as the stack unwound: that
      * state is out of date): no whole walk of the same state can do
@@ -313,18 +313,18 @@ static int walk_hit(struct pys_session *s, struct prof_walk *w, const struct cpy
      * thread state was read (that state is out of date), or a frame pushed
      * at its address since has. Read again: the interpreter will have moved
      * the anchor to the caller. */
-    if (k > 0 && s->raw[k - 1].code == 0 && !*returned)
+    if (k > 0 && s->walker.raw[k - 1].code == 0 && !*returned)
         return PYS_E_CORRUPT;
     /* The cached frames below the anchor that follow the k read: all of
      * them, or for a cut chain as many as fill it again (at least one, and
      * its frames must fill it). */
     size_t rest = pos < e->n ? e->n - pos - 1 : 0, take = rest;
     if (e->cut && k > 0)
-        take = (size_t)k + rest >= s->walk_max - 1 && (size_t)k < s->walk_max - 1
-                   ? s->walk_max - 1 - (size_t)k
+        take = (size_t)k + rest >= s->walker.max - 1 && (size_t)k < s->walker.max - 1
+                   ? s->walker.max - 1 - (size_t)k
                    : 0;
-    int ok = k > 0 && (*returned || s->raw[k - 1].code == e->frames[pos].code) && prev == below &&
-             (e->cut ? take > 0 : (size_t)k + rest <= s->walk_max);
+    int ok = k > 0 && (*returned || s->walker.raw[k - 1].code == e->frames[pos].code) &&
+             prev == below && (e->cut ? take > 0 : (size_t)k + rest <= s->walker.max);
     /* Frames copied at different moments may mix two call chains: torn.c
      * checks those above the anchor, and that the anchor has not returned
      * since the thread state was read (the frames below it may no longer be
@@ -333,7 +333,7 @@ static int walk_hit(struct pys_session *s, struct prof_walk *w, const struct cpy
      * Torn, a whole walk from the same state would be torn too: the caller
      * reads the thread again, the cache is still good. */
     if (ok && !*returned &&
-        !prof_torn_cached(s, w, t, (size_t)k, anchor, next_anchor(s->raw, (size_t)k)))
+        !prof_torn_cached(s, w, t, (size_t)k, anchor, next_anchor(s->walker.raw, (size_t)k)))
         return PYS_E_CORRUPT;
     *n = -1;
     if (!ok)
@@ -353,7 +353,7 @@ static int walk_hit(struct pys_session *s, struct prof_walk *w, const struct cpy
         memmove(e->res + k, e->res + pos + 1, take * sizeof *e->res);
         memmove(e->res_kind + k, e->res_kind + pos + 1, take);
     }
-    memcpy(e->frames, s->raw, (size_t)k * sizeof *s->raw);
+    memcpy(e->frames, s->walker.raw, (size_t)k * sizeof *s->walker.raw);
     e->n = len;
     w->cut = e->cut;
     if (e->res_valid)
@@ -378,14 +378,14 @@ static int walk_whole(struct pys_session *s, struct prof_walk *w, const struct c
 {
     struct prof_fcache *fc = &s->fcache;
     fc->misses++;
-    int n = cpy_stack_walk(&s->mem, &s->off, t, &s->stack, s->raw, s->walk_max);
+    int n = cpy_stack_walk(&s->mem, &s->off, t, &s->walker.stack, s->walker.raw, s->walker.max);
     if (n < 0)
         return n;
     /* Checked as a hit's frames are (a second copy, and the anchor), even a
      * chain copied in one read. A cut chain's last frame still has the
      * caller it was cut at. */
-    uint64_t cut = s->stack.cut;
-    if (!prof_torn_whole(s, w, t, (size_t)n, cut, next_anchor(s->raw, (size_t)n)))
+    uint64_t cut = s->walker.stack.cut;
+    if (!prof_torn_whole(s, w, t, (size_t)n, cut, next_anchor(s->walker.raw, (size_t)n)))
         return PYS_E_CORRUPT;
     fc->frames_read += (uint64_t)n;
     e->since_full = 0;
@@ -397,7 +397,7 @@ static int walk_whole(struct pys_session *s, struct prof_walk *w, const struct c
     }
     /* A thread without frames (n = 0) may have no array yet. */
     if (n > 0)
-        memcpy(e->frames, s->raw, (size_t)n * sizeof *s->raw);
+        memcpy(e->frames, s->walker.raw, (size_t)n * sizeof *s->walker.raw);
     e->n = (size_t)n;
     e->cut = w->cut = cut;
     return n;
@@ -507,8 +507,8 @@ void prof_fcache_resolved(struct pys_session *s, const struct prof_walk *w, size
     /* The tail's resolutions are in place already: store the rest. */
     size_t fresh = w->tail_start < nraw ? w->tail_start : nraw;
     if (fresh > 0) {
-        memcpy(e->res, s->res_scratch, fresh * sizeof *e->res);
-        memcpy(e->res_kind, s->kind_scratch, fresh);
+        memcpy(e->res, s->resolved.frames, fresh * sizeof *e->res);
+        memcpy(e->res_kind, s->resolved.kind, fresh);
     }
     e->res_valid = 1;
 }

@@ -157,10 +157,10 @@ void prof_idle_end(struct pys_session *s, int ok)
     for (size_t i = 0; ok && i < s->res.nthreads; i++)
         errors |= s->res.threads[i].error != 0;
     /* Only a whole, clean snapshot of one interpreter can be taken over. */
-    id->valid = ok && !errors && s->ninterps == 1 && !s->opt.opcodes && s->opt.reuse_idle;
+    id->valid = ok && !errors && s->res.ninterps == 1 && !s->opt.opcodes && s->opt.reuse_idle;
     if (!id->valid)
         return;
-    const struct cpy_interp *g = id->have_gil ? &id->gil : &s->seen_interps[0];
+    const struct cpy_interp *g = id->have_gil ? &id->gil : &s->res.seen_interps[0];
     id->valid = g->gil_known;
     id->interp = g->addr;
     id->head = g->threads_head;

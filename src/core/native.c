@@ -319,7 +319,7 @@ static int merge(struct pys_session *s, const struct pys_thread *t, size_t npcs,
 int prof_native_snapshot(struct pys_session *s)
 {
     struct prof_native *n = s->native;
-    if (!n || (!s->stack.stopped && !s->core))
+    if (!n || (!s->walker.stack.stopped && !s->core))
         return 0; /* native stacks only of a paused target, or a core */
     if (!n->unw && !n->unw_failed) {
         int rc = s->core ? prof_core_unwinder(s->core, &n->unw, n->err, sizeof n->err)

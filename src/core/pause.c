@@ -49,7 +49,7 @@ int pys_session_pause(pys_session *s)
         return prof_fail(s, rc, "%s", p->st.err);
     p->active = 1;
     p->threads += p->st.n;
-    s->stack.stopped = 1;
+    s->walker.stack.stopped = 1;
     return 0;
 }
 
@@ -60,7 +60,7 @@ int pys_session_resume(pys_session *s)
     struct prof_pause *p = s->pause;
     plat_resume_all(&p->st);
     p->active = 0;
-    s->stack.stopped = 0;
+    s->walker.stack.stopped = 0;
     uint64_t dt = plat_clock_ns() - p->t0;
     p->count++;
     p->ns += dt;

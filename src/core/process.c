@@ -69,7 +69,7 @@ void prof_thread_os_state(struct pys_session *s, struct pys_thread *pt)
 
 int prof_thread_stopped(struct pys_session *s, const struct pys_thread *pt)
 {
-    if (s->stack.stopped || s->image)
+    if (s->walker.stack.stopped || s->image)
         return 1;
     if (s->pid <= 0 || pt->host_id == 0 || pt->host_id > INT32_MAX)
         return 0;

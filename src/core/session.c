@@ -105,7 +105,6 @@ static int session_open(pys_session **out, int pid, struct mem_source *src,
     if (opt)
         s->opt = *opt;
     s->opt.max_frames = nmax;
-    s->walk_max = nmax;
     if (!src) {
         mem_proc_init(&s->proc, pid);
         src = &s->proc.base;
@@ -123,16 +122,13 @@ static int session_open(pys_session **out, int pid, struct mem_source *src,
     if (rc < 0)
         goto fail;
     rc = PYS_E_NOMEM;
-    s->tsbuf = malloc(cpy_thread_bufsize(&s->off));
-    s->raw = malloc(nmax * sizeof *s->raw);
-    s->res_scratch = malloc(nmax * sizeof *s->res_scratch);
-    s->kind_scratch = malloc(nmax);
     s->marker_file = prof_intern_str(&s->strings, "~", 1);
     s->marker_native = prof_intern_str(&s->strings, "<native>", 8);
     s->marker_gc = prof_intern_str(&s->strings, "<GC>", 4);
     s->marker_truncated = prof_intern_str(&s->strings, "<truncated>", 11);
-    if (!s->tsbuf || !s->raw || !s->res_scratch || !s->kind_scratch || !s->marker_file ||
-        !s->marker_native || !s->marker_gc || !s->marker_truncated)
+    if (prof_walker_init(&s->walker, &s->off, nmax) < 0 ||
+        prof_resolved_init(&s->resolved, nmax) < 0 || !s->marker_file || !s->marker_native ||
+        !s->marker_gc || !s->marker_truncated)
         goto fail;
     if (s->opt.locals && !(s->locals = prof_locals_new()))
         goto fail;
@@ -141,24 +137,15 @@ static int session_open(pys_session **out, int pid, struct mem_source *src,
         if (!(s->native = prof_native_new()))
             goto fail;
     }
-    if (s->opt.opcodes) {
-        s->op_segs = malloc(nmax * sizeof *s->op_segs);
-        s->op_frame = malloc(nmax * sizeof *s->op_frame);
-        s->op_byte = malloc(nmax);
-        if (!s->op_segs || !s->op_frame || !s->op_byte)
-            goto fail;
-    }
+    if (s->opt.opcodes && prof_opcodes_init(&s->ops, nmax) < 0)
+        goto fail;
     s->use_fcache = s->opt.frame_cache && CPY_HAS(&s->off, thread_state, last_profiled_frame);
     /* With the frame cache, a walk through older chunks (a miss) is a
      * one-off: the next samples take those frames from the cache. */
-    s->stack.older_once = s->use_fcache;
+    s->walker.stack.older_once = s->use_fcache;
     /* Without a code generation counter, a cached code object must be checked
      * to still be there at each use. */
     s->codes.validate = !CPY_HAS(&s->off, interpreter_state, code_object_generation);
-    if (s->codes.validate && !(s->code_addrs = malloc(nmax * sizeof *s->code_addrs))) {
-        rc = PYS_E_NOMEM;
-        goto fail;
-    }
     *out = s;
     return 0;
 fail:
@@ -183,28 +170,12 @@ void pys_session_free(pys_session *s)
     prof_locals_free(s->locals);
     prof_native_free(s->native);
     prof_intern_release(&s->strings);
-    cpy_stack_release(&s->stack);
-    free(s->tsbuf);
-    free(s->raw);
-    free(s->res_scratch);
-    free(s->code_addrs);
-    free(s->snap_codes);
-    free(s->seen_interps);
-    free(s->op_segs);
-    free(s->op_frame);
-    free(s->op_byte);
-    free(s->kind_scratch);
-    free(s->interps);
-    free(s->res.threads);
-    free(s->res.thread_frame_start);
-    free(s->res.thread_err);
-    free(s->res.thread_stack);
-    free(s->res.frames);
-    free(s->prev.threads);
-    free(s->prev.thread_frame_start);
-    free(s->prev.thread_err);
-    free(s->prev.thread_stack);
-    free(s->prev.frames);
+    prof_walker_release(&s->walker);
+    prof_resolved_release(&s->resolved);
+    prof_named_codes_release(&s->named);
+    prof_opcodes_release(&s->ops);
+    prof_results_release(&s->res);
+    prof_results_release(&s->prev);
     free(s->image_path);
     prof_image_free(s->image);
     prof_core_free(s->core);

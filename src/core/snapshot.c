@@ -41,6 +41,17 @@ int prof_reserve(void **v, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
+void prof_results_release(struct prof_results *r)
+{
+    free(r->interps);
+    free(r->seen_interps);
+    free(r->threads);
+    free(r->thread_frame_start);
+    free(r->thread_err);
+    free(r->thread_stack);
+    free(r->frames);
+}
+
 static int reserve_threads(struct pys_session *s, size_t need)
 {
     size_t cap = s->res.threads_cap;
@@ -76,15 +87,31 @@ static void add_marker(struct pys_session *s, int kind)
     f->kind = kind;
 }
 
+int prof_opcodes_init(struct prof_opcodes *op, size_t n)
+{
+    op->segs = malloc(n * sizeof *op->segs);
+    op->frame = malloc(n * sizeof *op->frame);
+    op->byte = malloc(n);
+    return op->segs && op->frame && op->byte ? 0 : PYS_E_NOMEM;
+}
+
+void prof_opcodes_release(struct prof_opcodes *op)
+{
+    free(op->segs);
+    free(op->frame);
+    free(op->byte);
+}
+
 /* pys_options.opcodes: the byte at each Python frame's instruction, for the
  * frames [start, s->res.nframes) of one thread, in one batched read. Frames whose
  * byte cannot be read keep -1: an opcode is never worth a failed sample. */
 static void read_opcodes(struct pys_session *s, size_t nops)
 {
-    if (nops == 0 || mem_readv(&s->mem, s->op_segs, nops) < 0)
+    struct prof_opcodes *op = &s->ops;
+    if (nops == 0 || mem_readv(&s->mem, op->segs, nops) < 0)
         return;
     for (size_t k = 0; k < nops; k++)
-        s->res.frames[s->op_frame[k]].opcode = s->op_byte[k];
+        s->res.frames[op->frame[k]].opcode = op->byte[k];
 }
 
 /*
@@ -96,35 +123,66 @@ static void read_opcodes(struct pys_session *s, size_t nops)
 static int note_codes(struct pys_session *s, const struct prof_walk *w,
                       const struct cpy_raw_frame *raw, size_t nraw)
 {
-    size_t nc = 0;
-    int rc;
-    for (size_t i = 0; i < nraw && i < w->tail_start; i++)
-        if (!raw[i].shim)
-            s->code_addrs[nc++] = raw[i].code;
-    if (s->check_each_walk)
-        return (rc = prof_codecache_check(&s->codes, &s->mem, &s->off, s->code_addrs, nc)) < 0 ? rc
-                                                                                               : 0;
-    if (nc == 0)
-        return 0;
-    if ((rc = prof_reserve((void **)&s->snap_codes, &s->snap_codes_cap, s->nsnap_codes + nc,
-                           sizeof *s->snap_codes)) < 0)
+    struct prof_named_codes *nc = &s->named;
+    size_t end = nraw < w->tail_start ? nraw : w->tail_start, n = nc->n;
+    int rc = prof_reserve((void **)&nc->addrs, &nc->cap, n + end, sizeof *nc->addrs);
+    if (rc < 0)
         return rc;
-    memcpy(s->snap_codes + s->nsnap_codes, s->code_addrs, nc * sizeof *s->code_addrs);
-    s->nsnap_codes += nc;
-    return 0;
+    for (size_t i = 0; i < end; i++)
+        if (!raw[i].shim)
+            nc->addrs[n++] = raw[i].code;
+    if (!nc->each_walk) {
+        nc->n = n;
+        return 0;
+    }
+    rc = prof_codecache_check(&s->codes, &s->mem, &s->off, nc->addrs + nc->n, n - nc->n);
+    return rc < 0 ? rc : 0;
+}
+
+void prof_named_codes_release(struct prof_named_codes *nc)
+{
+    free(nc->addrs);
+}
+
+int prof_walker_init(struct prof_walker *w, const struct cpy_offsets *o, size_t max)
+{
+    *w = (struct prof_walker){.max = max};
+    w->tsbuf = malloc(cpy_thread_bufsize(o));
+    w->raw = malloc(max * sizeof *w->raw);
+    return w->tsbuf && w->raw ? 0 : PYS_E_NOMEM;
+}
+
+void prof_walker_release(struct prof_walker *w)
+{
+    cpy_stack_release(&w->stack);
+    free(w->tsbuf);
+    free(w->raw);
+}
+
+int prof_resolved_init(struct prof_resolved *r, size_t n)
+{
+    r->frames = malloc(n * sizeof *r->frames);
+    r->kind = malloc(n);
+    return r->frames && r->kind ? 0 : PYS_E_NOMEM;
+}
+
+void prof_resolved_release(struct prof_resolved *r)
+{
+    free(r->frames);
+    free(r->kind);
 }
 
 /*
  * Name Python frame raw[i] of thread t, read by this walk: its code object
- * (*pc), its kind (s->kind_scratch[i]) and, for a frame past its prologue,
- * its resolution (s->res_scratch[i]). 0, or an error with the detail in err.
+ * (*pc), its kind (s->resolved.kind[i]) and, for a frame past its prologue,
+ * its resolution (s->resolved.frames[i]). 0, or an error with the detail in err.
  */
 static int name_frame(struct pys_session *s, const struct cpy_thread *t,
                       const struct cpy_raw_frame *raw, size_t i, const struct prof_code **pc,
                       char *err, size_t errlen)
 {
     const struct cpy_raw_frame *rf = &raw[i];
-    struct pys_frame *out = &s->res_scratch[i];
+    struct pys_frame *out = &s->resolved.frames[i];
     int rc = prof_codecache_get(&s->codes, &s->strings, &s->mem, &s->off, &s->sym, rf->code, pc);
     if (rc < 0) {
         snprintf(err, errlen, "code object at 0x%llx unreadable: %s", (unsigned long long)rf->code,
@@ -135,7 +193,7 @@ static int name_frame(struct pys_session *s, const struct cpy_thread *t,
     int incomplete = cpy_frame_incomplete(&s->off, &c->code, rf);
     if ((rc = prof_torn_frame_fits(s, t, raw, i, c, incomplete, err, errlen)) < 0)
         return rc;
-    s->kind_scratch[i] = incomplete ? PROF_RES_INCOMPLETE : PROF_RES_FRAME;
+    s->resolved.kind[i] = incomplete ? PROF_RES_INCOMPLETE : PROF_RES_FRAME;
     if (incomplete)
         return 0;
     struct cpy_location loc;
@@ -181,9 +239,9 @@ static int want_opcode(struct pys_session *s, const struct cpy_raw_frame *rf,
     if (rc == 0)
         return op;
     if (rc == PYS_E_NOTFOUND) {
-        s->op_segs[*nops] =
-            (struct mem_seg){pc->code.code_bytes + 2 * start, &s->op_byte[*nops], 1};
-        s->op_frame[(*nops)++] = s->res.nframes;
+        s->ops.segs[*nops] =
+            (struct mem_seg){pc->code.code_bytes + 2 * start, &s->ops.byte[*nops], 1};
+        s->ops.frame[(*nops)++] = s->res.nframes;
     }
     return -1;
 }
@@ -211,7 +269,7 @@ static int resolve_frames(struct pys_session *s, const struct prof_walk *w,
         return rc;
     /* The walk's chain: the frame cache entry's, or the scratch of a walk
      * made without the cache. */
-    const struct cpy_raw_frame *raw = w->entry ? w->entry->frames : s->raw;
+    const struct cpy_raw_frame *raw = w->entry ? w->entry->frames : s->walker.raw;
     if (s->codes.validate && (rc = note_codes(s, w, raw, nraw)) < 0)
         return rc;
     /* Without markers or opcodes, the cached tail is its frames, copied as
@@ -219,8 +277,8 @@ static int resolve_frames(struct pys_session *s, const struct prof_walk *w,
     int plain_tail = !s->opt.native && !s->opt.opcodes && !(s->opt.gc && in->gc_frame != 0);
     for (size_t i = 0; i < nraw; i++) {
         const struct cpy_raw_frame *rf = &raw[i];
-        const struct pys_frame *res = &s->res_scratch[i];
-        const uint8_t *kind = &s->kind_scratch[i];
+        const struct pys_frame *res = &s->resolved.frames[i];
+        const uint8_t *kind = &s->resolved.kind[i];
         const struct prof_code *pc = NULL; /* looked up for frames read now */
         if (i >= w->tail_start && plain_tail) {
             const struct prof_fcache_entry *e = w->entry;
@@ -241,7 +299,7 @@ static int resolve_frames(struct pys_session *s, const struct prof_walk *w,
             res = &w->entry->res[i];
             kind = &w->entry->res_kind[i];
         } else if (rf->shim) {
-            s->kind_scratch[i] = PROF_RES_SHIM;
+            s->resolved.kind[i] = PROF_RES_SHIM;
             if (s->native && (rc = prof_native_note_shim(s, rf->addr)) < 0)
                 goto fail;
         } else if ((rc = name_frame(s, t, raw, i, &pc, err, errlen)) < 0) {
@@ -306,15 +364,15 @@ static const char *walk_error(int rc)
 static void retry_generation(struct pys_session *s)
 {
     uint64_t late;
-    if (!CPY_HAS(&s->off, interpreter_state, code_object_generation) || s->gen_interp[0] == 0)
+    if (!CPY_HAS(&s->off, interpreter_state, code_object_generation) || s->gen.interp[0] == 0)
         return;
     if (!mem_prefetch_late_value(&s->mem, &late)) {
         mem_force_recheck(&s->mem);
         return;
     }
-    if (late != s->gen_seen[0]) {
+    if (late != s->gen.seen[0]) {
         prof_codecache_clear(&s->codes);
-        s->gen_seen[0] = late;
+        s->gen.seen[0] = late;
     }
 }
 
@@ -350,7 +408,7 @@ static int put_off_checks(struct pys_session *s)
         struct mem_mark mark = mem_mark(&s->mem);
         /* Its walk was counted as a read: it is one that needed more. */
         s->thread_reads--;
-        int trc = cpy_thread_read(&s->mem, &s->off, &s->sym, pt->tstate, s->tsbuf, &t);
+        int trc = cpy_thread_read(&s->mem, &s->off, &s->sym, pt->tstate, s->walker.tsbuf, &t);
         if (trc == PYS_E_EXITED)
             return trc;
         if (trc < 0) {
@@ -362,7 +420,7 @@ static int put_off_checks(struct pys_session *s)
             s->thread_errors++;
             continue;
         }
-        trc = read_thread(s, &s->seen_interps[po->ni], &t, mark, po->ti, po->ni, 1);
+        trc = read_thread(s, &s->res.seen_interps[po->ni], &t, mark, po->ti, po->ni, 1);
         if (trc < 0)
             return trc;
     }
@@ -419,22 +477,11 @@ static void walk_from_entering_root(struct pys_session *s, const struct pys_thre
         cur->current_frame = root;
 }
 
-/* Read one thread: status, then frames. again: it was read before in this
- * snapshot (its put-off check failed), so it counts as re-read. Returns 0
- * (the thread may carry its own error) or PYS_E_EXITED / PYS_E_NOMEM, which
- * end the snapshot. */
-static int read_thread(struct pys_session *s, const struct cpy_interp *in,
-                       const struct cpy_thread *t, struct mem_mark mark, size_t ti, size_t ni,
-                       int again)
+/* Fill pt (its frames aside) from thread state t of interpreter in. */
+static void thread_status(struct pys_session *s, const struct cpy_interp *in,
+                          const struct cpy_thread *t, struct pys_thread *pt)
 {
-    struct pys_thread *pt = &s->res.threads[ti];
-    char *err = s->res.thread_err[ti];
-    int rc = 0;
-
     memset(pt, 0, sizeof *pt);
-    err[0] = '\0';
-    s->res.thread_stack[ti] = (struct mem_span){t->datastack_chunk,
-                                                t->datastack_top - t->datastack_chunk, 0};
     pt->native_id = t->native_id;
     pt->thread_id = t->thread_id;
     pt->tstate = t->addr;
@@ -450,6 +497,24 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
     if (t->has_exception)
         pt->status |= PYS_THREAD_HAS_EXCEPTION;
     prof_thread_os_state(s, pt);
+}
+
+/* Read one thread: status, then frames. again: it was read before in this
+ * snapshot (its put-off check failed), so it counts as re-read. Returns 0
+ * (the thread may carry its own error) or PYS_E_EXITED / PYS_E_NOMEM, which
+ * end the snapshot. */
+static int read_thread(struct pys_session *s, const struct cpy_interp *in,
+                       const struct cpy_thread *t, struct mem_mark mark, size_t ti, size_t ni,
+                       int again)
+{
+    struct pys_thread *pt = &s->res.threads[ti];
+    char *err = s->res.thread_err[ti];
+    int rc = 0;
+
+    thread_status(s, in, t, pt);
+    err[0] = '\0';
+    s->res.thread_stack[ti] = (struct mem_span){t->datastack_chunk,
+                                                t->datastack_top - t->datastack_chunk, 0};
     s->res.thread_frame_start[ti] = s->res.nframes;
 
     struct cpy_thread cur = *t;
@@ -464,7 +529,7 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
             mem_prefetch_retry(&s->mem);
             retry_generation(s);
             mark = mem_mark(&s->mem);
-            rc = cpy_thread_read(&s->mem, &s->off, &s->sym, t->addr, s->tsbuf, &cur);
+            rc = cpy_thread_read(&s->mem, &s->off, &s->sym, t->addr, s->walker.tsbuf, &cur);
             if (rc < 0)
                 break;
         }
@@ -475,10 +540,11 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
         } else {
             if (attempt == WALK_TRIES - 1)
                 walk_from_entering_root(s, pt, &cur);
-            rc = cpy_stack_walk(&s->mem, &s->off, &cur, &s->stack, s->raw, s->walk_max);
-            w.cut = s->stack.cut;
+            rc = cpy_stack_walk(&s->mem, &s->off, &cur, &s->walker.stack, s->walker.raw,
+                                s->walker.max);
+            w.cut = s->walker.stack.cut;
             if (rc > 0)
-                prof_objframes_note(s, s->raw, (size_t)rc);
+                prof_objframes_note(s, s->walker.raw, (size_t)rc);
             int v = rc >= 0 ? prof_torn_walk(s, &w, in, &cur, (size_t)rc, ti, ni) : PROF_TORN_ONE;
             put_off = v == PROF_TORN_LATER;
             if (v == PROF_TORN_MIXED)
@@ -541,7 +607,7 @@ static int take_over_threads(struct pys_session *s, const struct cpy_interp *in,
             struct cpy_thread t;
             mem_log_mark(&s->mem);
             struct mem_mark mark = mem_mark(&s->mem);
-            rc = cpy_thread_read(&s->mem, &s->off, &s->sym, taddr, s->tsbuf, &t);
+            rc = cpy_thread_read(&s->mem, &s->off, &s->sym, taddr, s->walker.tsbuf, &t);
             if (rc == PYS_E_EXITED)
                 return rc;
             if (rc < 0 || !prof_idle_links_ok(s, i, &t))
@@ -583,10 +649,10 @@ static void check_code_generation(struct pys_session *s, size_t ni, const struct
         prof_codecache_clear(&s->codes);
         return;
     }
-    if (s->gen_interp[ni] != in->addr || s->gen_seen[ni] != gen) {
+    if (s->gen.interp[ni] != in->addr || s->gen.seen[ni] != gen) {
         prof_codecache_clear(&s->codes);
-        s->gen_interp[ni] = in->addr;
-        s->gen_seen[ni] = gen;
+        s->gen.interp[ni] = in->addr;
+        s->gen.seen[ni] = gen;
     }
 }
 
@@ -597,20 +663,20 @@ static void check_code_generation(struct pys_session *s, size_t ni, const struct
 static int generation_moved(struct pys_session *s)
 {
     uint64_t gen;
-    if (!CPY_HAS(&s->off, interpreter_state, code_object_generation) || s->ninterps == 0 ||
-        s->gen_interp[0] == 0)
+    if (!CPY_HAS(&s->off, interpreter_state, code_object_generation) || s->res.ninterps == 0 ||
+        s->gen.interp[0] == 0)
         return 0;
-    uint64_t at = s->gen_interp[0] + s->off.interpreter_state.code_object_generation;
+    uint64_t at = s->gen.interp[0] + s->off.interpreter_state.code_object_generation;
     /* Read after all else by the last walk's own second copy: no need to
      * read it again. */
-    if (!mem_read_since(&s->mem, s->gen_after_mark))
-        gen = s->gen_after;
+    if (!mem_read_since(&s->mem, s->gen.after_mark))
+        gen = s->gen.after;
     else if (mem_read_fresh(&s->mem, at, &gen, sizeof gen) < 0)
         return 0;
-    if (gen == s->gen_seen[0])
+    if (gen == s->gen.seen[0])
         return 0;
     prof_codecache_clear(&s->codes);
-    s->gen_seen[0] = gen;
+    s->gen.seen[0] = gen;
     return 1;
 }
 
@@ -627,19 +693,19 @@ static int generation_moved(struct pys_session *s)
  */
 static int snapshot_codes_ok(struct pys_session *s, struct mem_mark batch)
 {
-    if (!s->codes.validate || s->check_each_walk || s->nsnap_codes == 0)
+    struct prof_named_codes *nc = &s->named;
+    if (!s->codes.validate || nc->each_walk || nc->n == 0)
         return 1;
     /* Every frame from the batch: the second copies it ends with, read
      * after them, do for the objects the last snapshot named too; the
      * others are read. */
-    prof_codecache_hint(&s->codes, &s->mem, &s->off, s->snap_codes, s->nsnap_codes);
-    size_t left = s->nsnap_codes;
+    prof_codecache_hint(&s->codes, &s->mem, &s->off, nc->addrs, nc->n);
+    size_t left = nc->n;
     int rc = 0;
     if (!mem_past_batch_since(&s->mem, batch))
-        rc = prof_codecache_rechecked(&s->codes, &s->mem, &s->off, s->snap_codes,
-                                      s->nsnap_codes, &left);
+        rc = prof_codecache_rechecked(&s->codes, &s->mem, &s->off, nc->addrs, nc->n, &left);
     if (rc == 0 && left > 0)
-        rc = prof_codecache_check(&s->codes, &s->mem, &s->off, s->snap_codes, left);
+        rc = prof_codecache_check(&s->codes, &s->mem, &s->off, nc->addrs, left);
     if (rc < 0)
         return rc;
     return rc == 0;
@@ -658,21 +724,21 @@ static int in_runtime(const struct pys_session *s, uint64_t addr)
  * alone, it is taken to be unchanged for up to LONE_INTERP_NS, sparing each
  * snapshot's batch a piece (a page of the runtime of its own). A
  * subinterpreter started meanwhile is seen that much later. Only for a lone
- * interpreter inside the runtime (pys_session_snapshot sets lone_interp):
- * the main one, which lasts as long as the runtime, not one freed as the
- * process exits.
+ * interpreter inside the runtime (snapshot_try sets first.lone): the main
+ * one, which lasts as long as the runtime, not one freed as the process
+ * exits.
  */
 static int first_interp(struct pys_session *s, uint64_t *iaddr)
 {
-    uint64_t now = mem_clock_ns(&s->mem), lone = s->lone_interp;
-    if (lone != 0 && now - s->lone_read_ns < LONE_INTERP_NS) {
+    uint64_t now = mem_clock_ns(&s->mem), lone = s->first.lone;
+    if (lone != 0 && now - s->first.read_ns < LONE_INTERP_NS) {
         *iaddr = lone;
         return 0;
     }
-    s->lone_interp = 0;
-    s->lone_read_ns = now;
-    uint64_t since = s->snapshots - s->lone_read_snap;
-    s->lone_read_snap = s->snapshots;
+    s->first.lone = 0;
+    s->first.read_ns = now;
+    uint64_t since = s->snapshots - s->first.read_snap;
+    s->first.read_snap = s->snapshots;
     /* Still alone, most likely. Sampled fast, it is read on its own, once a
      * millisecond, rather than in the batch, whose plan would carry its page
      * for the next LONE_INTERP_SNAPSHOTS; sampled slowly, in the batch. */
@@ -699,7 +765,7 @@ static int read_threads(struct pys_session *s, const struct cpy_interp *in, size
             return rc;
         mem_log_mark(&s->mem);
         struct mem_mark mark = mem_mark(&s->mem);
-        rc = cpy_thread_read(&s->mem, &s->off, &s->sym, taddr, s->tsbuf, &t);
+        rc = cpy_thread_read(&s->mem, &s->off, &s->sym, taddr, s->walker.tsbuf, &t);
         if (rc == PYS_E_EXITED)
             return rc;
         if (rc < 0) {
@@ -739,12 +805,12 @@ static int snapshot_try(struct pys_session *s, int tries)
 {
     uint64_t iaddr;
     int rc;
-    s->ninterps = s->res.nthreads = s->res.nframes = 0;
-    s->nsnap_codes = 0;
+    s->res.ninterps = s->res.nthreads = s->res.nframes = 0;
+    s->named.n = 0;
     s->torn.nchk = s->torn.nchk_walks = 0;
     s->fcache.seen = 0;
-    s->check_each_walk = tries + 1 >= GENERATION_TRIES;
-    s->torn.put_off = !s->check_each_walk;
+    s->named.each_walk = tries + 1 >= GENERATION_TRIES;
+    s->torn.put_off = !s->named.each_walk;
     s->torn.grow_left = PROF_GROW_BUDGET;
     s->err[0] = '\0';
     s->snapshots++;
@@ -761,17 +827,17 @@ static int snapshot_try(struct pys_session *s, int tries)
             return prof_fail(s, PYS_E_TOODEEP, "more than %d interpreters", CPY_MAX_INTERPS);
         if ((rc = cpy_interp_read(&s->mem, &s->off, s->runtime, iaddr, &in)) < 0)
             return rc;
-        if ((rc = prof_reserve((void **)&s->seen_interps, &s->seen_interps_cap, ni + 1,
-                               sizeof *s->seen_interps)) < 0)
+        if ((rc = prof_reserve((void **)&s->res.seen_interps, &s->res.seen_interps_cap, ni + 1,
+                               sizeof *s->res.seen_interps)) < 0)
             return rc;
-        s->seen_interps[ni] = in;
-        if (ni == 0 && s->lone_interp == 0)
-            s->lone_interp = in.next == 0 && in_runtime(s, head) ? head : 0;
+        s->res.seen_interps[ni] = in;
+        if (ni == 0 && s->first.lone == 0)
+            s->first.lone = in.next == 0 && in_runtime(s, head) ? head : 0;
         check_code_generation(s, ni, &in);
-        if ((rc = prof_reserve((void **)&s->interps, &s->interps_cap, s->ninterps + 1,
-                               sizeof *s->interps)) < 0)
+        if ((rc = prof_reserve((void **)&s->res.interps, &s->res.interps_cap, s->res.ninterps + 1,
+                               sizeof *s->res.interps)) < 0)
             return rc;
-        struct pys_interp *pi = &s->interps[s->ninterps++];
+        struct pys_interp *pi = &s->res.interps[s->res.ninterps++];
         pi->id = in.id;
         pi->gil_holder = in.gil_holder;
         pi->nthreads = 0;
@@ -807,9 +873,9 @@ static int fix_up(struct pys_session *s)
 {
     /* Interpreters without threads (a process caught starting up) may come
      * before any thread was ever stored: no array yet. */
-    for (size_t i = 0; i < s->ninterps; i++)
-        s->interps[i].threads =
-            s->res.threads ? s->res.threads + (uintptr_t)s->interps[i].threads : NULL;
+    for (size_t i = 0; i < s->res.ninterps; i++)
+        s->res.interps[i].threads =
+            s->res.threads ? s->res.threads + (uintptr_t)s->res.interps[i].threads : NULL;
     int failed = 0;
     for (size_t i = 0; i < s->res.nthreads; i++) {
         s->res.threads[i].frames =
@@ -867,8 +933,8 @@ int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
     /* What was read may be another program's memory: not reported then. */
     if ((rc = prof_exec_check(s, failed)) < 0)
         return rc;
-    s->snap.ninterps = s->ninterps;
-    s->snap.interps = s->interps;
+    s->snap.ninterps = s->res.ninterps;
+    s->snap.interps = s->res.interps;
     *out = &s->snap;
     return 0;
 }

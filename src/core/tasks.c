@@ -221,7 +221,7 @@ int pys_tasks_new(pys_session *s, pys_tasks **out, char *errtext, size_t errlen)
     t->pages.data = malloc((size_t)PAGE_SLOTS * PAGE_SIZE_);
     mem_init(&t->mem, &t->pages.base);
     mem_init(&t->fresh, mem_source_of(&s->mem));
-    t->raw_max = s->walk_max;
+    t->raw_max = s->walker.max;
     t->tsbuf = malloc(cpy_thread_bufsize(&s->off));
     t->raw = malloc(t->raw_max * sizeof *t->raw);
     t->keys = malloc(CPY_SET_MAX_SLOTS * sizeof *t->keys);

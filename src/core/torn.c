@@ -11,7 +11,7 @@
  * in core.h's torn section); the walkers (cpython/frames.c), the frame
  * cache (framecache.c) and the snapshot (snapshot.c) only ask. A walk comes
  * in with the reads it came from (its struct prof_walk: did a read reach
- * the target since its thread state was read; s->stack: which copy each
+ * the target since its thread state was read; s->walker.stack: which copy each
  * frame came from); out comes a verdict (one moment, torn, or decided
  * later) and what to read again. The answer, in the order it is looked for:
  *
@@ -140,7 +140,7 @@ static int walk_with_state(const struct pys_session *s, const struct prof_walk *
      * from the snapshot's one batched read. Frames read on their own
      * (generators') are left out: they race with resumes even within one
      * batch. */
-    return s->stack.direct == 0 && !mem_read_since(&s->mem, w->mark);
+    return s->walker.stack.direct == 0 && !mem_read_since(&s->mem, w->mark);
 }
 
 static int walk_one_moment(const struct pys_session *s, const struct prof_walk *w)
@@ -148,7 +148,7 @@ static int walk_one_moment(const struct pys_session *s, const struct prof_walk *
     /* A frame read on its own is never taken on trust, even alone: a
      * generator's (or 3.8-3.10's heap) frame can be caught suspended, its
      * caller already unlinked. */
-    return s->stack.direct == 0 && (s->stack.regions == 1 || walk_with_state(s, w));
+    return s->walker.stack.direct == 0 && (s->walker.stack.regions == 1 || walk_with_state(s, w));
 }
 
 /*
@@ -165,7 +165,7 @@ static size_t top_settled(const struct pys_session *s, const struct cpy_raw_fram
 {
     if (n < 2 || mem_batch_paused(&s->mem))
         return 0;
-    return prof_torn_copied_after(&s->stack, raw[0].addr, raw[1].addr,
+    return prof_torn_copied_after(&s->walker.stack, raw[0].addr, raw[1].addr,
                                   (size_t)s->off.interpreter_frame.size)
                ? 1
                : 0;
@@ -396,14 +396,14 @@ static int chain_unchanged(struct pys_session *s, const struct cpy_thread *t,
     }
     /* Last, the code object generation: read after every code pointer so
      * far, it spares the snapshot's end a call (generation_moved). */
-    int gen = CPY_HAS(&s->off, interpreter_state, code_object_generation) && s->gen_interp[0] != 0;
+    int gen = CPY_HAS(&s->off, interpreter_state, code_object_generation) && s->gen.interp[0] != 0;
     if (gen)
         segs[n++] = (struct mem_seg){
-            s->gen_interp[0] + s->off.interpreter_state.code_object_generation, &s->gen_after, 8};
+            s->gen.interp[0] + s->off.interpreter_state.code_object_generation, &s->gen.after, 8};
     if (mem_readv_fresh(&s->mem, segs, n) < 0)
         return 0;
     if (gen)
-        s->gen_after_mark = mem_mark(&s->mem);
+        s->gen.after_mark = mem_mark(&s->mem);
     if (t && (now_anchor != anchor || now_seq != seq))
         return 0;
     for (size_t i = from; i < k; i++)
@@ -418,7 +418,7 @@ static int chain_unchanged(struct pys_session *s, const struct cpy_thread *t,
 
 int prof_torn_ask_own_copy(struct pys_session *s, const struct cpy_thread *t)
 {
-    struct cpy_stack *st = &s->stack;
+    struct cpy_stack *st = &s->walker.stack;
     struct prof_torn *tn = &s->torn;
     uint64_t a = t->addr + s->off.thread_state.last_profiled_frame,
              q = t->addr + s->off.thread_state.last_profiled_frame_seq;
@@ -430,10 +430,10 @@ int prof_torn_ask_own_copy(struct pys_session *s, const struct cpy_thread *t)
         st->after[n++] = (struct mem_seg){a, &tn->after[0], 8};
         st->after[n++] = (struct mem_seg){q, &tn->after[1], 8};
     }
-    int gen = CPY_HAS(&s->off, interpreter_state, code_object_generation) && s->gen_interp[0] != 0;
+    int gen = CPY_HAS(&s->off, interpreter_state, code_object_generation) && s->gen.interp[0] != 0;
     if (gen)
         st->after[n++] = (struct mem_seg){
-            s->gen_interp[0] + s->off.interpreter_state.code_object_generation, &s->gen_after, 8};
+            s->gen.interp[0] + s->off.interpreter_state.code_object_generation, &s->gen.after, 8};
     st->nafter = n;
     return gen;
 }
@@ -447,9 +447,9 @@ static int own_copy_rechecked(struct pys_session *s, const struct cpy_raw_frame 
                               size_t k, uint64_t last_prev, int pos_k, uint64_t anchor,
                               uint64_t seq)
 {
-    if (mem_read_since(&s->mem, s->stack.second_mark))
+    if (mem_read_since(&s->mem, s->walker.stack.second_mark))
         return -1;
-    int r = prof_torn_own_copy(&s->off, &s->stack, raw, from, k, last_prev, pos_k);
+    int r = prof_torn_own_copy(&s->off, &s->walker.stack, raw, from, k, last_prev, pos_k);
     if (r == 1 && (s->torn.after[0] != anchor || s->torn.after[1] != seq))
         return 0;
     return r;
@@ -471,7 +471,7 @@ int prof_torn_cached(struct pys_session *s, const struct prof_walk *w, const str
 {
     /* The anchor stayed (its number did not move), and so did what it
      * calls, if that is the top frame copied after it. */
-    size_t top = top_settled(s, s->raw, k);
+    size_t top = top_settled(s, s->walker.raw, k);
     int move = thread_may_move(s, w, t, 0);
     size_t check = move ? k - 1 - top : 0;
     /* The anchor's position too, where it calls a frame of the walk: it
@@ -479,22 +479,24 @@ int prof_torn_cached(struct pys_session *s, const struct prof_walk *w, const str
      * walk read it. */
     int pos_k = move && k > 1;
     uint64_t seq = t->last_profiled_frame_seq;
-    int r = chain_rechecked(s, w, t, s->raw, top, top + check, anchor, pos_k);
+    int r = chain_rechecked(s, w, t, s->walker.raw, top, top + check, anchor, pos_k);
     if (r < 0)
-        r = own_copy_rechecked(s, s->raw, top, top + check, anchor, pos_k, anchor, seq);
-    hint_above(s, t, s->raw, top, top + check, k, next_anchor);
-    return r >= 0 ? r : chain_unchanged(s, t, s->raw, top, top + check, anchor, pos_k, anchor, seq);
+        r = own_copy_rechecked(s, s->walker.raw, top, top + check, anchor, pos_k, anchor, seq);
+    hint_above(s, t, s->walker.raw, top, top + check, k, next_anchor);
+    return r >= 0
+               ? r
+               : chain_unchanged(s, t, s->walker.raw, top, top + check, anchor, pos_k, anchor, seq);
 }
 
 int prof_torn_whole(struct pys_session *s, const struct prof_walk *w, const struct cpy_thread *t,
                     size_t n, uint64_t cut, size_t next_anchor)
 {
-    size_t top = top_settled(s, s->raw, n);
+    size_t top = top_settled(s, s->walker.raw, n);
     size_t check = thread_may_move(s, w, t, 0) ? n - top : 0;
-    int r = chain_rechecked(s, w, t, s->raw, top, top + check, cut, 0);
-    hint_above(s, t, s->raw, top, top + check, n, next_anchor);
+    int r = chain_rechecked(s, w, t, s->walker.raw, top, top + check, cut, 0);
+    hint_above(s, t, s->walker.raw, top, top + check, n, next_anchor);
     return !(r == 0 || (r < 0 && check > 0 &&
-                        !chain_unchanged(s, NULL, s->raw, top, top + check, cut, 0, 0, 0)));
+                        !chain_unchanged(s, NULL, s->walker.raw, top, top + check, cut, 0, 0, 0)));
 }
 
 /* --- verdicts on walks without the cache ------------------------------ */
@@ -547,27 +549,27 @@ int prof_torn_walk(struct pys_session *s, const struct prof_walk *w, const struc
      * several chunks) may mix moments: it is checked against a second read.
      * So is one copied in one read, when its thread may have run meanwhile:
      * the copy can be paused midway. */
-    size_t top = n ? top_settled(s, s->raw, n) : 0;
+    size_t top = n ? top_settled(s, s->walker.raw, n) : 0;
     int one = walk_one_moment(s, w);
     /* Nor is the entry frame at the bottom (3.12+, on the C stack) read
      * again: the frame above names it as its caller (checked), and it stays
      * as it is while frames sit on it. A cut chain's last frame is not that
      * bottom: it keeps the caller it was cut at. */
-    uint64_t cut = s->stack.cut;
-    size_t end = !cut && n > top + 1 && s->raw[n - 1].shim ? n - 1 : n;
-    uint64_t last_prev = cut ? cut : end < n ? s->raw[n - 1].addr : 0;
+    uint64_t cut = s->walker.stack.cut;
+    size_t end = !cut && n > top + 1 && s->walker.raw[n - 1].shim ? n - 1 : n;
+    uint64_t last_prev = cut ? cut : end < n ? s->walker.raw[n - 1].addr : 0;
     if (n == 0 || (one && !thread_may_move(s, w, t, in->gil_holder)))
         return PROF_TORN_ONE;
     /* From the batch's second copies if it has them, else with the other
      * threads' at the snapshot's end if it can. */
-    int r = chain_rechecked(s, w, NULL, s->raw, top, end, last_prev, 0);
-    chain_hint(s, t, s->raw, top, end, 0);
+    int r = chain_rechecked(s, w, NULL, s->walker.raw, top, end, last_prev, 0);
+    chain_hint(s, t, s->walker.raw, top, end, 0);
     if (r >= 0)
         return r ? PROF_TORN_ONE : PROF_TORN_MIXED;
-    if (s->torn.put_off && put_off(s, ti, ni, s->raw, top, end, last_prev) == 0)
+    if (s->torn.put_off && put_off(s, ti, ni, s->walker.raw, top, end, last_prev) == 0)
         return PROF_TORN_LATER;
-    return chain_unchanged(s, NULL, s->raw, top, end, last_prev, 0, 0, 0) ? PROF_TORN_ONE
-                                                                          : PROF_TORN_MIXED;
+    return chain_unchanged(s, NULL, s->walker.raw, top, end, last_prev, 0, 0, 0) ? PROF_TORN_ONE
+                                                                                 : PROF_TORN_MIXED;
 }
 
 void prof_torn_forget_last(struct pys_session *s)

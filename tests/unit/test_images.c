@@ -241,9 +241,9 @@ static const char *doctored(const char *version, enum doctor d, char *buf, size_
      * (shims among them from 3.11 on: count Python frames only). */
     const struct cpy_raw_frame *py[6];
     size_t np = 0;
-    for (size_t i = 0; np < 6 && s->raw[i].addr != 0; i++)
-        if (!s->raw[i].shim)
-            py[np++] = &s->raw[i];
+    for (size_t i = 0; np < 6 && s->walker.raw[i].addr != 0; i++)
+        if (!s->walker.raw[i].shim)
+            py[np++] = &s->walker.raw[i];
     assert_int_equal(np, 6);
     const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
     int rc = -1;
@@ -926,7 +926,7 @@ static void test_objframes(void **state)
                 print_thread(t);
             assert_int_equal(which_stack(t), order[k]);
             for (size_t i = 0; k == 1 && i < t->nframes && i < 8; i++)
-                callers[ncallers++] = s->raw[i].addr + s->off.interpreter_frame.previous;
+                callers[ncallers++] = s->walker.raw[i].addr + s->off.interpreter_frame.previous;
             w.watch = callers;
             w.nwatch = ncallers;
         }

@@ -828,11 +828,9 @@ static struct pys_session *fcache_session(struct image *im)
     s->off = im->o;
     s->sym = im->sym;
     mem_init_image(&s->mem, im->regions, 2);
-    s->opt.max_frames = s->walk_max = PYS_MAX_FRAMES_DEFAULT;
-    s->raw = malloc(s->walk_max * sizeof *s->raw);
-    s->res_scratch = malloc(s->walk_max * sizeof *s->res_scratch);
-    s->kind_scratch = malloc(s->walk_max);
-    assert_true(s->raw && s->res_scratch && s->kind_scratch);
+    s->opt.max_frames = PYS_MAX_FRAMES_DEFAULT;
+    assert_int_equal(prof_walker_init(&s->walker, &s->off, PYS_MAX_FRAMES_DEFAULT), 0);
+    assert_int_equal(prof_resolved_init(&s->resolved, PYS_MAX_FRAMES_DEFAULT), 0);
     s->use_fcache = 1;
     s->snapshots = 1;
     return s;
@@ -843,10 +841,8 @@ static void fcache_session_free(struct pys_session *s)
     prof_fcache_release(&s->fcache);
     prof_torn_release(&s->torn);
     mem_release(&s->mem);
-    cpy_stack_release(&s->stack);
-    free(s->raw);
-    free(s->res_scratch);
-    free(s->kind_scratch);
+    prof_walker_release(&s->walker);
+    prof_resolved_release(&s->resolved);
     free(s);
 }
 

@@ -14,6 +14,7 @@
 
 #include "core/core.h"
 #include "platform/platform.h"
+#include "util/array.h"
 
 /* A walk that raced with the running thread usually succeeds on a retry; a
  * deep stack that keeps unwinding and going down again (the frame cache
@@ -28,17 +29,7 @@
 
 int prof_reserve(void **v, size_t *cap, size_t need, size_t elem)
 {
-    if (need <= *cap)
-        return 0;
-    size_t n = *cap ? *cap : 16;
-    while (n < need)
-        n *= 2;
-    void *p = realloc(*v, n * elem);
-    if (!p)
-        return PYS_E_NOMEM;
-    *v = p;
-    *cap = n;
-    return 0;
+    return util_array_reserve(v, cap, need, elem);
 }
 
 static int reserve_threads(struct pys_session *s, size_t need)
@@ -428,8 +419,8 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
 
     memset(pt, 0, sizeof *pt);
     err[0] = '\0';
-    s->res.thread_stack[ti] = (struct mem_span){t->datastack_chunk,
-                                                t->datastack_top - t->datastack_chunk, 0};
+    s->res.thread_stack[ti] =
+        (struct mem_span){t->datastack_chunk, t->datastack_top - t->datastack_chunk, 0};
     pt->native_id = t->native_id;
     pt->thread_id = t->thread_id;
     pt->tstate = t->addr;
@@ -629,8 +620,8 @@ static int snapshot_codes_ok(struct pys_session *s, struct mem_mark batch)
     size_t left = s->nsnap_codes;
     int rc = 0;
     if (!mem_past_batch_since(&s->mem, batch))
-        rc = prof_codecache_rechecked(&s->codes, &s->mem, &s->off, s->snap_codes,
-                                      s->nsnap_codes, &left);
+        rc = prof_codecache_rechecked(&s->codes, &s->mem, &s->off, s->snap_codes, s->nsnap_codes,
+                                      &left);
     if (rc == 0 && left > 0)
         rc = prof_codecache_check(&s->codes, &s->mem, &s->off, s->snap_codes, left);
     if (rc < 0)
@@ -670,8 +661,8 @@ static int first_interp(struct pys_session *s, uint64_t *iaddr)
      * millisecond, rather than in the batch, whose plan would carry its page
      * for the next LONE_INTERP_SNAPSHOTS; sampled slowly, in the batch. */
     if (lone != 0 && since > LONE_INTERP_SNAPSHOTS)
-        return mem_read_fresh(&s->mem, s->runtime + s->off.runtime_state.interpreters_head,
-                              iaddr, sizeof *iaddr);
+        return mem_read_fresh(&s->mem, s->runtime + s->off.runtime_state.interpreters_head, iaddr,
+                              sizeof *iaddr);
     return cpy_runtime_first_interp(&s->mem, &s->off, s->runtime, iaddr);
 }
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "output/json.h"
+#include "util/array.h"
 #include "util/hashtab.h"
 #include "util/strtab.h"
 
@@ -26,19 +27,6 @@ enum { MK_GIL, MK_WAIT, MK_CPU, MK_EXC, MK_GC, NMK };
 static const char *const MK_NAMES[NMK] = {"Has GIL", "Waiting for GIL", "On CPU", "Has exception",
                                           "GC collecting"};
 static const int MK_CATS[NMK] = {CAT_GIL, CAT_GIL, CAT_CPU, CAT_EXC, CAT_GC};
-
-static int grow(void *pp, size_t *cap, size_t n, size_t sz)
-{
-    if (n < *cap)
-        return 0;
-    size_t c = *cap ? *cap * 2 : 64;
-    void *p = realloc(*(void **)pp, c * sz);
-    if (!p)
-        return PYS_E_NOMEM;
-    *(void **)pp = p;
-    *cap = c;
-    return 0;
-}
 
 /* A map of 4-word keys to indices (their order of insertion). */
 struct kmap {
@@ -73,7 +61,7 @@ static int kmap_get(struct kmap *m, const uint64_t k[4], uint32_t *out, int *fre
             }
     if (m->n >= UINT32_MAX - 1 ||
         util_htab_reserve(&m->t, 64, 1, (uint32_t)m->n + 1, kmap_hash_of, m->keys) < 0 ||
-        grow(&m->keys, &m->cap, m->n, sizeof *m->keys) < 0)
+        util_array_reserve((void **)&m->keys, &m->cap, m->n + 1, sizeof *m->keys) < 0)
         return PYS_E_NOMEM;
     memcpy(m->keys[m->n], k, 4 * sizeof(uint64_t));
     id = (uint32_t)++m->n;
@@ -100,14 +88,14 @@ struct u64s {
 };
 static int push32(struct u32s *a, uint32_t x)
 {
-    if (grow(&a->v, &a->cap, a->n, sizeof *a->v) < 0)
+    if (util_array_reserve((void **)&a->v, &a->cap, a->n + 1, sizeof *a->v) < 0)
         return PYS_E_NOMEM;
     a->v[a->n++] = x;
     return 0;
 }
 static int push64(struct u64s *a, uint64_t x)
 {
-    if (grow(&a->v, &a->cap, a->n, sizeof *a->v) < 0)
+    if (util_array_reserve((void **)&a->v, &a->cap, a->n + 1, sizeof *a->v) < 0)
         return PYS_E_NOMEM;
     a->v[a->n++] = x;
     return 0;
@@ -136,7 +124,7 @@ struct out_gecko {
     char mode[32], version[64];
     uint64_t start_us;
     struct util_strtab strs; /* the profile's strings, not copied */
-    struct kmap ptrs; /* key (address) -> string id */
+    struct kmap ptrs;        /* key (address) -> string id */
     struct u32s ptr_sid;
     struct gthread *threads;
     size_t nthreads, capthreads;
@@ -291,7 +279,8 @@ int out_gecko_sample(out_gecko *g, const struct out_rec_sample *s)
         if (kmap_get(&g->threadmap, tk, &ti, &fresh) < 0)
             return PYS_E_NOMEM;
         if (fresh) {
-            if (grow(&g->threads, &g->capthreads, g->nthreads, sizeof *g->threads) < 0)
+            if (util_array_reserve((void **)&g->threads, &g->capthreads, g->nthreads + 1,
+                                   sizeof *g->threads) < 0)
                 return PYS_E_NOMEM;
             memset(&g->threads[g->nthreads], 0, sizeof *g->threads);
             g->threads[g->nthreads].id = th->id;

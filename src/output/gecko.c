@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "output/json.h"
+#include "output/procframe.h"
 #include "util/array.h"
 #include "util/hashtab.h"
 #include "util/strtab.h"
@@ -104,6 +105,10 @@ static int push64(struct u64s *a, uint64_t x)
 struct gthread {
     uint64_t id, ns_id;
     int main;
+    /* Its process: the profile's, or that of its stacks' process frame
+     * (--merge-processes); command NULL when not known. */
+    int pid;
+    const char *command;
     /* funcs: key (name, file, firstlineno, kind) */
     struct kmap funcs;
     struct u32s func_resource;
@@ -283,8 +288,11 @@ int out_gecko_sample(out_gecko *g, const struct out_rec_sample *s)
                                    sizeof *g->threads) < 0)
                 return PYS_E_NOMEM;
             memset(&g->threads[g->nthreads], 0, sizeof *g->threads);
-            g->threads[g->nthreads].id = th->id;
-            g->threads[g->nthreads].ns_id = th->ns_id;
+            struct gthread *nt = &g->threads[g->nthreads];
+            nt->id = th->id;
+            nt->ns_id = th->ns_id;
+            nt->pid = g->meta.pid;
+            out_stack_process(th->frames, th->nframes, &nt->pid, &nt->command);
             g->nthreads++;
         }
         struct gthread *t = &g->threads[ti];
@@ -348,7 +356,7 @@ static void put_int_or_null(FILE *f, int64_t v)
 }
 
 /* The thread's identity: name, process, registration; ends with a comma. */
-static void write_thread_head(const out_gecko *g, const struct gthread *t, FILE *f)
+static void write_thread_head(const struct gthread *t, FILE *f)
 {
     char name[96];
     snprintf(name, sizeof name, "%s %" PRIu64, t->main ? "MainThread" : "Thread", t->id);
@@ -358,9 +366,15 @@ static void write_thread_head(const out_gecko *g, const struct gthread *t, FILE 
             ",\"isMainThread\":%s,\"processStartupTime\":0,\"processShutdownTime\":null,"
             "\"registerTime\":0,\"unregisterTime\":null,\"pausedRanges\":[],",
             t->main ? "true" : "false");
-    fprintf(f, "\"pid\":\"%d\",\"tid\":%" PRIu64 ",\"processType\":\"default\",", g->meta.pid,
-            t->id);
-    fprintf(f, "\"processName\":\"Python %d\",", g->meta.pid);
+    fprintf(f, "\"pid\":\"%d\",\"tid\":%" PRIu64 ",\"processType\":\"default\",", t->pid, t->id);
+    fputs("\"processName\":", f);
+    if (t->command && t->command[0]) {
+        out_json_quote(f, t->command);
+    } else {
+        snprintf(name, sizeof name, "Python %d", t->pid);
+        out_json_quote(f, name);
+    }
+    fputc(',', f);
 }
 
 /* "samples": one row per sample, its stack and time; ends with a comma. */
@@ -546,7 +560,7 @@ static void write_markers(const out_gecko *g, struct gthread *t, FILE *f)
 /* One entry of "threads": the tables of the processed-profile format. */
 static void write_thread(const out_gecko *g, struct gthread *t, FILE *f)
 {
-    write_thread_head(g, t, f);
+    write_thread_head(t, f);
     write_samples(t, f);
     write_stack_table(t, f);
     write_frame_table(t, f);

@@ -16,36 +16,18 @@
 #include <elf.h>
 #include <gelf.h>
 #include <libelf.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/procfs.h>
 
+#include "util/bytes.h"
+#include "util/errtext.h"
+
 /* x86-64 Linux note types (the kernel's and gdb's, named "CORE"). */
 #ifndef NT_FILE
 #define NT_FILE 0x46494c45
 #endif
-
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
 
 /* NT_FILE: count, page size, count (start, end, page offset) triples, then
  * count NUL-terminated paths. Only the first such note counts. */
@@ -54,14 +36,16 @@ static int parse_files(struct bin_core *c, const uint8_t *d, size_t n, char *err
     if (c->files)
         return 0;
     if (n < 16)
-        return fail(err, errlen, PYS_E_CORRUPT, "its NT_FILE note is too short (%zu bytes)", n);
-    uint64_t count = get_u64(d), page = get_u64(d + 8);
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "its NT_FILE note is too short (%zu bytes)",
+                            n);
+    uint64_t count = util_load_u64(d), page = util_load_u64(d + 8);
     if (page == 0 || (page & (page - 1)) != 0 || page > (1u << 30))
-        return fail(err, errlen, PYS_E_CORRUPT, "its NT_FILE note has page size %llu",
-                    (unsigned long long)page);
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "its NT_FILE note has page size %llu",
+                            (unsigned long long)page);
     if (count > BIN_CORE_FILES_MAX || count > (n - 16) / 24)
-        return fail(err, errlen, PYS_E_CORRUPT, "its NT_FILE note lists %llu files in %zu bytes",
-                    (unsigned long long)count, n);
+        return util_err_set(err, errlen, PYS_E_CORRUPT,
+                            "its NT_FILE note lists %llu files in %zu bytes",
+                            (unsigned long long)count, n);
     size_t strs = 16 + (size_t)count * 24, slen = n - strs;
     c->paths = malloc(slen + 1);
     c->files = calloc(count ? count : 1, sizeof *c->files);
@@ -73,12 +57,13 @@ static int parse_files(struct bin_core *c, const uint8_t *d, size_t n, char *err
     for (size_t i = 0; i < count; i++) {
         const uint8_t *t = d + 16 + i * 24;
         struct bin_core_file *f = &c->files[i];
-        f->start = get_u64(t);
-        f->end = get_u64(t + 8);
-        uint64_t pages = get_u64(t + 16);
+        f->start = util_load_u64(t);
+        f->end = util_load_u64(t + 8);
+        uint64_t pages = util_load_u64(t + 16);
         size_t l = strnlen(p, (size_t)(end - p));
         if (f->start >= f->end || pages > UINT64_MAX / page || p + l >= end)
-            return fail(err, errlen, PYS_E_CORRUPT, "file %zu of its NT_FILE note is malformed", i);
+            return util_err_set(err, errlen, PYS_E_CORRUPT,
+                                "file %zu of its NT_FILE note is malformed", i);
         f->offset = pages * page;
         f->path = p;
         p += l + 1;
@@ -125,11 +110,11 @@ static void read_psinfo(struct bin_core *c, const uint8_t *d, size_t n)
 static void read_auxv(struct bin_core *c, const uint8_t *d, size_t n)
 {
     for (size_t i = 0; i + 16 <= n; i += 16) {
-        uint64_t type = get_u64(d + i);
+        uint64_t type = util_load_u64(d + i);
         if (type == AT_NULL)
             break;
         if (type == AT_ENTRY)
-            c->entry = get_u64(d + i + 8);
+            c->entry = util_load_u64(d + i + 8);
     }
 }
 
@@ -140,9 +125,9 @@ static int parse_notes(struct bin_core *c, Elf *elf, const GElf_Phdr *ph, size_t
     Elf_Data *data = elf_getdata_rawchunk(elf, (int64_t)ph->p_offset, ph->p_filesz,
                                           ph->p_align == 8 ? ELF_T_NHDR8 : ELF_T_NHDR);
     if (!data)
-        return fail(err, errlen, PYS_E_CORRUPT,
-                    "its notes (%llu bytes at %llu) are not inside the file (truncated?)",
-                    (unsigned long long)ph->p_filesz, (unsigned long long)ph->p_offset);
+        return util_err_set(err, errlen, PYS_E_CORRUPT,
+                            "its notes (%llu bytes at %llu) are not inside the file (truncated?)",
+                            (unsigned long long)ph->p_filesz, (unsigned long long)ph->p_offset);
     size_t off = 0, next, name_off, desc_off;
     GElf_Nhdr nh;
     while (off < data->d_size && (next = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
@@ -161,7 +146,8 @@ static int parse_notes(struct bin_core *c, Elf *elf, const GElf_Phdr *ph, size_t
         else if (nh.n_type == NT_AUXV)
             read_auxv(c, d, nh.n_descsz);
         if (rc == PYS_E_CORRUPT && !(err && errlen && err[0]))
-            return fail(err, errlen, rc, "it lists more than %u threads", BIN_CORE_THREADS_MAX);
+            return util_err_set(err, errlen, rc, "it lists more than %u threads",
+                                BIN_CORE_THREADS_MAX);
         if (rc < 0)
             return rc;
     }
@@ -182,8 +168,8 @@ static int add_segment(struct bin_core *c, const GElf_Phdr *ph, size_t len, char
         return 0;
     if (ph->p_vaddr + ph->p_memsz < ph->p_vaddr || ph->p_filesz > ph->p_memsz ||
         ph->p_offset + ph->p_filesz < ph->p_offset)
-        return fail(err, errlen, PYS_E_CORRUPT, "its segment at 0x%llx is malformed",
-                    (unsigned long long)ph->p_vaddr);
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "its segment at 0x%llx is malformed",
+                            (unsigned long long)ph->p_vaddr);
     struct bin_core_segment *s = &c->segs[c->nsegs++];
     s->vaddr = ph->p_vaddr;
     s->memsz = ph->p_memsz;
@@ -202,18 +188,18 @@ static int check_header(Elf *elf, char *err, size_t errlen)
 {
     GElf_Ehdr eh;
     if (elf_kind(elf) != ELF_K_ELF)
-        return fail(err, errlen, PYS_E_CORRUPT, "not an ELF file");
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "not an ELF file");
     if (gelf_getclass(elf) != ELFCLASS64 || gelf_getehdr(elf, &eh) == NULL)
-        return fail(err, errlen, PYS_E_CORRUPT, "not a 64-bit ELF file");
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "not a 64-bit ELF file");
     if (eh.e_type != ET_CORE)
-        return fail(err, errlen, PYS_E_CORRUPT, "not a core file (an ELF %s)",
-                    eh.e_type == ET_EXEC  ? "executable"
-                    : eh.e_type == ET_DYN ? "shared object or executable"
-                    : eh.e_type == ET_REL ? "object file"
-                                          : "file of another type");
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "not a core file (an ELF %s)",
+                            eh.e_type == ET_EXEC  ? "executable"
+                            : eh.e_type == ET_DYN ? "shared object or executable"
+                            : eh.e_type == ET_REL ? "object file"
+                                                  : "file of another type");
     if (eh.e_machine != EM_X86_64 || eh.e_ident[EI_DATA] != ELFDATA2LSB)
-        return fail(err, errlen, PYS_E_CORRUPT, "a core of another machine (e_machine %u)",
-                    (unsigned)eh.e_machine);
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "a core of another machine (e_machine %u)",
+                            (unsigned)eh.e_machine);
     return 0;
 }
 
@@ -223,13 +209,14 @@ static int parse_phdrs(struct bin_core *c, Elf *elf, size_t len, char *err, size
     size_t nph = 0, tcap = 0;
     GElf_Ehdr eh;
     if (elf_getphdrnum(elf, &nph) != 0 || gelf_getehdr(elf, &eh) == NULL)
-        return fail(err, errlen, PYS_E_CORRUPT, "its program headers are unreadable (truncated?)");
+        return util_err_set(err, errlen, PYS_E_CORRUPT,
+                            "its program headers are unreadable (truncated?)");
     /* libelf counts only the headers inside the file. */
     if (eh.e_phnum != PN_XNUM && nph < eh.e_phnum)
-        return fail(err, errlen, PYS_E_CORRUPT,
-                    "its program headers are cut off (the core is truncated)");
+        return util_err_set(err, errlen, PYS_E_CORRUPT,
+                            "its program headers are cut off (the core is truncated)");
     if (nph > BIN_CORE_SEGMENTS_MAX)
-        return fail(err, errlen, PYS_E_CORRUPT, "it has %zu program headers", nph);
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "it has %zu program headers", nph);
     c->segs = calloc(nph ? nph : 1, sizeof *c->segs);
     if (!c->segs)
         return PYS_E_NOMEM;
@@ -237,8 +224,8 @@ static int parse_phdrs(struct bin_core *c, Elf *elf, size_t len, char *err, size
         GElf_Phdr ph;
         int rc = 0;
         if (gelf_getphdr(elf, (int)i, &ph) == NULL)
-            return fail(err, errlen, PYS_E_CORRUPT,
-                        "its program header %zu is unreadable (truncated?)", i);
+            return util_err_set(err, errlen, PYS_E_CORRUPT,
+                                "its program header %zu is unreadable (truncated?)", i);
         if (ph.p_type == PT_LOAD)
             rc = add_segment(c, &ph, len, err, errlen);
         else if (ph.p_type == PT_NOTE)
@@ -247,13 +234,13 @@ static int parse_phdrs(struct bin_core *c, Elf *elf, size_t len, char *err, size
             return rc;
     }
     if (c->nsegs == 0)
-        return fail(err, errlen, PYS_E_CORRUPT, "it holds no memory (no PT_LOAD segment)");
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "it holds no memory (no PT_LOAD segment)");
     qsort(c->segs, c->nsegs, sizeof *c->segs, seg_cmp);
     for (size_t i = 1; i < c->nsegs; i++)
         if (c->segs[i].vaddr - c->segs[i - 1].vaddr < c->segs[i - 1].memsz)
-            return fail(err, errlen, PYS_E_CORRUPT, "its segments at 0x%llx and 0x%llx overlap",
-                        (unsigned long long)c->segs[i - 1].vaddr,
-                        (unsigned long long)c->segs[i].vaddr);
+            return util_err_set(
+                err, errlen, PYS_E_CORRUPT, "its segments at 0x%llx and 0x%llx overlap",
+                (unsigned long long)c->segs[i - 1].vaddr, (unsigned long long)c->segs[i].vaddr);
     if (c->pid == 0 && c->ntids > 0)
         c->pid = (int)c->tids[0];
     return 0;
@@ -288,17 +275,17 @@ int bin_core_parse(uint8_t *data, size_t len, struct bin_core *out, char *err, s
     if (!data || !out)
         return PYS_E_INVAL;
     if (elf_version(EV_CURRENT) == EV_NONE)
-        return fail(err, errlen, PYS_E_ELF, "libelf is unusable");
+        return util_err_set(err, errlen, PYS_E_ELF, "libelf is unusable");
     forget_lost_sections(data, len);
     /* libelf reads the buffer in place; it writes nothing into it for a
      * file in the host's byte order, and check_header refuses any other
      * before a table is read. */
     Elf *elf = elf_memory((char *)data, len);
     if (!elf)
-        return fail(err, errlen, PYS_E_CORRUPT, "%s",
-                    len >= SELFMAG && memcmp(data, ELFMAG, SELFMAG) == 0
-                        ? "a malformed or truncated ELF file"
-                        : "not an ELF file");
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "%s",
+                            len >= SELFMAG && memcmp(data, ELFMAG, SELFMAG) == 0
+                                ? "a malformed or truncated ELF file"
+                                : "not an ELF file");
     int rc = check_header(elf, err, errlen);
     if (rc == 0)
         rc = parse_phdrs(&c, elf, len, err, errlen);

@@ -48,9 +48,11 @@ int cli_dump_tasks(pys_session *s, int mode, int json, int blocking);
  * control characters escaped; the heading's ": Python V (IMAGE)", after
  * "Process PID" and without a line end; the JSON document opened with pid,
  * python_version and image; a frame's lineno, end_lineno, col_offset and
- * end_col_offset. */
+ * end_col_offset; a frame's text line `    File "F", line N, in Q` (no
+ * line end). */
 struct out_json;
 void cli_put_text(FILE *f, const char *s);
+void cli_dump_frame_line(FILE *f, const struct pys_frame *fr);
 void cli_dump_python(FILE *f, pys_session *s);
 void cli_dump_json_head(struct out_json *j, pys_session *s, int pid);
 void cli_dump_json_position(struct out_json *j, const struct pys_frame *fr);

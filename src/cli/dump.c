@@ -49,15 +49,31 @@ static const char DUMP_USAGE[] =
     "  --async-mode M   all: every task (default); running: each thread's running task\n"
     "                   and the tasks awaiting it\n";
 
-void cli_put_text(FILE *f, const char *s)
+/* The first n bytes of s, control characters escaped. */
+static void put_text_n(FILE *f, const char *s, size_t n)
 {
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
         if (c < 0x20 || c == 0x7f)
             fprintf(f, "\\x%02x", c);
         else
             fputc(c, f);
     }
+}
+
+void cli_put_text(FILE *f, const char *s)
+{
+    put_text_n(f, s, strlen(s));
+}
+
+/* The length of the line at *p (up to its '\n' or the end), *p moved past
+ * it and its '\n'; a text's lines end when **p is '\0'. */
+static size_t take_line(const char **p)
+{
+    const char *e = strchr(*p, '\n');
+    size_t n = e ? (size_t)(e - *p) : strlen(*p);
+    *p += n + (e != NULL);
+    return n;
 }
 
 void cli_dump_python(FILE *f, pys_session *s)
@@ -96,6 +112,29 @@ static void put_num(FILE *f, int32_t v)
         fputc('?', f);
     else
         fprintf(f, "%d", (int)v);
+}
+
+void cli_dump_frame_line(FILE *f, const struct pys_frame *fr)
+{
+    fputs("    File \"", f);
+    cli_put_text(f, fr->filename);
+    fputs("\", line ", f);
+    put_num(f, fr->lineno);
+    fputs(", in ", f);
+    cli_put_text(f, fr->qualname);
+}
+
+/* "[LINE:COL-END_LINE:END_COL]", '?' for each one unknown. */
+static void put_range(FILE *f, const struct pys_frame *fr)
+{
+    const int32_t v[4] = {fr->lineno, fr->col, fr->end_lineno, fr->end_col};
+    fputc('[', f);
+    for (int i = 0; i < 4; i++) {
+        if (i)
+            fputc(i == 2 ? '-' : ':', f);
+        put_num(f, v[i]);
+    }
+    fputc(']', f);
 }
 
 /* How many columns a byte of source takes where put_source prints it: a
@@ -296,21 +335,9 @@ static void print_text(FILE *f, pys_session *s, const struct pys_snapshot *snap,
                     fputs(")\n", f);
                     continue;
                 }
-                fputs("    File \"", f);
-                cli_put_text(f, fr->filename);
-                fputs("\", line ", f);
-                put_num(f, fr->lineno);
-                fputs(", in ", f);
-                cli_put_text(f, fr->qualname);
-                fputs("  [", f);
-                put_num(f, fr->lineno);
-                fputc(':', f);
-                put_num(f, fr->col);
-                fputc('-', f);
-                put_num(f, fr->end_lineno);
-                fputc(':', f);
-                put_num(f, fr->end_col);
-                fputc(']', f);
+                cli_dump_frame_line(f, fr);
+                fputs("  ", f);
+                put_range(f, fr);
                 if (opcodes && fr->kind == PYS_FRAME_PYTHON) {
                     fputs("  ", f);
                     put_opcode(f, pys_session_python_version(s), fr);
@@ -334,15 +361,9 @@ static void put_json_opcode(struct out_json *j, uint32_t version, const struct p
     out_json_key(j, "opcode");
     out_json_int_or_null(j, fr->opcode);
     out_json_key(j, "opname");
-    if (name)
-        out_json_string(j, name);
-    else
-        out_json_null(j);
+    out_json_string_or_null(j, name);
     out_json_key(j, "opbase");
-    if (base)
-        out_json_string(j, base);
-    else
-        out_json_null(j);
+    out_json_string_or_null(j, base);
 }
 
 /* --locals in JSON: "locals": [{"name", "repr"}...], or null and
@@ -420,12 +441,11 @@ static void json_core(struct out_json *j, const char *core, const struct pys_cor
     out_json_key(j, "notes");
     out_json_begin_array(j);
     for (const char *p = ci->notes; *p;) {
-        const char *e = strchr(p, '\n');
-        size_t n = e ? (size_t)(e - p) : strlen(p);
+        const char *at = p;
+        size_t n = take_line(&p);
         char line[512];
-        snprintf(line, sizeof line, "%.*s", (int)n, p);
+        snprintf(line, sizeof line, "%.*s", (int)n, at);
         out_json_string(j, line);
-        p += n + (e != NULL);
     }
     out_json_end_array(j);
     out_json_end_object(j);
@@ -464,10 +484,7 @@ static void print_json(FILE *f, pys_session *s, const struct pys_snapshot *snap,
             out_json_int(&j, (int64_t)t->thread_id);
             out_json_key(&j, "name");
             const char *tname = in->id == 0 ? pys_session_thread_name(s, t->thread_id) : NULL;
-            if (tname)
-                out_json_string(&j, tname);
-            else
-                out_json_null(&j);
+            out_json_string_or_null(&j, tname);
             out_json_key(&j, "status");
             out_json_begin_object(&j);
             out_json_key(&j, "main_thread");
@@ -485,10 +502,9 @@ static void print_json(FILE *f, pys_session *s, const struct pys_snapshot *snap,
             out_json_bool(&j, t->status & PYS_THREAD_HAS_EXCEPTION);
             out_json_end_object(&j);
             out_json_key(&j, "error");
-            if (t->error)
-                out_json_string(&j, t->error_text ? t->error_text : pys_strerror(t->error));
-            else
-                out_json_null(&j);
+            out_json_string_or_null(&j, !t->error       ? NULL
+                                        : t->error_text ? t->error_text
+                                                        : pys_strerror(t->error));
             if (t->native_error) {
                 out_json_key(&j, "native_error");
                 out_json_string(&j, t->native_error);
@@ -530,18 +546,11 @@ static void report_core_notes(pys_session *s)
     if (pys_core_info(s, &ci) < 0)
         return;
     for (const char *p = ci.notes; *p;) {
-        const char *e = strchr(p, '\n');
-        size_t n = e ? (size_t)(e - p) : strlen(p);
+        const char *at = p;
+        size_t n = take_line(&p);
         fputs("pystrobe: note: ", stderr);
-        for (size_t i = 0; i < n; i++) {
-            unsigned char c = (unsigned char)p[i];
-            if (c < 0x20 || c == 0x7f)
-                fprintf(stderr, "\\x%02x", c);
-            else
-                fputc(c, stderr);
-        }
+        put_text_n(stderr, at, n);
         fputc('\n', stderr);
-        p += n + (e != NULL);
     }
 }
 

@@ -88,15 +88,7 @@ static void print_text(FILE *f, pys_session *s, const pys_tasks *t, const struct
                             max_chain);
                     continue;
                 }
-                fputs("    File \"", f);
-                cli_put_text(f, fr->filename);
-                fputs("\", line ", f);
-                if (fr->lineno < 0)
-                    fputc('?', f);
-                else
-                    fprintf(f, "%d", (int)fr->lineno);
-                fputs(", in ", f);
-                cli_put_text(f, fr->qualname);
+                cli_dump_frame_line(f, fr);
                 fputc('\n', f);
             }
             if (task->nawaiters == 0) {
@@ -137,10 +129,7 @@ static void print_json(FILE *f, pys_session *s, const pys_tasks *t, const struct
         else
             out_json_null(&j);
         out_json_key(&j, "error");
-        if (l->error)
-            out_json_string(&j, pys_strerror(l->error));
-        else
-            out_json_null(&j);
+        out_json_string_or_null(&j, l->error ? pys_strerror(l->error) : NULL);
         out_json_key(&j, "tasks");
         out_json_begin_array(&j);
         for (size_t k = 0; k < l->ntasks; k++) {

@@ -17,6 +17,7 @@
 
 #include "cli/cli.h"
 #include "cli/record.h"
+#include "util/array.h"
 
 int rec_async_usable(pys_session *s, char *why, size_t n)
 {
@@ -36,22 +37,6 @@ int rec_async_check(pys_session *s)
     snprintf(msg, sizeof msg, "--async-aware: process %d: %s", pys_session_pid(s),
              err[0] ? err : pys_strerror(rc));
     return cli_report(rc, msg);
-}
-
-/* Room for n elements of size sz in *v (capacity *cap). 0, or -1. */
-static int reserve(void **v, size_t *cap, size_t n, size_t sz)
-{
-    if (n <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 16;
-    while (c < n)
-        c *= 2;
-    void *p = realloc(*v, c * sz);
-    if (!p)
-        return -1;
-    *v = p;
-    *cap = c;
-    return 0;
 }
 
 /* The thread of snapshot snap that list l belongs to, or NULL (the
@@ -89,9 +74,11 @@ static int add_task(struct rec_async *a, const struct pys_task_list *l, const st
     size_t n = pys_task_stack(a->tasks, task, a->buf, a->cap);
     if (n == 0)
         return 0;
-    if (reserve((void **)&a->frames, &a->capframes, a->nframes + n, sizeof *a->frames) < 0 ||
-        reserve((void **)&a->threads, &a->capthreads, a->nthreads + 1, sizeof *a->threads) < 0 ||
-        reserve((void **)&a->off, &a->capoff, a->nthreads + 1, sizeof *a->off) < 0)
+    if (util_array_reserve((void **)&a->frames, &a->capframes, a->nframes + n, sizeof *a->frames) <
+            0 ||
+        util_array_reserve((void **)&a->threads, &a->capthreads, a->nthreads + 1,
+                           sizeof *a->threads) < 0 ||
+        util_array_reserve((void **)&a->off, &a->capoff, a->nthreads + 1, sizeof *a->off) < 0)
         return PYS_E_NOMEM;
     memcpy(a->frames + a->nframes, a->buf, n * sizeof *a->buf);
     struct pys_thread *t = &a->threads[a->nthreads];
@@ -136,9 +123,10 @@ int rec_async_sample(struct rec_async *a, const struct rec *r, pys_session *s,
         const struct pys_task_list *l = &g->lists[i];
         /* The lists come interpreter by interpreter: one pys_interp each. */
         if (a->ninterps == 0 || a->interps[a->ninterps - 1].id != l->interp_id) {
-            if (reserve((void **)&a->interps, &a->capinterps, a->ninterps + 1, sizeof *a->interps) <
-                    0 ||
-                reserve((void **)&a->ioff, &a->capioff, a->ninterps + 1, sizeof *a->ioff) < 0)
+            if (util_array_reserve((void **)&a->interps, &a->capinterps, a->ninterps + 1,
+                                   sizeof *a->interps) < 0 ||
+                util_array_reserve((void **)&a->ioff, &a->capioff, a->ninterps + 1,
+                                   sizeof *a->ioff) < 0)
                 return PYS_E_NOMEM;
             a->interps[a->ninterps] = (struct pys_interp){
                 .id = l->interp_id, .gil_holder = gil_holder_of(threads, l->interp_id)};

@@ -27,6 +27,7 @@
 #include "cli/cli.h"
 #include "cli/record.h"
 #include "output/collapsed.h"
+#include "util/array.h"
 
 volatile sig_atomic_t rec_stop;
 
@@ -406,22 +407,6 @@ int rec_sinks_add(struct rec_sinks *ks, void *ctx, int (*sample)(void *, const s
     return 0;
 }
 
-/* Room for n elements of size sz in *v (capacity *cap). 0, or -1. */
-static int reserve(void **v, size_t *cap, size_t n, size_t sz)
-{
-    if (n <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 16;
-    while (c < n)
-        c *= 2;
-    void *p = realloc(*v, c * sz);
-    if (!p)
-        return -1;
-    *v = p;
-    *cap = c;
-    return 0;
-}
-
 /* snap with l->root outermost in every stack (a thread without a stack
  * keeps none), in l's scratch arrays; NULL if out of memory. */
 static const struct pys_snapshot *rooted_snapshot(struct loop *l, const struct pys_snapshot *snap)
@@ -432,9 +417,10 @@ static const struct pys_snapshot *rooted_snapshot(struct loop *l, const struct p
             nt++;
             nf += snap->interps[i].threads[k].nframes + 1;
         }
-    if (reserve((void **)&l->r_interps, &l->r_capi, snap->ninterps, sizeof *l->r_interps) < 0 ||
-        reserve((void **)&l->r_threads, &l->r_capt, nt, sizeof *l->r_threads) < 0 ||
-        reserve((void **)&l->r_frames, &l->r_capf, nf, sizeof *l->r_frames) < 0)
+    if (util_array_reserve((void **)&l->r_interps, &l->r_capi, snap->ninterps,
+                           sizeof *l->r_interps) < 0 ||
+        util_array_reserve((void **)&l->r_threads, &l->r_capt, nt, sizeof *l->r_threads) < 0 ||
+        util_array_reserve((void **)&l->r_frames, &l->r_capf, nf, sizeof *l->r_frames) < 0)
         return NULL;
     struct pys_thread *t = l->r_threads;
     struct pys_frame *f = l->r_frames;

@@ -25,6 +25,7 @@
 #include "binfmt/elf.h"
 #include "core/core.h"
 #include "platform/platform.h"
+#include "util/pyversion.h"
 
 /* What the search learned about one candidate that was not accepted. */
 struct verdict {
@@ -72,10 +73,8 @@ static uint32_t image_version(struct pys_session *s, const struct bin_image *img
 
 static void version_text(uint32_t v, int exact, char *buf, size_t len)
 {
-    if (v == 0)
-        snprintf(buf, len, "(unknown version)");
-    else if (exact)
-        snprintf(buf, len, "%u.%u.%u", v >> 24, (v >> 16) & 0xff, (v >> 8) & 0xff);
+    if (v == 0 || exact)
+        util_python_version_text(v, buf, len);
     else
         snprintf(buf, len, "%u.%u", v >> 24, (v >> 16) & 0xff);
 }

@@ -76,18 +76,8 @@ static void add_note(struct prof_core *c, const char *fmt, ...)
 
 static int add_region(struct prof_core *c, uint64_t addr, const uint8_t *data, size_t len)
 {
-    if (len == 0)
-        return 0;
-    if (c->nregions == c->capregions) {
-        size_t cap = c->capregions ? c->capregions * 2 : 64;
-        struct mem_region *v = realloc(c->regions, cap * sizeof *v);
-        if (!v)
-            return PYS_E_NOMEM;
-        c->regions = v;
-        c->capregions = cap;
-    }
-    c->regions[c->nregions++] = (struct mem_region){addr, data, len, NULL};
-    return 0;
+    return mem_regions_append(&c->regions, &c->nregions, &c->capregions,
+                              (struct mem_region){addr, data, len, NULL});
 }
 
 static int cmp_path(const void *a, const void *b, void *ctx)

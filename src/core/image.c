@@ -4,45 +4,19 @@
  */
 #include "core/image.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
 #include "core/core.h"
+#include "util/bytes.h"
+#include "util/errtext.h"
 
 #define HEADER_LEN 32
 #define FORMAT_VERSION 1
 #define FLAG_ZLIB 1u
 static const char MAGIC[8] = {'P', 'Y', 'S', 'I', 'M', 'A', 'G', 'E'};
-
-static int bad(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int bad(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return PYS_E_CORRUPT;
-}
-
-static uint64_t get_le(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static void put_le(uint8_t *p, uint64_t v, int n)
-{
-    for (int i = 0; i < n; i++, v >>= 8)
-        p[i] = (uint8_t)v;
-}
 
 /* A cursor over the body: every take is checked against what is left. */
 struct cursor {
@@ -65,7 +39,7 @@ static int take_int(struct cursor *c, int n, uint64_t *v)
     const uint8_t *p;
     if (take(c, (size_t)n, &p) < 0)
         return -1;
-    *v = get_le(p, n);
+    *v = util_le_get(p, n);
     return 0;
 }
 
@@ -98,23 +72,23 @@ static int parse_body(struct prof_image *im, const uint8_t *body, size_t len, ch
     struct prof_image_facts *f = &im->facts;
     uint64_t v, npages;
     if (take_int(&c, 8, &f->runtime) < 0 || f->runtime == 0)
-        return bad(err, errlen, "no runtime address");
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "no runtime address");
     if (take_int(&c, 4, &v) < 0)
-        return bad(err, errlen, "truncated facts");
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "truncated facts");
     f->version = (uint32_t)v;
     if (take_int(&c, 4, &v) < 0 || v > (1u << 20))
-        return bad(err, errlen, "bad offsets table length");
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "bad offsets table length");
     f->table_len = (uint32_t)v;
     if (take_int(&c, 8, &f->code_type) < 0 || take_int(&c, 8, &f->none) < 0)
-        return bad(err, errlen, "truncated facts");
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "truncated facts");
     if (take_text(&c, f->version_text, sizeof f->version_text) < 0 ||
         take_text(&c, f->image_path, sizeof f->image_path) < 0)
-        return bad(err, errlen, "bad text field");
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "bad text field");
     if (take_int(&c, 4, &npages) < 0 || npages > IMAGE_PAGES_MAX)
-        return bad(err, errlen, "bad page count");
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "bad page count");
     if (c.left != npages * (8 + MEM_PAGE_SIZE))
-        return bad(err, errlen, "the pages take %zu bytes, not %llu", c.left,
-                   (unsigned long long)(npages * (8 + MEM_PAGE_SIZE)));
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "the pages take %zu bytes, not %llu",
+                            c.left, (unsigned long long)(npages * (8 + MEM_PAGE_SIZE)));
     size_t n = (size_t)npages;
     im->addrs = malloc((n ? n : 1) * sizeof *im->addrs);
     im->bytes = malloc(n ? n * MEM_PAGE_SIZE : 1);
@@ -126,23 +100,23 @@ static int parse_body(struct prof_image *im, const uint8_t *body, size_t len, ch
         take_int(&c, 8, &v);
         if (v == 0 || v % MEM_PAGE_SIZE != 0 || v > UINT64_MAX - MEM_PAGE_SIZE ||
             (i > 0 && v <= im->addrs[i - 1]))
-            return bad(err, errlen, "page %zu: bad address 0x%llx", i, (unsigned long long)v);
+            return util_err_set(err, errlen, PYS_E_CORRUPT, "page %zu: bad address 0x%llx", i,
+                                (unsigned long long)v);
         im->addrs[i] = v;
     }
     if (take(&c, n * MEM_PAGE_SIZE, &p) < 0)
-        return bad(err, errlen, "truncated pages");
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "truncated pages");
     if (n)
         memcpy(im->bytes, p, n * MEM_PAGE_SIZE);
     im->npages = n;
-    /* Pages that meet make one region: a read may run across them. */
+    /* Pages that meet make one region: a read may run across them. Room for
+     * n regions is there: no append fails. */
+    size_t cap = n;
     for (size_t i = 0; i < n; i++) {
-        struct mem_region *last = im->nregions ? &im->regions[im->nregions - 1] : NULL;
-        if (last && last->addr + last->len == im->addrs[i]) {
-            last->len += MEM_PAGE_SIZE;
-            continue;
-        }
         uint8_t *b = im->bytes + i * MEM_PAGE_SIZE;
-        im->regions[im->nregions++] = (struct mem_region){im->addrs[i], b, MEM_PAGE_SIZE, b};
+        if (mem_regions_append(&im->regions, &im->nregions, &cap,
+                               (struct mem_region){im->addrs[i], b, MEM_PAGE_SIZE, b}) < 0)
+            return PYS_E_NOMEM;
     }
     return 0;
 }
@@ -156,21 +130,22 @@ int prof_image_load(const uint8_t *data, size_t len, struct prof_image **out, ch
     if (err && errlen)
         err[0] = '\0';
     if (len < HEADER_LEN || memcmp(data, MAGIC, sizeof MAGIC) != 0)
-        return bad(err, errlen, "not a pystrobe image");
-    uint64_t version = get_le(data + 8, 4), flags = get_le(data + 12, 4);
-    uint64_t body_len = get_le(data + 16, 8), stored = get_le(data + 24, 8);
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "not a pystrobe image");
+    uint64_t version = util_le_get(data + 8, 4), flags = util_le_get(data + 12, 4);
+    uint64_t body_len = util_le_get(data + 16, 8), stored = util_le_get(data + 24, 8);
     if (version != FORMAT_VERSION)
-        return bad(err, errlen, "image format version %llu (known: %d)",
-                   (unsigned long long)version, FORMAT_VERSION);
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "image format version %llu (known: %d)",
+                            (unsigned long long)version, FORMAT_VERSION);
     if ((flags & ~(uint64_t)FLAG_ZLIB) != 0)
-        return bad(err, errlen, "unknown flags 0x%llx", (unsigned long long)flags);
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "unknown flags 0x%llx",
+                            (unsigned long long)flags);
     if (body_len > IMAGE_BODY_MAX || stored != len - HEADER_LEN)
-        return bad(err, errlen, "bad body length");
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "bad body length");
     if (!(flags & FLAG_ZLIB) && stored != body_len)
-        return bad(err, errlen, "bad body length");
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "bad body length");
     /* zlib packs at most about 1032 bytes into one. */
     if ((flags & FLAG_ZLIB) && body_len / 1032 > stored)
-        return bad(err, errlen, "bad body length");
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "bad body length");
     im = calloc(1, sizeof *im);
     if (!im)
         return PYS_E_NOMEM;
@@ -183,8 +158,9 @@ int prof_image_load(const uint8_t *data, size_t len, struct prof_image **out, ch
         uLongf got = (uLongf)body_len;
         if (stored > ULONG_MAX || uncompress(body, &got, b, (uLong)stored) != Z_OK ||
             got != body_len) {
-            rc = bad(err, errlen, "the compressed body does not unpack to %llu bytes",
-                     (unsigned long long)body_len);
+            rc = util_err_set(err, errlen, PYS_E_CORRUPT,
+                              "the compressed body does not unpack to %llu bytes",
+                              (unsigned long long)body_len);
             goto fail;
         }
         b = body;
@@ -217,7 +193,7 @@ int prof_image_load_file(const char *path, struct prof_image **out, char *err, s
             uint8_t *p =
                 ncap > IMAGE_BODY_MAX + (size_t)HEADER_LEN + 65536 ? NULL : realloc(data, ncap);
             if (!p) {
-                rc = bad(err, errlen, "%s is too large", path);
+                rc = util_err_set(err, errlen, PYS_E_CORRUPT, "%s is too large", path);
                 goto out;
             }
             data = p;
@@ -268,18 +244,18 @@ int prof_image_save(const char *path, const struct prof_image_facts *facts, stru
             kept[k++] = addrs[i];
     }
     uint8_t *p = body;
-    put_le(p, facts->runtime, 8), p += 8;
-    put_le(p, facts->version, 4), p += 4;
-    put_le(p, facts->table_len, 4), p += 4;
-    put_le(p, facts->code_type, 8), p += 8;
-    put_le(p, facts->none, 8), p += 8;
-    put_le(p, vlen, 4), p += 4;
+    util_le_put(p, facts->runtime, 8), p += 8;
+    util_le_put(p, facts->version, 4), p += 4;
+    util_le_put(p, facts->table_len, 4), p += 4;
+    util_le_put(p, facts->code_type, 8), p += 8;
+    util_le_put(p, facts->none, 8), p += 8;
+    util_le_put(p, vlen, 4), p += 4;
     memcpy(p, facts->version_text, vlen), p += vlen;
-    put_le(p, plen, 4), p += 4;
+    util_le_put(p, plen, 4), p += 4;
     memcpy(p, facts->image_path, plen), p += plen;
-    put_le(p, k, 4), p += 4;
+    util_le_put(p, k, 4), p += 4;
     for (size_t i = 0; i < k; i++, p += 8)
-        put_le(p, kept[i], 8);
+        util_le_put(p, kept[i], 8);
     memcpy(p, pages, k * MEM_PAGE_SIZE), p += k * MEM_PAGE_SIZE;
     size_t body_len = (size_t)(p - body);
     uLongf zlen = compressBound((uLong)body_len);
@@ -291,10 +267,10 @@ int prof_image_save(const char *path, const struct prof_image_facts *facts, stru
         goto out;
     uint8_t hdr[HEADER_LEN];
     memcpy(hdr, MAGIC, sizeof MAGIC);
-    put_le(hdr + 8, FORMAT_VERSION, 4);
-    put_le(hdr + 12, FLAG_ZLIB, 4);
-    put_le(hdr + 16, body_len, 8);
-    put_le(hdr + 24, zlen, 8);
+    util_le_put(hdr + 8, FORMAT_VERSION, 4);
+    util_le_put(hdr + 12, FLAG_ZLIB, 4);
+    util_le_put(hdr + 16, body_len, 8);
+    util_le_put(hdr + 24, zlen, 8);
     if (!(f = fopen(path, "wb")) || fwrite(hdr, 1, sizeof hdr, f) != sizeof hdr ||
         fwrite(z, 1, zlen, f) != zlen)
         goto out;

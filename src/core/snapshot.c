@@ -14,6 +14,7 @@
 
 #include "core/core.h"
 #include "platform/platform.h"
+#include "util/array.h"
 
 /* A walk that raced with the running thread usually succeeds on a retry; a
  * deep stack that keeps unwinding and going down again (the frame cache
@@ -28,17 +29,7 @@
 
 int prof_reserve(void **v, size_t *cap, size_t need, size_t elem)
 {
-    if (need <= *cap)
-        return 0;
-    size_t n = *cap ? *cap : 16;
-    while (n < need)
-        n *= 2;
-    void *p = realloc(*v, n * elem);
-    if (!p)
-        return PYS_E_NOMEM;
-    *v = p;
-    *cap = n;
-    return 0;
+    return util_array_reserve(v, cap, need, elem);
 }
 
 void prof_results_release(struct prof_results *r)
@@ -743,8 +734,8 @@ static int first_interp(struct pys_session *s, uint64_t *iaddr)
      * millisecond, rather than in the batch, whose plan would carry its page
      * for the next LONE_INTERP_SNAPSHOTS; sampled slowly, in the batch. */
     if (lone != 0 && since > LONE_INTERP_SNAPSHOTS)
-        return mem_read_fresh(&s->mem, s->runtime + s->off.runtime_state.interpreters_head,
-                              iaddr, sizeof *iaddr);
+        return mem_read_fresh(&s->mem, s->runtime + s->off.runtime_state.interpreters_head, iaddr,
+                              sizeof *iaddr);
     return cpy_runtime_first_interp(&s->mem, &s->off, s->runtime, iaddr);
 }
 

@@ -7,12 +7,14 @@
  */
 #include "cpython/asyncio.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <pystrobe/pystrobe.h>
+
+#include "util/bytes.h"
+#include "util/errtext.h"
 
 /* Py_TPFLAGS_LONG_SUBCLASS and Py_TPFLAGS_UNICODE_SUBCLASS (object.h, the
  * same in every version). */
@@ -39,26 +41,6 @@ static const struct {
 /* Largest task object read: TaskObj is 168 bytes in 3.15. */
 #define TASK_MAX_SIZE 4096
 
-static int fail(int code, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(int code, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
-static uint64_t load_u64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
 /* Is the field at off, w bytes wide, inside a struct of size bytes? */
 static int inside(uint64_t off, uint64_t w, uint64_t size)
 {
@@ -76,18 +58,18 @@ int cpy_asyncio_parse(const uint8_t *buf, size_t len, const struct cpy_offsets *
         if (FRAME_STATES[i].minor == o->minor)
             break;
     if (i == sizeof FRAME_STATES / sizeof FRAME_STATES[0])
-        return fail(PYS_E_VERSION, err, errlen,
-                    "async-aware profiling needs CPython 3.14 or later (the target runs 3.%u)",
-                    o->minor);
+        return util_err_set(
+            err, errlen, PYS_E_VERSION,
+            "async-aware profiling needs CPython 3.14 or later (the target runs 3.%u)", o->minor);
     if (!CPY_HAS(o, gen_object, gi_iframe) || !CPY_HAS(o, gen_object, gi_frame_state) ||
         !CPY_HAS(o, interpreter_frame, stackpointer) || !CPY_HAS(o, set_object, mask) ||
         !CPY_HAS(o, set_object, table) || !CPY_HAS(o, set_object, used) ||
         !CPY_HAS(o, long_object, lv_tag) || !CPY_HAS(o, long_object, ob_digit) ||
         !CPY_HAS(o, type_object, tp_flags) || !CPY_HAS(o, llist_node, next))
-        return fail(PYS_E_VERSION, err, errlen,
-                    "the target's debug offsets lack what async-aware profiling reads");
+        return util_err_set(err, errlen, PYS_E_VERSION,
+                            "the target's debug offsets lack what async-aware profiling reads");
     if (len < sizeof w)
-        return fail(PYS_E_CORRUPT, err, errlen, "asyncio debug table: %zu bytes", len);
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "asyncio debug table: %zu bytes", len);
     memcpy(w, buf, sizeof w);
     a.task.size = w[0];
     a.task.name = w[1];
@@ -103,16 +85,16 @@ int cpy_asyncio_parse(const uint8_t *buf, size_t len, const struct cpy_offsets *
     a.thread.running_task = w[11];
     a.thread.tasks_head = w[12];
     if (a.task.size < 32 || a.task.size > TASK_MAX_SIZE)
-        return fail(PYS_E_CORRUPT, err, errlen, "asyncio debug table: task size %llu",
-                    (unsigned long long)a.task.size);
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "asyncio debug table: task size %llu",
+                            (unsigned long long)a.task.size);
     if (a.interp.size != o->interpreter_state.size)
-        return fail(PYS_E_CORRUPT, err, errlen,
-                    "asyncio debug table: interpreter size %llu, the runtime says %llu",
-                    (unsigned long long)a.interp.size,
-                    (unsigned long long)o->interpreter_state.size);
+        return util_err_set(err, errlen, PYS_E_CORRUPT,
+                            "asyncio debug table: interpreter size %llu, the runtime says %llu",
+                            (unsigned long long)a.interp.size,
+                            (unsigned long long)o->interpreter_state.size);
     if (a.thread.size < o->thread_state.size || a.thread.size > CPY_MAX_STRUCT_SIZE)
-        return fail(PYS_E_CORRUPT, err, errlen, "asyncio debug table: thread size %llu",
-                    (unsigned long long)a.thread.size);
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "asyncio debug table: thread size %llu",
+                            (unsigned long long)a.thread.size);
     const struct {
         uint64_t off, w, size;
         const char *name;
@@ -130,12 +112,13 @@ int cpy_asyncio_parse(const uint8_t *buf, size_t len, const struct cpy_offsets *
     };
     for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) {
         if (!inside(f[k].off, f[k].w, f[k].size) || (f[k].w > 1 && f[k].off % 8 != 0))
-            return fail(PYS_E_CORRUPT, err, errlen,
-                        "asyncio debug table: %s (%llu) lies outside its struct (%llu bytes)",
-                        f[k].name, (unsigned long long)f[k].off, (unsigned long long)f[k].size);
+            return util_err_set(
+                err, errlen, PYS_E_CORRUPT,
+                "asyncio debug table: %s (%llu) lies outside its struct (%llu bytes)", f[k].name,
+                (unsigned long long)f[k].off, (unsigned long long)f[k].size);
     }
     if (!inside(o->llist_node.next, 8, 16))
-        return fail(PYS_E_CORRUPT, err, errlen, "debug offsets: llist_node.next");
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "debug offsets: llist_node.next");
     a.state_suspended = FRAME_STATES[i].suspended;
     a.state_yield_from = FRAME_STATES[i].yield_from;
     a.state_yield_from_locked = FRAME_STATES[i].yield_from_locked;
@@ -153,9 +136,9 @@ int cpy_task_read(struct mem *m, const struct cpy_asyncio_offsets *ao, uint64_t 
     if (rc < 0)
         return rc;
     out->addr = addr;
-    out->name = load_u64(buf + ao->task.name);
-    out->coro = load_u64(buf + ao->task.coro);
-    out->awaited_by = load_u64(buf + ao->task.awaited_by);
+    out->name = util_load_u64(buf + ao->task.name);
+    out->coro = util_load_u64(buf + ao->task.coro);
+    out->awaited_by = util_load_u64(buf + ao->task.awaited_by);
     out->awaited_by_is_set = buf[ao->task.awaited_by_is_set] != 0;
     out->is_task = buf[ao->task.is_task] != 0;
     return 0;
@@ -226,15 +209,15 @@ int cpy_coro_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_a
     }
     memset(out, 0, sizeof *out);
     out->addr = addr;
-    out->type = load_u64(buf + o->pyobject.ob_type);
+    out->type = util_load_u64(buf + o->pyobject.ob_type);
     out->state = (int8_t)buf[o->gen_object.gi_frame_state];
     out->cleared = out->state == ao->state_cleared;
     out->suspended = out->state == ao->state_suspended || out->state == ao->state_yield_from ||
                      out->state == ao->state_yield_from_locked;
     const uint8_t *fr = buf + fo;
     out->frame.addr = addr + fo;
-    out->frame.code = load_u64(fr + o->interpreter_frame.executable) & ~o->stackref_mask;
-    out->frame.instr_ptr = load_u64(fr + o->interpreter_frame.instr_ptr);
+    out->frame.code = util_load_u64(fr + o->interpreter_frame.executable) & ~o->stackref_mask;
+    out->frame.instr_ptr = util_load_u64(fr + o->interpreter_frame.instr_ptr);
     out->frame.owner = fr[o->interpreter_frame.owner];
     if (out->cleared)
         return 0;
@@ -244,13 +227,13 @@ int cpy_coro_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_a
         return 0;
     /* Suspended in `await x` (SEND): x is on the frame's evaluation stack,
      * ao->awaited_slot words below its top. */
-    uint64_t sp = load_u64(fr + o->interpreter_frame.stackpointer) & ~o->stackref_mask;
+    uint64_t sp = util_load_u64(fr + o->interpreter_frame.stackpointer) & ~o->stackref_mask;
     uint64_t at = sp - 8u * ao->awaited_slot;
     if (sp < out->frame.addr + o->interpreter_frame.size || sp > out->frame.addr + (1u << 24))
         return sp == 0 ? 0 : PYS_E_CORRUPT;
     uint64_t aw;
     if (at >= addr && at + 8 <= addr + got)
-        aw = load_u64(buf + (at - addr));
+        aw = util_load_u64(buf + (at - addr));
     else if ((rc = mem_read_u64(m, at, &aw)) < 0)
         return rc;
     out->awaiting_at = at;
@@ -272,9 +255,9 @@ int cpy_set_keys(struct mem *m, const struct cpy_offsets *o, uint64_t addr, uint
         return PYS_E_CORRUPT;
     if ((rc = mem_read(m, addr, head, hlen)) < 0)
         return rc;
-    int64_t used = (int64_t)load_u64(head + o->set_object.used);
-    int64_t mask = (int64_t)load_u64(head + o->set_object.mask);
-    uint64_t table = load_u64(head + o->set_object.table);
+    int64_t used = (int64_t)util_load_u64(head + o->set_object.used);
+    int64_t mask = (int64_t)util_load_u64(head + o->set_object.mask);
+    uint64_t table = util_load_u64(head + o->set_object.table);
     if (mask < 0 || mask >= (int64_t)CPY_SET_MAX_SLOTS || ((mask + 1) & mask) != 0 || used < 0 ||
         used > mask + 1)
         return PYS_E_CORRUPT;
@@ -289,8 +272,8 @@ int cpy_set_keys(struct mem *m, const struct cpy_offsets *o, uint64_t addr, uint
         goto out;
     size_t k = 0;
     for (size_t i = 0; i < slots && k < (size_t)used; i++) {
-        uint64_t key = load_u64(tab + 16 * i);
-        int64_t hash = (int64_t)load_u64(tab + 16 * i + 8);
+        uint64_t key = util_load_u64(tab + 16 * i);
+        int64_t hash = (int64_t)util_load_u64(tab + 16 * i + 8);
         if (key == 0 || hash == -1)
             continue; /* empty, or the tombstone of a deleted key */
         out[k++] = key;

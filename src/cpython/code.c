@@ -9,30 +9,10 @@
 #include <pystrobe/pystrobe.h>
 
 #include "cpython/cpython.h"
+#include "util/bytes.h"
 
 /* A code object's fixed part is about 200 bytes in 3.13-3.15. */
 #define CODE_HEAD_MAX 4096
-
-static int64_t load_i64(const uint8_t *p)
-{
-    int64_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static uint64_t load_u64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static int32_t load_i32(const uint8_t *p)
-{
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
 
 /* Is the object at addr of type code? By address when the image exported
  * PyCode_Type, else by the type's name. */
@@ -51,17 +31,16 @@ static int check_code_type(struct mem *m, const struct cpy_offsets *o,
     return memcmp(buf, "code", 5) == 0 ? 0 : PYS_E_CORRUPT;
 }
 
-static void key_from_head(const struct cpy_offsets *o, const uint8_t *head,
-                          struct cpy_code_key *k)
+static void key_from_head(const struct cpy_offsets *o, const uint8_t *head, struct cpy_code_key *k)
 {
-    uint64_t qual = CPY_HAS(o, code_object, qualname) ? o->code_object.qualname
-                                                       : o->code_object.name;
+    uint64_t qual =
+        CPY_HAS(o, code_object, qualname) ? o->code_object.qualname : o->code_object.name;
     memset(k, 0, sizeof *k);
-    k->type = load_u64(head + o->pyobject.ob_type);
-    k->filename = load_u64(head + o->code_object.filename);
-    k->qualname = load_u64(head + qual);
-    k->linetable = load_u64(head + o->code_object.linetable);
-    k->firstlineno = load_i32(head + o->code_object.firstlineno);
+    k->type = util_load_u64(head + o->pyobject.ob_type);
+    k->filename = util_load_u64(head + o->code_object.filename);
+    k->qualname = util_load_u64(head + qual);
+    k->linetable = util_load_u64(head + o->code_object.linetable);
+    k->firstlineno = util_load_i32(head + o->code_object.firstlineno);
 }
 
 /* The names' length and hash: in every str object, the hash follows the
@@ -96,10 +75,10 @@ void cpy_code_key_parse(const struct cpy_offsets *o, const uint8_t *head,
                         struct cpy_code_key *out)
 {
     key_from_head(o, head, out);
-    out->filename_len = load_i64(filename_len);
-    out->filename_hash = load_i64(filename_len + 8);
-    out->qualname_len = load_i64(qualname_len);
-    out->qualname_hash = load_i64(qualname_len + 8);
+    out->filename_len = util_load_i64(filename_len);
+    out->filename_hash = util_load_i64(filename_len + 8);
+    out->qualname_len = util_load_i64(qualname_len);
+    out->qualname_hash = util_load_i64(qualname_len + 8);
 }
 
 int cpy_code_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_symbols *sym,
@@ -115,7 +94,7 @@ int cpy_code_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_s
         return PYS_E_CORRUPT;
     if ((rc = mem_read(m, addr, head, hlen)) < 0)
         return rc;
-    if ((rc = check_code_type(m, o, sym, load_u64(head + o->pyobject.ob_type))) < 0)
+    if ((rc = check_code_type(m, o, sym, util_load_u64(head + o->pyobject.ob_type))) < 0)
         return rc;
     key_from_head(o, head, &c.key);
     if ((rc = key_names(m, o, &c.key)) < 0)
@@ -124,32 +103,32 @@ int cpy_code_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_s
     if (CPY_HAS(o, code_object, co_code)) {
         /* Before 3.11 the bytecode is a bytes object of its own. */
         int64_t nbytes;
-        uint64_t bytes = load_u64(head + o->code_object.co_code);
+        uint64_t bytes = util_load_u64(head + o->code_object.co_code);
         rc = mem_read(m, bytes + o->bytes_object.ob_size, &nbytes, sizeof nbytes);
         if (rc < 0)
             return rc;
         units = nbytes / 2;
         c.code_bytes = bytes + o->bytes_object.ob_sval;
     } else {
-        units = load_i64(head + o->var_object.ob_size);
+        units = util_load_i64(head + o->var_object.ob_size);
         c.code_bytes = addr + o->code_object.co_code_adaptive;
     }
     if (units < 0 || units > (INT32_MAX / 2))
         return PYS_E_CORRUPT;
     c.ncodeunits = (uint64_t)units;
-    c.firstlineno = load_i32(head + o->code_object.firstlineno);
+    c.firstlineno = util_load_i32(head + o->code_object.firstlineno);
     c.firsttraceable = CPY_HAS(o, code_object, firsttraceable)
-                           ? load_i32(head + o->code_object.firsttraceable)
+                           ? util_load_i32(head + o->code_object.firsttraceable)
                            : -1;
-    c.framesize = CPY_HAS(o, code_object, framesize) ? load_i32(head + o->code_object.framesize)
-                                                     : -1;
-    rc = cpy_unicode_read(m, o, load_u64(head + o->code_object.filename), CPY_MAX_STR_CHARS,
+    c.framesize =
+        CPY_HAS(o, code_object, framesize) ? util_load_i32(head + o->code_object.framesize) : -1;
+    rc = cpy_unicode_read(m, o, util_load_u64(head + o->code_object.filename), CPY_MAX_STR_CHARS,
                           &c.filename);
     /* No co_qualname before 3.11: the plain name is all there is. */
-    uint64_t qual = CPY_HAS(o, code_object, qualname) ? o->code_object.qualname
-                                                       : o->code_object.name;
+    uint64_t qual =
+        CPY_HAS(o, code_object, qualname) ? o->code_object.qualname : o->code_object.name;
     if (rc == 0)
-        rc = cpy_unicode_read(m, o, load_u64(head + qual), CPY_MAX_STR_CHARS, &c.qualname);
+        rc = cpy_unicode_read(m, o, util_load_u64(head + qual), CPY_MAX_STR_CHARS, &c.qualname);
     if (rc < 0)
         goto fail;
     /* Every code object CPython makes has a name: an empty one is a code
@@ -158,7 +137,7 @@ int cpy_code_read(struct mem *m, const struct cpy_offsets *o, const struct cpy_s
         rc = PYS_E_CORRUPT;
         goto fail;
     }
-    rc = cpy_bytes_read(m, o, load_u64(head + o->code_object.linetable), CPY_MAX_LINETABLE,
+    rc = cpy_bytes_read(m, o, util_load_u64(head + o->code_object.linetable), CPY_MAX_LINETABLE,
                         &c.linetable, &c.linetable_len);
     if (rc == PYS_E_NOTFOUND)
         rc = 0; /* a table too large to copy: frames of this code get no location */
@@ -241,8 +220,8 @@ int cpy_code_locate(const struct cpy_offsets *o, const struct cpy_code *c,
             l.end_lineno = l.lineno;
             break;
         default:
-            rc = cpy_loctable_lookup(c->linetable, c->linetable_len, c->firstlineno,
-                                     (uint32_t)idx, &l);
+            rc = cpy_loctable_lookup(c->linetable, c->linetable_len, c->firstlineno, (uint32_t)idx,
+                                     &l);
             break;
         }
         if (rc < 0)

@@ -9,11 +9,12 @@
  */
 #include "cpython/offsets.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include <pystrobe/pystrobe.h>
+
+#include "util/bytes.h"
+#include "util/errtext.h"
 
 static const char COOKIE[8] = {'x', 'd', 'e', 'b', 'u', 'g', 'p', 'y'};
 
@@ -96,26 +97,6 @@ static const enum cpy_field REQUIRED_DIRECT[] = {
     CPY_F_interpreter_frame_owner,      CPY_F_code_object_qualname,
     CPY_F_code_object_co_code_adaptive};
 
-static int fail(int code, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(int code, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
-static uint64_t load_u64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
 static uint64_t *field_ptr(struct cpy_offsets *o, enum cpy_field f)
 {
     return (uint64_t *)(void *)((char *)o + FIELD_DEST[f]);
@@ -142,8 +123,8 @@ static int check_fields(const struct cpy_offsets *o, char *err, size_t errlen)
         if (FIELD_WIDTH[f] == 0 &&
             (FIELD_SIZE[f] == (enum cpy_field)f || f == CPY_F_gc_generation_stats_size)) {
             if (v == 0 || v > CPY_MAX_STRUCT_SIZE)
-                return fail(PYS_E_CORRUPT, err, errlen, "debug offsets: %s is %llu", FIELD_NAME[f],
-                            (unsigned long long)v);
+                return util_err_set(err, errlen, PYS_E_CORRUPT, "debug offsets: %s is %llu",
+                                    FIELD_NAME[f], (unsigned long long)v);
             continue;
         }
         uint64_t limit = CPY_MAX_STRUCT_SIZE;
@@ -154,12 +135,13 @@ static int check_fields(const struct cpy_offsets *o, char *err, size_t errlen)
         }
         uint64_t w = FIELD_WIDTH[f];
         if (v > limit || w > limit - v)
-            return fail(PYS_E_CORRUPT, err, errlen,
-                        "debug offsets: %s (%llu) lies outside its struct (%llu bytes)",
-                        FIELD_NAME[f], (unsigned long long)v, (unsigned long long)limit);
+            return util_err_set(err, errlen, PYS_E_CORRUPT,
+                                "debug offsets: %s (%llu) lies outside its struct (%llu bytes)",
+                                FIELD_NAME[f], (unsigned long long)v, (unsigned long long)limit);
         if (w > 1 && v % w != 0)
-            return fail(PYS_E_CORRUPT, err, errlen, "debug offsets: %s (%llu) is misaligned",
-                        FIELD_NAME[f], (unsigned long long)v);
+            return util_err_set(err, errlen, PYS_E_CORRUPT,
+                                "debug offsets: %s (%llu) is misaligned", FIELD_NAME[f],
+                                (unsigned long long)v);
     }
     /* Fields that index into an embedded struct. */
     const struct {
@@ -173,12 +155,12 @@ static int check_fields(const struct cpy_offsets *o, char *err, size_t errlen)
         if (nested[i].base == CPY_ABSENT || nested[i].inner == CPY_ABSENT)
             continue;
         if (nested[i].base > nested[i].outer || nested[i].inner > nested[i].outer - nested[i].base)
-            return fail(PYS_E_CORRUPT, err, errlen, "debug offsets: %s lies outside its struct",
-                        nested[i].what);
+            return util_err_set(err, errlen, PYS_E_CORRUPT,
+                                "debug offsets: %s lies outside its struct", nested[i].what);
     }
     if (o->interpreter_frame.size < 24 || o->code_object.size < 64 ||
         o->unicode_object.asciiobject_size > 4096)
-        return fail(PYS_E_CORRUPT, err, errlen, "debug offsets: implausible struct sizes");
+        return util_err_set(err, errlen, PYS_E_CORRUPT, "debug offsets: implausible struct sizes");
     return 0;
 }
 
@@ -196,7 +178,8 @@ static int require(const struct cpy_offsets *o, const enum cpy_field *list, size
     struct cpy_offsets *m = (struct cpy_offsets *)o;
     for (size_t i = 0; i < n; i++)
         if (*field_ptr(m, list[i]) == CPY_ABSENT)
-            return fail(PYS_E_CORRUPT, err, errlen, "offsets: %s missing", FIELD_NAME[list[i]]);
+            return util_err_set(err, errlen, PYS_E_CORRUPT, "offsets: %s missing",
+                                FIELD_NAME[list[i]]);
     return 0;
 }
 
@@ -271,31 +254,33 @@ int cpy_offsets_parse(const uint8_t *buf, size_t len, struct cpy_offsets *out, c
     const struct cpy_layout *lay = NULL;
 
     if (!buf || !out)
-        return fail(PYS_E_INVAL, err, errlen, "no table");
+        return util_err_set(err, errlen, PYS_E_INVAL, "no table");
     if (len < 24 || memcmp(buf, COOKIE, sizeof COOKIE) != 0)
-        return fail(PYS_E_NOTPYTHON, err, errlen, "no _Py_DebugOffsets cookie");
-    uint64_t version = load_u64(buf + 8);
-    uint64_t free_threaded = load_u64(buf + 16);
+        return util_err_set(err, errlen, PYS_E_NOTPYTHON, "no _Py_DebugOffsets cookie");
+    uint64_t version = util_load_u64(buf + 8);
+    uint64_t free_threaded = util_load_u64(buf + 16);
     unsigned major = (unsigned)(version >> 24) & 0xff, minor = (unsigned)(version >> 16) & 0xff;
     unsigned level = (unsigned)(version >> 4) & 0xf;
     if (version >> 32 || major != 3)
-        return fail(PYS_E_VERSION, err, errlen, "version field 0x%llx is not a Python 3 version",
-                    (unsigned long long)version);
+        return util_err_set(err, errlen, PYS_E_VERSION,
+                            "version field 0x%llx is not a Python 3 version",
+                            (unsigned long long)version);
     lay = find_layout(minor);
     if (!lay || !lay->traits.debug_table)
-        return fail(PYS_E_VERSION, err, errlen, "Python 3.%u is not supported", minor);
+        return util_err_set(err, errlen, PYS_E_VERSION, "Python 3.%u is not supported", minor);
     if (level != 0xf)
-        return fail(PYS_E_VERSION, err, errlen,
-                    "Python 3.%u.%u is a pre-release (level 0x%x, serial %u): its layout is "
-                    "not known",
-                    minor, (unsigned)(version >> 8) & 0xff, level, (unsigned)version & 0xf);
+        return util_err_set(
+            err, errlen, PYS_E_VERSION,
+            "Python 3.%u.%u is a pre-release (level 0x%x, serial %u): its layout is "
+            "not known",
+            minor, (unsigned)(version >> 8) & 0xff, level, (unsigned)version & 0xf);
     if (free_threaded != 0)
-        return fail(PYS_E_VERSION, err, errlen,
-                    "free-threaded Python 3.%u builds are not supported", minor);
+        return util_err_set(err, errlen, PYS_E_VERSION,
+                            "free-threaded Python 3.%u builds are not supported", minor);
     if (len < lay->table_size)
-        return fail(PYS_E_CORRUPT, err, errlen,
-                    "debug offsets table truncated: %zu bytes, Python 3.%u needs %u", len, minor,
-                    lay->table_size);
+        return util_err_set(err, errlen, PYS_E_CORRUPT,
+                            "debug offsets table truncated: %zu bytes, Python 3.%u needs %u", len,
+                            minor, lay->table_size);
 
     memset(&o, 0, sizeof o);
     o.version = (uint32_t)version;
@@ -304,10 +289,11 @@ int cpy_offsets_parse(const uint8_t *buf, size_t len, struct cpy_offsets *out, c
         uint64_t v = lay->fallback[f];
         if (lay->pos[f] != CPY_NOPOS) {
             if ((size_t)lay->pos[f] + 8 > lay->table_size)
-                return fail(PYS_E_CORRUPT, err, errlen, "layout table inconsistent");
-            v = load_u64(buf + lay->pos[f]);
+                return util_err_set(err, errlen, PYS_E_CORRUPT, "layout table inconsistent");
+            v = util_load_u64(buf + lay->pos[f]);
             if (v == CPY_ABSENT)
-                return fail(PYS_E_CORRUPT, err, errlen, "debug offsets: %s is -1", FIELD_NAME[f]);
+                return util_err_set(err, errlen, PYS_E_CORRUPT, "debug offsets: %s is -1",
+                                    FIELD_NAME[f]);
         }
         *field_ptr(&o, (enum cpy_field)f) = v;
     }
@@ -337,8 +323,8 @@ int cpy_offsets_for_version(uint32_t version, struct cpy_offsets *out, char *err
     unsigned minor = (version >> 16) & 0xff;
     const struct cpy_layout *lay = find_layout(minor);
     if ((version >> 24) != 3 || !lay || lay->traits.debug_table)
-        return fail(PYS_E_VERSION, err, errlen, "Python %u.%u is not supported",
-                    (unsigned)(version >> 24), minor);
+        return util_err_set(err, errlen, PYS_E_VERSION, "Python %u.%u is not supported",
+                            (unsigned)(version >> 24), minor);
     memset(&o, 0, sizeof o);
     o.version = version;
     o.minor = minor;

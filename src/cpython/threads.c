@@ -9,18 +9,12 @@
 #include <pystrobe/pystrobe.h>
 
 #include "cpython/cpython.h"
+#include "util/bytes.h"
 
 /* _PyErr_StackItem chains are as deep as nested generators handling
  * exceptions; beyond this the chain is taken as corrupt. */
 #define MAX_EXC_ITEMS 256
 #define TSTATE_MAX 65536
-
-static uint64_t load_u64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
 
 int cpy_runtime_first_interp(struct mem *m, const struct cpy_offsets *o, uint64_t runtime_addr,
                              uint64_t *out)
@@ -196,32 +190,32 @@ int cpy_thread_read(struct mem *m, const struct cpy_offsets *o, const struct cpy
     t.copy = tsbuf;
     t.copy_addr = addr;
     t.copy_len = len;
-    t.next = load_u64(tsbuf + ts->next);
-    t.thread_id = load_u64(tsbuf + ts->thread_id);
+    t.next = util_load_u64(tsbuf + ts->next);
+    t.thread_id = util_load_u64(tsbuf + ts->thread_id);
     if (CPY_HAS(o, thread_state, native_thread_id))
-        t.native_id = load_u64(tsbuf + ts->native_thread_id);
+        t.native_id = util_load_u64(tsbuf + ts->native_thread_id);
     else if ((rc = glibc_tid(m, t.thread_id, &t.native_id)) < 0)
         return rc;
     if (o->traits.frames == CPY_FRAMES_CFRAME) {
         /* 3.11, 3.12: the current frame is in the innermost _PyCFrame. */
-        uint64_t cframe = load_u64(tsbuf + ts->cframe);
-        if (cframe && (rc = mem_read_u64(m, cframe + o->cframe.current_frame,
-                                         &t.current_frame)) < 0)
+        uint64_t cframe = util_load_u64(tsbuf + ts->cframe);
+        if (cframe &&
+            (rc = mem_read_u64(m, cframe + o->cframe.current_frame, &t.current_frame)) < 0)
             return rc;
     } else {
-        t.current_frame = load_u64(tsbuf + ts->current_frame);
+        t.current_frame = util_load_u64(tsbuf + ts->current_frame);
     }
     if (CPY_HAS(o, thread_state, datastack_chunk))
-        t.datastack_chunk = load_u64(tsbuf + ts->datastack_chunk);
+        t.datastack_chunk = util_load_u64(tsbuf + ts->datastack_chunk);
     if (CPY_HAS(o, thread_state, datastack_top))
-        t.datastack_top = load_u64(tsbuf + ts->datastack_top);
+        t.datastack_top = util_load_u64(tsbuf + ts->datastack_top);
     if (CPY_HAS(o, thread_state, base_frame)) {
-        t.base_frame = load_u64(tsbuf + ts->base_frame);
+        t.base_frame = util_load_u64(tsbuf + ts->base_frame);
         t.base_code = sym->none;
     }
     if (CPY_HAS(o, thread_state, last_profiled_frame_seq)) {
-        t.last_profiled_frame = load_u64(tsbuf + ts->last_profiled_frame);
-        t.last_profiled_frame_seq = load_u64(tsbuf + ts->last_profiled_frame_seq);
+        t.last_profiled_frame = util_load_u64(tsbuf + ts->last_profiled_frame);
+        t.last_profiled_frame_seq = util_load_u64(tsbuf + ts->last_profiled_frame_seq);
     }
     t.holds_gil = -1;
     if (CPY_HAS(o, thread_state, holds_gil)) {
@@ -234,11 +228,11 @@ int cpy_thread_read(struct mem *m, const struct cpy_offsets *o, const struct cpy
         memcpy(&req, tsbuf + ts->gil_requested, 4);
         t.gil_requested = req != 0;
     }
-    uint64_t raising = load_u64(tsbuf + ts->current_exception);
+    uint64_t raising = util_load_u64(tsbuf + ts->current_exception);
     if (raising != 0 && raising != sym->none) {
         t.has_exception = 1;
     } else {
-        rc = handling_exception(m, o, sym, &t, load_u64(tsbuf + ts->exc_info));
+        rc = handling_exception(m, o, sym, &t, util_load_u64(tsbuf + ts->exc_info));
         if (rc < 0)
             return rc;
         t.has_exception = rc;

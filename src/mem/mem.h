@@ -85,6 +85,11 @@ struct mem_image {
     size_t nregions;
 };
 void mem_image_init(struct mem_image *im, const struct mem_region *regions, size_t n);
+/* Append region r to the n regions at *v (room for *cap, grown as needed),
+ * joined to the last one where r continues it, in the target's addresses
+ * and in the bytes that hold them (and writable bytes, if any); an empty r
+ * adds nothing. 0, or PYS_E_NOMEM with *v, *n and *cap unchanged. */
+int mem_regions_append(struct mem_region **v, size_t *n, size_t *cap, struct mem_region r);
 /* The image's regions holding [addr, addr + len), copied into buf: 0, or
  * PYS_E_BADADDR. For sources built on images. */
 int mem_image_copy(const struct mem_region *regions, size_t n, uint64_t addr, void *buf,

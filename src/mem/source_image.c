@@ -11,6 +11,8 @@
 
 #include <pystrobe/pystrobe.h>
 
+#include "util/array.h"
+
 /* The region holding addr, or NULL. */
 static const struct mem_region *region_at(const struct mem_region *regions, size_t n, uint64_t addr)
 {
@@ -58,6 +60,23 @@ static int image_rw(const struct mem_region *regions, size_t n, uint64_t addr, v
         left -= k;
         done += k;
     }
+    return 0;
+}
+
+int mem_regions_append(struct mem_region **v, size_t *n, size_t *cap, struct mem_region r)
+{
+    if (r.len == 0)
+        return 0;
+    struct mem_region *last = *n ? &(*v)[*n - 1] : NULL;
+    if (last && last->addr + last->len == r.addr && last->data + last->len == r.data &&
+        (last->writable ? last->writable + last->len == r.writable : !r.writable)) {
+        last->len += r.len;
+        return 0;
+    }
+    int rc = util_array_reserve((void **)v, cap, *n + 1, sizeof **v);
+    if (rc < 0)
+        return rc;
+    (*v)[(*n)++] = r;
     return 0;
 }
 

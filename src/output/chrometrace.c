@@ -11,9 +11,14 @@
 #include <string.h>
 
 #include "output/json.h"
+#include "output/procframe.h"
 
 struct thread {
     uint64_t tid;
+    /* Its process, from its first stack's process frame (--merge-processes);
+     * 0: the trace's. command: that frame's, NULL when none. */
+    int pid;
+    const char *command;
     struct pys_frame *stack; /* outermost first */
     size_t n, cap;
     int seen; /* given in the current sample */
@@ -87,7 +92,14 @@ static int same_frame(const struct out_chrometrace *t, const struct pys_frame *a
            a->firstlineno == b->firstlineno && frame_line(t, a) == frame_line(t, b);
 }
 
-static void put_event(struct out_chrometrace *t, char ph, uint64_t tid, const struct pys_frame *f)
+/* The process thread th belongs to. */
+static int thread_pid(const struct out_chrometrace *t, const struct thread *th)
+{
+    return th->pid ? th->pid : t->pid;
+}
+
+static void put_event(struct out_chrometrace *t, char ph, const struct thread *th,
+                      const struct pys_frame *f)
 {
     FILE *o = t->events;
     uint64_t us = t->now - t->t0;
@@ -96,7 +108,7 @@ static void put_event(struct out_chrometrace *t, char ph, uint64_t tid, const st
     fprintf(o,
             ",\"cat\":\"python\",\"pid\":%d,\"tid\":%" PRIu64 ",\"ts\":%" PRIu64 ".%03u,"
             "\"args\":{\"filename\":",
-            t->pid, tid, us / 1000, (unsigned)(us % 1000));
+            thread_pid(t, th), th->tid, us / 1000, (unsigned)(us % 1000));
     out_json_quote(o, f->filename ? f->filename : "");
     int32_t line = frame_line(t, f);
     if (line >= 0)
@@ -109,7 +121,7 @@ static void close_to(struct out_chrometrace *t, struct thread *th, size_t keep)
 {
     while (th->n > keep) {
         th->n--;
-        put_event(t, 'E', th->tid, &th->stack[th->n]);
+        put_event(t, 'E', th, &th->stack[th->n]);
     }
 }
 
@@ -154,6 +166,8 @@ int out_chrometrace_thread(struct out_chrometrace *t, uint64_t tid, const struct
     if (!th)
         return PYS_E_NOMEM;
     th->seen = 1;
+    if (!th->pid)
+        out_stack_process(frames, n, &th->pid, &th->command);
     if (n > th->cap) {
         struct pys_frame *v = realloc(th->stack, n * sizeof *v);
         if (!v)
@@ -169,7 +183,7 @@ int out_chrometrace_thread(struct out_chrometrace *t, uint64_t tid, const struct
     for (; k < n; k++) {
         th->stack[k] = frames[n - 1 - k];
         th->n = k + 1;
-        put_event(t, 'B', tid, &th->stack[k]);
+        put_event(t, 'B', th, &th->stack[k]);
     }
     return 0;
 }
@@ -194,6 +208,37 @@ int out_chrometrace_sample_end(struct out_chrometrace *t)
     return 0;
 }
 
+/* The index of the first thread of thread i's process. */
+static size_t first_of_process(const struct out_chrometrace *t, size_t i)
+{
+    size_t k = 0;
+    while (thread_pid(t, &t->threads[k]) != thread_pid(t, &t->threads[i]))
+        k++;
+    return k;
+}
+
+/* A process_name event: "pid P", and its command where known. */
+static void put_process_name(FILE *f, int pid, const char *command)
+{
+    char name[32];
+    snprintf(name, sizeof name, "pid %d", pid);
+    fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":", pid);
+    if (command && command[0]) {
+        /* "pid P COMMAND", escaped as one string. */
+        size_t n = strlen(name) + 1 + strlen(command) + 1;
+        char *full = malloc(n);
+        if (full) {
+            snprintf(full, n, "%s %s", name, command);
+            out_json_quote(f, full);
+            free(full);
+            fputs("}}", f);
+            return;
+        }
+    }
+    out_json_quote(f, name);
+    fputs("}}", f);
+}
+
 int out_chrometrace_write(FILE *f, struct out_chrometrace *t)
 {
     for (size_t i = 0; i < t->nthreads; i++)
@@ -207,14 +252,26 @@ int out_chrometrace_write(FILE *f, struct out_chrometrace *t)
         fprintf(f,
                 "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%" PRIu64
                 ",\"args\":{\"name\":\"%s\"}},\n",
-                t->pid, t->threads[i].tid, name);
+                thread_pid(t, &t->threads[i]), t->threads[i].tid, name);
+    }
+    /* Each other process's name (--merge-processes), once. */
+    for (size_t i = 0; i < t->nthreads; i++) {
+        const struct thread *th = &t->threads[i];
+        if (thread_pid(t, th) == t->pid || first_of_process(t, i) != i)
+            continue;
+        put_process_name(f, th->pid, th->command);
+        fputs(",\n", f);
     }
     fwrite(t->buf, 1, t->len, f);
     /* The process's name ends the list: no comma after the last event. */
+    const struct thread *main = NULL;
+    for (size_t i = 0; i < t->nthreads && !main; i++)
+        if (thread_pid(t, &t->threads[i]) == t->pid && t->threads[i].command)
+            main = &t->threads[i];
+    put_process_name(f, t->pid, main ? main->command : NULL);
     fprintf(f,
-            "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"pid %d\"}}\n"
-            "],\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"pystrobe\","
+            "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"pystrobe\","
             "\"dropped_samples\":%" PRIu64 "}}\n",
-            t->pid, t->pid, t->dropped);
+            t->dropped);
     return fflush(f) != 0 || ferror(f) ? PYS_E_IO : 0;
 }

@@ -16,7 +16,9 @@
  *    "otherData": {"producer": "pystrobe", "dropped_samples": N}}
  *
  * ts counts from the first sample. Every "B" has its "E": frames still open
- * at the end are closed at the last sample's time.
+ * at the end are closed at the last sample's time. P is the trace's pid,
+ * or, for a thread whose stacks have a process frame (--merge-processes),
+ * that process's; each process is named ("process_name") "pid P COMMAND".
  */
 #ifndef PYSTROBE_OUTPUT_CHROMETRACE_H
 #define PYSTROBE_OUTPUT_CHROMETRACE_H

@@ -85,10 +85,7 @@ static void write_info(struct out_json *j, const struct pys_profile_info *in)
     out_json_key(j, "python_version");
     out_json_int(j, in->python_version);
     out_json_key(j, "mode");
-    if (in->mode)
-        out_json_string(j, in->mode);
-    else
-        out_json_null(j);
+    out_json_string_or_null(j, in->mode);
     out_json_key(j, "samples");
     out_json_int(j, clamp_u64(in->samples));
     out_json_key(j, "duration_ns");

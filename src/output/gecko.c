@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "output/json.h"
+#include "output/procframe.h"
+#include "util/array.h"
 #include "util/hashtab.h"
 #include "util/strtab.h"
 
@@ -26,19 +28,6 @@ enum { MK_GIL, MK_WAIT, MK_CPU, MK_EXC, MK_GC, NMK };
 static const char *const MK_NAMES[NMK] = {"Has GIL", "Waiting for GIL", "On CPU", "Has exception",
                                           "GC collecting"};
 static const int MK_CATS[NMK] = {CAT_GIL, CAT_GIL, CAT_CPU, CAT_EXC, CAT_GC};
-
-static int grow(void *pp, size_t *cap, size_t n, size_t sz)
-{
-    if (n < *cap)
-        return 0;
-    size_t c = *cap ? *cap * 2 : 64;
-    void *p = realloc(*(void **)pp, c * sz);
-    if (!p)
-        return PYS_E_NOMEM;
-    *(void **)pp = p;
-    *cap = c;
-    return 0;
-}
 
 /* A map of 4-word keys to indices (their order of insertion). */
 struct kmap {
@@ -73,7 +62,7 @@ static int kmap_get(struct kmap *m, const uint64_t k[4], uint32_t *out, int *fre
             }
     if (m->n >= UINT32_MAX - 1 ||
         util_htab_reserve(&m->t, 64, 1, (uint32_t)m->n + 1, kmap_hash_of, m->keys) < 0 ||
-        grow(&m->keys, &m->cap, m->n, sizeof *m->keys) < 0)
+        util_array_reserve((void **)&m->keys, &m->cap, m->n + 1, sizeof *m->keys) < 0)
         return PYS_E_NOMEM;
     memcpy(m->keys[m->n], k, 4 * sizeof(uint64_t));
     id = (uint32_t)++m->n;
@@ -100,14 +89,14 @@ struct u64s {
 };
 static int push32(struct u32s *a, uint32_t x)
 {
-    if (grow(&a->v, &a->cap, a->n, sizeof *a->v) < 0)
+    if (util_array_reserve((void **)&a->v, &a->cap, a->n + 1, sizeof *a->v) < 0)
         return PYS_E_NOMEM;
     a->v[a->n++] = x;
     return 0;
 }
 static int push64(struct u64s *a, uint64_t x)
 {
-    if (grow(&a->v, &a->cap, a->n, sizeof *a->v) < 0)
+    if (util_array_reserve((void **)&a->v, &a->cap, a->n + 1, sizeof *a->v) < 0)
         return PYS_E_NOMEM;
     a->v[a->n++] = x;
     return 0;
@@ -116,6 +105,10 @@ static int push64(struct u64s *a, uint64_t x)
 struct gthread {
     uint64_t id, ns_id;
     int main;
+    /* Its process: the profile's, or that of its stacks' process frame
+     * (--merge-processes); command NULL when not known. */
+    int pid;
+    const char *command;
     /* funcs: key (name, file, firstlineno, kind) */
     struct kmap funcs;
     struct u32s func_resource;
@@ -136,7 +129,7 @@ struct out_gecko {
     char mode[32], version[64];
     uint64_t start_us;
     struct util_strtab strs; /* the profile's strings, not copied */
-    struct kmap ptrs; /* key (address) -> string id */
+    struct kmap ptrs;        /* key (address) -> string id */
     struct u32s ptr_sid;
     struct gthread *threads;
     size_t nthreads, capthreads;
@@ -291,11 +284,15 @@ int out_gecko_sample(out_gecko *g, const struct out_rec_sample *s)
         if (kmap_get(&g->threadmap, tk, &ti, &fresh) < 0)
             return PYS_E_NOMEM;
         if (fresh) {
-            if (grow(&g->threads, &g->capthreads, g->nthreads, sizeof *g->threads) < 0)
+            if (util_array_reserve((void **)&g->threads, &g->capthreads, g->nthreads + 1,
+                                   sizeof *g->threads) < 0)
                 return PYS_E_NOMEM;
             memset(&g->threads[g->nthreads], 0, sizeof *g->threads);
-            g->threads[g->nthreads].id = th->id;
-            g->threads[g->nthreads].ns_id = th->ns_id;
+            struct gthread *nt = &g->threads[g->nthreads];
+            nt->id = th->id;
+            nt->ns_id = th->ns_id;
+            nt->pid = g->meta.pid;
+            out_stack_process(th->frames, th->nframes, &nt->pid, &nt->command);
             g->nthreads++;
         }
         struct gthread *t = &g->threads[ti];
@@ -359,7 +356,7 @@ static void put_int_or_null(FILE *f, int64_t v)
 }
 
 /* The thread's identity: name, process, registration; ends with a comma. */
-static void write_thread_head(const out_gecko *g, const struct gthread *t, FILE *f)
+static void write_thread_head(const struct gthread *t, FILE *f)
 {
     char name[96];
     snprintf(name, sizeof name, "%s %" PRIu64, t->main ? "MainThread" : "Thread", t->id);
@@ -369,9 +366,15 @@ static void write_thread_head(const out_gecko *g, const struct gthread *t, FILE 
             ",\"isMainThread\":%s,\"processStartupTime\":0,\"processShutdownTime\":null,"
             "\"registerTime\":0,\"unregisterTime\":null,\"pausedRanges\":[],",
             t->main ? "true" : "false");
-    fprintf(f, "\"pid\":\"%d\",\"tid\":%" PRIu64 ",\"processType\":\"default\",", g->meta.pid,
-            t->id);
-    fprintf(f, "\"processName\":\"Python %d\",", g->meta.pid);
+    fprintf(f, "\"pid\":\"%d\",\"tid\":%" PRIu64 ",\"processType\":\"default\",", t->pid, t->id);
+    fputs("\"processName\":", f);
+    if (t->command && t->command[0]) {
+        out_json_quote(f, t->command);
+    } else {
+        snprintf(name, sizeof name, "Python %d", t->pid);
+        out_json_quote(f, name);
+    }
+    fputc(',', f);
 }
 
 /* "samples": one row per sample, its stack and time; ends with a comma. */
@@ -557,7 +560,7 @@ static void write_markers(const out_gecko *g, struct gthread *t, FILE *f)
 /* One entry of "threads": the tables of the processed-profile format. */
 static void write_thread(const out_gecko *g, struct gthread *t, FILE *f)
 {
-    write_thread_head(g, t, f);
+    write_thread_head(t, f);
     write_samples(t, f);
     write_stack_table(t, f);
     write_frame_table(t, f);

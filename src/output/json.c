@@ -121,6 +121,14 @@ void out_json_int_or_null(struct out_json *j, int64_t v)
         out_json_int(j, v);
 }
 
+void out_json_string_or_null(struct out_json *j, const char *s)
+{
+    if (s)
+        out_json_string(j, s);
+    else
+        out_json_null(j);
+}
+
 void out_json_bool(struct out_json *j, int v)
 {
     sep(j);

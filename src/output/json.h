@@ -29,6 +29,8 @@ void out_json_string(struct out_json *j, const char *s);
 void out_json_int(struct out_json *j, int64_t v);
 /* v, or null when v is negative (unknown). */
 void out_json_int_or_null(struct out_json *j, int64_t v);
+/* s, or null when s is NULL. */
+void out_json_string_or_null(struct out_json *j, const char *s);
 void out_json_bool(struct out_json *j, int v);
 void out_json_null(struct out_json *j);
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "output/json.h"
+#include "util/array.h"
 #include "util/hashtab.h"
 #include "util/strtab.h"
 
@@ -35,7 +36,7 @@ struct out_jsonl {
     FILE *spool;
     struct util_strtab strs; /* the caller's strings: valid as long as the writer */
     size_t strs_out;         /* strings defined in the spool so far */
-    struct jptr *ptrs; /* address -> string id */
+    struct jptr *ptrs;       /* address -> string id */
     size_t nptrs, capptrs;
     struct util_htab ptrtab;
     struct jframe *frames;
@@ -45,20 +46,6 @@ struct out_jsonl {
     uint32_t *ids; /* a thread's frame ids, scratch */
     size_t capids;
 };
-
-static int grow(void *pp, size_t *cap, size_t n, size_t sz)
-{
-    if (n < *cap)
-        return 0;
-    size_t c = *cap ? *cap * 2 : 64;
-    void *p = realloc(*(void **)pp, c * sz);
-    if (!p)
-        return PYS_E_NOMEM;
-    *(void **)pp = p;
-    *cap = c;
-    return 0;
-}
-
 
 static uint64_t ptr_hash_of(const void *ctx, uint32_t id)
 {
@@ -136,7 +123,7 @@ static int intern_str(out_jsonl *j, const char *s, uint32_t *out)
     if (sid < 0)
         return PYS_E_NOMEM;
     if (util_htab_reserve(&j->ptrtab, 256, 1, (uint32_t)j->nptrs + 1, ptr_hash_of, j->ptrs) < 0 ||
-        grow(&j->ptrs, &j->capptrs, j->nptrs, sizeof *j->ptrs) < 0)
+        util_array_reserve((void **)&j->ptrs, &j->capptrs, j->nptrs + 1, sizeof *j->ptrs) < 0)
         return PYS_E_NOMEM;
     j->ptrs[j->nptrs] = (struct jptr){s, (uint32_t)sid};
     id = (uint32_t)++j->nptrs;
@@ -174,7 +161,8 @@ static int intern_frame(out_jsonl *j, const struct pys_frame *f, uint32_t *out)
         }
     if (util_htab_reserve(&j->frametab, 256, 1, (uint32_t)j->nframes + 1, frame_hash_of,
                           j->frames) < 0 ||
-        grow(&j->frames, &j->capframes, j->nframes, sizeof *j->frames) < 0)
+        util_array_reserve((void **)&j->frames, &j->capframes, j->nframes + 1, sizeof *j->frames) <
+            0)
         return PYS_E_NOMEM;
     j->frames[j->nframes] = k;
     id = (uint32_t)++j->nframes;

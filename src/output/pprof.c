@@ -13,6 +13,7 @@
 #include "output/funcs.h"
 #include "profile.pb-c.h"
 #include "util/hashtab.h"
+#include "util/pyversion.h"
 
 typedef Perftools__Profiles__Profile Profile;
 typedef Perftools__Profiles__ValueType ValueType;
@@ -388,7 +389,9 @@ int out_pprof_write(FILE *f, const pys_profile *p, uint64_t start_realtime_ns)
     map.has_functions = map.has_filenames = map.has_line_numbers = 1;
     snprintf(comment[0], sizeof comment[0], "pystrobe");
     snprintf(comment[1], sizeof comment[1], "mode %s", info->mode ? info->mode : "wall");
-    snprintf(comment[2], sizeof comment[2], "python 0x%08x", (unsigned)info->python_version);
+    char version[32];
+    util_python_version_text(info->python_version, version, sizeof version);
+    snprintf(comment[2], sizeof comment[2], "python %s", version);
     for (int i = 0; i < 3; i++) {
         STR(comment[i]);
         comments[i] = sv;

@@ -16,6 +16,8 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "util/array.h"
+#include "util/bytes.h"
 #include "util/hashtab.h"
 
 static const uint8_t FILE_MAGIC[8] = {'P', 'Y', 'S', 'T', 'R', 'E', 'C', '\n'};
@@ -88,26 +90,12 @@ static int64_t unzz(uint64_t u)
     return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
 }
 
-static void put_le(uint8_t *p, uint64_t v, int n)
-{
-    for (int i = 0; i < n; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 void out_rec_file_header(uint8_t out[OUT_REC_FILE_HEADER])
 {
     memcpy(out, FILE_MAGIC, 8);
-    put_le(out + 8, OUT_REC_MAJOR, 2);
-    put_le(out + 10, OUT_REC_MINOR, 2);
-    put_le(out + 12, 0, 4);
+    util_le_put(out + 8, OUT_REC_MAJOR, 2);
+    util_le_put(out + 10, OUT_REC_MINOR, 2);
+    util_le_put(out + 12, 0, 4);
 }
 
 /* --- the encoder ------------------------------------------------------------ */
@@ -186,22 +174,6 @@ static uint64_t thread_hash_of(const void *ctx, uint32_t id)
     return util_hash_u64(((const struct thread_ent *)ctx)[id - 1].id);
 }
 
-/* Grow an array of *cap elements of size sz to hold n + 1. */
-static int grow(void *pp, size_t *cap, size_t n, size_t sz)
-{
-    if (n < *cap)
-        return 0;
-    size_t c = *cap ? *cap * 2 : 64;
-    if (c > SIZE_MAX / sz)
-        return PYS_E_NOMEM;
-    void *p = realloc(*(void **)pp, c * sz);
-    if (!p)
-        return PYS_E_NOMEM;
-    *(void **)pp = p;
-    *cap = c;
-    return 0;
-}
-
 out_rec_enc *out_rec_enc_new(void)
 {
     return calloc(1, sizeof(out_rec_enc));
@@ -252,7 +224,7 @@ static int intern_str(out_rec_enc *e, const char *s, uint32_t *out)
         }
     if (e->nstrs >= UINT32_MAX - 1 ||
         util_htab_reserve(&e->strtab, 256, 1, (uint32_t)e->nstrs + 1, str_hash_of, e->strs) < 0 ||
-        grow(&e->strs, &e->capstrs, e->nstrs, sizeof *e->strs) < 0 ||
+        util_array_reserve((void **)&e->strs, &e->capstrs, e->nstrs + 1, sizeof *e->strs) < 0 ||
         buf_reserve(&e->buf, len + 12) < 0)
         return PYS_E_NOMEM;
     char *copy = malloc(len + 1);
@@ -301,7 +273,8 @@ static int intern_frame(out_rec_enc *e, const struct pys_frame *f, uint32_t *out
     if (e->nframes >= UINT32_MAX - 1 ||
         util_htab_reserve(&e->frametab, 256, 1, (uint32_t)e->nframes + 1, frame_hash_of,
                           e->frames) < 0 ||
-        grow(&e->frames, &e->capframes, e->nframes, sizeof *e->frames) < 0 ||
+        util_array_reserve((void **)&e->frames, &e->capframes, e->nframes + 1, sizeof *e->frames) <
+            0 ||
         buf_reserve(&e->buf, 1 + 9 * 10) < 0)
         return PYS_E_NOMEM;
     e->frames[e->nframes] = k;
@@ -337,7 +310,8 @@ static int intern_thread(out_rec_enc *e, uint64_t tid, uint64_t ns_id, size_t *o
     if (e->nthreads >= UINT32_MAX - 1 ||
         util_htab_reserve(&e->threadtab, 16, 1, (uint32_t)e->nthreads + 1, thread_hash_of,
                           e->threads) < 0 ||
-        grow(&e->threads, &e->capthreads, e->nthreads, sizeof *e->threads) < 0 ||
+        util_array_reserve((void **)&e->threads, &e->capthreads, e->nthreads + 1,
+                           sizeof *e->threads) < 0 ||
         buf_reserve(&e->buf, 21) < 0)
         return PYS_E_NOMEM;
     e->threads[e->nthreads] = (struct thread_ent){.id = tid, .ns_id = ns_id};
@@ -490,7 +464,7 @@ static void put_f64_field(struct out_rec_buf *b, const char *key, double v)
     uint64_t bits;
     memcpy(&bits, &v, sizeof bits);
     put_key(b, key, V_F64);
-    put_le(b->p + b->len, bits, 8);
+    util_le_put(b->p + b->len, bits, 8);
     b->len += 8;
 }
 
@@ -665,11 +639,11 @@ int out_rec_block_pack(out_rec_packer *k, const uint8_t *raw, size_t len, int la
     memcpy(h, BLOCK_MAGIC, 4);
     h[4] = (uint8_t)k->c;
     h[5] = h[6] = h[7] = 0;
-    put_le(h + 8, stored, 4);
-    put_le(h + 12, len, 4);
+    util_le_put(h + 8, stored, 4);
+    util_le_put(h + 12, len, 4);
     uLong crc = crc32(0L, Z_NULL, 0);
     crc = crc32(crc, b.p + OUT_REC_BLOCK_HEADER, (uInt)stored);
-    put_le(h + 16, crc, 4);
+    util_le_put(h + 16, crc, 4);
     b.len = OUT_REC_BLOCK_HEADER + stored;
     out_rec_buf_release(out);
     *out = b;
@@ -768,7 +742,8 @@ static int read_string(struct reader *r, struct cur *c)
     uint64_t len;
     if (get_var(c, &len) < 0 || len > left(c))
         return -1;
-    if (r->nstrs >= UINT32_MAX - 1 || grow(&r->strs, &r->capstrs, r->nstrs, sizeof *r->strs) < 0)
+    if (r->nstrs >= UINT32_MAX - 1 ||
+        util_array_reserve((void **)&r->strs, &r->capstrs, r->nstrs + 1, sizeof *r->strs) < 0)
         return PYS_E_NOMEM;
     char *s = malloc(len + 1);
     if (!s)
@@ -801,8 +776,8 @@ static int read_frame(struct reader *r, struct cur *c)
     f.end_col = (int32_t)((uint32_t)f.col + (uint32_t)dc);
     f.kind = (int32_t)kind;
     f.lasti = -1;
-    if (r->nframes >= UINT32_MAX - 1 ||
-        grow(&r->frames, &r->capframes, r->nframes, sizeof *r->frames) < 0)
+    if (r->nframes >= UINT32_MAX - 1 || util_array_reserve((void **)&r->frames, &r->capframes,
+                                                           r->nframes + 1, sizeof *r->frames) < 0)
         return PYS_E_NOMEM;
     r->frames[r->nframes++] = f;
     return 0;
@@ -814,7 +789,8 @@ static int read_thread(struct reader *r, struct cur *c)
     if (get_var(c, &id) < 0 || get_var(c, &ns) < 0)
         return -1;
     if (r->nthreads >= UINT32_MAX - 1 ||
-        grow(&r->threads, &r->capthreads, r->nthreads, sizeof *r->threads) < 0)
+        util_array_reserve((void **)&r->threads, &r->capthreads, r->nthreads + 1,
+                           sizeof *r->threads) < 0)
         return PYS_E_NOMEM;
     r->threads[r->nthreads++] = (struct rthread){.t = {.id = id, .ns_id = ns}};
     return 0;
@@ -875,7 +851,7 @@ static int read_field(struct cur *c, struct field *fl)
     case V_F64:
         if (left(c) < 8)
             return -1;
-        fl->v = get_le(c->p, 8);
+        fl->v = util_le_get(c->p, 8);
         c->p += 8;
         break;
     default:
@@ -1160,7 +1136,8 @@ static int unpack_block(struct reader *r, const uint8_t *data, size_t size, size
     }
     if (memcmp(h, BLOCK_MAGIC, 4) != 0 || h[5] || h[6] || h[7] || h[4] > OUT_REC_ZSTD)
         return fail(r, "bad block header", block, off);
-    uint64_t stored = get_le(h + 8, 4), rawlen = get_le(h + 12, 4), crc = get_le(h + 16, 4);
+    uint64_t stored = util_le_get(h + 8, 4), rawlen = util_le_get(h + 12, 4),
+             crc = util_le_get(h + 16, 4);
     if (stored > size - off - OUT_REC_BLOCK_HEADER) {
         r->info->cut = 1;
         return fail(r, "cut short (the writer did not finish it)", block, off);
@@ -1252,8 +1229,8 @@ int out_rec_read(const uint8_t *data, size_t size, const struct out_rec_reader_c
         snprintf(err, errlen, "not a pystrobe recording");
         return PYS_E_CORRUPT;
     }
-    info->major = (uint16_t)get_le(data + 8, 2);
-    info->minor = (uint16_t)get_le(data + 10, 2);
+    info->major = (uint16_t)util_le_get(data + 8, 2);
+    info->minor = (uint16_t)util_le_get(data + 10, 2);
     if (info->major > OUT_REC_MAJOR) {
         snprintf(err, errlen,
                  "recording format %u.%u is newer than this pystrobe reads (%d.x): "

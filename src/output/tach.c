@@ -14,6 +14,7 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "util/bytes.h"
 #include "util/hashtab.h"
 #include "util/strtab.h"
 
@@ -30,14 +31,6 @@
 struct tcur {
     const uint8_t *p, *end;
 };
-
-static uint64_t le(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 static int var(struct tcur *c, uint64_t *out)
 {
@@ -84,7 +77,7 @@ static int set_err(char *err, size_t len, const char *what)
 
 static double le_f64(const uint8_t *p)
 {
-    uint64_t u = le(p, 8);
+    uint64_t u = util_le_get(p, 8);
     double d;
     memcpy(&d, &u, sizeof d);
     return d;
@@ -95,20 +88,20 @@ int out_tach_info(const uint8_t *data, size_t size, struct out_tach_info *out)
     if (size < HEADER + FOOTER || memcmp(data, "HCAT", 4) != 0)
         return -1;
     const uint8_t *foot = data + size - FOOTER;
-    struct out_tach_info in = {.version = (uint32_t)le(data + 4, 4),
+    struct out_tach_info in = {.version = (uint32_t)util_le_get(data + 4, 4),
                                .python = {data[8], data[9], data[10]},
-                               .start_us = le(data + 0x0c, 8),
-                               .interval_us = le(data + 0x14, 8),
-                               .samples = le(data + 0x1c, 8),
-                               .threads = (uint32_t)le(data + 0x24, 4),
-                               .str_off = le(data + 0x28, 8),
-                               .frame_off = le(data + 0x30, 8),
-                               .compression = (uint32_t)le(data + 0x38, 4),
-                               .config = (uint32_t)le(data + 0x3c, 4),
-                               .strings = (uint32_t)le(foot, 4),
-                               .frames = (uint32_t)le(foot + 4, 4)};
+                               .start_us = util_le_get(data + 0x0c, 8),
+                               .interval_us = util_le_get(data + 0x14, 8),
+                               .samples = util_le_get(data + 0x1c, 8),
+                               .threads = (uint32_t)util_le_get(data + 0x24, 4),
+                               .str_off = util_le_get(data + 0x28, 8),
+                               .frame_off = util_le_get(data + 0x30, 8),
+                               .compression = (uint32_t)util_le_get(data + 0x38, 4),
+                               .config = (uint32_t)util_le_get(data + 0x3c, 4),
+                               .strings = (uint32_t)util_le_get(foot, 4),
+                               .frames = (uint32_t)util_le_get(foot + 4, 4)};
     if (size >= HEADER + FOOTER + STATS_SIZE && memcmp(foot - 16, "TACHSTAT", 8) == 0) {
-        uint32_t ext = (uint32_t)le(foot - 4, 4);
+        uint32_t ext = (uint32_t)util_le_get(foot - 4, 4);
         const uint8_t *e = foot - ext;
         if (ext == STATS_SIZE || ext == STATS_OLD_SIZE) {
             in.has_stats = 1;
@@ -117,7 +110,7 @@ int out_tach_info(const uint8_t *data, size_t size, struct out_tach_info *out)
             if (ext == STATS_SIZE) {
                 in.error_rate = le_f64(e + 16);
                 in.missed_samples = le_f64(e + 24);
-                in.stats_present = (uint32_t)le(e + 32, 4);
+                in.stats_present = (uint32_t)util_le_get(e + 32, 4);
             }
         }
     }
@@ -138,7 +131,7 @@ struct tread {
     uint64_t nframe;
     struct tthread *th;
     size_t nth, capth;
-    uint8_t *raw; /* the decompressed sample data */
+    uint8_t *raw;         /* the decompressed sample data */
     struct pys_frame *sf; /* the frames of the sample being delivered */
     size_t capsf;
 };
@@ -159,7 +152,7 @@ static int tread_header(struct tread *r, struct out_rec_read_info *info)
     r->nstr = h->strings;
     r->nframe = h->frames;
     if (h->str_off < HEADER || h->str_off > h->frame_off || h->frame_off > size - FOOTER ||
-        h->compression > 1 || le(r->data + size - FOOTER + 8, 8) != size ||
+        h->compression > 1 || util_le_get(r->data + size - FOOTER + 8, 8) != size ||
         r->nstr > size - h->str_off || r->nframe > (size - h->frame_off) / 7)
         return set_err(r->err, r->errlen, "bad header or footer (a file cut short?)");
     return 0;
@@ -231,7 +224,8 @@ static int tread_inflate(struct tread *r, const uint8_t *sp, size_t slen, size_t
             size_t ncap = cap ? cap * 2 : 1 << 16;
             uint8_t *p = ncap <= MAX_RAW ? realloc(r->raw, ncap) : NULL;
             if (!p) {
-                rc = ncap <= MAX_RAW ? PYS_E_NOMEM : set_err(r->err, r->errlen, "samples too large");
+                rc =
+                    ncap <= MAX_RAW ? PYS_E_NOMEM : set_err(r->err, r->errlen, "samples too large");
                 break;
             }
             r->raw = p;
@@ -323,8 +317,8 @@ static int tread_stack(struct tread *r, struct tcur *c, struct tthread *t, uint8
 }
 
 /* Hand t's current stack to cb as one sample of one thread. */
-static int tread_deliver(struct tread *r, const struct tthread *t, const struct out_rec_reader_cb *cb,
-                         struct out_rec_read_info *info)
+static int tread_deliver(struct tread *r, const struct tthread *t,
+                         const struct out_rec_reader_cb *cb, struct out_rec_read_info *info)
 {
     if (t->n > r->capsf) {
         void *p = realloc(r->sf, t->n * sizeof *r->sf);
@@ -335,7 +329,8 @@ static int tread_deliver(struct tread *r, const struct tthread *t, const struct 
     }
     for (size_t j = 0; j < t->n; j++)
         r->sf[j] = r->frames[t->stack[j]];
-    struct out_rec_thread one = {.id = t->tid, .status = t->status, .nframes = t->n, .frames = r->sf};
+    struct out_rec_thread one = {
+        .id = t->tid, .status = t->status, .nframes = t->n, .frames = r->sf};
     struct out_rec_sample s = {t->last_us * 1000, 0, t->n ? 1 : 0, &one};
     info->samples++;
     return cb->sample ? cb->sample(cb->ctx, &s) : 0;
@@ -349,8 +344,8 @@ static int tread_samples(struct tread *r, const uint8_t *sp, size_t slen,
     while (c.p < c.end) {
         if (c.end - c.p < 13)
             return set_err(r->err, r->errlen, "truncated sample data");
-        uint64_t tid = le(c.p, 8);
-        uint32_t interp = (uint32_t)le(c.p + 8, 4);
+        uint64_t tid = util_le_get(c.p, 8);
+        uint32_t interp = (uint32_t)util_le_get(c.p + 8, 4);
         uint8_t enc = c.p[12];
         c.p += 13;
         struct tthread *t = tread_thread(r, tid, interp);
@@ -474,8 +469,7 @@ static void wb_put(struct wbuf *b, const void *src, size_t n)
 static void wb_le(struct wbuf *b, uint64_t v, int n)
 {
     uint8_t t[8];
-    for (int i = 0; i < n; i++)
-        t[i] = (uint8_t)(v >> (8 * i));
+    util_le_put(t, v, n);
     wb_put(b, t, (size_t)n);
 }
 
@@ -739,8 +733,7 @@ int out_tach_finalize(struct out_tach_writer *w)
         free(out.p);
         return PYS_E_NOMEM;
     }
-    for (int i = 0; i < 8; i++)
-        out.p[frame_off_at + (size_t)i] = (uint8_t)(frame_off >> (8 * i));
+    util_le_put(out.p + frame_off_at, frame_off, 8);
     int rc = 0;
     if (fseek(w->f, 0, SEEK_SET) != 0 || fwrite(out.p, 1, out.len, w->f) != out.len ||
         fflush(w->f) != 0)

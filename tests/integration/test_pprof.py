@@ -139,13 +139,17 @@ def test_many_stacks_match_pstats(go, tmp_path):
 def test_file_contents(go, tmp_path):
     """Sample types, period, duration, labels and deduplicated strings, read
     by pprof's -raw."""
-    stacks = "# interval_ns 1000000\n# duration_ns 11000000\n# mode cpu\n" + STACKS
+    stacks = ("# interval_ns 1000000\n# duration_ns 11000000\n# mode cpu\n"
+              "# python 0x030c01f0\n" + STACKS)
     pb = render_file(tmp_path, "--pprof", stacks, "small.pb.gz")
     assert gzip.decompress(pb.read_bytes())  # a gzip file
     raw = pprof(go, pb, "-raw")
     assert "PeriodType: cpu nanoseconds" in raw and "Period: 1000000" in raw, raw
     assert re.search(r"^samples/count\[dflt\] cpu/nanoseconds\s*$", raw, re.M), raw
     assert "Duration: 11ms" in raw, raw
+    # The target's Python as people write it (PY_VERSION_HEX 0x030c01f0).
+    assert re.findall(r"^Comment: (.*)$", raw, re.M) == ["pystrobe", "mode cpu",
+                                                        "python 3.12.1"], raw
     # The thread labels, as pprof reads them, on each of the 4 samples.
     assert raw.count("thread:[Thread 1]") == 2 and raw.count("thread:[Thread 2]") == 2, raw
     assert raw.count("thread_id:[1]") == 2 and raw.count("thread_id:[2]") == 2, raw

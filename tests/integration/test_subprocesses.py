@@ -329,6 +329,58 @@ def test_merged_recording(strobes, pystrobe, work, tmp_path):  # noqa: F811
     assert child in roots and len(roots) == 2, st.describe()
     assert any("child_subprocess" in x for x in roots[child])
     assert not any("child_subprocess" in x for p, v in roots.items() if p != child for x in v)
+    # Replayed as a timeline: each process's threads under its own pid.
+    trace = tmp_path / "m.trace.json"
+    r = run_pystrobe(pystrobe, "replay", "--chrometrace", "-o", trace, tmp_path / "m.pysr")
+    assert r.returncode == 0, r.stderr.decode()
+    check_trace_processes(json.loads(trace.read_text()), child, set(roots))
+
+
+def check_trace_processes(doc, child, pids):
+    """A merged chrometrace: the events of every process under its own pid
+    (the child's function under the child's only), and each process named
+    by its pid and command."""
+    events = doc["traceEvents"]
+    assert {e["pid"] for e in events} == pids, {e["pid"] for e in events}
+    begun = {}
+    for e in events:
+        if e["ph"] == "B":
+            begun.setdefault(e["pid"], set()).add(e["name"])
+    assert "child_subprocess" in begun[child]
+    assert not any("child_subprocess" in begun[p] for p in begun if p != child), begun
+    names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert set(names) == pids and all(re.match(rf"^pid {p} .*family\.py", n)
+                                      for p, n in names.items()), names
+    tids = {}
+    for e in events:
+        if e["ph"] in "BE":
+            tids.setdefault(e["tid"], set()).add(e["pid"])
+    assert all(len(v) == 1 for v in tids.values()), tids
+
+
+def test_gecko_merged_processes(strobes, work, tmp_path, profiler_cli):  # noqa: F811
+    """--merge-processes --gecko: one file, each process's threads carrying
+    its own pid and command, so that the Firefox Profiler shows a track per
+    process; the child's function in the child's threads only. (The same
+    writer's replay and chrometrace's: test_merged_recording.)"""
+    one_target(work)
+    st, pids = family(strobes, work, tmp_path, "subprocess", "--merge-processes",
+                      out="m.json", fmt="--gecko")
+    child = pids["child_subprocess"]
+    doc = json.loads((tmp_path / "m.json").read_text())
+    by_pid = {}
+    for t in doc["threads"]:
+        assert re.match(r"^.*family\.py", t["processName"]), t["processName"]
+        by_pid.setdefault(int(t["pid"]), []).append(t)
+    assert child in by_pid and len(by_pid) == 2, (sorted(by_pid), st.describe())
+    for pid, threads in by_pid.items():
+        funcs = {doc["shared"]["stringArray"][i] for t in threads for i in t["funcTable"]["name"]}
+        assert ("child_subprocess" in funcs) == (pid == child), (pid, funcs)
+        assert any(f.startswith(f"process {pid} ") for f in funcs), (pid, funcs)
+    r = profiler_cli.load(tmp_path / "m.json")
+    assert r.returncode == 0, (r.stdout + r.stderr).decode()
+    info = profiler_cli.run("profile", "info").stdout.decode()
+    assert all(f"[pid {p}]" in info for p in by_pid), info
 
 
 def test_async_aware_per_process(strobes, work, tmp_path):  # noqa: F811

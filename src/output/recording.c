@@ -540,8 +540,8 @@ int out_rec_enc_take(out_rec_enc *e, struct out_rec_buf *out)
     if (lo)
         memcpy(e->buf.p + e->buf.len + hi, e->times_lo.p, lo);
     e->buf.len += hi + lo;
-    put_le(e->buf.p + e->buf.len, lo, 4);
-    put_le(e->buf.p + e->buf.len + 4, hi + lo, 4);
+    util_le_put(e->buf.p + e->buf.len, lo, 4);
+    util_le_put(e->buf.p + e->buf.len + 4, hi + lo, 4);
     e->buf.len += 8;
     e->times_hi.len = e->times_lo.len = 0;
     *out = e->buf;
@@ -622,7 +622,7 @@ int out_rec_block_pack(out_rec_packer *k, const uint8_t *raw, size_t len, int la
         /* The times' low bytes (and the block's last 8 bytes) are flushed
          * as a zstd block of their own, whose literals zstd codes apart
          * (near noise: stored raw) from the records'. */
-        uint64_t lo = len >= 8 ? get_le(raw + len - 8, 4) : 0;
+        uint64_t lo = len >= 8 ? util_le_get(raw + len - 8, 4) : 0;
         size_t split = len >= 8 && lo <= len - 8 ? len - 8 - (size_t)lo : len;
         ZSTD_outBuffer o = {b.p + OUT_REC_BLOCK_HEADER, bound, 0};
         if ((split && zstd_piece(k->cc, &o, raw, split, ZSTD_e_flush) < 0) ||
@@ -1052,8 +1052,8 @@ static int read_records(struct reader *r, const uint8_t *raw, size_t len, uint64
                         size_t off)
 {
     if (r->info->major >= 2) { /* the time column, at the end */
-        uint64_t n = len >= 8 ? get_le(raw + len - 8, 4) : 0;
-        uint64_t cl = len >= 8 ? get_le(raw + len - 4, 4) : 0;
+        uint64_t n = len >= 8 ? util_le_get(raw + len - 8, 4) : 0;
+        uint64_t cl = len >= 8 ? util_le_get(raw + len - 4, 4) : 0;
         if (len < 8 || cl > len - 8 || n > cl)
             return fail(r, "bad time column length", block, off);
         len -= 8 + (size_t)cl;

@@ -17,7 +17,9 @@
  *
  *  1. Needs no second read: a chain copied in one read from a thread that
  *     could not have run meanwhile (walk_one_moment, thread_may_move), and
- *     the top frame copied after its caller (top_settled).
+ *     the top frame copied after its caller, when the caller's second copy
+ *     comes from the same unpaused batch (top_settled); a later read checks
+ *     the top frame too.
  *  2. The batch's second copies: each snapshot's batched read ends with a
  *     second copy of what the last walks need checked (chain_hint,
  *     prof_anchor_hint; mem_recheck_hint), made after every first copy.

@@ -13,6 +13,8 @@
 # at spin <- shallow, grow-3.X-b.img 41 calls deeper, spin <- deep).
 # "splice" records tests/images/splice.py under 3.11, 3.12 and 3.13
 # (splice-3.X-a.img in a2 <- a1, splice-3.X-b.img at spin_b <- b2).
+# "tops" records tests/images/tops.py under 3.11-3.15 (tops-3.X-a.img at
+# spin_a <- a2, tops-3.X-b.img at spin_b <- b2).
 # "enterc" records enterc-3.11/3.12.img: tests/images/enter_c.py stopped by
 # gdb (tools/enter_c.gdb) as a generator is entered from C, before the
 # evaluation loop fills in its _PyCFrame.
@@ -23,8 +25,30 @@ B=${1:?usage: record_images.sh BUILD_DIR [VERSION...]}
 shift
 ROOT=${PYSTROBE_IMAGES_SIDROOT:-.cache/sid-root}
 OUT=tests/images
-[ $# -gt 0 ] || set -- 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15 pos enter grow splice init enterc
+[ $# -gt 0 ] || set -- 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15 pos enter grow splice init enterc tops
 for v in "$@"; do
+    if [ "$v" = tops ]; then
+        mkdir -p /tmp/pystrobe-images "$ROOT/tmp/pystrobe-images"
+        cp $OUT/tops.py /tmp/pystrobe-images/tops.py
+        cp $OUT/tops.py "$ROOT/tmp/pystrobe-images/tops.py"
+        for tv in 3.11 3.12 3.13 3.14 3.15; do
+            case $tv in
+            3.11) run="$(pyenv prefix 3.11.7)/bin/python3" ;;
+            3.12) run="$(pyenv prefix 3.12.1)/bin/python3" ;;
+            3.13) run="$(pyenv prefix 3.13.0)/bin/python3" ;;
+            *) run="chroot $ROOT /usr/bin/python$tv" ;;
+            esac
+            $run -B /tmp/pystrobe-images/tops.py 60 & pid=$!
+            sleep 1
+            rc=0
+            "$B/tests/record_image" $pid -:spin_a,a2 -:spin_b,b2 \
+                "$OUT/tops-$tv-a.img:spin_a,a2" "$OUT/tops-$tv-b.img:spin_b,b2" || rc=$?
+            kill $pid 2>/dev/null || true
+            wait $pid 2>/dev/null || true
+            [ $rc -eq 0 ] || { echo "record_images: tops $tv failed" >&2; exit 1; }
+        done
+        continue
+    fi
     if [ "$v" = splice ]; then
         mkdir -p /tmp/pystrobe-images
         cp $OUT/splice.py /tmp/pystrobe-images/splice.py

@@ -17,7 +17,9 @@
  *
  *  1. Needs no second read: a chain copied in one read from a thread that
  *     could not have run meanwhile (walk_one_moment, thread_may_move), and
- *     the top frame copied after its caller (top_settled).
+ *     the top frame copied after its caller, when the caller's second copy
+ *     comes from the same unpaused batch (top_settled); a later read checks
+ *     the top frame too.
  *  2. The batch's second copies: each snapshot's batched read ends with a
  *     second copy of what the last walks need checked (chain_hint,
  *     prof_anchor_hint; mem_recheck_hint), made after every first copy.
@@ -153,17 +155,24 @@ static int walk_one_moment(const struct pys_session *s, const struct prof_walk *
 
 /*
  * How many of the walk's top frames raw[0..n) need no second read: 1 when
- * the top frame was copied with its caller, after it (the same chunk copy).
- * Its bytes then show the top at the moment they were read, and its caller
- * (checked) was in place from before that moment until the second read: the
- * two were a stack at that moment, however the top has moved on since.
- * 0 after a batch that was paused midway (mem_batch_paused): its caller can
- * then have left and come back between its two copies, with the top from
- * another chain copied meanwhile, and the top is checked too.
+ * the top frame was copied with its caller, after it (the same chunk copy),
+ * and the caller is checked against the same batch's second copy. Its
+ * bytes then show the top at the moment they were read, and its caller was
+ * in place from before that moment until its second copy, a moment later:
+ * the two were a stack at that moment, however the top has moved on since.
+ * 0 when the two copies of the caller may lie far apart: after a batch
+ * that was paused midway (mem_batch_paused), or for a walk that read past
+ * the batch (its copy made by a read whose pauses nothing measures, its
+ * check by a later read: prof_torn_walk and the others then check from
+ * raw[0]). The caller can then have returned, and a new call of the same
+ * code from the same frame have come back to the same position by the
+ * second copy, with the top copied meanwhile from another chain whose
+ * frames have the same sizes: only a second copy of the top shows it.
  */
-static size_t top_settled(const struct pys_session *s, const struct cpy_raw_frame *raw, size_t n)
+static size_t top_settled(const struct pys_session *s, const struct prof_walk *w,
+                          const struct cpy_raw_frame *raw, size_t n)
 {
-    if (n < 2 || mem_batch_paused(&s->mem))
+    if (n < 2 || mem_batch_paused(&s->mem) || mem_read_since(&s->mem, w->mark))
         return 0;
     return prof_torn_copied_after(&s->walker.stack, raw[0].addr, raw[1].addr,
                                   (size_t)s->off.interpreter_frame.size)
@@ -471,32 +480,33 @@ int prof_torn_cached(struct pys_session *s, const struct prof_walk *w, const str
 {
     /* The anchor stayed (its number did not move), and so did what it
      * calls, if that is the top frame copied after it. */
-    size_t top = top_settled(s, s->walker.raw, k);
+    size_t top = top_settled(s, w, s->walker.raw, k);
     int move = thread_may_move(s, w, t, 0);
-    size_t check = move ? k - 1 - top : 0;
+    size_t end = move ? k - 1 : top;
     /* The anchor's position too, where it calls a frame of the walk: it
      * may have called another since the cache saw it, but not since this
      * walk read it. */
     int pos_k = move && k > 1;
     uint64_t seq = t->last_profiled_frame_seq;
-    int r = chain_rechecked(s, w, t, s->walker.raw, top, top + check, anchor, pos_k);
-    if (r < 0)
-        r = own_copy_rechecked(s, s->walker.raw, top, top + check, anchor, pos_k, anchor, seq);
-    hint_above(s, t, s->walker.raw, top, top + check, k, next_anchor);
-    return r >= 0
-               ? r
-               : chain_unchanged(s, t, s->walker.raw, top, top + check, anchor, pos_k, anchor, seq);
+    int r = chain_rechecked(s, w, t, s->walker.raw, top, end, anchor, pos_k);
+    hint_above(s, t, s->walker.raw, top, end, k, next_anchor);
+    if (r >= 0)
+        return r;
+    /* Checked by a copy made after the batch: the top too (top_settled). */
+    end = move ? k - 1 : 0;
+    r = own_copy_rechecked(s, s->walker.raw, 0, end, anchor, pos_k, anchor, seq);
+    return r >= 0 ? r : chain_unchanged(s, t, s->walker.raw, 0, end, anchor, pos_k, anchor, seq);
 }
 
 int prof_torn_whole(struct pys_session *s, const struct prof_walk *w, const struct cpy_thread *t,
                     size_t n, uint64_t cut, size_t next_anchor)
 {
-    size_t top = top_settled(s, s->walker.raw, n);
-    size_t check = thread_may_move(s, w, t, 0) ? n - top : 0;
-    int r = chain_rechecked(s, w, t, s->walker.raw, top, top + check, cut, 0);
-    hint_above(s, t, s->walker.raw, top, top + check, n, next_anchor);
-    return !(r == 0 || (r < 0 && check > 0 &&
-                        !chain_unchanged(s, NULL, s->walker.raw, top, top + check, cut, 0, 0, 0)));
+    size_t top = top_settled(s, w, s->walker.raw, n);
+    int move = thread_may_move(s, w, t, 0);
+    int r = chain_rechecked(s, w, t, s->walker.raw, top, move ? n : top, cut, 0);
+    hint_above(s, t, s->walker.raw, top, move ? n : top, n, next_anchor);
+    /* Checked by a read after the batch: the top too (top_settled). */
+    return !(r == 0 || (r < 0 && move && !chain_unchanged(s, NULL, s->walker.raw, 0, n, cut, 0, 0, 0)));
 }
 
 /* --- verdicts on walks without the cache ------------------------------ */
@@ -542,6 +552,20 @@ static int put_off(struct pys_session *s, size_t ti, size_t ni, const struct cpy
     return 0;
 }
 
+/* The end of the frames raw[from..) of a walk of n frames cut at cut that
+ * are read again, and the caller the last of them must name. Not the entry
+ * frame at the bottom (3.12+, on the C stack): the frame above names it as
+ * its caller (checked), and it stays as it is while frames sit on it. A
+ * cut chain's last frame is not that bottom: it keeps the caller it was
+ * cut at. */
+static size_t checked_end(const struct cpy_raw_frame *raw, size_t from, size_t n, uint64_t cut,
+                          uint64_t *last_prev)
+{
+    size_t end = !cut && n > from + 1 && raw[n - 1].shim ? n - 1 : n;
+    *last_prev = cut ? cut : end < n ? raw[n - 1].addr : 0;
+    return end;
+}
+
 int prof_torn_walk(struct pys_session *s, const struct prof_walk *w, const struct cpy_interp *in,
                    const struct cpy_thread *t, size_t n, size_t ti, size_t ni)
 {
@@ -549,27 +573,24 @@ int prof_torn_walk(struct pys_session *s, const struct prof_walk *w, const struc
      * several chunks) may mix moments: it is checked against a second read.
      * So is one copied in one read, when its thread may have run meanwhile:
      * the copy can be paused midway. */
-    size_t top = n ? top_settled(s, s->walker.raw, n) : 0;
+    size_t top = n ? top_settled(s, w, s->walker.raw, n) : 0;
     int one = walk_one_moment(s, w);
-    /* Nor is the entry frame at the bottom (3.12+, on the C stack) read
-     * again: the frame above names it as its caller (checked), and it stays
-     * as it is while frames sit on it. A cut chain's last frame is not that
-     * bottom: it keeps the caller it was cut at. */
-    uint64_t cut = s->walker.stack.cut;
-    size_t end = !cut && n > top + 1 && s->walker.raw[n - 1].shim ? n - 1 : n;
-    uint64_t last_prev = cut ? cut : end < n ? s->walker.raw[n - 1].addr : 0;
+    uint64_t last_prev;
+    size_t end = checked_end(s->walker.raw, top, n, s->walker.stack.cut, &last_prev);
     if (n == 0 || (one && !thread_may_move(s, w, t, in->gil_holder)))
         return PROF_TORN_ONE;
     /* From the batch's second copies if it has them, else with the other
-     * threads' at the snapshot's end if it can. */
+     * threads' at the snapshot's end if it can, the top frame too: a read
+     * after the batch is no second copy that settles it (top_settled). */
     int r = chain_rechecked(s, w, NULL, s->walker.raw, top, end, last_prev, 0);
     chain_hint(s, t, s->walker.raw, top, end, 0);
     if (r >= 0)
         return r ? PROF_TORN_ONE : PROF_TORN_MIXED;
-    if (s->torn.put_off && put_off(s, ti, ni, s->walker.raw, top, end, last_prev) == 0)
+    end = checked_end(s->walker.raw, 0, n, s->walker.stack.cut, &last_prev);
+    if (s->torn.put_off && put_off(s, ti, ni, s->walker.raw, 0, end, last_prev) == 0)
         return PROF_TORN_LATER;
-    return chain_unchanged(s, NULL, s->walker.raw, top, end, last_prev, 0, 0, 0) ? PROF_TORN_ONE
-                                                                                 : PROF_TORN_MIXED;
+    return chain_unchanged(s, NULL, s->walker.raw, 0, end, last_prev, 0, 0, 0) ? PROF_TORN_ONE
+                                                                        : PROF_TORN_MIXED;
 }
 
 void prof_torn_forget_last(struct pys_session *s)

@@ -17,6 +17,9 @@
  * 5. 3.8-3.10 stopped as a frame is entered (tests/images/enter-3.X.img).
  * 6. The torn walk on tests/images/splice.py (3.11-3.13): two chains of
  *    equal-size frames, one a call deeper: never one chain under the other.
+ *    On tests/images/tops.py (3.11-3.15), chains with leaves of their own:
+ *    never one's leaf on the other's callers, copied in one piece paused
+ *    between them and checked by a later read at the first moment again.
  * 7. Stopped moments that checks once refused: 3.13+'s __init__ shim
  *    (init-3.X.img); 3.11 and 3.12 entering the evaluation loop
  *    from C (enterc-3.11/3.12.img).
@@ -60,6 +63,12 @@ static const struct want POS[2][6] = {
 static const struct want SPLICE[2][6] = {
     {{"a2", 24}, {"a1", 32}, {"main", 43}, {"<module>", 46}, {NULL, 0}},
     {{"spin_b", 20}, {"b2", 28}, {"b1", 36}, {"main", 42}, {"<module>", 46}},
+};
+
+/* tops.py's (3.11+): in spin_a under a2, and in spin_b under b2. */
+static const struct want TOPS[2][6] = {
+    {{"spin_a", 20}, {"a2", 28}, {"a1", 36}, {"main", 47}, {"<module>", 50}, {NULL, 0}},
+    {{"spin_b", 24}, {"b2", 32}, {"b1", 40}, {"main", 46}, {"<module>", 50}, {NULL, 0}},
 };
 
 /* The program under test: its stacks, and its file as the images name it. */
@@ -326,6 +335,11 @@ struct switcher {
     const uint64_t *watch;
     size_t nwatch;
     uint64_t watch_calls;
+    /* timed: the clock moves a nanosecond per read, and a millisecond
+     * whenever the other moment is served (the target ran on between
+     * them); else it stands still. */
+    int timed, served;
+    uint64_t now;
 };
 
 /* PYSTROBE_IMAGES_TRACE=1: print every read of the armed snapshot of the
@@ -334,13 +348,18 @@ static int trace;
 
 static int sw_pick(struct switcher *w, int advance, uint64_t addr, size_t len)
 {
-    if (!w->armed)
-        return w->first;
-    uint64_t c = advance ? w->count++ : w->count;
-    int which = c >= w->at1 && c < w->at2 ? 1 - w->first : w->first;
-    if (trace && advance)
-        print_message("      read %llu: %zu bytes at 0x%llx from %c\n", (unsigned long long)c, len,
-                      (unsigned long long)addr, "AB"[which]);
+    int which = w->first;
+    if (w->armed) {
+        uint64_t c = advance ? w->count++ : w->count;
+        which = c >= w->at1 && c < w->at2 ? 1 - w->first : w->first;
+        if (trace && advance)
+            print_message("      read %llu: %zu bytes at 0x%llx from %c\n", (unsigned long long)c,
+                          len, (unsigned long long)addr, "AB"[which]);
+    }
+    if (advance && w->timed) {
+        w->now += which != w->served ? 1000000 : 1;
+        w->served = which;
+    }
     return which;
 }
 
@@ -414,8 +433,7 @@ static int sw_write(struct mem_source *src, uint64_t addr, const void *buf, size
 
 static uint64_t sw_clock(struct mem_source *src)
 {
-    (void)src;
-    return 0;
+    return ((struct switcher *)src)->now;
 }
 
 static const struct mem_source_ops SW_OPS = {sw_read_call, sw_readv, sw_write, sw_clock};
@@ -431,6 +449,7 @@ struct run {
     size_t unit;
     int first, warm;
     int write_both; /* the moments both come after pystrobe's writes */
+    int timed;      /* the switcher's clock runs (struct switcher) */
 };
 
 struct tally {
@@ -464,6 +483,9 @@ static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t 
     w.count = 0;
     w.unit = r->unit;
     w.write_both = r->write_both;
+    w.timed = r->timed;
+    w.served = r->first;
+    w.now = 0;
     pys_session *s = NULL;
     char err[512];
     int rc = prof_session_open(&s, 0, &w.base, &p->im[r->first]->facts, &r->opt, err, sizeof err);
@@ -487,7 +509,7 @@ static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t 
             res = which_stack(t);
             if (res < 0 && known_mix(t))
                 res = -2;
-            if (res < 0 && STACK == SPLICE && stack_part(t) >= 0)
+            if (res < 0 && (STACK == SPLICE || STACK == TOPS) && stack_part(t) >= 0)
                 res = -3;
             if (res < 0 && verbose)
                 print_thread(t);
@@ -1001,14 +1023,102 @@ static void test_splice(void **state)
     assert_int_equal(mixes, 0);
 }
 
+/* Reads of the other moment in test_splice_top's A-B-A switches: a
+ * frame's first 128 bytes (code object, caller, position), by 64. */
+#define TOPS_SPAN 2
+
+/* Every A-B-A switch of run r whose other moment lasts TOPS_SPAN reads:
+ * the mixes, counted. */
+static uint64_t sweep_near(struct pair *p, const char *version, const struct run *r,
+                           struct tally *t)
+{
+    uint64_t total = 0, reads, bad = 0;
+    assert_int_equal(run_once(p, r, UINT64_MAX, UINT64_MAX, &total, 0), r->first);
+    for (uint64_t n1 = 0; n1 + TOPS_SPAN <= total; n1++) {
+        int res = run_once(p, r, n1, n1 + TOPS_SPAN, &reads, 0);
+        tally_add(t, res, reads, total);
+        if (res < 0 && res != -3) {
+            report_mix(version, r, 1, n1, n1 + TOPS_SPAN, total, p);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+/*
+ * tops.py (3.11-3.15) at two moments, in spin_a under a2 and in spin_b
+ * under b2: chains of equal-size frames with leaves of their own. A copy
+ * of the data stack paused between a2's bytes (at A) and the top frame's
+ * (at B), every read after it at A again (the program back in chain a by
+ * then), gives spin_b under a2: adjacent, a2 calling, a2 and a1 the same
+ * in the later read. Only a second read of the top frame shows that it is
+ * no callee of a2's. Every such switch, by 64 bytes, on a first snapshot
+ * (every read past the batch, checked by later reads) and on one after a
+ * batch, with and without 3.15's frame cache, must give one moment's
+ * stack, the bottom part of one (a moment the program passes through), or
+ * fail: never a leaf under the other chain's callers. The switcher's
+ * clock runs: a batch that copies both moments took the target's time
+ * between them (mem_batch_paused).
+ */
+static void test_splice_top(void **state)
+{
+    (void)state;
+    static const char *const versions[] = {"3.11", "3.12", "3.13", "3.14", "3.15"};
+    STACK = TOPS;
+    FILE_NAME = "/tmp/pystrobe-images/tops.py";
+    PROGRAM = "tops";
+    uint64_t mixes = 0;
+    for (size_t v = 0; v < sizeof versions / sizeof *versions; v++) {
+        struct pair p;
+        for (int c = 0; c < 2; c++) {
+            char path[512], err[512];
+            image_path(path, sizeof path, versions[v], c);
+            assert_int_equal(prof_image_load_file(path, &p.im[c], err, sizeof err), 0);
+            size_t n = p.im[c]->npages * MEM_PAGE_SIZE;
+            p.orig[c] = malloc(n ? n : 1);
+            assert_non_null(p.orig[c]);
+            memcpy(p.orig[c], p.im[c]->bytes, n);
+        }
+        int fcs = strcmp(versions[v], "3.15") == 0 ? 2 : 1;
+        for (int fc = 0; fc < fcs; fc++) {
+            struct tally near;
+            memset(&near, 0, sizeof near);
+            struct run r;
+            memset(&r, 0, sizeof r);
+            r.opt.frame_cache = fc;
+            r.unit = 64;
+            r.timed = 1;
+            for (r.first = 0; r.first < 2; r.first++)
+                for (r.warm = 0; r.warm <= 2; r.warm += 2)
+                    mixes += sweep_near(&p, versions[v], &r, &near);
+            print_message("tops %s, frame_cache=%d:\n", versions[v], fc);
+            tally_print("A-B-A by 64", &near);
+        }
+        for (int c = 0; c < 2; c++) {
+            prof_image_free(p.im[c]);
+            free(p.orig[c]);
+        }
+    }
+    STACK = ABA;
+    FILE_NAME = "/tmp/pystrobe-images/aba.py";
+    PROGRAM = "aba";
+    assert_int_equal(mixes, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_replay),          cmocka_unit_test(test_bad_image),
-        cmocka_unit_test(test_shape),           cmocka_unit_test(test_switch),
-        cmocka_unit_test(test_anchor_position), cmocka_unit_test(test_entering),
-        cmocka_unit_test(test_grow),            cmocka_unit_test(test_splice),
-        cmocka_unit_test(test_init_shim),       cmocka_unit_test(test_entering_from_c),
+        cmocka_unit_test(test_replay),
+        cmocka_unit_test(test_bad_image),
+        cmocka_unit_test(test_shape),
+        cmocka_unit_test(test_switch),
+        cmocka_unit_test(test_anchor_position),
+        cmocka_unit_test(test_entering),
+        cmocka_unit_test(test_grow),
+        cmocka_unit_test(test_splice),
+        cmocka_unit_test(test_init_shim),
+        cmocka_unit_test(test_entering_from_c),
+        cmocka_unit_test(test_splice_top),
         cmocka_unit_test(test_objframes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

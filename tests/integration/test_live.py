@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import pystrobe_path
+from conftest import consumer_only_once, pystrobe_path
 from targets import supported_targets
 
 WORKLOADS = Path(__file__).resolve().parent / "workloads"
@@ -63,6 +63,7 @@ class Pane:
     afterwards reports its exit status and the terminal's modes."""
 
     def __init__(self, cmd, width=120, height=40):
+        consumer_only_once()
         self.dir = tempfile.mkdtemp(prefix="pystrobe-live-")
         self.sock = os.path.join(self.dir, "tmux.sock")
         # The shell outlives a Ctrl-C typed for pystrobe (a trapped signal

@@ -391,10 +391,7 @@ def test_beside_another_profiler(spawn, reference_profiler, writer):
     cache, so that no sample pairs them wrongly."""
     target = reference_profiler
     seconds = 4
-    script = target.stage(WORKLOAD)
-    p = spawn(target.argv + ["-B", script, "leaf", str(seconds + 8), "2000"])
-    time.sleep(0.5)
-    assert p.poll() is None
+    p = start(spawn, target, "leaf", seconds + 8, 2000)
     if writer == "unwinder":
         w = spawn(target.argv + ["-c", UNWINDER_LOOP, str(p.pid), str(seconds + 4)],
                   stdout=subprocess.PIPE)
@@ -403,8 +400,14 @@ def test_beside_another_profiler(spawn, reference_profiler, writer):
         w = spawn(target.argv + ["-m", "profiling.sampling", "attach", "-r", "10khz",
                                  "-d", str(seconds + 4), "--collapsed", "-o", "/dev/null",
                                  str(p.pid)], stdout=subprocess.DEVNULL)
-        time.sleep(1.5)  # its start; a slow one only shortens the overlap
-        assert w.poll() is None
+        # Its start (imports, attach) takes a loaded machine seconds: wait
+        # until its writes are seen, within its run.
+        deadline = time.monotonic() + seconds + 30
+        while w.poll() is None and time.monotonic() < deadline:
+            _, st = stream_run(p.pid, 0.3)
+            if "other-writers 0 " not in st:
+                break
+        assert w.poll() is None, "the profiler ended before it was seen at work"
     samples, stats = stream_run(p.pid, seconds)
     m = re.search(r"other-writers (\d+) walks (\d+)", stats)
     assert m, stats
@@ -439,8 +442,7 @@ def test_beside_another_profiler(spawn, reference_profiler, writer):
 def test_stats_name_another_profiler(pystrobe, spawn, reference_profiler, tmp_path):
     """--stats counts the threads left to another profiler's anchors."""
     target = reference_profiler
-    p = spawn(target.argv + ["-B", target.stage(WORKLOAD), "leaf", "8", "2000"])
-    time.sleep(0.5)
+    p = start(spawn, target, "leaf", 8, 2000)
     w = spawn(target.argv + ["-c", UNWINDER_LOOP, str(p.pid), "6"], stdout=subprocess.PIPE)
     wait_ready(w)
     stats, _ = attach_stats(pystrobe, p.pid, "10khz", 2, tmp_path)

@@ -525,7 +525,8 @@ static void print_json(FILE *f, pys_session *s, const struct pys_snapshot *snap,
 }
 
 /* For tests: PYSTROBE_TEST_DELAY_AFTER_ATTACH_MS=N waits N ms between attach
- * and the snapshot, so a test can make the target exit in between. */
+ * and the snapshot, so a test can make the target exit in between; a line
+ * on stderr says when the wait starts. */
 static void test_delay(void)
 {
     const char *v = getenv("PYSTROBE_TEST_DELAY_AFTER_ATTACH_MS");
@@ -534,6 +535,8 @@ static void test_delay(void)
     long ms = strtol(v, NULL, 10);
     if (ms <= 0 || ms > 60000)
         return;
+    fprintf(stderr, "pystrobe: attached, waiting %ld ms (PYSTROBE_TEST_DELAY_AFTER_ATTACH_MS)\n", ms);
+    fflush(stderr);
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }

@@ -201,6 +201,14 @@ static int try_image(struct pys_session *s, const struct plat_map *map, prof_map
     if (!have_table) {
         /* 3.8-3.12: _PyRuntime by symbol, offsets from pystrobe's tables. */
         char why[200];
+        if (pi.has_section && cpy_offsets_expects_table(version)) {
+            /* A process that is starting may map the file before its data:
+             * not initialised yet, which `run` waits out. */
+            rc = PYS_E_NOTPYTHON;
+            note(v, rc, "the Python %s runtime in %s has no debug offsets yet (starting?)", ver,
+                 map->path);
+            goto out;
+        }
         if (!pi.has_runtime_sym || version == 0) {
             rc = PYS_E_VERSION;
             note(v, rc, "runs Python %s, which is not supported: %s (" SUPPORTED ")", ver,

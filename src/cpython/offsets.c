@@ -317,6 +317,12 @@ int cpy_offsets_parse(const uint8_t *buf, size_t len, struct cpy_offsets *out, c
     return 0;
 }
 
+int cpy_offsets_expects_table(uint32_t version)
+{
+    const struct cpy_layout *lay = find_layout((version >> 16) & 0xff);
+    return (version >> 24) == 3 && lay && lay->traits.debug_table;
+}
+
 int cpy_offsets_for_version(uint32_t version, struct cpy_offsets *out, char *err, size_t errlen)
 {
     struct cpy_offsets o;

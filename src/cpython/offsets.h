@@ -338,6 +338,12 @@ size_t cpy_offsets_max_table_size(void);
  */
 int cpy_offsets_for_version(uint32_t version, struct cpy_offsets *out, char *err, size_t errlen);
 
+/* 1 if version's minor is one pystrobe knows to start its runtime with
+ * _Py_DebugOffsets (3.13+), else 0. Such a runtime read without the table's
+ * cookie is one not yet in place (its file still being mapped), not a
+ * version pystrobe lacks. */
+int cpy_offsets_expects_table(uint32_t version);
+
 #define CPY_HAS(o, group, name) ((o)->group.name != CPY_ABSENT)
 
 #endif

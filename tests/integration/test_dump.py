@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_pystrobe
-from targets import python2_target, unsupported_targets
+from targets import feature_targets, python2_target, unsupported_targets
 
 FRAME_FIELDS = ["filename", "qualname", "firstlineno", "lasti",
                 "lineno", "end_lineno", "col_offset", "end_col_offset"]
@@ -288,6 +288,9 @@ def pystrobe_for_nobody(pystrobe):
         shutil.rmtree(d, ignore_errors=True)
 
 
+# Tests of how dump meets a process (rights, exit, zombie), not of how a
+# version's stacks are read: one interpreter of each frame layout.
+@pytest.mark.parametrize("target", feature_targets(), ids=repr)
 def test_permission_denied(pystrobe_for_nobody, python_sleeper, target):
     if os.geteuid() != 0:
         pytest.fail("the permission test needs root: it runs pystrobe as nobody "
@@ -325,15 +328,16 @@ def test_unsupported_python2(pystrobe, python_sleeper):
     assert len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.parametrize("target", feature_targets(), ids=repr)
 def test_exited_during_dump(pystrobe, python_sleeper, target):
     p, _ = python_sleeper(target)
     env = dict(os.environ, PYSTROBE_TEST_DELAY_AFTER_ATTACH_MS="4000")
     dumper = subprocess.Popen([str(pystrobe), "dump", str(p.pid)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        time.sleep(1.5)           # pystrobe has attached and is sleeping
-        assert dumper.poll() is None, "pystrobe did not wait after attaching: " + \
-            dumper.stderr.read().decode(errors="replace")
+        # Once pystrobe says it has attached and waits, the target goes.
+        said = dumper.stderr.readline().decode(errors="replace")
+        assert "attached, waiting" in said, "pystrobe did not wait after attaching: " + said
         p.kill()
         p.wait()
         out, err = dumper.communicate(timeout=60)
@@ -360,6 +364,7 @@ def _state(pid):
         return f.read().rsplit(")", 1)[1].split()[0]
 
 
+@pytest.mark.parametrize("target", feature_targets(), ids=repr)
 def test_zombie(pystrobe, python_sleeper, target):
     parent, line = python_sleeper(target, ZOMBIE_PARENT)
     child = int(line)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import consumer_only_once
 from targets import ROOT
 
 BUILD = Path(os.environ.get("PYSTROBE_BUILD", ROOT / "build"))
@@ -71,6 +72,7 @@ def render(tool, out, stacks, title=None):
 
 def chromium(page, workdir, *extra):
     """Load page headless; return (stdout, stderr) as text."""
+    consumer_only_once()
     profile_dir = Path(workdir) / "chromium-profile"
     profile_dir.mkdir(exist_ok=True)
     cmd = [chromium_binary(), "--headless", "--no-sandbox", "--disable-gpu",

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import consumer_only_once
 from format_runs import SplitRun, note_split, rtarget, rwork  # noqa: F401 (fixtures)
 from test_outputs import STACKS, many_stacks
 from test_sampling import def_line, load_collapsed
@@ -25,6 +26,7 @@ GO_TIMEOUT = 120  # seconds for one `go tool pprof`
 
 @pytest.fixture(scope="session")
 def go():
+    consumer_only_once()
     path = shutil.which("go")
     if path is None:
         pytest.fail("go not found: install Debian's golang-go (scripts/install-deps.sh)",

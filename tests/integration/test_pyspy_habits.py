@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_pystrobe, wait_ready
+from conftest import consumer_only_once, run_pystrobe, wait_ready
 from targets import ROOT, all_targets
 
 WORKLOAD = ROOT / "tests" / "integration" / "workloads" / "habits.py"
@@ -228,6 +228,7 @@ def check_trace_structure(doc):
 def chromium_url(url, workdir):
     """test_flamegraph's headless Chromium, on a URL (speedscope takes its
     profile from the URL's fragment): (DOM, stderr)."""
+    consumer_only_once()
     from test_flamegraph import CHROMIUM_TIMEOUT, chromium_binary
     profile_dir = Path(workdir) / "chromium-profile"
     profile_dir.mkdir(exist_ok=True)

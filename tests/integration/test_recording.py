@@ -14,7 +14,7 @@ import time
 import pytest
 
 import recording_format
-from conftest import run_pystrobe, wait_ready
+from conftest import consumer_only_once, run_pystrobe, wait_ready
 from targets import ROOT, supported_targets
 
 WORKLOADS = ROOT / "tests" / "integration" / "workloads"
@@ -508,6 +508,7 @@ class ProfilerCli:
 
 @pytest.fixture
 def profiler_cli(tmp_path):
+    consumer_only_once()
     if not PROFILER_CLI.exists():
         pytest.fail(f"{PROFILER_CLI} missing: run scripts/install-deps.sh", pytrace=False)
     cli = ProfilerCli(tmp_path / "sessions")

@@ -5,14 +5,11 @@ A walk must then fail (and be retried), never drop a frame that is there.
 The workload switches between two call chains every microsecond or so
 (cache_aba.py with a 10-step leaf), so that many reads catch the stack as it
 changes. Samples come in time order from tests/tools/sample_stream."""
-import itertools
-import re
-import time
 
 import pytest
 
 from targets import supported_targets
-from test_framecache import WORKLOAD, attach_stats, names, stream
+from test_framecache import names, start, steady_costs, stream
 
 CHAINS = (["<module>", "main", "chain_a", "a1", "a2", "spin"],
           ["<module>", "main", "chain_b", "b1", "b2", "spin"])
@@ -23,14 +20,8 @@ TARGETS = [t for t in supported_targets() if t.version >= (3, 11)]
 
 @pytest.mark.parametrize("target", TARGETS, ids=repr)
 def test_no_frame_lost_while_the_stack_changes(spawn, target):
-    p = spawn(target.argv + ["-B", target.stage(WORKLOAD), "aba", "6", "10"])
-    time.sleep(0.5)
-    assert p.poll() is None
+    p = start(spawn, target, "aba", 6, 10)
     samples, _ = stream(p.pid, 1.5)
-    # From the workload's first sample on (a busy machine can leave the
-    # interpreter still starting up after the sleep).
-    samples = list(itertools.dropwhile(
-        lambda smp: names(smp[2])[:3] not in (CHAINS[0][:3], CHAINS[1][:3]), samples))
     seen = set()
     for n, tid, stack in samples:
         got = names(stack)
@@ -52,11 +43,7 @@ def test_stack_at_rest_needs_no_second_read(pystrobe, spawn, target, tmp_path):
     checked from the second copies the snapshot's batched read ends with:
     one system call per sample. Checked by reading again, as each walk and
     each snapshot's code objects were before, it took two or three."""
-    p = spawn(target.argv + ["-B", target.stage(WORKLOAD), "hold", "10"])
-    time.sleep(0.5)
-    assert p.poll() is None
-    stats, stacks = attach_stats(pystrobe, p.pid, "1khz", 1, tmp_path)
-    m = re.search(r"memory reads: +\d+ system calls \(([\d.]+) per sample", stats)
-    assert m, stats
-    assert float(m.group(1)) < 1.5, stats
+    p = start(spawn, target, "hold", 10)
+    per_sample, _, stats, stacks = steady_costs(pystrobe, p.pid, tmp_path)
+    assert per_sample < 1.5, (per_sample, stats)
     assert "hold" in stacks

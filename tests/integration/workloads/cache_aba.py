@@ -14,6 +14,7 @@ its leaf spinning until the end, 80 deep).
 Usage: cache_aba.py aba|leaf|lines|next|deep|hold SECONDS [SPIN]
 SPIN (default 2000) is the leaf's loop count: a small one makes the two
 chains take turns so fast that many reads catch the stack as it changes.
+It prints "ready" once it is in its mode's loop ("hold": at its leaf).
 """
 import sys
 import time
@@ -99,6 +100,7 @@ def recurse(depth):
 
 def hold(depth, end):
     if depth == 0:
+        print("ready", flush=True)  # inline: no frame of its own to be sampled
         while time.time() < end:
             spin(SPIN)
         return 0
@@ -135,6 +137,8 @@ def from_c(end):
 def main():
     mode, seconds = sys.argv[1], float(sys.argv[2])
     end = time.time() + seconds
+    if mode != "hold":
+        print("ready", flush=True)
     if mode == "aba":
         while time.time() < end:
             chain_a()

@@ -307,7 +307,11 @@ def test_unwinding_stack_seldom_fails(pystrobe, spawn, target15, tmp_path):
     # cache is used throughout; a build that samples slower (the sanitizers,
     # a loaded machine) sees it move between samples, and the cache may rest
     # (snapshot.c, fcache_on): its walks are then the plain ones.
-    assert int(m2.group(2)) > 1000 or "frame cache rests" in stats, stats
+    # A share of the samples, not a count: the sanitizers on a loaded
+    # machine take a few thousand samples in the run, not twenty thousand.
+    n = re.search(r"Captured (\d+) samples", stats)
+    assert n, stats
+    assert int(m2.group(2)) > int(n.group(1)) // 10 or "frame cache rests" in stats, stats
     assert float(m.group(2)) < 1.0, stats
 
 

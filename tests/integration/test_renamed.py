@@ -240,14 +240,14 @@ def test_attach_renamed(pystrobe, renamed, tmp_path):
 def test_renamed_unsupported(pystrobe, tmp_path):
     """A renamed Python that is too old is named with its version, and the
     message names the executable."""
-    target, _ = pyenv_as_myapp("3.7.16", tmp_path)
+    target, _ = pyenv_as_myapp("3.6.15", tmp_path)
     p = target.popen(["-c", "import time; print('ready', flush=True); time.sleep(600)"],
                      stdout=subprocess.PIPE)
     try:
         assert wait_ready(p) == "ready"
         err = assert_error(run_pystrobe(pystrobe, "dump", p.pid), EXIT_UNSUPPORTED,
                            f"process {p.pid}", "not supported", str(tmp_path / "bin" / "myapp"))
-        assert "Python 3.7.16" in err, err
+        assert "Python 3.6.15" in err, err
     finally:
         p.kill()
         p.wait()

@@ -266,15 +266,15 @@ static void child_name(const char *path, const char *ext, int pid, char *buf, si
 /* Where target pid's profile goes beside the main one: -o's name with
  * _PID before its extension (the format's, else the last dot's); no -o:
  * the format's default name (pstats: a file, the main table being on
- * stdout). NULL: the default name. */
+ * stdout; none under the live view). NULL: the default name, or none. */
 static const char *child_path(const struct rec *r, int pid, char *buf, size_t n)
 {
     static const char *const ext[] = {".pstats", ".txt",  ".html",  ".speedscope.json",
                                       ".pb.gz",  "",      ".jsonl", ".json",
                                       ".svg",    ".json", ".html"};
     if (!r->output) {
-        if (r->format != FMT_PSTATS)
-            return NULL;
+        if (r->format != FMT_PSTATS || r->live)
+            return NULL; /* the live view writes a profile only when given -o */
         snprintf(buf, n, "profile_%d.pstats", pid);
         return buf;
     }

@@ -70,8 +70,10 @@ class Pane:
         # is not inherited as ignored).
         shell = (f"trap : INT; {cmd}; echo LIVE-EXIT=$?; stty -a | tr '\\n' ' '; echo; "
                  f"echo STTY-DONE; sleep 600")
+        # The command runs in the pane's own directory: whatever it writes
+        # by default lands there.
         self.tmux("new-session", "-d", "-s", "live", "-x", str(width), "-y", str(height),
-                  "sh", "-c", shell)
+                  "-c", self.dir, "sh", "-c", shell)
         # The window follows its size, not a client's (there is none).
         self.tmux("set-option", "-t", "live", "window-size", "manual", check=False)
 
@@ -632,3 +634,5 @@ def test_live_subprocesses(pane_factory, pystrobe, tmp_path):
     assert re.search(r"\schild_subprocess\s", s) and re.search(r"\sparent_before\s", s), s
     p.keys("q")
     assert restored(p)[0] == 0
+    # Without -o the live view writes no profile, the children's neither.
+    assert not [f for f in os.listdir(p.dir) if f.startswith("profile")], os.listdir(p.dir)

@@ -443,6 +443,32 @@ struct pair {
     uint8_t *orig[2];
 };
 
+/* Load program's two moments of version (image_path's names) into p, and
+ * keep their bytes as loaded: a run's writes are undone from them. */
+static void pair_load(struct pair *p, const char *program, const char *version)
+{
+    const char *saved = PROGRAM;
+    PROGRAM = program;
+    for (int c = 0; c < 2; c++) {
+        char path[512], err[512];
+        image_path(path, sizeof path, version, c);
+        assert_int_equal(prof_image_load_file(path, &p->im[c], err, sizeof err), 0);
+        size_t n = p->im[c]->npages * MEM_PAGE_SIZE;
+        p->orig[c] = malloc(n ? n : 1);
+        assert_non_null(p->orig[c]);
+        memcpy(p->orig[c], p->im[c]->bytes, n);
+    }
+    PROGRAM = saved;
+}
+
+static void pair_free(struct pair *p)
+{
+    for (int c = 0; c < 2; c++) {
+        prof_image_free(p->im[c]);
+        free(p->orig[c]);
+    }
+}
+
 /* One way of disturbing a snapshot. */
 struct run {
     struct pys_options opt;
@@ -610,15 +636,7 @@ static void test_switch(void **state)
     uint64_t mixes = 0, known = 0;
     for (size_t v = 0; v < NVERSIONS; v++) {
         struct pair p;
-        for (int c = 0; c < 2; c++) {
-            char path[512], err[512];
-            image_path(path, sizeof path, VERSIONS[v], c);
-            assert_int_equal(prof_image_load_file(path, &p.im[c], err, sizeof err), 0);
-            size_t n = p.im[c]->npages * MEM_PAGE_SIZE;
-            p.orig[c] = malloc(n ? n : 1);
-            assert_non_null(p.orig[c]);
-            memcpy(p.orig[c], p.im[c]->bytes, n);
-        }
+        pair_load(&p, PROGRAM, VERSIONS[v]);
         /* The frame cache exists from 3.15 on. */
         int fcs = strcmp(VERSIONS[v], "3.15") == 0 ? 2 : 1;
         for (int fc = 0; fc < fcs; fc++) {
@@ -648,10 +666,7 @@ static void test_switch(void **state)
             tally_print("by 64 bytes", &fine);
             known += once.known + twice.known + fine.known;
         }
-        for (int c = 0; c < 2; c++) {
-            prof_image_free(p.im[c]);
-            free(p.orig[c]);
-        }
+        pair_free(&p);
     }
     assert_int_equal(mixes, 0);
     /* An expected failure must still fail (see known_mix). */
@@ -676,15 +691,7 @@ static void test_anchor_position(void **state)
     FILE_NAME = "/tmp/pystrobe-images/pos.py";
     PROGRAM = "pos";
     struct pair p;
-    for (int c = 0; c < 2; c++) {
-        char path[512], err[512];
-        image_path(path, sizeof path, "3.15", c);
-        assert_int_equal(prof_image_load_file(path, &p.im[c], err, sizeof err), 0);
-        size_t n = p.im[c]->npages * MEM_PAGE_SIZE;
-        p.orig[c] = malloc(n ? n : 1);
-        assert_non_null(p.orig[c]);
-        memcpy(p.orig[c], p.im[c]->bytes, n);
-    }
+    pair_load(&p, PROGRAM, "3.15");
     struct tally once, twice, fine;
     memset(&once, 0, sizeof once);
     memset(&twice, 0, sizeof twice);
@@ -707,10 +714,7 @@ static void test_anchor_position(void **state)
     tally_print("one switch ", &once);
     tally_print("A-B-A      ", &twice);
     tally_print("by 64 bytes", &fine);
-    for (int c = 0; c < 2; c++) {
-        prof_image_free(p.im[c]);
-        free(p.orig[c]);
-    }
+    pair_free(&p);
     STACK = ABA;
     FILE_NAME = "/tmp/pystrobe-images/aba.py";
     PROGRAM = "aba";
@@ -853,13 +857,7 @@ static void test_grow(void **state)
     static const char *const versions[] = {"3.12", "3.14"};
     for (size_t v = 0; v < sizeof versions / sizeof *versions; v++) {
         struct pair p;
-        for (int c = 0; c < 2; c++) {
-            char path[512], err[512];
-            const char *dir = getenv("PYSTROBE_IMAGES");
-            snprintf(path, sizeof path, "%s/grow-%s-%c.img", dir && *dir ? dir : "tests/images",
-                     versions[v], "ab"[c]);
-            assert_int_equal(prof_image_load_file(path, &p.im[c], err, sizeof err), 0);
-        }
+        pair_load(&p, "grow", versions[v]);
         struct switcher w;
         memset(&w, 0, sizeof w);
         for (int c = 0; c < 2; c++)
@@ -895,8 +893,7 @@ static void test_grow(void **state)
                           (unsigned long long)w.calls_in);
         assert_int_equal(w.calls_in, 1);
         pys_session_free(s);
-        for (int c = 0; c < 2; c++)
-            prof_image_free(p.im[c]);
+        pair_free(&p);
     }
 }
 
@@ -917,13 +914,7 @@ static void test_objframes(void **state)
     FILE_NAME = "/tmp/pystrobe-images/aba.py";
     for (size_t v = 0; v < sizeof versions / sizeof *versions; v++) {
         struct pair p;
-        for (int c = 0; c < 2; c++) {
-            char path[512], err[512];
-            const char *dir = getenv("PYSTROBE_IMAGES");
-            snprintf(path, sizeof path, "%s/aba-%s-%c.img", dir && *dir ? dir : "tests/images",
-                     versions[v], "ab"[c]);
-            assert_int_equal(prof_image_load_file(path, &p.im[c], err, sizeof err), 0);
-        }
+        pair_load(&p, "aba", versions[v]);
         struct switcher w;
         memset(&w, 0, sizeof w);
         for (int c = 0; c < 2; c++)
@@ -957,8 +948,7 @@ static void test_objframes(void **state)
                           (unsigned long long)w.watch_calls);
         assert_int_equal(w.watch_calls, 1);
         pys_session_free(s);
-        for (int c = 0; c < 2; c++)
-            prof_image_free(p.im[c]);
+        pair_free(&p);
     }
 }
 
@@ -985,15 +975,7 @@ static void test_splice(void **state)
     uint64_t mixes = 0;
     for (size_t v = 0; v < sizeof versions / sizeof *versions; v++) {
         struct pair p;
-        for (int c = 0; c < 2; c++) {
-            char path[512], err[512];
-            image_path(path, sizeof path, versions[v], c);
-            assert_int_equal(prof_image_load_file(path, &p.im[c], err, sizeof err), 0);
-            size_t n = p.im[c]->npages * MEM_PAGE_SIZE;
-            p.orig[c] = malloc(n ? n : 1);
-            assert_non_null(p.orig[c]);
-            memcpy(p.orig[c], p.im[c]->bytes, n);
-        }
+        pair_load(&p, PROGRAM, versions[v]);
         struct tally once, twice, fine;
         memset(&once, 0, sizeof once);
         memset(&twice, 0, sizeof twice);
@@ -1012,10 +994,7 @@ static void test_splice(void **state)
         tally_print("one switch ", &once);
         tally_print("A-B-A      ", &twice);
         tally_print("by 64 bytes", &fine);
-        for (int c = 0; c < 2; c++) {
-            prof_image_free(p.im[c]);
-            free(p.orig[c]);
-        }
+        pair_free(&p);
     }
     STACK = ABA;
     FILE_NAME = "/tmp/pystrobe-images/aba.py";
@@ -1070,15 +1049,7 @@ static void test_splice_top(void **state)
     uint64_t mixes = 0;
     for (size_t v = 0; v < sizeof versions / sizeof *versions; v++) {
         struct pair p;
-        for (int c = 0; c < 2; c++) {
-            char path[512], err[512];
-            image_path(path, sizeof path, versions[v], c);
-            assert_int_equal(prof_image_load_file(path, &p.im[c], err, sizeof err), 0);
-            size_t n = p.im[c]->npages * MEM_PAGE_SIZE;
-            p.orig[c] = malloc(n ? n : 1);
-            assert_non_null(p.orig[c]);
-            memcpy(p.orig[c], p.im[c]->bytes, n);
-        }
+        pair_load(&p, PROGRAM, versions[v]);
         int fcs = strcmp(versions[v], "3.15") == 0 ? 2 : 1;
         for (int fc = 0; fc < fcs; fc++) {
             struct tally near;
@@ -1094,10 +1065,7 @@ static void test_splice_top(void **state)
             print_message("tops %s, frame_cache=%d:\n", versions[v], fc);
             tally_print("A-B-A by 64", &near);
         }
-        for (int c = 0; c < 2; c++) {
-            prof_image_free(p.im[c]);
-            free(p.orig[c]);
-        }
+        pair_free(&p);
     }
     STACK = ABA;
     FILE_NAME = "/tmp/pystrobe-images/aba.py";

@@ -14,6 +14,7 @@
 #include "cpython/cpython.h"
 #include "mem/mem.h"
 #include "platform/platform.h"
+#include "util/array.h"
 #include "util/hashtab.h"
 
 /* --- interned strings (intern.c) ---------------------------------------- */
@@ -602,9 +603,6 @@ struct pys_session {
     struct prof_results res;
     struct pys_snapshot snap;
 };
-
-/* Grow *v (of elem-sized items, *cap of them) to hold need. */
-int prof_reserve(void **v, size_t *cap, size_t need, size_t elem);
 
 /* --- idle threads (idle.c) ----------------------------------------------- */
 

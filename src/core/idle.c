@@ -128,7 +128,7 @@ int prof_idle_copy_thread(struct pys_session *s, size_t i, size_t ti)
 {
     const struct pys_thread *from = &s->prev.threads[i];
     size_t start = s->prev.thread_frame_start[i];
-    int rc = prof_reserve((void **)&s->res.frames, &s->res.frames_cap,
+    int rc = util_array_reserve((void **)&s->res.frames, &s->res.frames_cap,
                           s->res.nframes + from->nframes, sizeof *s->res.frames);
     if (rc < 0)
         return rc;

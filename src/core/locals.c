@@ -52,7 +52,7 @@ void prof_locals_free(struct prof_locals *l)
 int prof_locals_note(struct pys_session *s, size_t i, uint64_t addr, uint64_t code)
 {
     struct prof_locals *l = s->locals;
-    int rc = prof_reserve((void **)&l->src, &l->src_cap, i + 1, sizeof *l->src);
+    int rc = util_array_reserve((void **)&l->src, &l->src_cap, i + 1, sizeof *l->src);
     if (rc < 0)
         return rc;
     l->src[i] = (struct frame_src){addr, code};

@@ -131,7 +131,7 @@ int prof_native_note_shim(struct pys_session *s, uint64_t addr)
     /* Those of a walk that failed (its frames dropped) go too. */
     while (n->nshims > 0 && n->shims[n->nshims - 1].at > s->res.nframes)
         n->nshims--;
-    int rc = prof_reserve((void **)&n->shims, &n->shims_cap, n->nshims + 1, sizeof *n->shims);
+    int rc = util_array_reserve((void **)&n->shims, &n->shims_cap, n->nshims + 1, sizeof *n->shims);
     if (rc == 0)
         n->shims[n->nshims++] = (struct shim){s->res.nframes, addr};
     return rc;
@@ -222,9 +222,10 @@ static const struct sym_entry *lookup(struct pys_session *s, uint64_t pc)
 static int push(struct pys_session *s, const struct pys_frame *f)
 {
     struct prof_native *n = s->native;
-    int rc = prof_reserve((void **)&n->frames, &n->cap, n->nframes + 1, sizeof *n->frames);
+    int rc = util_array_reserve((void **)&n->frames, &n->cap, n->nframes + 1, sizeof *n->frames);
     if (rc == 0)
-        rc = prof_reserve((void **)&n->origin, &n->origin_cap, n->nframes + 1, sizeof *n->origin);
+        rc = util_array_reserve((void **)&n->origin, &n->origin_cap, n->nframes + 1,
+                                sizeof *n->origin);
     if (rc < 0)
         return rc;
     int in_res = s->res.frames && f >= s->res.frames && f < s->res.frames + s->res.nframes;
@@ -333,7 +334,8 @@ int prof_native_snapshot(struct pys_session *s)
                          s->pid, rc == PYS_E_INVAL ? ": not built with native stacks" : "");
         }
     }
-    int rc = prof_reserve((void **)&n->start, &n->start_cap, s->res.nthreads + 1, sizeof *n->start);
+    int rc = util_array_reserve((void **)&n->start, &n->start_cap, s->res.nthreads + 1,
+                                sizeof *n->start);
     if (rc < 0)
         return rc;
     n->nframes = 0;

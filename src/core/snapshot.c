@@ -27,11 +27,6 @@
  * span stays in the batched read's plan after it was last read). */
 #define LONE_INTERP_SNAPSHOTS 16u
 
-int prof_reserve(void **v, size_t *cap, size_t need, size_t elem)
-{
-    return util_array_reserve(v, cap, need, elem);
-}
-
 void prof_results_release(struct prof_results *r)
 {
     free(r->interps);
@@ -46,7 +41,7 @@ void prof_results_release(struct prof_results *r)
 static int reserve_threads(struct pys_session *s, size_t need)
 {
     size_t cap = s->res.threads_cap;
-    int rc = prof_reserve((void **)&s->res.threads, &cap, need, sizeof *s->res.threads);
+    int rc = util_array_reserve((void **)&s->res.threads, &cap, need, sizeof *s->res.threads);
     if (rc == 0 && cap != s->res.threads_cap) {
         size_t *st = realloc(s->res.thread_frame_start, cap * sizeof *st);
         if (st)
@@ -116,7 +111,7 @@ static int note_codes(struct pys_session *s, const struct prof_walk *w,
 {
     struct prof_named_codes *nc = &s->named;
     size_t end = nraw < w->tail_start ? nraw : w->tail_start, n = nc->n;
-    int rc = prof_reserve((void **)&nc->addrs, &nc->cap, n + end, sizeof *nc->addrs);
+    int rc = util_array_reserve((void **)&nc->addrs, &nc->cap, n + end, sizeof *nc->addrs);
     if (rc < 0)
         return rc;
     for (size_t i = 0; i < end; i++)
@@ -254,7 +249,7 @@ static int resolve_frames(struct pys_session *s, const struct prof_walk *w,
     /* At most one marker per raw frame, plus one at the bottom (a cut
      * chain's <truncated>, after a <native> that stands for shims among the
      * raw frames). */
-    int rc = prof_reserve((void **)&s->res.frames, &s->res.frames_cap,
+    int rc = util_array_reserve((void **)&s->res.frames, &s->res.frames_cap,
                           s->res.nframes + 2 * nraw + 1, sizeof *s->res.frames);
     if (rc < 0)
         return rc;
@@ -818,15 +813,15 @@ static int snapshot_try(struct pys_session *s, int tries)
             return prof_fail(s, PYS_E_TOODEEP, "more than %d interpreters", CPY_MAX_INTERPS);
         if ((rc = cpy_interp_read(&s->mem, &s->off, s->runtime, iaddr, &in)) < 0)
             return rc;
-        if ((rc = prof_reserve((void **)&s->res.seen_interps, &s->res.seen_interps_cap, ni + 1,
-                               sizeof *s->res.seen_interps)) < 0)
+        if ((rc = util_array_reserve((void **)&s->res.seen_interps, &s->res.seen_interps_cap,
+                                     ni + 1, sizeof *s->res.seen_interps)) < 0)
             return rc;
         s->res.seen_interps[ni] = in;
         if (ni == 0 && s->first.lone == 0)
             s->first.lone = in.next == 0 && in_runtime(s, head) ? head : 0;
         check_code_generation(s, ni, &in);
-        if ((rc = prof_reserve((void **)&s->res.interps, &s->res.interps_cap, s->res.ninterps + 1,
-                               sizeof *s->res.interps)) < 0)
+        if ((rc = util_array_reserve((void **)&s->res.interps, &s->res.interps_cap,
+                                     s->res.ninterps + 1, sizeof *s->res.interps)) < 0)
             return rc;
         struct pys_interp *pi = &s->res.interps[s->res.ninterps++];
         pi->id = in.id;

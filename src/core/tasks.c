@@ -328,7 +328,7 @@ static int find_table(struct pys_tasks *t)
 static int note_masked(struct pys_tasks *t, uint64_t addr, uint64_t value, uint8_t len,
                        uint64_t mask)
 {
-    int rc = prof_reserve((void **)&t->chk, &t->chk_cap, t->nchk + 1, sizeof *t->chk);
+    int rc = util_array_reserve((void **)&t->chk, &t->chk_cap, t->nchk + 1, sizeof *t->chk);
     if (rc < 0)
         return rc;
     if (len == 1)
@@ -369,7 +369,8 @@ static long find_task(const struct pys_tasks *t, uint64_t addr)
 
 static struct pys_frame *new_frame(struct pys_tasks *t)
 {
-    if (prof_reserve((void **)&t->frames, &t->frames_cap, t->nframes + 1, sizeof *t->frames) < 0)
+    if (util_array_reserve((void **)&t->frames, &t->frames_cap, t->nframes + 1, sizeof *t->frames) <
+        0)
         return NULL;
     return &t->frames[t->nframes++];
 }
@@ -482,7 +483,8 @@ static int add_chain(struct pys_tasks *t, uint64_t coro)
     while (coro) {
         if (n >= CHAIN_HARD_MAX)
             return tfail(t, PYS_E_TOODEEP, "a coroutine chain longer than %d", CHAIN_HARD_MAX);
-        if ((rc = prof_reserve((void **)&t->chain, &t->chain_cap, n + 1, sizeof *t->chain)) < 0)
+        if ((rc = util_array_reserve((void **)&t->chain, &t->chain_cap, n + 1, sizeof *t->chain)) <
+            0)
             return rc;
         struct cpy_coro *c = &t->chain[n];
         if ((rc = cpy_coro_read(&t->mem, o, &t->ao, coro, c)) < 0)
@@ -585,9 +587,9 @@ static int add_task(struct pys_tasks *t, uint64_t addr, const struct cpy_thread 
     int rc;
     if (t->ntasks >= t->opt.max_tasks)
         return tfail(t, PYS_E_TOODEEP, "more than %zu tasks", t->opt.max_tasks);
-    if ((rc = prof_reserve((void **)&t->tasks, &t->tasks_cap, t->ntasks + 1, sizeof *t->tasks)) <
-            0 ||
-        (rc = prof_reserve((void **)&t->ix, &t->ix_cap, t->ntasks + 1, sizeof *t->ix)) < 0)
+    if ((rc = util_array_reserve((void **)&t->tasks, &t->tasks_cap, t->ntasks + 1,
+                                 sizeof *t->tasks)) < 0 ||
+        (rc = util_array_reserve((void **)&t->ix, &t->ix_cap, t->ntasks + 1, sizeof *t->ix)) < 0)
         return rc;
     if ((rc = cpy_task_read(&t->mem, ao, addr, &task)) < 0)
         return tfail(t, rc, "task at 0x%llx unreadable", (unsigned long long)addr);
@@ -645,7 +647,7 @@ static int add_task(struct pys_tasks *t, uint64_t addr, const struct cpy_thread 
         } else {
             t->keys[0] = task.awaited_by;
         }
-        if ((rc = prof_reserve((void **)&t->awaiters, &t->awaiters_cap, t->nawaiters + n,
+        if ((rc = util_array_reserve((void **)&t->awaiters, &t->awaiters_cap, t->nawaiters + n,
                                sizeof *t->awaiters)) < 0)
             return rc;
         memcpy(t->awaiters + t->nawaiters, t->keys, n * sizeof *t->keys);
@@ -668,10 +670,10 @@ static int add_task(struct pys_tasks *t, uint64_t addr, const struct cpy_thread 
 static int new_list(struct pys_tasks *t, int64_t interp, uint64_t native_id, uint64_t tstate)
 {
     int rc;
-    if ((rc = prof_reserve((void **)&t->lists, &t->lists_cap, t->nlists + 1, sizeof *t->lists)) <
-            0 ||
-        (rc = prof_reserve((void **)&t->list_task0, &t->list_task0_cap, t->nlists + 1,
-                           sizeof *t->list_task0)) < 0)
+    if ((rc = util_array_reserve((void **)&t->lists, &t->lists_cap, t->nlists + 1,
+                                 sizeof *t->lists)) < 0 ||
+        (rc = util_array_reserve((void **)&t->list_task0, &t->list_task0_cap, t->nlists + 1,
+                                 sizeof *t->list_task0)) < 0)
         return rc;
     struct pys_task_list *l = &t->lists[t->nlists];
     memset(l, 0, sizeof *l);
@@ -861,8 +863,8 @@ static int verify(struct pys_tasks *t)
     int rc;
     if (t->nchk == 0)
         return 1;
-    if ((rc = prof_reserve((void **)&t->segs, &t->segs_cap, t->nchk, sizeof *t->segs)) < 0 ||
-        (rc = prof_reserve((void **)&t->got, &t->got_cap, t->nchk, sizeof *t->got)) < 0)
+    if ((rc = util_array_reserve((void **)&t->segs, &t->segs_cap, t->nchk, sizeof *t->segs)) < 0 ||
+        (rc = util_array_reserve((void **)&t->got, &t->got_cap, t->nchk, sizeof *t->got)) < 0)
         return rc;
     for (size_t i = 0; i < t->nchk; i++) {
         t->got[i] = 0;

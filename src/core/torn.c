@@ -524,12 +524,14 @@ static int put_off(struct pys_session *s, size_t ti, size_t ni, const struct cpy
     uint64_t po;
     size_t pw = cpy_frame_pos_field(&s->off, &po);
     size_t first = tn->nchk, need = tn->nchk + 3 * (k - from);
-    int rc = prof_reserve((void **)&tn->chk_segs, &tn->chk_segs_cap, need, sizeof *tn->chk_segs);
+    int rc =
+        util_array_reserve((void **)&tn->chk_segs, &tn->chk_segs_cap, need, sizeof *tn->chk_segs);
     if (rc == 0)
-        rc = prof_reserve((void **)&tn->chk_vals, &tn->chk_vals_cap, need, sizeof *tn->chk_vals);
+        rc = util_array_reserve((void **)&tn->chk_vals, &tn->chk_vals_cap, need,
+                                sizeof *tn->chk_vals);
     if (rc == 0)
-        rc = prof_reserve((void **)&tn->chk_walks, &tn->chk_walks_cap, tn->nchk_walks + 1,
-                          sizeof *tn->chk_walks);
+        rc = util_array_reserve((void **)&tn->chk_walks, &tn->chk_walks_cap, tn->nchk_walks + 1,
+                                sizeof *tn->chk_walks);
     if (rc < 0)
         return rc;
     for (size_t i = from; i < k; i++) {

@@ -46,7 +46,7 @@ static int on_sample(void *ctx, const struct out_rec_sample *s)
         for (size_t k = 0; k < t->nframes; k++) {
             const struct pys_frame *f = &t->frames[k];
             check(f->filename && f->qualname);
-            check(f->kind >= 0 && f->kind <= PYS_FRAME_TRUNCATED);
+            check(f->kind >= 0 && f->kind <= PYS_FRAME_PROCESS);
             sink_len += strlen(f->filename) + strlen(f->qualname);
         }
     }

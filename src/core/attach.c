@@ -134,6 +134,64 @@ static int check_runtime(struct pys_session *s, uint64_t runtime, const char *pa
     return 0;
 }
 
+/* 3.13+: the runtime at addr starts with _Py_DebugOffsets; parse them
+ * into s->off. 0 when they describe a supported version, PYS_E_NOTPYTHON
+ * when they are no table (the caller tries the symbol), else an error
+ * (noted in v where it says more than its code). */
+static int offsets_from_table(struct pys_session *s, const struct plat_map *map, uint64_t addr,
+                              uint64_t section_size, const char *ver, struct verdict *v)
+{
+    size_t want = cpy_offsets_max_table_size();
+    if (want > section_size)
+        want = (size_t)section_size;
+    uint8_t *table = malloc(want);
+    if (!table)
+        return PYS_E_NOMEM;
+    int rc = mem_read(&s->mem, addr, table, want);
+    if (rc < 0) {
+        if (rc != PYS_E_EXITED && rc != PYS_E_PERM)
+            note(v, PYS_E_NOTPYTHON, "cannot read the runtime of %s at 0x%llx", map->path,
+                 (unsigned long long)addr);
+        free(table);
+        return rc;
+    }
+    char why[200];
+    rc = cpy_offsets_parse(table, want, &s->off, why, sizeof why);
+    free(table);
+    if (rc == PYS_E_VERSION)
+        note(v, rc, "runs Python %s: %s (" SUPPORTED ")", ver, why);
+    else if (rc < 0 && rc != PYS_E_NOTPYTHON)
+        note(v, rc, "%s: %s", map->path, why);
+    return rc;
+}
+
+/* 3.8-3.12: _PyRuntime by symbol, offsets from pystrobe's tables, into
+ * s->off; an error is noted in v. */
+static int offsets_from_symbol(struct pys_session *s, const struct plat_map *map,
+                               const struct prof_probe *pi, uint32_t version, const char *ver,
+                               struct verdict *v)
+{
+    char why[200];
+    if (pi->has_section && cpy_offsets_expects_table(version)) {
+        /* A process that is starting may map the file before its data:
+         * not initialised yet, which `run` waits out. */
+        note(v, PYS_E_NOTPYTHON, "the Python %s runtime in %s has no debug offsets yet (starting?)",
+             ver, map->path);
+        return PYS_E_NOTPYTHON;
+    }
+    if (!pi->has_runtime_sym || version == 0) {
+        note(v, PYS_E_VERSION, "runs Python %s, which is not supported: %s (" SUPPORTED ")", ver,
+             version ? unsupported_why(version) : "its version could not be read");
+        return PYS_E_VERSION;
+    }
+    if (cpy_offsets_for_version(version, &s->off, why, sizeof why) < 0) {
+        note(v, PYS_E_VERSION, "runs Python %s, which is not supported: %s (" SUPPORTED ")", ver,
+             unsupported_why(version));
+        return PYS_E_VERSION;
+    }
+    return 0;
+}
+
 /* Try one image; 0 if it holds the runtime (and s is filled), else a code:
  * PYS_E_NOTPYTHON for a file that is not CPython (nothing noted: a process
  * maps many such files) or whose runtime is unusable (the reason noted in
@@ -143,7 +201,6 @@ static int try_image(struct pys_session *s, const struct plat_map *map, prof_map
 {
     struct bin_image *img = NULL;
     struct prof_probe pi;
-    uint8_t *table = NULL;
     uint64_t value;
     int fd = -1, rc;
 
@@ -171,58 +228,16 @@ static int try_image(struct pys_session *s, const struct plat_map *map, prof_map
     uint64_t runtime = 0;
     int have_table = 0;
     if (pi.has_section) {
-        /* 3.13+: the runtime starts with _Py_DebugOffsets. */
-        size_t want = cpy_offsets_max_table_size();
-        if (want > pi.section_size)
-            want = (size_t)pi.section_size;
-        table = malloc(want);
-        rc = PYS_E_NOMEM;
-        if (!table)
+        rc = offsets_from_table(s, map, bias + pi.section_addr, pi.section_size, ver, v);
+        if (rc < 0 && rc != PYS_E_NOTPYTHON)
             goto out;
-        runtime = bias + pi.section_addr;
-        if ((rc = mem_read(&s->mem, runtime, table, want)) < 0) {
-            if (rc != PYS_E_EXITED && rc != PYS_E_PERM)
-                note(v, PYS_E_NOTPYTHON, "cannot read the runtime of %s at 0x%llx", map->path,
-                     (unsigned long long)runtime);
-            goto out;
-        }
-        char why[200];
-        rc = cpy_offsets_parse(table, want, &s->off, why, sizeof why);
-        if (rc == PYS_E_VERSION) {
-            note(v, rc, "runs Python %s: %s (" SUPPORTED ")", ver, why);
-            goto out;
-        }
-        if (rc < 0 && rc != PYS_E_NOTPYTHON) {
-            note(v, rc, "%s: %s", map->path, why);
-            goto out;
-        }
         have_table = rc == 0;
+        runtime = bias + pi.section_addr;
     }
     if (!have_table) {
-        /* 3.8-3.12: _PyRuntime by symbol, offsets from pystrobe's tables. */
-        char why[200];
-        if (pi.has_section && cpy_offsets_expects_table(version)) {
-            /* A process that is starting may map the file before its data:
-             * not initialised yet, which `run` waits out. */
-            rc = PYS_E_NOTPYTHON;
-            note(v, rc, "the Python %s runtime in %s has no debug offsets yet (starting?)", ver,
-                 map->path);
+        if ((rc = offsets_from_symbol(s, map, &pi, version, ver, v)) < 0)
             goto out;
-        }
-        if (!pi.has_runtime_sym || version == 0) {
-            rc = PYS_E_VERSION;
-            note(v, rc, "runs Python %s, which is not supported: %s (" SUPPORTED ")", ver,
-                 version ? unsupported_why(version) : "its version could not be read");
-            goto out;
-        }
         runtime = bias + pi.runtime_sym;
-        rc = cpy_offsets_for_version(version, &s->off, why, sizeof why);
-        if (rc < 0) {
-            note(v, PYS_E_VERSION, "runs Python %s, which is not supported: %s (" SUPPORTED ")",
-                 ver, unsupported_why(version));
-            rc = PYS_E_VERSION;
-            goto out;
-        }
     }
     if ((rc = check_runtime(s, runtime, map->path, v)) < 0)
         goto out;
@@ -236,7 +251,6 @@ static int try_image(struct pys_session *s, const struct plat_map *map, prof_map
     s->image_path = strdup(map->path);
     rc = s->image_path ? 0 : PYS_E_NOMEM;
 out:
-    free(table);
     if (img)
         bin_image_free(img);
     if (fd >= 0)

@@ -126,9 +126,10 @@ static void thread_state(struct live_counts *c, const struct pys_thread *t, int 
         }
 }
 
-/* Count one sample's states into c (snap NULL: it failed as a whole). */
-static void tally_sample(struct live_tally *c, const struct pys_snapshot *snap, int gc,
-                         size_t *hint)
+/* Count one sample's states into c (snap NULL: it failed as a whole);
+ * stacks are looked through for a <GC> frame only where a collection was
+ * running. */
+static void tally_sample(struct live_tally *c, const struct pys_snapshot *snap, size_t *hint)
 {
     int failed = 0;
     c->snaps++;
@@ -145,7 +146,7 @@ static void tally_sample(struct live_tally *c, const struct pys_snapshot *snap, 
                 continue;
             }
             struct live_counts one, *tc;
-            thread_state(&one, t, gc);
+            thread_state(&one, t, in->gc_running);
             counts_add(&c->all, &one, 1);
             if ((tc = thread_counts(c, t->host_id ? t->host_id : t->native_id, hint)))
                 counts_add(tc, &one, 1);
@@ -375,9 +376,7 @@ int live_data_sample(void *ctx, const struct rec_sample *smp)
         d->prof = p;
     if (d->first_ns == 0)
         d->first_ns = smp->t_ns;
-    /* A <GC> frame is only ever there on 3.15+ (as the run's own count). */
-    int gc = d->r->gc && smp->s && pys_session_python_version(smp->s) >= 0x030f0000;
-    tally_sample(&d->cum, smp->snap, gc, &d->hint);
+    tally_sample(&d->cum, smp->snap, &d->hint);
     d->at.last_ns = smp->end_ns;
     d->at.samples = smp->info->samples;
     d->at.failed = smp->info->failed;

@@ -52,6 +52,7 @@ struct tsample {
 struct sample {
     uint64_t t_ns;
     int failed; /* failed as a whole: no snapshot */
+    int gc;     /* a collection ran: thread 0's leaf is a <GC> frame */
     struct tsample th[THREADS];
     int64_t sec; /* the window's bucket it counts in; -1: before the reset */
 };
@@ -110,6 +111,18 @@ static void make_samples(void)
                 ts->f[ts->n - 1 - i] = frame_of(fn, line);
             }
         }
+        s->gc = j % 9 == 0 && s->th[0].n > 1;
+        if (s->gc)
+            s->th[0].f[0] = (struct pys_frame){.filename = "~",
+                                               .qualname = "<GC>",
+                                               .firstlineno = -1,
+                                               .lineno = -1,
+                                               .end_lineno = -1,
+                                               .col = -1,
+                                               .end_col = -1,
+                                               .lasti = -1,
+                                               .kind = PYS_FRAME_GC,
+                                               .opcode = -1};
         if (j == RESET_AT) {
             for (size_t i = 0; i <= j; i++)
                 samples[i].sec = -1;
@@ -147,7 +160,7 @@ static void feed_all(struct live_data *d, pys_profile *prof)
             if (prof && !s->failed && !ts->error && ts->n)
                 assert_int_equal(pys_profile_add(prof, id, ts->f, ts->n, 1), 0);
         }
-        struct pys_interp in = {.id = 0, .nthreads = THREADS, .threads = th};
+        struct pys_interp in = {.id = 0, .nthreads = THREADS, .threads = th, .gc_running = s->gc};
         struct pys_snapshot snap = {1, &in};
         info.samples++;
         struct rec_sample smp = {s->t_ns,
@@ -172,7 +185,7 @@ struct want_row {
 };
 
 struct want {
-    struct want_row rows[FUNCS * 3];
+    struct want_row rows[FUNCS * 3 + 1];
     size_t n;
     uint64_t snaps, failed;
     struct live_counts c;
@@ -180,7 +193,7 @@ struct want {
 
 static struct want_row *want_row(struct want *w, const struct pys_frame *f, int by_line)
 {
-    int32_t line = by_line ? f->lineno : f->firstlineno;
+    int32_t line = f->kind != PYS_FRAME_PYTHON ? -1 : by_line ? f->lineno : f->firstlineno;
     for (size_t i = 0; i < w->n; i++)
         if (w->rows[i].name == f->qualname && w->rows[i].line == line)
             return &w->rows[i];
@@ -207,10 +220,14 @@ static void recount(struct want *w, int window, int by_line, int one)
             }
             if (one >= 0 && (int)k != one)
                 continue;
-            struct live_counts c;
-            struct pys_thread t = {.status = ts->status, .nframes = ts->n, .frames = ts->f};
-            thread_state(&c, &t, 0);
-            counts_add(&w->c, &c, 1);
+            uint32_t st = ts->status;
+            w->c.samples++;
+            w->c.gil += (st & PYS_THREAD_HAS_GIL) != 0;
+            w->c.gil_wait += (st & PYS_THREAD_GIL_REQUESTED) != 0;
+            w->c.cpu_known += !(st & PYS_THREAD_UNKNOWN);
+            w->c.cpu += !(st & PYS_THREAD_UNKNOWN) && (st & PYS_THREAD_ON_CPU);
+            w->c.exc += (st & PYS_THREAD_HAS_EXCEPTION) != 0;
+            w->c.gc += ts->n && ts->f[0].kind == PYS_FRAME_GC;
             for (size_t i = 0; i < ts->n; i++) {
                 struct want_row *r = want_row(w, &ts->f[i], by_line);
                 r->own += i == 0;
@@ -254,6 +271,7 @@ static void check_table(struct live_data *d, int window, int by_line, int one)
     }
     assert_int_equal(shown, w.n);
     assert_true(w.n >= 3); /* the scope is not trivially empty */
+    assert_true(one > 0 || w.c.gc > 0);
     assert_int_equal(t.nthreads, THREADS);
     live_table_release(&t);
 }

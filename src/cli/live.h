@@ -101,10 +101,12 @@ struct live_data {
     size_t nnodes, capnodes;
     struct pys_frame *frames; /* frames[0] unused */
     size_t nframes, capframes;
-    struct live_cnts now;                    /* cumulative counts */
-    struct live_cnts mark;                   /* ... at the start of the filling bucket */
-    struct live_cnts base;                   /* ... at the reset (or none) */
-    struct live_tally pub, mark_t, base_t;   /* the same for the states */
+    struct live_cnts now;  /* cumulative counts */
+    struct live_cnts mark; /* ... at the start of the filling bucket */
+    struct live_cnts base; /* ... at the reset (or none) */
+    /* The states of the filling bucket's samples, and of the closed
+     * buckets' since counting (re)started (a bucket keeps its own too). */
+    struct live_tally pub, whole_t;
     struct live_bucket bucket[LIVE_BUCKETS]; /* bucket[cur] is the filling one: now - mark */
     size_t cur;
     uint64_t start_ns; /* when counting (re)started; 0 before the first publication */
@@ -113,9 +115,9 @@ struct live_data {
     int reset;    /* the UI asked to start counting again */
     int finished; /* sampling ended: no publication will come */
     /* The sampling thread's alone. */
-    pys_profile *prof; /* the profile published: the run's, or own */
-    pys_profile *own;  /* stacks added here when the run's profile has them rewritten */
-    struct live_tally cum;
+    pys_profile *prof;         /* the profile published: the run's, or own */
+    pys_profile *own;          /* stacks added here when the run's profile has them rewritten */
+    struct live_tally cum;     /* the states since the filling bucket began */
     size_t hint;               /* where the next thread's counts likely are in cum */
     struct live_cnts next;     /* a publication being built */
     uint64_t edge_ns;          /* the filling bucket's end */

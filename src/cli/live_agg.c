@@ -83,29 +83,28 @@ static struct live_counts *thread_counts(struct live_tally *c, uint64_t id, size
     return &c->th[c->nth++].c;
 }
 
-/* to += k * c, k 1 or (uint64_t)-1: counts subtract by wrapping around. */
-static void counts_add(struct live_counts *to, const struct live_counts *c, uint64_t k)
+static void counts_add(struct live_counts *to, const struct live_counts *c)
 {
-    to->samples += k * c->samples;
-    to->gil += k * c->gil;
-    to->gil_wait += k * c->gil_wait;
-    to->cpu += k * c->cpu;
-    to->cpu_known += k * c->cpu_known;
-    to->exc += k * c->exc;
-    to->gc += k * c->gc;
+    to->samples += c->samples;
+    to->gil += c->gil;
+    to->gil_wait += c->gil_wait;
+    to->cpu += c->cpu;
+    to->cpu_known += c->cpu_known;
+    to->exc += c->exc;
+    to->gc += c->gc;
 }
 
-/* to += k * from, thread by thread (as counts_add). */
-static void tally_add(struct live_tally *to, const struct live_tally *from, uint64_t k)
+/* to += from, thread by thread. */
+static void tally_add(struct live_tally *to, const struct live_tally *from)
 {
     size_t hint = 0;
-    to->snaps += k * from->snaps;
-    to->failed += k * from->failed;
-    counts_add(&to->all, &from->all, k);
+    to->snaps += from->snaps;
+    to->failed += from->failed;
+    counts_add(&to->all, &from->all);
     for (size_t i = 0; i < from->nth; i++) {
         struct live_counts *c = thread_counts(to, from->th[i].id, &hint);
         if (c)
-            counts_add(c, &from->th[i].c, k);
+            counts_add(c, &from->th[i].c);
     }
 }
 
@@ -147,9 +146,9 @@ static void tally_sample(struct live_tally *c, const struct pys_snapshot *snap, 
             }
             struct live_counts one, *tc;
             thread_state(&one, t, in->gc_running);
-            counts_add(&c->all, &one, 1);
+            counts_add(&c->all, &one);
             if ((tc = thread_counts(c, t->host_id ? t->host_id : t->native_id, hint)))
-                counts_add(tc, &one, 1);
+                counts_add(tc, &one);
         }
     }
     c->failed += (uint64_t)failed;
@@ -278,13 +277,13 @@ static int restart(struct live_data *d, uint64_t t)
         return PYS_E_NOMEM;
     if (first) {
         d->base.n = d->mark.n = 0;
-        memset(&d->base_t, 0, sizeof d->base_t);
     } else {
         (void)cnts_copy(&d->base, &d->now);
         (void)cnts_copy(&d->mark, &d->now);
-        d->base_t = d->pub;
+        memset(&d->cum, 0, sizeof d->cum);
+        memset(&d->pub, 0, sizeof d->pub);
     }
-    d->mark_t = d->base_t;
+    memset(&d->whole_t, 0, sizeof d->whole_t);
     for (size_t i = 0; i < LIVE_BUCKETS; i++) {
         d->bucket[i].sec = 0;
         d->bucket[i].d.n = 0;
@@ -306,10 +305,10 @@ static int roll(struct live_data *d, uint64_t sec)
         return 0;
     if (cnts_diff(&b->d, &d->now, &d->mark) < 0 || cnts_copy(&d->mark, &d->now) < 0)
         return PYS_E_NOMEM;
-    memset(&b->t, 0, sizeof b->t);
-    tally_add(&b->t, &d->pub, 1);
-    tally_add(&b->t, &d->mark_t, (uint64_t)-1);
-    d->mark_t = d->pub;
+    b->t = d->pub;
+    tally_add(&d->whole_t, &d->pub);
+    memset(&d->cum, 0, sizeof d->cum);
+    memset(&d->pub, 0, sizeof d->pub);
     if (sec < b->sec || sec - b->sec >= LIVE_BUCKETS) {
         for (size_t i = 0; i < LIVE_BUCKETS; i++) {
             d->bucket[i].d.n = 0;
@@ -647,11 +646,11 @@ static void scope_counts(struct live_table *t, const struct live_tally *c, int o
     t->snaps += c->snaps;
     t->failed += c->failed;
     if (!one) {
-        counts_add(&t->counts, &c->all, 1);
+        counts_add(&t->counts, &c->all);
     } else {
         for (size_t i = 0; i < c->nth; i++)
             if (c->th[i].id == thread)
-                counts_add(&t->counts, &c->th[i].c, 1);
+                counts_add(&t->counts, &c->th[i].c);
     }
     for (size_t i = 0; i < c->nth && t->nthreads < LIVE_MAX_THREADS; i++)
         if (c->th[i].c.samples)
@@ -686,8 +685,9 @@ static int scope_collect(struct live_table *t, const struct live_data *d, int wi
     size_t nn = d->nnodes;
     int rc = 0;
     memset(c, 0, sizeof *c);
-    tally_add(c, &d->pub, 1);
-    tally_add(c, window ? &d->mark_t : &d->base_t, (uint64_t)-1);
+    tally_add(c, &d->pub);
+    if (!window)
+        tally_add(c, &d->whole_t);
     if (scope_add(t, &d->now, nn, 1) < 0 ||
         scope_add(t, window ? &d->mark : &d->base, nn, (uint64_t)-1) < 0)
         return PYS_E_NOMEM;
@@ -701,7 +701,7 @@ static int scope_collect(struct live_table *t, const struct live_data *d, int wi
         if (i == d->cur || b->t.snaps == 0 || b->sec + LIVE_WINDOW_S < now)
             continue;
         oldest = b->sec < oldest ? b->sec : oldest;
-        tally_add(c, &b->t, 1);
+        tally_add(c, &b->t);
         if (rc == 0)
             rc = scope_add(t, &b->d, nn, 1);
     }

@@ -6,7 +6,8 @@
  * one, the own and total samples of each row and the states that a plain
  * recount of the same samples gives. Both ways the sink gets its stacks
  * are run: read from the run's profile (filled here as record_loop.c
- * fills it, with pys_profile_add), and added to its own.
+ * fills it, with pys_profile_add), and added to its own. The UI holding
+ * the lock for a while (the sink never waits for it) loses no sample.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -84,13 +85,46 @@ static struct pys_frame frame_of(int fn, int32_t line)
                               .opcode = -1};
 }
 
+/* Whether the UI holds the lock while sample j is taken (it builds its
+ * table): over a bucket's edge, and over the sample that sees the reset. */
+static int held(size_t j)
+{
+    return (j >= 40 && j <= 58) || (j >= RESET_AT && j <= RESET_AT + 4);
+}
+
+/* Which bucket each sample counts in. The sink publishes at the first
+ * sample past the filling bucket's second, or after a reset was asked for,
+ * that finds the lock free; that sample counts before the publication: in
+ * the bucket it closes, or before the reset. */
+static void assign_buckets(void)
+{
+    uint64_t start = samples[0].t_ns, edge = start + NS_PER_S, cur = 0;
+    int reset = 0;
+    for (size_t j = 0; j < SAMPLES; j++) {
+        struct sample *s = &samples[j];
+        reset |= j == RESET_AT;
+        s->sec = (int64_t)cur;
+        if (held(j) || (s->t_ns < edge && !reset))
+            continue;
+        if (reset) {
+            for (size_t i = 0; i <= j; i++)
+                samples[i].sec = -1;
+            start = s->t_ns;
+            cur = 0;
+            reset = 0;
+        } else {
+            cur = (s->t_ns - start) / NS_PER_S;
+        }
+        edge = start + (cur + 1) * NS_PER_S;
+    }
+    last_sec = cur;
+}
+
 /* Make the samples: a few stacks and states per thread, repeats and
- * recursion included, 60 to 90 ms apart, some failed; and which bucket
- * each counts in: a bucket is closed by the first sample past its second,
- * which counts in it, and the sample that sees the reset counts before it. */
+ * recursion included, 60 to 90 ms apart, some failed. */
 static void make_samples(void)
 {
-    uint64_t t = 5 * NS_PER_S, start = t, edge = start + NS_PER_S, cur = 0;
+    uint64_t t = 5 * NS_PER_S;
     for (size_t j = 0; j < SAMPLES; j++) {
         struct sample *s = &samples[j];
         s->t_ns = t;
@@ -123,21 +157,8 @@ static void make_samples(void)
                                                .lasti = -1,
                                                .kind = PYS_FRAME_GC,
                                                .opcode = -1};
-        if (j == RESET_AT) {
-            for (size_t i = 0; i <= j; i++)
-                samples[i].sec = -1;
-            start = s->t_ns;
-            cur = 0;
-            edge = start + NS_PER_S;
-            continue;
-        }
-        s->sec = (int64_t)cur;
-        if (s->t_ns >= edge) {
-            cur = (s->t_ns - start) / NS_PER_S;
-            edge = start + (cur + 1) * NS_PER_S;
-        }
     }
-    last_sec = cur;
+    assign_buckets();
 }
 
 /* Feed every sample to d, as record_loop.c does: into prof first (NULL:
@@ -172,7 +193,11 @@ static void feed_all(struct live_data *d, pys_profile *prof)
                                  prof};
         if (j == RESET_AT)
             live_data_reset(d);
+        if (held(j))
+            assert_int_equal(pthread_mutex_lock(&d->mu), 0);
         assert_int_equal(live_data_sample(d, &smp), 0);
+        if (held(j))
+            assert_int_equal(pthread_mutex_unlock(&d->mu), 0);
     }
     live_data_finish(d);
 }

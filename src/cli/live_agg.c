@@ -678,34 +678,32 @@ static void await_publication(struct live_data *d)
 }
 
 /* The scope's counts into t->tn, t->nodeops and *c (under mu): the last
- * LIVE_WINDOW_S seconds (buckets), or all since counting (re)started. */
+ * LIVE_WINDOW_S seconds (buckets), or all since counting (re)started. The
+ * states are added oldest first, so that the threads keep the order they
+ * were first seen in (the order `t` cycles through). */
 static int scope_collect(struct live_table *t, const struct live_data *d, int window,
                          struct live_tally *c)
 {
     size_t nn = d->nnodes;
     int rc = 0;
     memset(c, 0, sizeof *c);
-    tally_add(c, &d->pub);
-    if (!window)
-        tally_add(c, &d->whole_t);
     if (scope_add(t, &d->now, nn, 1) < 0 ||
         scope_add(t, window ? &d->mark : &d->base, nn, (uint64_t)-1) < 0)
         return PYS_E_NOMEM;
-    if (!window) {
-        t->span_ns = d->run.last_ns > d->start_ns ? d->run.last_ns - d->start_ns : 0;
-        return 0;
-    }
     uint64_t now = d->bucket[d->cur].sec, oldest = now;
-    for (size_t i = 0; i < LIVE_BUCKETS; i++) {
-        const struct live_bucket *b = &d->bucket[i];
-        if (i == d->cur || b->t.snaps == 0 || b->sec + LIVE_WINDOW_S < now)
+    for (size_t k = 1; window && k < LIVE_BUCKETS; k++) {
+        const struct live_bucket *b = &d->bucket[(d->cur + k) % LIVE_BUCKETS];
+        if (b->t.snaps == 0 || b->sec + LIVE_WINDOW_S < now)
             continue;
         oldest = b->sec < oldest ? b->sec : oldest;
         tally_add(c, &b->t);
         if (rc == 0)
             rc = scope_add(t, &b->d, nn, 1);
     }
-    uint64_t from = d->start_ns + oldest * NS_PER_S;
+    if (!window)
+        tally_add(c, &d->whole_t);
+    tally_add(c, &d->pub);
+    uint64_t from = window ? d->start_ns + oldest * NS_PER_S : d->start_ns;
     t->span_ns = d->run.last_ns > from ? d->run.last_ns - from : 0;
     return rc;
 }

@@ -127,6 +127,10 @@ struct pys_interp {
      * In a hand-over it may differ from the thread whose status says
      * PYS_THREAD_HAS_GIL (3.15 reads that from the thread's own flag). */
     uint64_t gil_holder;
+    /* A collection was running as the interpreter was read (CPython 3.15+,
+     * pys_options.gc): only then may its threads' stacks hold a
+     * PYS_FRAME_GC frame. */
+    int gc_running;
 };
 
 /* Everything one snapshot saw. Owned by the session, valid until the next

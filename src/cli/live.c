@@ -542,7 +542,7 @@ int live_start(struct live *lv, pys_session *s, int pid, struct rec_sinks *ks)
     u->interval_ns = lv->r->interval_ns;
     u->t0_ns = now_ns();
     u->refresh_ix = LIVE_REFRESH_DEFAULT;
-    lv->d.s = s;
+    lv->d.run.s = s;
     if (rec_sinks_add(ks, &lv->d, live_data_sample) < 0) {
         fprintf(stderr, "pystrobe: --live: too many consumers of the samples\n");
         return CLI_ERROR;
@@ -577,6 +577,7 @@ void live_end(struct live *lv, enum end why)
                        : why == END_NOT_PYTHON ? "the process is no longer Python"
                                                : "sampling ended";
     snprintf(lv->u.banner, sizeof lv->u.banner, " %s: final counts. Press q to quit. ", what);
+    live_data_finish(&lv->d);
     atomic_store(&lv->stop_now, why == END_SIGNAL);
     atomic_store(&lv->finished, 1);
     pthread_join(lv->ui, NULL);

@@ -7,12 +7,18 @@
  *   live_agg.c  the counts: a sink of the sample stream, and the table the
  *               screen is drawn from
  *
- * The sampling thread hands each sample to live_agg's sink, which adds it to
- * the counts under a mutex it only tries to take: when the UI thread holds
- * it, the sample goes to a spill area only the sampling thread touches, and
- * is merged at the next sample that gets the lock. The UI thread takes the
- * lock only to copy the counts into its table, never while it draws, so a
- * terminal that stops reading never stops sampling.
+ * The sampling thread reads nothing twice: the profile the run builds (or,
+ * when that one holds the stacks rewritten, one of live_agg's own, filled
+ * once) already counts every stack by node, cumulatively. At each second's
+ * edge and when the UI asks, the sampling thread publishes those counts
+ * (and the nodes and frames new since the last time) under a mutex it only
+ * tries to take; when the UI thread holds it, it publishes at a later
+ * sample. Counts are cumulative, so a late publication loses nothing: the
+ * UI's views are differences of publications (since the reset, over the
+ * last seconds). Memory follows the profile's (its own bound), never the
+ * time the UI lags. The UI thread takes the lock only to build its table,
+ * never while it draws, so a terminal that stops reading never stops
+ * sampling.
  *
  * Private to src/cli.
  */
@@ -39,15 +45,31 @@ struct live_thread {
     struct live_counts c;
 };
 
-/* Counts over a span of samples: their stacks and their states. */
-struct live_part {
-    pys_profile *prof; /* NULL until a stack was added */
-    uint64_t sec;      /* a window bucket: seconds since counting began */
-    uint64_t snaps;    /* samples, failed ones included */
-    uint64_t failed;   /* samples that failed, or in which a thread could not be read */
+/* Samples counted over a span: snapshots, failed ones, thread states. */
+struct live_tally {
+    uint64_t snaps;  /* samples, failed ones included */
+    uint64_t failed; /* samples that failed, or in which a thread could not be read */
     struct live_counts all;
     struct live_thread th[LIVE_MAX_THREADS];
     size_t nth;
+};
+
+/* Samples of a profile node (key: node id << 32), or of a node at one
+ * instruction (key: node id << 32 | opcode + 1); lists are sorted by key. */
+struct live_cnt {
+    uint64_t key, n;
+};
+struct live_cnts {
+    struct live_cnt *v;
+    size_t n, cap;
+};
+
+/* A node of the profile's trie as published: node 0 the root, threads'
+ * nodes its children (thread: the thread's id, else 0); parents have
+ * smaller ids. frame: into live_data.frames (0: none). */
+struct live_node {
+    uint32_t parent, frame;
+    uint64_t thread;
 };
 
 /* The last N seconds, in buckets of a second: the one filling, and N before. */
@@ -56,26 +78,53 @@ struct live_part {
 #define LIVE_STR_(x) #x
 #define LIVE_STR(x) LIVE_STR_(x)
 
+/* A second's samples (sec: since counting began): what they added. */
+struct live_bucket {
+    uint64_t sec;
+    struct live_cnts d;
+    struct live_tally t;
+};
+
+/* The run's facts as of a sample. */
+struct live_run {
+    uint64_t last_ns; /* the sample's end */
+    uint64_t samples, failed, missed;
+    size_t nthreads; /* threads in its snapshot */
+    pys_session *s;  /* the program it came from */
+};
+
 struct live_data {
     pthread_mutex_t mu;
-    /* Under mu. */
-    struct live_part whole;
-    struct live_part bucket[LIVE_BUCKETS];
-    size_t cur;           /* the bucket filling */
-    uint64_t start_ns;    /* when counting (re)started; 0 before the first sample */
-    uint64_t last_ns;     /* the last sample's time */
-    uint64_t run_samples; /* the run's counters (pys_profile_info), as last seen */
-    uint64_t run_failed;
-    uint64_t run_missed;
-    size_t nthreads; /* threads in the last snapshot */
-    pys_session *s;  /* the program sampled now */
-    int reset;       /* the UI asked to start counting again */
+    pthread_cond_t published; /* seq moved */
+    /* Under mu: the last publication. */
+    struct live_node *nodes;
+    size_t nnodes, capnodes;
+    struct pys_frame *frames; /* frames[0] unused */
+    size_t nframes, capframes;
+    struct live_cnts now;  /* cumulative counts */
+    struct live_cnts mark; /* ... at the start of the filling bucket */
+    struct live_cnts base; /* ... at the reset (or none) */
+    /* The states of the filling bucket's samples, and of the closed
+     * buckets' since counting (re)started (a bucket keeps its own too). */
+    struct live_tally pub, whole_t;
+    struct live_bucket bucket[LIVE_BUCKETS]; /* bucket[cur] is the filling one: now - mark */
+    size_t cur;
+    uint64_t start_ns; /* when counting (re)started; 0 before the first publication */
+    struct live_run run;
+    uint64_t seq; /* publications so far */
+    int reset;    /* the UI asked to start counting again */
+    int finished; /* sampling ended: no publication will come */
     /* The sampling thread's alone. */
-    struct live_part spill; /* samples taken while the UI held mu */
-    int spilled;
-    struct pys_frame *scratch; /* a stack being copied out of the spill */
-    size_t scratch_cap;
+    pys_profile *prof;         /* the profile published: the run's, or own */
+    pys_profile *own;          /* stacks added here when the run's profile has them rewritten */
+    struct live_tally cum;     /* the states since the filling bucket began */
+    size_t hint;               /* where the next thread's counts likely are in cum */
+    struct live_cnts next;     /* a publication being built */
+    uint64_t edge_ns;          /* the filling bucket's end */
+    uint64_t first_ns, last_t; /* the first and the last sample's start */
+    struct live_run at;        /* as of the last sample */
     const struct rec *r;
+    atomic_int want; /* the UI waits for a publication */
     atomic_int quit; /* the user asked to end: the sink ends sampling */
 };
 
@@ -83,6 +132,9 @@ void live_data_init(struct live_data *d, const struct rec *r);
 void live_data_release(struct live_data *d);
 /* The sink (struct rec_sink.sample): ctx is a struct live_data. */
 int live_data_sample(void *ctx, const struct rec_sample *smp);
+/* Sampling ended (called on the thread that sampled, after the last
+ * sample): publish the final counts. */
+void live_data_finish(struct live_data *d);
 
 /* One row of the table: a function (or a line), with its counts. */
 struct live_row {
@@ -105,14 +157,25 @@ struct live_op {
     uint64_t count;
 };
 
+/* A published node's counts in a table's scope. */
+struct live_tnode {
+    uint64_t self, total;
+    uint32_t first_child, next_sibling; /* of nodes with samples in scope */
+    uint32_t row;
+};
+
 /* What the UI draws from: its own copy, built under the lock. */
 struct live_table {
     struct live_row *rows;
     size_t n, cap;
     uint32_t *index; /* open addressing: row + 1, 0 empty */
     size_t icap;
-    uint32_t *node_row; /* scratch: a node's row + 1, 0 none */
+    /* Scratch: the scope's counts by node (row: + 1, 0 none), and by
+     * node and instruction (struct live_op with row a node id). */
+    struct live_tnode *tn;
     size_t ncap;
+    struct live_op *nodeops;
+    size_t nnodeops, capnodeops;
     /* The scope's counts. */
     uint64_t snaps, failed, span_ns;
     struct live_counts counts;

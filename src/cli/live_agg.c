@@ -1,37 +1,54 @@
 /*
  * live_agg: the live view's counts. live_data_sample is a sink of the
- * sample stream and runs on the sampling thread: it never waits, it only
- * tries the lock (live.h says how). live_table_build runs on the UI thread
- * and turns the counts into rows: a function's (or line's) own samples, its
- * total samples (each stack counted once, however often the function is on
- * it), and the callers and callees of one selected row.
+ * sample stream and runs on the sampling thread: it counts the sample's
+ * thread states, and now and then publishes the profile's counts under a
+ * lock it only tries (live.h says how). live_table_build runs on the UI
+ * thread and turns a scope of the published counts into rows: a
+ * function's (or line's) own samples, its total samples (each stack
+ * counted once, however often the function is on it), and the callers and
+ * callees of one selected row.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/live.h"
+#include "util/array.h"
+
+#define NS_PER_S 1000000000ull
+
+/* How long the UI waits for the publication it asked for: one sample at
+ * the slowest rates the view is any use at, and short enough that a key
+ * never feels slow. Past it the UI shows the last publication. */
+#define PUBLISH_WAIT_MS 50
 
 void live_data_init(struct live_data *d, const struct rec *r)
 {
     memset(d, 0, sizeof *d);
     pthread_mutex_init(&d->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&d->published, &ca);
+    pthread_condattr_destroy(&ca);
     d->r = r;
+    atomic_init(&d->want, 0);
     atomic_init(&d->quit, 0);
-}
-
-static void part_clear(struct live_part *p)
-{
-    pys_profile_free(p->prof);
-    memset(p, 0, sizeof *p);
 }
 
 void live_data_release(struct live_data *d)
 {
-    part_clear(&d->whole);
+    free(d->nodes);
+    free(d->frames);
+    free(d->now.v);
+    free(d->mark.v);
+    free(d->base.v);
+    free(d->next.v);
     for (size_t i = 0; i < LIVE_BUCKETS; i++)
-        part_clear(&d->bucket[i]);
-    part_clear(&d->spill);
-    free(d->scratch);
+        free(d->bucket[i].d.v);
+    pys_profile_free(d->own);
+    pthread_cond_destroy(&d->published);
     pthread_mutex_destroy(&d->mu);
 }
 
@@ -40,19 +57,30 @@ void live_data_reset(struct live_data *d)
     pthread_mutex_lock(&d->mu);
     d->reset = 1;
     pthread_mutex_unlock(&d->mu);
+    atomic_store(&d->want, 1);
 }
 
-/* The counts of thread id in p; NULL once LIVE_MAX_THREADS are taken. */
-static struct live_counts *thread_counts(struct live_part *p, uint64_t id)
+/* --- thread states ----------------------------------------------------------- */
+
+/* The counts of thread id in c, looked for from *hint on (a snapshot's
+ * threads come in the same order each time, so the next one is likely
+ * after the last found); NULL once LIVE_MAX_THREADS are taken. */
+static struct live_counts *thread_counts(struct live_tally *c, uint64_t id, size_t *hint)
 {
-    for (size_t i = 0; i < p->nth; i++)
-        if (p->th[i].id == id)
-            return &p->th[i].c;
-    if (p->nth == LIVE_MAX_THREADS)
+    for (size_t k = 0, i = *hint; k < c->nth; k++, i++) {
+        if (i >= c->nth)
+            i = 0;
+        if (c->th[i].id == id) {
+            *hint = i + 1;
+            return &c->th[i].c;
+        }
+    }
+    if (c->nth == LIVE_MAX_THREADS)
         return NULL;
-    p->th[p->nth].id = id;
-    memset(&p->th[p->nth].c, 0, sizeof p->th[p->nth].c);
-    return &p->th[p->nth++].c;
+    c->th[c->nth].id = id;
+    memset(&c->th[c->nth].c, 0, sizeof c->th[c->nth].c);
+    *hint = c->nth + 1;
+    return &c->th[c->nth++].c;
 }
 
 static void counts_add(struct live_counts *to, const struct live_counts *c)
@@ -66,7 +94,21 @@ static void counts_add(struct live_counts *to, const struct live_counts *c)
     to->gc += c->gc;
 }
 
-/* The state of one thread-sample. */
+/* to += from, thread by thread. */
+static void tally_add(struct live_tally *to, const struct live_tally *from)
+{
+    size_t hint = 0;
+    to->snaps += from->snaps;
+    to->failed += from->failed;
+    counts_add(&to->all, &from->all);
+    for (size_t i = 0; i < from->nth; i++) {
+        struct live_counts *c = thread_counts(to, from->th[i].id, &hint);
+        if (c)
+            counts_add(c, &from->th[i].c);
+    }
+}
+
+/* The state of one thread-sample (gc: look for a <GC> frame). */
 static void thread_state(struct live_counts *c, const struct pys_thread *t, int gc)
 {
     c->samples = 1;
@@ -83,27 +125,16 @@ static void thread_state(struct live_counts *c, const struct pys_thread *t, int 
         }
 }
 
-static int part_stack(struct live_part *p, const struct rec *r, uint64_t id,
-                      const struct pys_frame *f, size_t n, uint64_t w)
+/* Count one sample's states into c (snap NULL: it failed as a whole);
+ * stacks are looked through for a <GC> frame only where a collection was
+ * running. */
+static void tally_sample(struct live_tally *c, const struct pys_snapshot *snap, size_t *hint)
 {
-    if (!p->prof) {
-        p->prof = pys_profile_new();
-        if (!p->prof)
-            return PYS_E_NOMEM;
-        pys_profile_set_max_memory(p->prof, r->max_memory);
-        pys_profile_count_opcodes(p->prof, r->opcodes);
-    }
-    return pys_profile_add(p->prof, id, f, n, w);
-}
-
-/* Add one sample to p. 0, or PYS_E_NOMEM (the sample partly counted). */
-static int part_add(struct live_part *p, const struct rec *r, const struct pys_snapshot *snap)
-{
-    int failed = 0, rc = 0;
-    p->snaps++;
+    int failed = 0;
+    c->snaps++;
     if (!snap) {
-        p->failed++;
-        return 0;
+        c->failed++;
+        return;
     }
     for (size_t i = 0; i < snap->ninterps; i++) {
         const struct pys_interp *in = &snap->interps[i];
@@ -113,90 +144,216 @@ static int part_add(struct live_part *p, const struct rec *r, const struct pys_s
                 failed = 1;
                 continue;
             }
-            uint64_t id = t->host_id ? t->host_id : t->native_id;
-            struct live_counts one;
-            thread_state(&one, t, r->gc);
-            counts_add(&p->all, &one);
-            struct live_counts *c = thread_counts(p, id);
-            if (c)
-                counts_add(c, &one);
-            if (t->nframes && rec_thread_matches(r, t) && rc == 0)
-                rc = part_stack(p, r, id, t->frames, t->nframes, 1);
+            struct live_counts one, *tc;
+            thread_state(&one, t, in->gc_running);
+            counts_add(&c->all, &one);
+            if ((tc = thread_counts(c, t->host_id ? t->host_id : t->native_id, hint)))
+                counts_add(tc, &one);
         }
     }
-    p->failed += (uint64_t)failed;
-    return rc;
+    c->failed += (uint64_t)failed;
 }
 
-/* Add the counts of `from` to `to`, stacks included. 0, or PYS_E_NOMEM. */
-static int part_merge(struct live_data *d, struct live_part *to, const struct live_part *from)
+/* --- the stacks: a profile's counts, published ------------------------------ */
+
+/* Add snap's stacks that pass the filters to d->own, as the run adds them
+ * to its profile when it keeps them as sampled. 0, or PYS_E_NOMEM. */
+static int own_add(struct live_data *d, const struct pys_snapshot *snap)
 {
-    to->snaps += from->snaps;
-    to->failed += from->failed;
-    counts_add(&to->all, &from->all);
-    for (size_t i = 0; i < from->nth; i++) {
-        struct live_counts *c = thread_counts(to, from->th[i].id);
-        if (c)
-            counts_add(c, &from->th[i].c);
+    if (!d->own) {
+        if (!(d->own = pys_profile_new()))
+            return PYS_E_NOMEM;
+        pys_profile_set_max_memory(d->own, d->r->max_memory);
+        pys_profile_count_opcodes(d->own, d->r->opcodes);
     }
-    if (!from->prof)
-        return 0;
-    size_t nn = pys_profile_nodes(from->prof);
-    for (uint32_t id = 1; id < nn; id++) {
-        const struct pys_profile_node *nd = pys_profile_node(from->prof, id);
-        if (nd->self == 0 || pys_profile_is_thread(from->prof, id))
-            continue;
-        /* The stack from this node up to its thread, innermost first;
-         * parents have smaller ids, so the walk ends. */
-        size_t n = 0;
-        uint32_t at = id, thread = 0;
-        while (at != 0) {
-            const struct pys_profile_node *a = pys_profile_node(from->prof, at);
-            if (pys_profile_is_thread(from->prof, at)) {
-                thread = at;
-                break;
-            }
-            if (n == d->scratch_cap) {
-                size_t cap = d->scratch_cap ? 2 * d->scratch_cap : 256;
-                struct pys_frame *f = realloc(d->scratch, cap * sizeof *f);
-                if (!f)
-                    return PYS_E_NOMEM;
-                d->scratch = f;
-                d->scratch_cap = cap;
-            }
-            const struct pys_frame *fr = pys_profile_frame(from->prof, a->frame);
-            if (fr)
-                d->scratch[n++] = *fr;
-            at = a->parent;
+    for (size_t i = 0; i < snap->ninterps; i++) {
+        const struct pys_interp *in = &snap->interps[i];
+        for (size_t k = 0; k < in->nthreads; k++) {
+            const struct pys_thread *t = &in->threads[k];
+            if (t->error || t->nframes == 0 || !rec_thread_matches(d->r, t))
+                continue;
+            uint64_t id = t->host_id ? t->host_id : t->native_id;
+            int rc = pys_profile_add(d->own, id, t->frames, t->nframes, 1);
+            if (rc < 0)
+                return rc;
         }
-        if (n == 0 || thread == 0)
-            continue;
-        int rc =
-            part_stack(to, d->r, pys_profile_thread(from->prof, thread), d->scratch, n, nd->self);
-        if (rc < 0)
-            return rc;
     }
     return 0;
 }
 
-/* Make the bucket of second sec the one filling (under mu). */
-static void rotate(struct live_data *d, uint64_t sec)
+static int cnts_push(struct live_cnts *c, uint64_t key, uint64_t n)
 {
-    struct live_part *b = &d->bucket[d->cur];
+    if (util_array_reserve((void **)&c->v, &c->cap, c->n + 1, sizeof *c->v) < 0)
+        return PYS_E_NOMEM;
+    c->v[c->n++] = (struct live_cnt){key, n};
+    return 0;
+}
+
+static int cnts_copy(struct live_cnts *to, const struct live_cnts *from)
+{
+    if (util_array_reserve((void **)&to->v, &to->cap, from->n, sizeof *to->v) < 0)
+        return PYS_E_NOMEM;
+    if (from->n)
+        memcpy(to->v, from->v, from->n * sizeof *to->v);
+    to->n = from->n;
+    return 0;
+}
+
+/* to = a - b, of cumulative lists (b: a's counts as they were earlier,
+ * so that its keys are among a's). 0, or PYS_E_NOMEM. */
+static int cnts_diff(struct live_cnts *to, const struct live_cnts *a, const struct live_cnts *b)
+{
+    to->n = 0;
+    for (size_t i = 0, j = 0; i < a->n; i++) {
+        uint64_t n = a->v[i].n;
+        while (j < b->n && b->v[j].key < a->v[i].key)
+            j++;
+        if (j < b->n && b->v[j].key == a->v[i].key)
+            n -= b->v[j].n;
+        if (n && cnts_push(to, a->v[i].key, n) < 0)
+            return PYS_E_NOMEM;
+    }
+    return 0;
+}
+
+/* Copy the nodes p made since the last publication, and the frames they
+ * name. 0, or PYS_E_NOMEM (what was copied stays). */
+static int mirror_sync(struct live_data *d, const pys_profile *p)
+{
+    size_t n = pys_profile_nodes(p);
+    if (util_array_reserve((void **)&d->nodes, &d->capnodes, n, sizeof *d->nodes) < 0)
+        return PYS_E_NOMEM;
+    for (size_t id = d->nnodes; id < n; id++) {
+        const struct pys_profile_node *nd = pys_profile_node(p, (uint32_t)id);
+        /* Frame ids are made in order, each below the table's count. */
+        while (d->nframes <= nd->frame) {
+            if (util_array_reserve((void **)&d->frames, &d->capframes, d->nframes + 1,
+                                   sizeof *d->frames) < 0)
+                return PYS_E_NOMEM;
+            const struct pys_frame *f = pys_profile_frame(p, (uint32_t)d->nframes);
+            d->frames[d->nframes++] = f ? *f : (struct pys_frame){0};
+        }
+        uint64_t thread =
+            pys_profile_is_thread(p, (uint32_t)id) ? pys_profile_thread(p, (uint32_t)id) : 0;
+        d->nodes[id] = (struct live_node){id ? nd->parent : 0, nd->frame, thread};
+        d->nnodes = id + 1;
+    }
+    return 0;
+}
+
+/* p's cumulative counts into d->next. 0, or PYS_E_NOMEM. */
+static int counts_read(struct live_data *d, const pys_profile *p)
+{
+    struct live_cnts *c = &d->next;
+    size_t n = pys_profile_nodes(p);
+    c->n = 0;
+    for (uint32_t id = 1; id < n; id++) {
+        const struct pys_profile_node *nd = pys_profile_node(p, id);
+        uint64_t key = (uint64_t)id << 32;
+        if (nd->self && cnts_push(c, key, nd->self) < 0)
+            return PYS_E_NOMEM;
+        if (!d->r->opcodes)
+            continue;
+        struct pys_opcode_count buf[64];
+        int k = pys_profile_node_opcodes(p, id, buf, sizeof buf / sizeof buf[0]);
+        if (k < 0)
+            return k;
+        if (k > (int)(sizeof buf / sizeof buf[0]))
+            k = (int)(sizeof buf / sizeof buf[0]);
+        for (int i = 0; i < k; i++)
+            if (cnts_push(c, key | (uint32_t)(buf[i].opcode + 1), buf[i].count) < 0)
+                return PYS_E_NOMEM;
+    }
+    return 0;
+}
+
+/* Start counting again at t (under mu): from nothing the first time, else
+ * from the counts published now. 0, or PYS_E_NOMEM (nothing changed). */
+static int restart(struct live_data *d, uint64_t t)
+{
+    int first = d->start_ns == 0;
+    if (util_array_reserve((void **)&d->base.v, &d->base.cap, d->now.n, sizeof *d->base.v) < 0 ||
+        util_array_reserve((void **)&d->mark.v, &d->mark.cap, d->now.n, sizeof *d->mark.v) < 0)
+        return PYS_E_NOMEM;
+    if (first) {
+        d->base.n = d->mark.n = 0;
+    } else {
+        (void)cnts_copy(&d->base, &d->now);
+        (void)cnts_copy(&d->mark, &d->now);
+        memset(&d->cum, 0, sizeof d->cum);
+        memset(&d->pub, 0, sizeof d->pub);
+    }
+    memset(&d->whole_t, 0, sizeof d->whole_t);
+    for (size_t i = 0; i < LIVE_BUCKETS; i++) {
+        d->bucket[i].sec = 0;
+        d->bucket[i].d.n = 0;
+        memset(&d->bucket[i].t, 0, sizeof d->bucket[i].t);
+    }
+    d->cur = 0;
+    d->start_ns = t;
+    d->reset = 0;
+    return 0;
+}
+
+/* Close the filling bucket if second sec has begun, and make the bucket of
+ * sec the filling one (under mu). 0, or PYS_E_NOMEM (retried at the next
+ * publication: counts are cumulative). */
+static int roll(struct live_data *d, uint64_t sec)
+{
+    struct live_bucket *b = &d->bucket[d->cur];
     if (b->sec == sec)
-        return;
+        return 0;
+    if (cnts_diff(&b->d, &d->now, &d->mark) < 0 || cnts_copy(&d->mark, &d->now) < 0)
+        return PYS_E_NOMEM;
+    b->t = d->pub;
+    tally_add(&d->whole_t, &d->pub);
+    memset(&d->cum, 0, sizeof d->cum);
+    memset(&d->pub, 0, sizeof d->pub);
     if (sec < b->sec || sec - b->sec >= LIVE_BUCKETS) {
-        for (size_t i = 0; i < LIVE_BUCKETS; i++)
-            part_clear(&d->bucket[i]);
+        for (size_t i = 0; i < LIVE_BUCKETS; i++) {
+            d->bucket[i].d.n = 0;
+            memset(&d->bucket[i].t, 0, sizeof d->bucket[i].t);
+        }
         d->cur = 0;
         d->bucket[0].sec = sec;
-        return;
+        return 0;
     }
     for (uint64_t s = b->sec + 1; s <= sec; s++) {
         d->cur = (d->cur + 1) % LIVE_BUCKETS;
-        part_clear(&d->bucket[d->cur]);
-        d->bucket[d->cur].sec = s;
+        struct live_bucket *c = &d->bucket[d->cur];
+        c->d.n = 0;
+        memset(&c->t, 0, sizeof c->t);
+        c->sec = s;
     }
+    return 0;
+}
+
+/* Publish the counts as of the sample begun at t (under mu): the profile's
+ * new nodes and its counts, the states, the run's facts; a reset asked
+ * for, or the filling bucket closed if its second is over. Then wake the
+ * UI. 0, or PYS_E_NOMEM (the last publication stays, or part of it). */
+static int publish(struct live_data *d, uint64_t t)
+{
+    int rc = 0;
+    if (d->prof && ((rc = mirror_sync(d, d->prof)) < 0 || (rc = counts_read(d, d->prof)) < 0))
+        return rc;
+    if (d->prof) {
+        struct live_cnts x = d->now;
+        d->now = d->next;
+        d->next = x;
+    }
+    d->pub = d->cum;
+    d->run = d->at;
+    if (d->reset || d->start_ns == 0)
+        rc = restart(d, d->start_ns == 0 ? d->first_ns : t);
+    else
+        rc = roll(d, (t - d->start_ns) / NS_PER_S);
+    if (d->start_ns)
+        d->edge_ns = d->start_ns + (d->bucket[d->cur].sec + 1) * NS_PER_S;
+    d->seq++;
+    atomic_store(&d->want, 0);
+    pthread_cond_broadcast(&d->published);
+    return rc;
 }
 
 int live_data_sample(void *ctx, const struct rec_sample *smp)
@@ -204,46 +361,51 @@ int live_data_sample(void *ctx, const struct rec_sample *smp)
     struct live_data *d = ctx;
     if (atomic_load_explicit(&d->quit, memory_order_relaxed))
         return PYS_E_INVAL; /* the user's `q`: sampling ends */
-    if (pthread_mutex_trylock(&d->mu) != 0) {
-        /* The UI is copying the counts: keep this sample aside. */
-        (void)part_add(&d->spill, d->r, smp->snap);
-        d->spilled = 1;
-        return 0;
+    /* The run's profile when it has the stacks as sampled, else d->own:
+     * the first one used stays (node ids are a profile's own). Out of
+     * memory loses counts on the screen only: the profile that is written
+     * is the sampling loop's. */
+    pys_profile *p = smp->prof;
+    if (!p || d->own) {
+        if (smp->snap && (!d->prof || d->own))
+            (void)own_add(d, smp->snap);
+        p = d->own;
     }
-    if (d->reset || d->start_ns == 0) {
-        part_clear(&d->whole);
-        for (size_t i = 0; i < LIVE_BUCKETS; i++)
-            part_clear(&d->bucket[i]);
-        d->cur = 0;
-        d->start_ns = smp->t_ns;
-        d->reset = 0;
-    }
-    rotate(d, (smp->t_ns - d->start_ns) / 1000000000u);
-    struct live_part *b = &d->bucket[d->cur];
-    if (d->spilled) {
-        /* Counted as of now: the spill covers the UI's short hold. */
-        (void)part_merge(d, &d->whole, &d->spill);
-        (void)part_merge(d, b, &d->spill);
-        part_clear(&d->spill);
-        d->spilled = 0;
-    }
-    /* Out of memory loses counts on the screen only: the profile that is
-     * written is the sampling loop's own. */
-    (void)part_add(&d->whole, d->r, smp->snap);
-    (void)part_add(b, d->r, smp->snap);
-    d->last_ns = smp->end_ns;
-    d->run_samples = smp->info->samples;
-    d->run_failed = smp->info->failed;
-    d->run_missed = smp->info->missed;
-    d->s = smp->s;
+    if (!d->prof)
+        d->prof = p;
+    if (d->first_ns == 0)
+        d->first_ns = smp->t_ns;
+    tally_sample(&d->cum, smp->snap, &d->hint);
+    d->at.last_ns = smp->end_ns;
+    d->at.samples = smp->info->samples;
+    d->at.failed = smp->info->failed;
+    d->at.missed = smp->info->missed;
+    d->at.s = smp->s;
+    d->last_t = smp->t_ns;
     if (smp->snap) {
         size_t n = 0;
         for (size_t i = 0; i < smp->snap->ninterps; i++)
             n += smp->snap->interps[i].nthreads;
-        d->nthreads = n;
+        d->at.nthreads = n;
     }
+    if (smp->t_ns < d->edge_ns && !atomic_load_explicit(&d->want, memory_order_relaxed))
+        return 0;
+    /* The UI is building its table: publish at a later sample. */
+    if (pthread_mutex_trylock(&d->mu) != 0)
+        return 0;
+    (void)publish(d, smp->t_ns);
     pthread_mutex_unlock(&d->mu);
     return 0;
+}
+
+void live_data_finish(struct live_data *d)
+{
+    pthread_mutex_lock(&d->mu);
+    if (d->first_ns)
+        (void)publish(d, d->last_t);
+    d->finished = 1;
+    pthread_cond_broadcast(&d->published);
+    pthread_mutex_unlock(&d->mu);
 }
 
 /* --- the table (UI thread) ------------------------------------------------ */
@@ -311,27 +473,24 @@ static int is_sel(const struct live_row *w, const struct live_scope *sc)
            w->line == sc->sel_line && w->kind == sc->sel_kind;
 }
 
-/* --opcodes, by line: node id's instructions, counted for row k (the
- * outermost frame of the row on each stack, as its total). 0 or
- * PYS_E_NOMEM. */
-static int table_add_ops(struct live_table *t, const pys_profile *p, uint32_t id, long k)
+/* --opcodes, by line: node id's instructions in the scope (t->nodeops,
+ * combined), counted for row k (the outermost frame of the row on each
+ * stack, as its total). 0 or PYS_E_NOMEM. */
+static int table_add_ops(struct live_table *t, uint32_t id, long k)
 {
-    struct pys_opcode_count buf[64];
-    int n = pys_profile_node_opcodes(p, id, buf, sizeof buf / sizeof buf[0]);
-    if (n < 0)
-        return n;
-    if (n > (int)(sizeof buf / sizeof buf[0]))
-        n = (int)(sizeof buf / sizeof buf[0]);
-    for (int i = 0; i < n; i++) {
-        if (t->nops == t->capops) {
-            size_t cap = t->capops ? 2 * t->capops : 256;
-            struct live_op *v = realloc(t->ops, cap * sizeof *v);
-            if (!v)
-                return PYS_E_NOMEM;
-            t->ops = v;
-            t->capops = cap;
-        }
-        t->ops[t->nops++] = (struct live_op){(uint32_t)k, buf[i].opcode, buf[i].count};
+    size_t lo = 0, hi = t->nnodeops;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->nodeops[mid].row < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (; lo < t->nnodeops && t->nodeops[lo].row == id; lo++) {
+        if (util_array_reserve((void **)&t->ops, &t->capops, t->nops + 1, sizeof *t->ops) < 0)
+            return PYS_E_NOMEM;
+        t->ops[t->nops++] =
+            (struct live_op){(uint32_t)k, t->nodeops[lo].opcode, t->nodeops[lo].count};
     }
     return 0;
 }
@@ -362,72 +521,119 @@ static void table_top_ops(struct live_table *t)
     }
 }
 
-/* Count one profile's stacks into t: a depth-first walk, each node entered
- * once (parents have smaller ids and siblings link forward, so it ends). */
-static int table_add_profile(struct live_table *t, const pys_profile *p,
-                             const struct live_scope *sc)
+/* Add k times (1, or -1 as (uint64_t)-1) the counts c to the scope's:
+ * a node's into t->tn, its instructions' into t->nodeops. 0 or
+ * PYS_E_NOMEM. */
+static int scope_add(struct live_table *t, const struct live_cnts *c, size_t nn, uint64_t k)
 {
-    size_t nn = pys_profile_nodes(p);
-    if (nn < 2)
-        return 0;
-    if (nn > t->ncap) {
-        uint32_t *nr = realloc(t->node_row, nn * sizeof *nr);
-        if (!nr)
-            return PYS_E_NOMEM;
-        t->node_row = nr;
-        t->ncap = nn;
-    }
-    t->node_row[0] = 0;
-    uint32_t id = pys_profile_node(p, 0)->first_child;
-    while (id != 0 && id < nn) {
-        const struct pys_profile_node *nd = pys_profile_node(p, id);
-        int descend = 1;
-        t->node_row[id] = 0;
-        if (pys_profile_is_thread(p, id)) {
-            descend = !sc->one_thread || pys_profile_thread(p, id) == sc->thread;
-        } else {
-            const struct pys_frame *f = pys_profile_frame(p, nd->frame);
-            long k = f ? table_row(t, f, sc->by_line) : -2;
-            if (k == -1)
-                return PYS_E_NOMEM;
-            if (k >= 0) {
-                struct live_row *w = &t->rows[k];
-                uint32_t pk = nd->parent < nn ? t->node_row[nd->parent] : 0;
-                t->node_row[id] = (uint32_t)k + 1;
-                w->own += nd->self;
-                if (w->onpath++ == 0) {
-                    w->total += nd->total;
-                    if (sc->by_line && t->python_version && table_add_ops(t, p, id, k) < 0)
-                        return PYS_E_NOMEM;
-                    if (is_sel(w, sc)) {
-                        if (pk)
-                            t->rows[pk - 1].up += nd->total;
-                        else
-                            t->top_callers += nd->total;
-                    }
-                }
-                if (pk && is_sel(&t->rows[pk - 1], sc))
-                    w->down += nd->total;
-            }
+    for (size_t i = 0; i < c->n; i++) {
+        uint32_t id = (uint32_t)(c->v[i].key >> 32), sub = (uint32_t)c->v[i].key;
+        if (id >= nn)
+            continue;
+        if (sub == 0) {
+            t->tn[id].self += k * c->v[i].n;
+            continue;
         }
-        if (descend && nd->first_child > id && nd->first_child < nn) {
-            id = nd->first_child;
+        if (util_array_reserve((void **)&t->nodeops, &t->capnodeops, t->nnodeops + 1,
+                               sizeof *t->nodeops) < 0)
+            return PYS_E_NOMEM;
+        t->nodeops[t->nnodeops++] = (struct live_op){id, (int32_t)(sub - 1), k * c->v[i].n};
+    }
+    return 0;
+}
+
+/* The scope's instructions by node and opcode, each once, none zero. */
+static void scope_ops(struct live_table *t)
+{
+    if (t->nnodeops)
+        qsort(t->nodeops, t->nnodeops, sizeof *t->nodeops, by_row_op);
+    size_t n = 0;
+    for (size_t i = 0; i < t->nnodeops;) {
+        struct live_op o = t->nodeops[i];
+        while (++i < t->nnodeops && t->nodeops[i].row == o.row && t->nodeops[i].opcode == o.opcode)
+            o.count += t->nodeops[i].count;
+        if (o.count)
+            t->nodeops[n++] = o;
+    }
+    t->nnodeops = n;
+}
+
+/* Totals from the scope's self counts, and the children with samples in
+ * the scope linked in id order (a parent's id is below its children's). */
+static void scope_tree(struct live_table *t, const struct live_data *d)
+{
+    size_t nn = d->nnodes;
+    for (size_t id = 0; id < nn; id++) {
+        struct live_tnode *x = &t->tn[id];
+        x->total = x->self;
+        x->first_child = x->next_sibling = x->row = 0;
+    }
+    for (size_t id = nn; id-- > 1;) {
+        struct live_tnode *x = &t->tn[id], *par = &t->tn[d->nodes[id].parent];
+        if (x->total == 0)
+            continue;
+        par->total += x->total;
+        x->next_sibling = par->first_child;
+        par->first_child = (uint32_t)id;
+    }
+}
+
+/* Count frame node id (of row k, whose caller's row is pk + 1, 0 none)
+ * into its row. 0 or PYS_E_NOMEM. */
+static int table_node(struct live_table *t, uint32_t id, long k, uint32_t pk,
+                      const struct live_scope *sc)
+{
+    const struct live_tnode *x = &t->tn[id];
+    struct live_row *w = &t->rows[k];
+    w->own += x->self;
+    if (w->onpath++ == 0) {
+        w->total += x->total;
+        if (sc->by_line && t->python_version && table_add_ops(t, id, k) < 0)
+            return PYS_E_NOMEM;
+        if (is_sel(w, sc)) {
+            if (pk)
+                t->rows[pk - 1].up += x->total;
+            else
+                t->top_callers += x->total;
+        }
+    }
+    if (pk && is_sel(&t->rows[pk - 1], sc))
+        w->down += x->total;
+    return 0;
+}
+
+/* Count the scope's stacks into t: a depth-first walk of the nodes with
+ * samples in it, each entered once (children have larger ids than their
+ * parent and siblings link forward, so it ends). */
+static int table_add_tree(struct live_table *t, const struct live_data *d,
+                          const struct live_scope *sc)
+{
+    uint32_t id = d->nnodes > 1 ? t->tn[0].first_child : 0;
+    while (id != 0) {
+        const struct live_node *nd = &d->nodes[id];
+        int descend = 1;
+        if (nd->parent == 0) { /* a thread's node */
+            descend = !sc->one_thread || nd->thread == sc->thread;
+        } else if (nd->frame != 0 && nd->frame < d->nframes) {
+            long k = table_row(t, &d->frames[nd->frame], sc->by_line);
+            if (k < 0 || table_node(t, id, k, t->tn[nd->parent].row, sc) < 0)
+                return PYS_E_NOMEM;
+            t->tn[id].row = (uint32_t)k + 1;
+        }
+        if (descend && t->tn[id].first_child > id) {
+            id = t->tn[id].first_child;
             continue;
         }
         /* Leave id and the callers it was the last callee of. */
         for (;;) {
-            const struct pys_profile_node *a = pys_profile_node(p, id);
-            if (t->node_row[id])
-                t->rows[t->node_row[id] - 1].onpath--;
-            if (a->next_sibling > id && a->next_sibling < nn) {
-                id = a->next_sibling;
+            const struct live_tnode *x = &t->tn[id];
+            if (x->row)
+                t->rows[x->row - 1].onpath--;
+            if (x->next_sibling > id) {
+                id = x->next_sibling;
                 break;
             }
-            if (a->parent >= id) { /* not a tree: stop */
-                id = 0;
-                break;
-            }
-            id = a->parent;
+            id = d->nodes[id].parent;
             if (id == 0)
                 break;
         }
@@ -435,66 +641,110 @@ static int table_add_profile(struct live_table *t, const pys_profile *p,
     return 0;
 }
 
-static void scope_counts(struct live_table *t, const struct live_part *p, int one, uint64_t thread)
+static void scope_counts(struct live_table *t, const struct live_tally *c, int one, uint64_t thread)
 {
-    t->snaps += p->snaps;
-    t->failed += p->failed;
+    t->snaps += c->snaps;
+    t->failed += c->failed;
     if (!one) {
-        counts_add(&t->counts, &p->all);
+        counts_add(&t->counts, &c->all);
     } else {
-        for (size_t i = 0; i < p->nth; i++)
-            if (p->th[i].id == thread)
-                counts_add(&t->counts, &p->th[i].c);
+        for (size_t i = 0; i < c->nth; i++)
+            if (c->th[i].id == thread)
+                counts_add(&t->counts, &c->th[i].c);
     }
-    for (size_t i = 0; i < p->nth; i++) {
-        size_t k = 0;
-        while (k < t->nthreads && t->threads[k] != p->th[i].id)
-            k++;
-        if (k == t->nthreads && t->nthreads < LIVE_MAX_THREADS)
-            t->threads[t->nthreads++] = p->th[i].id;
+    for (size_t i = 0; i < c->nth && t->nthreads < LIVE_MAX_THREADS; i++)
+        if (c->th[i].c.samples)
+            t->threads[t->nthreads++] = c->th[i].id;
+}
+
+/* Ask for a publication and wait for it a little (under mu, which the
+ * wait lets go of): none comes once sampling ended. */
+static void await_publication(struct live_data *d)
+{
+    if (d->finished)
+        return;
+    uint64_t seq = d->seq;
+    atomic_store(&d->want, 1);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += PUBLISH_WAIT_MS * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
     }
+    while (d->seq == seq && !d->finished)
+        if (pthread_cond_timedwait(&d->published, &d->mu, &ts) == ETIMEDOUT)
+            break;
+}
+
+/* The scope's counts into t->tn, t->nodeops and *c (under mu): the last
+ * LIVE_WINDOW_S seconds (buckets), or all since counting (re)started. The
+ * states are added oldest first, so that the threads keep the order they
+ * were first seen in (the order `t` cycles through). */
+static int scope_collect(struct live_table *t, const struct live_data *d, int window,
+                         struct live_tally *c)
+{
+    size_t nn = d->nnodes;
+    int rc = 0;
+    memset(c, 0, sizeof *c);
+    if (scope_add(t, &d->now, nn, 1) < 0 ||
+        scope_add(t, window ? &d->mark : &d->base, nn, (uint64_t)-1) < 0)
+        return PYS_E_NOMEM;
+    uint64_t now = d->bucket[d->cur].sec, oldest = now;
+    for (size_t k = 1; window && k < LIVE_BUCKETS; k++) {
+        const struct live_bucket *b = &d->bucket[(d->cur + k) % LIVE_BUCKETS];
+        if (b->t.snaps == 0 || b->sec + LIVE_WINDOW_S < now)
+            continue;
+        oldest = b->sec < oldest ? b->sec : oldest;
+        tally_add(c, &b->t);
+        if (rc == 0)
+            rc = scope_add(t, &b->d, nn, 1);
+    }
+    if (!window)
+        tally_add(c, &d->whole_t);
+    tally_add(c, &d->pub);
+    uint64_t from = window ? d->start_ns + oldest * NS_PER_S : d->start_ns;
+    t->span_ns = d->run.last_ns > from ? d->run.last_ns - from : 0;
+    return rc;
 }
 
 int live_table_build(struct live_table *t, struct live_data *d, const struct live_scope *sc)
 {
     int rc = 0;
+    struct live_tally c;
     t->n = 0;
     t->nops = 0;
+    t->nnodeops = 0;
     if (t->index)
         memset(t->index, 0, t->icap * sizeof *t->index);
     t->snaps = t->failed = t->top_callers = 0;
     memset(&t->counts, 0, sizeof t->counts);
     t->sel = -1;
+    t->nthreads = 0;
 
     pthread_mutex_lock(&d->mu);
+    await_publication(d);
     /* --opcodes: the version names the instructions (0: none counted). */
-    t->python_version = d->r->opcodes && d->s ? pys_session_python_version(d->s) : 0;
-    /* The whole run's threads, whatever the scope: the list to cycle. */
-    t->nthreads = 0;
-    if (sc->window) {
-        uint64_t now = d->bucket[d->cur].sec, oldest = now;
-        for (size_t i = 0; i < LIVE_BUCKETS; i++) {
-            const struct live_part *b = &d->bucket[i];
-            if (b->snaps == 0 || b->sec + LIVE_WINDOW_S < now)
-                continue;
-            oldest = b->sec < oldest ? b->sec : oldest;
-            scope_counts(t, b, sc->one_thread, sc->thread);
-            if (b->prof && rc == 0)
-                rc = table_add_profile(t, b->prof, sc);
-        }
-        uint64_t from = d->start_ns + oldest * 1000000000u;
-        t->span_ns = d->last_ns > from ? d->last_ns - from : 0;
+    t->python_version = d->r->opcodes && d->run.s ? pys_session_python_version(d->run.s) : 0;
+    if (util_array_reserve((void **)&t->tn, &t->ncap, d->nnodes ? d->nnodes : 1, sizeof *t->tn) <
+        0) {
+        rc = PYS_E_NOMEM;
+        memset(&c, 0, sizeof c);
     } else {
-        scope_counts(t, &d->whole, sc->one_thread, sc->thread);
-        if (d->whole.prof)
-            rc = table_add_profile(t, d->whole.prof, sc);
-        t->span_ns = d->last_ns > d->start_ns ? d->last_ns - d->start_ns : 0;
+        memset(t->tn, 0, d->nnodes * sizeof *t->tn);
+        rc = scope_collect(t, d, sc->window, &c);
     }
-    t->run_samples = d->run_samples;
-    t->run_failed = d->run_failed;
-    t->run_missed = d->run_missed;
-    t->live_threads = d->nthreads;
-    t->version = d->s ? pys_session_python_version_text(d->s) : NULL;
+    scope_counts(t, &c, sc->one_thread, sc->thread);
+    if (rc == 0) {
+        scope_ops(t);
+        scope_tree(t, d);
+        rc = table_add_tree(t, d, sc);
+    }
+    t->run_samples = d->run.samples;
+    t->run_failed = d->run.failed;
+    t->run_missed = d->run.missed;
+    t->live_threads = d->run.nthreads;
+    t->version = d->run.s ? pys_session_python_version_text(d->run.s) : NULL;
     pthread_mutex_unlock(&d->mu);
 
     table_top_ops(t);
@@ -508,7 +758,8 @@ void live_table_release(struct live_table *t)
 {
     free(t->rows);
     free(t->index);
-    free(t->node_row);
+    free(t->tn);
+    free(t->nodeops);
     free(t->ops);
     memset(t, 0, sizeof *t);
 }

@@ -152,6 +152,10 @@ struct rec_sample {
     int rc;                              /* pys_session_snapshot's result */
     pys_session *s;                      /* the session (program) it came from */
     const struct pys_profile_info *info; /* the run's counters, this sample counted */
+    /* The profile the sample's stacks went into as sampled (NULL: none, or
+     * rewritten: --function, --nolineno, a process frame). Consumers on
+     * the sampling thread may read it, not keep pointers into it. */
+    pys_profile *prof;
 };
 /* A consumer of the sample stream. sample() runs on the sampling thread
  * after each sample and must not block (a slow consumer hands the work to a

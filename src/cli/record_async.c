@@ -58,12 +58,12 @@ static const struct pys_thread *thread_of(const struct pys_snapshot *snap,
     return NULL;
 }
 
-static uint64_t gil_holder_of(const struct pys_snapshot *snap, int64_t interp)
+static const struct pys_interp *interp_of(const struct pys_snapshot *snap, int64_t interp)
 {
     for (size_t i = 0; snap && i < snap->ninterps; i++)
         if (snap->interps[i].id == interp)
-            return snap->interps[i].gil_holder;
-    return 0;
+            return &snap->interps[i];
+    return NULL;
 }
 
 /* Append task's stack as a thread of the snapshot being built, with the
@@ -128,8 +128,10 @@ int rec_async_sample(struct rec_async *a, const struct rec *r, pys_session *s,
                 util_array_reserve((void **)&a->ioff, &a->capioff, a->ninterps + 1,
                                    sizeof *a->ioff) < 0)
                 return PYS_E_NOMEM;
-            a->interps[a->ninterps] = (struct pys_interp){
-                .id = l->interp_id, .gil_holder = gil_holder_of(threads, l->interp_id)};
+            const struct pys_interp *ti = interp_of(threads, l->interp_id);
+            a->interps[a->ninterps] = (struct pys_interp){.id = l->interp_id,
+                                                          .gil_holder = ti ? ti->gil_holder : 0,
+                                                          .gc_running = ti && ti->gc_running};
             a->ioff[a->ninterps++] = a->nthreads;
         }
         if (l->error)

@@ -459,7 +459,8 @@ static int feed(const struct rec_sinks *ks, const struct rec_sample *smp)
 static int feed_sinks(struct loop *l, uint64_t t0, uint64_t t1, const struct pys_snapshot *snap,
                       int rc, int *own_rc)
 {
-    struct rec_sample smp = {t0, t1, snap, rc, l->s, l->info};
+    int as_sampled = l->r->line_mode == LINES_EXACT && !l->merge;
+    struct rec_sample smp = {t0, t1, snap, rc, l->s, l->info, as_sampled ? l->prof : NULL};
     *own_rc = feed(l->sinks, &smp);
     if (!l->rooted || l->rooted->n == 0)
         return 0;
@@ -468,6 +469,7 @@ static int feed_sinks(struct loop *l, uint64_t t0, uint64_t t1, const struct pys
         return PYS_E_NOMEM;
     }
     smp.info = l->run_info;
+    smp.prof = NULL;
     return feed(l->rooted, &smp);
 }
 

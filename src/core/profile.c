@@ -110,7 +110,7 @@ struct pys_profile {
     struct util_htab ops_index; /* their ids, by (node, opcode) */
     struct op_count *ops_order; /* a copy of ops[1..], by (node, opcode), made when asked */
     size_t n_order;             /* entries ops_order holds */
-    int ops_stale;              /* entries were made since ops_order was */
+    int ops_stale;              /* entries were made or counted since ops_order was */
     int count_ops;              /* pys_profile_count_opcodes */
 };
 
@@ -487,6 +487,7 @@ static int count_opcode(pys_profile *p, uint32_t node, int32_t opcode, uint64_t 
              j = util_htab_next(&p->ops_index, j))
             if (p->ops[id].node == node && p->ops[id].opcode == opcode) {
                 p->ops[id].count += weight;
+                p->ops_stale = 1; /* ops_order holds copies of the counts */
                 return 0;
             }
     }

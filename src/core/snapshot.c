@@ -826,6 +826,7 @@ static int snapshot_try(struct pys_session *s, int tries)
         struct pys_interp *pi = &s->res.interps[s->res.ninterps++];
         pi->id = in.id;
         pi->gil_holder = in.gil_holder;
+        pi->gc_running = s->opt.gc && in.gc_frame != 0;
         pi->nthreads = 0;
         /* threads is an index until the fix-up below: the array may move. */
         pi->threads = (const struct pys_thread *)(uintptr_t)s->res.nthreads;

@@ -311,7 +311,7 @@ nomem:
 
 int rec_bin_finish(struct rec_bin *b, const struct pys_profile_info *info)
 {
-    int status = CLI_OK;
+    int status = CLI_OK, last_err = 0;
     if (b->enc && !b->failed) {
         struct out_rec_stats st;
         stats_of(b, info, info->duration_ns, 1, &st);
@@ -319,7 +319,7 @@ int rec_bin_finish(struct rec_bin *b, const struct pys_profile_info *info)
             fprintf(stderr, "pystrobe: out of memory for the recording\n");
             status = CLI_ERROR;
         } else if (b->thread_started) {
-            ship(b, 1);
+            last_err = ship(b, 1);
         }
     }
     if (b->thread_started) {
@@ -329,8 +329,9 @@ int rec_bin_finish(struct rec_bin *b, const struct pys_profile_info *info)
         pthread_mutex_unlock(&b->mu);
         pthread_join(b->thread, NULL);
     }
-    if (b->werr) {
-        say_write_error(b, b->werr);
+    /* The writer's error, else ship's own (the last block not taken). */
+    if (b->werr || last_err) {
+        say_write_error(b, b->werr ? b->werr : last_err);
         status = CLI_ERROR;
     }
     if (b->fd >= 0 && (fsync(b->fd) != 0 && errno != EINVAL && errno != EROFS)) {

@@ -254,7 +254,7 @@ def test_sighup_ends_run_and_writes(strobes, looper, tmp_path):
     s = strobes(["run", *REALTIME, "-o", out, *looper.run_args()])
     pid = looper.pid(s)
     # Samples of the loop: work() is about half of its time.
-    s.wait_samples(s.wait_samples(s.samples_so_far()) + 40)
+    s.wait_samples(s.wait_samples(s.samples_so_far()) + 100)
     os.kill(s.pid, signal.SIGHUP)
     summary = s.check(timeout=WAIT)
     assert_wrote(s, summary, out)

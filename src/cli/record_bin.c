@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -147,9 +148,22 @@ struct rec_bin *rec_bin_open(const struct rec *r, int pid)
         snprintf(b->path, sizeof b->path, "%s", r->record_path);
     else
         snprintf(b->path, sizeof b->path, "recording_%d.pysr", pid);
-    b->fd = open(b->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (b->fd < 0) {
-        fprintf(stderr, "pystrobe: cannot write to %s: %s\n", b->path, strerror(errno));
+    /* One writer per file: a second pystrobe recording to the same path
+     * (two attaches to one pid both name theirs recording_PID.pysr) would
+     * write its blocks over the first's at its own offsets, leaving a file
+     * neither wrote whose size neither end line tells. The lock is taken
+     * before the file is emptied, so that the first one's is left whole. */
+    struct stat sb;
+    b->fd = open(b->path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    if (b->fd < 0 || flock(b->fd, LOCK_EX | LOCK_NB) != 0 ||
+        (fstat(b->fd, &sb) == 0 && S_ISREG(sb.st_mode) && ftruncate(b->fd, 0) != 0)) {
+        if (b->fd >= 0 && errno == EWOULDBLOCK)
+            fprintf(stderr, "pystrobe: %s is being written by another process: not recording\n",
+                    b->path);
+        else
+            fprintf(stderr, "pystrobe: cannot write to %s: %s\n", b->path, strerror(errno));
+        if (b->fd >= 0)
+            close(b->fd);
         free(b);
         return NULL;
     }

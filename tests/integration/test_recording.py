@@ -728,6 +728,8 @@ def test_replay_refuses_a_damaged_cpython_profile(pystrobe, tmp_path):
     (["--compression", "zstd"], b"--compression is for a recording"),
     (["--jsonl-samples"], b"--jsonl-samples goes with --jsonl"),
     (["--binary", "--record", "x.pysr"], b"--binary writes the recording to -o"),
+    (["--collapsed", "-o", "same.x", "--record", "same.x"],
+     b"-o and --record both name same.x: the profile would replace the recording"),
 ])
 def test_recording_options_misused(pystrobe, args, message):
     """Options that would be ignored are refused (exit 2) before anything

@@ -152,11 +152,13 @@ struct rec_bin *rec_bin_open(const struct rec *r, int pid)
      * (two attaches to one pid both name theirs recording_PID.pysr) would
      * write its blocks over the first's at its own offsets, leaving a file
      * neither wrote whose size neither end line tells. The lock is taken
-     * before the file is emptied, so that the first one's is left whole. */
+     * before the file is emptied, so that the first one's is left whole;
+     * not on a device or pipe (/dev/null), which many may write. */
     struct stat sb;
     b->fd = open(b->path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
-    if (b->fd < 0 || flock(b->fd, LOCK_EX | LOCK_NB) != 0 ||
-        (fstat(b->fd, &sb) == 0 && S_ISREG(sb.st_mode) && ftruncate(b->fd, 0) != 0)) {
+    int regular = b->fd >= 0 && fstat(b->fd, &sb) == 0 && S_ISREG(sb.st_mode);
+    if (b->fd < 0 ||
+        (regular && (flock(b->fd, LOCK_EX | LOCK_NB) != 0 || ftruncate(b->fd, 0) != 0))) {
         if (b->fd >= 0 && errno == EWOULDBLOCK)
             fprintf(stderr, "pystrobe: %s is being written by another process: not recording\n",
                     b->path);

@@ -594,13 +594,15 @@ static char **python_argv(const char *python, const char *module, char **args, i
     return v;
 }
 
-/* Do paths a and b name one file: the same text, or one existing file. */
+/* Do paths a and b name one regular file (existing or to be made)? A
+ * device such as /dev/null may take both outputs. */
 static int same_file(const char *a, const char *b)
 {
     struct stat sa, sb;
-    return strcmp(a, b) == 0 ||
-           (stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-            sa.st_ino == sb.st_ino);
+    if (stat(a, &sa) != 0)
+        return strcmp(a, b) == 0;
+    return S_ISREG(sa.st_mode) && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
 }
 
 /* After the options: the sampling interval, then attach's PID or run's

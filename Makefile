@@ -136,7 +136,8 @@ test-one: all module
 # Builds run JOBS-wide (the tests themselves run one at a time).
 JOBS ?= $(shell nproc)
 test: sidroot
-	$(MAKE) -j$(JOBS) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
+	$(MAKE) -j$(JOBS) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS) \
+	    FUZZ_SEED=$(TEST_FUZZ_SEED)
 	$(MAKE) -j$(JOBS) --no-print-directory test-one B=build-asan CC=clang \
 	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
 	$(MAKE) -j$(JOBS) --no-print-directory test-one B=build
@@ -144,8 +145,16 @@ test: sidroot
 # Each fuzzer for FUZZ_SECONDS (libFuzzer, clang); `make test` runs each briefly.
 # The library is compiled once for all fuzzers (coverage-instrumented, ASan +
 # UBSan) into FUZZ_B/libfuzz.a; each fuzzer links its harness against it.
+# FUZZ_SEED is libFuzzer's -seed (not 0); without it each run picks its own.
+# A run with a seed starts from the seeds alone (its new inputs go to a
+# scratch directory emptied first, the kept corpus-NAME is left alone), so
+# that it repeats: `make test`'s pass always uses TEST_FUZZ_SEED. A failure
+# prints the seed, the input that failed (in FUZZ_B/artifacts-NAME/) and
+# the commands that replay it.
 FUZZ_SECONDS ?= 30
+FUZZ_SEED ?=
 TEST_FUZZ_SECONDS ?= 5
+TEST_FUZZ_SEED ?= 1
 FUZZ_B := build-fuzz
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_B)/%)
@@ -161,11 +170,20 @@ $(FUZZ_B)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_B)/libfuzz.a
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_B)/libfuzz.a $(LDLIBS) -o $@
 fuzz: $(FUZZ_BIN)
 	@set -e; for f in $(FUZZ_SRC); do \
-	  n=$$(basename $$f .c); \
-	  mkdir -p $(FUZZ_B)/corpus-$$n; \
-	  echo "== $$n ($(FUZZ_SECONDS) s)"; \
-	  $(FUZZ_B)/$$n -max_total_time=$(FUZZ_SECONDS) $(FUZZ_B)/corpus-$$n tests/fuzz/seeds/$$n \
-	    2>$(FUZZ_B)/$$n.log || { tail -40 $(FUZZ_B)/$$n.log; exit 1; }; \
+	  n=$$(basename $$f .c); a=$(FUZZ_B)/artifacts-$$n/; \
+	  c=$(FUZZ_B)/$(if $(FUZZ_SEED),scratch,corpus)-$$n; \
+	  $(if $(FUZZ_SEED),rm -rf $$c;) mkdir -p $$c $$a; \
+	  echo "== $$n ($(FUZZ_SECONDS) s$(if $(FUZZ_SEED),; seed $(FUZZ_SEED)))"; \
+	  if ! $(FUZZ_B)/$$n -max_total_time=$(FUZZ_SECONDS) $(if $(FUZZ_SEED),-seed=$(FUZZ_SEED)) \
+	      -artifact_prefix=$$a $$c tests/fuzz/seeds/$$n 2>$(FUZZ_B)/$$n.log; then \
+	    tail -40 $(FUZZ_B)/$$n.log; \
+	    s=$$(sed -n 's/^INFO: Seed: \([0-9]*\).*/\1/p' $(FUZZ_B)/$$n.log | head -1); \
+	    u=$$(sed -n 's/.*Test unit written to \(.*\)$$/\1/p' $(FUZZ_B)/$$n.log | tail -1); \
+	    echo "== $$n FAILED with seed $${s:-?}; the failing input: $${u:-none written}"; \
+	    echo "   replay the input: $(FUZZ_B)/$$n $${u:-INPUT}"; \
+	    echo "   the same run:     make fuzz FUZZ_SRC=$$f FUZZ_SEED=$${s:-?} FUZZ_SECONDS=$(FUZZ_SECONDS)"; \
+	    exit 1; \
+	  fi; \
 	  tail -1 $(FUZZ_B)/$$n.log; \
 	done
 

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -147,9 +148,24 @@ struct rec_bin *rec_bin_open(const struct rec *r, int pid)
         snprintf(b->path, sizeof b->path, "%s", r->record_path);
     else
         snprintf(b->path, sizeof b->path, "recording_%d.pysr", pid);
-    b->fd = open(b->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (b->fd < 0) {
-        fprintf(stderr, "pystrobe: cannot write to %s: %s\n", b->path, strerror(errno));
+    /* One writer per file: a second pystrobe recording to the same path
+     * (two attaches to one pid both name theirs recording_PID.pysr) would
+     * write its blocks over the first's at its own offsets, leaving a file
+     * neither wrote whose size neither end line tells. The lock is taken
+     * before the file is emptied, so that the first one's is left whole;
+     * not on a device or pipe (/dev/null), which many may write. */
+    struct stat sb;
+    b->fd = open(b->path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    int regular = b->fd >= 0 && fstat(b->fd, &sb) == 0 && S_ISREG(sb.st_mode);
+    if (b->fd < 0 ||
+        (regular && (flock(b->fd, LOCK_EX | LOCK_NB) != 0 || ftruncate(b->fd, 0) != 0))) {
+        if (b->fd >= 0 && errno == EWOULDBLOCK)
+            fprintf(stderr, "pystrobe: %s is being written by another process: not recording\n",
+                    b->path);
+        else
+            fprintf(stderr, "pystrobe: cannot write to %s: %s\n", b->path, strerror(errno));
+        if (b->fd >= 0)
+            close(b->fd);
         free(b);
         return NULL;
     }
@@ -311,7 +327,7 @@ nomem:
 
 int rec_bin_finish(struct rec_bin *b, const struct pys_profile_info *info)
 {
-    int status = CLI_OK;
+    int status = CLI_OK, last_err = 0;
     if (b->enc && !b->failed) {
         struct out_rec_stats st;
         stats_of(b, info, info->duration_ns, 1, &st);
@@ -319,7 +335,7 @@ int rec_bin_finish(struct rec_bin *b, const struct pys_profile_info *info)
             fprintf(stderr, "pystrobe: out of memory for the recording\n");
             status = CLI_ERROR;
         } else if (b->thread_started) {
-            ship(b, 1);
+            last_err = ship(b, 1);
         }
     }
     if (b->thread_started) {
@@ -329,8 +345,9 @@ int rec_bin_finish(struct rec_bin *b, const struct pys_profile_info *info)
         pthread_mutex_unlock(&b->mu);
         pthread_join(b->thread, NULL);
     }
-    if (b->werr) {
-        say_write_error(b, b->werr);
+    /* The writer's error, else ship's own (the last block not taken). */
+    if (b->werr || last_err) {
+        say_write_error(b, b->werr ? b->werr : last_err);
         status = CLI_ERROR;
     }
     if (b->fd >= 0 && (fsync(b->fd) != 0 && errno != EINVAL && errno != EROFS)) {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "cli/record.h"
@@ -593,6 +594,17 @@ static char **python_argv(const char *python, const char *module, char **args, i
     return v;
 }
 
+/* Do paths a and b name one regular file (existing or to be made)? A
+ * device such as /dev/null may take both outputs. */
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (stat(a, &sa) != 0)
+        return strcmp(a, b) == 0;
+    return S_ISREG(sa.st_mode) && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
 /* After the options: the sampling interval, then attach's PID or run's
  * command (argv[first] on; module: -m's, or NULL). Returns -1 on success,
  * else an exit status. */
@@ -605,6 +617,9 @@ static int finish_args(struct rec *r, int argc, char **argv, int first, const ch
         r->record_path = r->output;
     if (r->compression_set && !r->binary && !r->record_path)
         return usage_error("%s", "--compression is for a recording (--binary, --record FILE)");
+    if (!r->binary && r->record_path && r->output && same_file(r->record_path, r->output))
+        return usage_error("-o and --record both name %s: the profile would replace the recording",
+                           r->output);
     int bad = check_outputs(r);
     if (bad != -1)
         return bad;

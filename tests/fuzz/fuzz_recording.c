@@ -14,7 +14,8 @@
  * target, zstd and stored, a cut one, one of a newer major version, one
  * with named threads (named.pysr: THREAD_NAME records, a rename), files of
  * format 1.x (v1_zstd.pysr, named.pysr, cut.pysr: the sample times inline),
- * and small files of CPython 3.15's own writer.
+ * one of several processes (merged.pysr, --merge-processes: every stack under
+ * its PYS_FRAME_PROCESS frame), and small files of CPython 3.15's own writer.
  */
 #include "output/recording.h"
 #include "output/tach.h"

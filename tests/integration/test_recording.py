@@ -42,6 +42,18 @@ def replay(pystrobe, *args):
     return run_pystrobe(pystrobe, "replay", *args)
 
 
+WROTE_RECORDING = re.compile(rb"^Wrote recording to (.+) \((\d+) bytes, ", re.M)
+
+
+def assert_size_told(stderr, rec):
+    """The end line "Wrote recording to FILE (N bytes, ...)" names rec and
+    its size on disk."""
+    m = WROTE_RECORDING.search(stderr)
+    assert m and os.path.basename(m.group(1).decode()) == rec.name, stderr.decode()
+    assert int(m.group(2)) == rec.stat().st_size, \
+        f"told {int(m.group(2))} bytes, the file has {rec.stat().st_size}"
+
+
 FORMATS = {"collapsed": ("--collapsed",), "flamegraph": ("--flamegraph",),
            "pstats": ("--pstats",), "table": ()}
 
@@ -57,7 +69,7 @@ def test_replay_writes_the_same_bytes(pystrobe, chains, tmp_path, target, fmt):
     r = run_pystrobe(pystrobe, "attach", "-d", "2", "-r", "2000", *FORMATS[fmt], *out,
                      "--record", rec, p.pid)
     assert r.returncode == 0, r.stderr.decode()
-    assert b"Wrote recording to" in r.stderr
+    assert_size_told(r.stderr, rec)
     out2 = [] if fmt == "table" else ["-o", tmp_path / "replayed"]
     r2 = replay(pystrobe, *FORMATS[fmt], *out2, rec)
     assert r2.returncode == 0, r2.stderr.decode()
@@ -80,6 +92,7 @@ def test_binary_file_as_specified(pystrobe, chains, tmp_path, target):
     before = time.time_ns()
     r = run_pystrobe(pystrobe, "attach", "-d", "2.5", "--binary", "-o", rec, p.pid)
     assert r.returncode == 0, r.stderr.decode()
+    assert_size_told(r.stderr, rec)
     d = recording_format.read(rec)
     assert d["complete"] and not d["cut"] and d["blocks"] >= 2
     m, st = d["meta"], d["stats"]
@@ -169,12 +182,44 @@ def test_compression_none_and_zstd(pystrobe, chains, tmp_path):
         r = run_pystrobe(pystrobe, "attach", "-d", "1.5", "--binary", "--compression", c,
                          "-o", rec, p.pid)
         assert r.returncode == 0, r.stderr.decode()
+        assert_size_told(r.stderr, rec)
         comps = {b[1] for b in recording_format.blocks(rec.read_bytes())}
         assert comps == {0 if c == "none" else 1}
         sizes[c] = rec.stat().st_size / len(recording_format.read(rec)["samples"])
     assert sizes["zstd"] < sizes["none"]
     r = run_pystrobe(pystrobe, "attach", "--compression", "lz4", "--binary", p.pid)
     assert r.returncode == 2 and b"bad compression 'lz4'" in r.stderr
+
+
+def test_second_recorder_of_a_file_refused(pystrobe, chains, tmp_path):
+    """Two `attach --binary` of one process in one directory both name their
+    recording recording_PID.pysr: the second is refused at once (exit 8,
+    the reason said) and leaves the first's file whole, whose end line
+    tells its size."""
+    target = FAST[0] if FAST else TARGETS[0]
+    p = chains(target)
+    rec = tmp_path / f"recording_{p.pid}.pysr"
+    first = subprocess.Popen([str(pystrobe), "attach", "-d", "2", "--binary", str(p.pid)],
+                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not rec.exists() or rec.stat().st_size == 0:
+            assert first.poll() is None and time.monotonic() < deadline, "no recording begun"
+            time.sleep(0.02)
+        second = subprocess.run([str(pystrobe), "attach", "-d", "4", "--binary", str(p.pid)],
+                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                timeout=60)
+        _, err = first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert second.returncode == 8, second.stderr.decode()
+    assert (f"pystrobe: recording_{p.pid}.pysr is being written by another process: "
+            "not recording").encode() in second.stderr, second.stderr.decode()
+    assert first.returncode == 0, err.decode()
+    assert_size_told(err, rec)
+    assert recording_format.read(rec)["complete"]
 
 
 def test_sigkill_leaves_a_readable_file(pystrobe, chains, tmp_path):
@@ -683,6 +728,8 @@ def test_replay_refuses_a_damaged_cpython_profile(pystrobe, tmp_path):
     (["--compression", "zstd"], b"--compression is for a recording"),
     (["--jsonl-samples"], b"--jsonl-samples goes with --jsonl"),
     (["--binary", "--record", "x.pysr"], b"--binary writes the recording to -o"),
+    (["--collapsed", "-o", "same.x", "--record", "same.x"],
+     b"-o and --record both name same.x: the profile would replace the recording"),
 ])
 def test_recording_options_misused(pystrobe, args, message):
     """Options that would be ignored are refused (exit 2) before anything

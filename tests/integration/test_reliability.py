@@ -26,7 +26,7 @@ import pytest
 
 from conftest import run_pystrobe, wait_session_empty
 from targets import supported_targets
-from test_sampling import (assert_wrote, check_flamegraph, load_collapsed, load_pstats,
+from test_sampling import (REALTIME, assert_wrote, check_flamegraph, load_collapsed, load_pstats,
                            parse_summary, strobes)  # noqa: F401 (strobes is a fixture)
 
 EXIT_OK, EXIT_USAGE, EXIT_ERROR, EXIT_NO_SAMPLES, EXIT_FALLBACK, EXIT_ABORT = 0, 2, 8, 9, 10, 130
@@ -232,8 +232,9 @@ def test_output_directory_removed_meanwhile(strobes, sleeper312, tmp_path):
     d.mkdir()
     spare = tmp_path / "spare"
     spare.mkdir()
-    s = strobes(["attach", "-o", d / "p.pstats", sleeper312.pid], env={"TMPDIR": str(spare)})
-    time.sleep(0.5)
+    s = strobes(["attach", *REALTIME, "-o", d / "p.pstats", sleeper312.pid],
+                env={"TMPDIR": str(spare)})
+    s.wait_samples()
     shutil.rmtree(d)
     s.interrupt()
     s.wait(timeout=WAIT)
@@ -250,9 +251,10 @@ def test_sighup_ends_run_and_writes(strobes, looper, tmp_path):
     """SIGHUP to pystrobe: the profile is written, exit 0, the command is
     ended (SIGTERM), nothing is left running."""
     out = tmp_path / "hup.pstats"
-    s = strobes(["run", "-o", out, *looper.run_args()])
+    s = strobes(["run", *REALTIME, "-o", out, *looper.run_args()])
     pid = looper.pid(s)
-    time.sleep(0.5)
+    # Samples of the loop: work() is about half of its time.
+    s.wait_samples(s.wait_samples(s.samples_so_far()) + 100)
     os.kill(s.pid, signal.SIGHUP)
     summary = s.check(timeout=WAIT)
     assert_wrote(s, summary, out)
@@ -268,10 +270,10 @@ def test_second_ctrl_c_kills_command(strobes, looper, tmp_path):
     and kills the Python process too (the kernel's PR_SET_PDEATHSIG reaches
     only the shell). The Python survives SIGTERM too, so that the wait lasts
     4 s."""
-    s = strobes(["run", "-o", tmp_path / "c.pstats",
+    s = strobes(["run", *REALTIME, "-o", tmp_path / "c.pstats",
                  *looper.run_args("ignore-int", "count-term", shell=True)])
     pid = looper.pid(s)
-    time.sleep(0.3)
+    s.wait_samples()  # so that there is a profile to write
     s.interrupt()
     wait_stderr(s, "Wrote pstats")  # now in the 2 s it gives the command
     s.interrupt()

@@ -61,6 +61,11 @@ AHEAD = ["nice", "-n", "-15"]
 
 # --- running pystrobe ----------------------------------------------------------
 
+# What a test waits on before it signals a pystrobe that must have sampled:
+# the live line (every 250 ms, after a sample) with the samples so far.
+REALTIME = ["--realtime-stats"]
+REALTIME_SAMPLES = re.compile(r"samples (\d+), failed \d+")
+
 class Strobe:
     """One pystrobe process, in its own session, stdout and stderr in files."""
 
@@ -111,6 +116,28 @@ class Strobe:
 
     def interrupt(self):
         os.kill(self.pid, signal.SIGINT)
+
+    def samples_so_far(self):
+        """The samples taken so far by a pystrobe run with REALTIME (its
+        latest line; 0 before the first)."""
+        counts = REALTIME_SAMPLES.findall(self.stderr)
+        return int(counts[-1]) if counts else 0
+
+    def wait_samples(self, more_than=0, timeout=RUN_TIMEOUT):
+        """Wait until a pystrobe run with REALTIME has taken more than
+        more_than samples (fails if it ends first); their number."""
+        deadline = time.monotonic() + timeout
+        while (n := self.samples_so_far()) <= more_than:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"pystrobe took no more than {more_than} samples\n{self.describe()}")
+            time.sleep(0.05)
+        return n
+
+    def wait_samples_from_now(self, timeout=RUN_TIMEOUT):
+        """Wait until a pystrobe run with REALTIME has taken a sample that
+        began after this call: a line printed after one printed after the
+        call (a line follows the sample that made it)."""
+        self.wait_samples(self.wait_samples(self.samples_so_far(), timeout), timeout)
 
 
 @pytest.fixture
@@ -863,13 +890,16 @@ def test_run_python3_from_path(pystrobe, strobes, tmp_path):
 
 def attach_all_formats(strobes, tmp_path, pid):
     """Three pystrobe attaches at once: pstats to a file, collapsed and flame
-    graph to their default files, each in its own directory."""
+    graph to their default files, each in its own directory; returned once
+    each has taken a sample."""
     runs = {}
     for fmt, opts in (("pstats", ["-o", tmp_path / "p" / "out.pstats"]),
                       ("collapsed", ["--collapsed"]), ("flamegraph", ["--flamegraph"])):
         cwd = tmp_path / fmt[0]
         cwd.mkdir(exist_ok=True)
-        runs[fmt] = strobes(["attach", *opts, pid], cwd=cwd)
+        runs[fmt] = strobes(["attach", *REALTIME, *opts, pid], cwd=cwd)
+    for s in runs.values():
+        s.wait_samples()
     return runs
 
 
@@ -895,7 +925,6 @@ def test_ctrl_c_during_attach(modes_proc, strobes, tmp_path):
     """SIGINT (SIGTERM for the flame graph) to pystrobe only: the profile so
     far is written in each format, exit 0, and the target goes on running."""
     runs = attach_all_formats(strobes, tmp_path, modes_proc.pid)
-    time.sleep(0.5)
     for fmt, s in runs.items():
         assert s.proc.poll() is None, f"pystrobe ended early\n{s.describe()}"
         os.kill(s.pid, signal.SIGTERM if fmt == "flamegraph" else signal.SIGINT)
@@ -908,7 +937,6 @@ def test_target_exit_during_attach(work, strobes, tmp_path):
     target = start_modes(work)
     try:
         runs = attach_all_formats(strobes, tmp_path, target.pid)
-        time.sleep(0.5)
         for s in runs.values():
             assert s.proc.poll() is None, f"pystrobe ended early\n{s.describe()}"
         target.proc.kill()
@@ -931,9 +959,10 @@ def test_ctrl_c_to_pystrobe_during_run(work, strobes, tmp_path):
     """SIGINT to pystrobe alone during `run`: the run ends as with -d: the
     profile is written, the child terminated, exit 0."""
     out = tmp_path / "c.pstats"
-    s = strobes(["run", "-o", out, *work.python_run_args(), work.path("modes.py"), "60"])
+    s = strobes(["run", *REALTIME, "-o", out, *work.python_run_args(), work.path("modes.py"),
+                 "60"])
     wait_child_line(s, '"spin"')
-    time.sleep(0.4)
+    s.wait_samples_from_now()  # of the threads in their states
     s.interrupt()
     summary = s.check(timeout=STOP_TIMEOUT)
     assert_wrote(s, summary, out)
@@ -949,10 +978,10 @@ def test_ctrl_c_to_process_group_during_run(work, strobes, tmp_path):
     gets it too (modes.py says so and exits 0), pystrobe writes the profile
     and exits 0."""
     out = tmp_path / "g.txt"
-    s = strobes(["run", "--collapsed", "-o", out, *work.python_run_args(),
+    s = strobes(["run", *REALTIME, "--collapsed", "-o", out, *work.python_run_args(),
                  work.path("modes.py"), "60"])
     wait_child_line(s, '"spin"')
-    time.sleep(0.4)
+    s.wait_samples_from_now()  # of the threads in their states
     members = session_members(s.pid)
     assert len(members) >= 2, f"pystrobe's child is not in its process group: {members}"
     os.killpg(s.pid, signal.SIGINT)

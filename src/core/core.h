@@ -579,6 +579,7 @@ struct pys_session {
     uint64_t program_checked_ns;
     uint64_t snapshots, thread_errors; /* counters for pys_session_stats */
     uint64_t thread_reads, thread_rereads;
+    uint64_t retry_rng; /* snapshot.c: when a torn thread is read again (3.8-3.10) */
 
     struct prof_intern strings;
     struct prof_tnames *tnames; /* threadnames.c: NULL until a name is asked for */

@@ -340,6 +340,9 @@ struct switcher {
      * them); else it stands still. */
     int timed, served;
     uint64_t now;
+    /* tick: the clock also moves this much each time it is read; the
+     * longest it moved between two reads of the armed snapshot. */
+    uint64_t tick, last_read, max_gap;
 };
 
 /* PYSTROBE_IMAGES_TRACE=1: print every read of the armed snapshot of the
@@ -359,6 +362,11 @@ static int sw_pick(struct switcher *w, int advance, uint64_t addr, size_t len)
     if (advance && w->timed) {
         w->now += which != w->served ? 1000000 : 1;
         w->served = which;
+    }
+    if (advance && w->armed) {
+        if (w->count > 1 && w->now - w->last_read > w->max_gap)
+            w->max_gap = w->now - w->last_read;
+        w->last_read = w->now;
     }
     return which;
 }
@@ -433,7 +441,9 @@ static int sw_write(struct mem_source *src, uint64_t addr, const void *buf, size
 
 static uint64_t sw_clock(struct mem_source *src)
 {
-    return ((struct switcher *)src)->now;
+    struct switcher *w = (struct switcher *)src;
+    w->now += w->tick;
+    return w->now;
 }
 
 static const struct mem_source_ops SW_OPS = {sw_read_call, sw_readv, sw_write, sw_clock};
@@ -476,7 +486,12 @@ struct run {
     int first, warm;
     int write_both; /* the moments both come after pystrobe's writes */
     int timed;      /* the switcher's clock runs (struct switcher) */
+    uint64_t tick;  /* and moves this much at each look (struct switcher) */
 };
+
+/* The longest the source's clock moved between two reads of run_once's
+ * armed snapshot. */
+static uint64_t run_gap;
 
 struct tally {
     uint64_t got[2]; /* A's stack, B's */
@@ -512,6 +527,8 @@ static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t 
     w.timed = r->timed;
     w.served = r->first;
     w.now = 0;
+    w.tick = r->tick;
+    w.last_read = w.max_gap = 0;
     pys_session *s = NULL;
     char err[512];
     int rc = prof_session_open(&s, 0, &w.base, &p->im[r->first]->facts, &r->opt, err, sizeof err);
@@ -542,6 +559,7 @@ static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t 
         }
     }
     *reads = w.count;
+    run_gap = w.max_gap;
     trace = 0;
     pys_session_free(s);
     return res;
@@ -953,6 +971,46 @@ static void test_objframes(void **state)
 }
 
 /*
+ * 3.8-3.10: a thread whose walk was torn is read again after a random
+ * wait (snapshot.c, retry_spread), not at once. aba.py at A, switched to B
+ * at each read of one snapshot in turn (the clock moving a microsecond at
+ * each look): where a walk was rejected and the thread read again, the
+ * clock moved by more than a few looks between two reads, never by 100 us
+ * or more, and not by the same amount every time. Read again at once, the
+ * thread would be caught just after the change that tore its walk: on a
+ * stack that changes every few tens of microseconds, a shallow one.
+ */
+static void test_retry_spread(void **state)
+{
+    (void)state;
+    static const char *const versions[] = {"3.8", "3.9", "3.10"};
+    STACK = ABA;
+    FILE_NAME = "/tmp/pystrobe-images/aba.py";
+    for (size_t v = 0; v < sizeof versions / sizeof *versions; v++) {
+        struct pair p;
+        pair_load(&p, "aba", versions[v]);
+        struct run r = {.first = 0, .warm = 3, .tick = 1000};
+        uint64_t total = 0, reads, retried = 0, waited = 0, lo = UINT64_MAX, hi = 0;
+        assert_int_equal(run_once(&p, &r, UINT64_MAX, UINT64_MAX, &total, 0), 0);
+        for (uint64_t n1 = 0; n1 <= total; n1++) {
+            int res = run_once(&p, &r, n1, UINT64_MAX, &reads, 0);
+            if (res < 0 || reads <= total)
+                continue;
+            retried++;
+            waited += run_gap > 20 * r.tick;
+            assert_true(run_gap < 100000 + 20 * r.tick);
+            lo = run_gap < lo ? run_gap : lo;
+            hi = run_gap > hi ? run_gap : hi;
+        }
+        print_message("%s: %llu runs read again, %llu after a wait (%llu to %llu ns)\n",
+                      versions[v], (unsigned long long)retried, (unsigned long long)waited,
+                      (unsigned long long)lo, (unsigned long long)hi);
+        assert_true(waited > 0);
+        pair_free(&p);
+    }
+}
+
+/*
  * splice.py (3.11-3.13) at two moments: in a2, and in spin_b under b2, one
  * call deeper. Their frames have equal sizes level by level, and at the
  * first the data stack above a2 still holds spin_b's frame as it returned,
@@ -1088,6 +1146,10 @@ int main(void)
         cmocka_unit_test(test_entering_from_c),
         cmocka_unit_test(test_splice_top),
         cmocka_unit_test(test_objframes),
+        cmocka_unit_test(test_retry_spread),
     };
+    /* PYSTROBE_TEST_FILTER=test_x: only the tests matching it. */
+    if (getenv("PYSTROBE_TEST_FILTER"))
+        cmocka_set_test_filter(getenv("PYSTROBE_TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

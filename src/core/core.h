@@ -296,10 +296,12 @@ struct prof_objframes {
 };
 
 struct pys_session;
-/* A walk met frames raw[0..n) (3.8-3.10; else nothing). */
-void prof_objframes_note(struct pys_session *s, const struct cpy_raw_frame *raw, size_t n);
+struct cpy_thread;
+/* A walk of thread t met frames raw[0..n) (3.8-3.10; else nothing). */
+void prof_objframes_note(struct pys_session *s, const struct cpy_thread *t,
+                         const struct cpy_raw_frame *raw, size_t n);
 /* Have the next batch read the frames met lately, and copy them a second
- * time: before the snapshot's batch is let go. */
+ * time, innermost (mem_inner_hint): before the snapshot's batch is let go. */
 void prof_objframes_hint(struct pys_session *s);
 
 /* --- torn walks (torn.c) --------------------------------------------------- */

@@ -569,7 +569,7 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
                                 s->walker.max);
             w.cut = s->walker.stack.cut;
             if (rc > 0)
-                prof_objframes_note(s, s->walker.raw, (size_t)rc);
+                prof_objframes_note(s, &cur, s->walker.raw, (size_t)rc);
             int v = rc >= 0 ? prof_torn_walk(s, &w, in, &cur, (size_t)rc, ti, ni) : PROF_TORN_ONE;
             put_off = v == PROF_TORN_LATER;
             if (v == PROF_TORN_MIXED)

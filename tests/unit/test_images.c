@@ -343,6 +343,10 @@ struct switcher {
     /* tick: the clock also moves this much each time it is read; the
      * longest it moved between two reads of the armed snapshot. */
     uint64_t tick, last_read, max_gap;
+    /* With capture, the pieces of the call with the most, in order. */
+    int capture;
+    struct mem_seg cap[256];
+    size_t ncap;
 };
 
 /* PYSTROBE_IMAGES_TRACE=1: print every read of the armed snapshot of the
@@ -416,6 +420,10 @@ static int sw_readv(struct mem_source *src, const struct mem_seg *segs, size_t n
             w->watch_calls++;
             break;
         }
+    if (w->capture && n > w->ncap && n <= sizeof w->cap / sizeof *w->cap) {
+        memcpy(w->cap, segs, n * sizeof *segs);
+        w->ncap = n;
+    }
     for (size_t j = 0; j < n; j++)
         if (segs[j].addr < w->hi && segs[j].addr + segs[j].len > w->lo) {
             w->calls_in++;
@@ -970,6 +978,75 @@ static void test_objframes(void **state)
     }
 }
 
+/* Whether piece sg holds the 8 bytes at one of addrs[0..n). */
+static int piece_holds(const struct mem_seg *sg, const uint64_t *addrs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (addrs[i] >= sg->addr && addrs[i] + 8 <= sg->addr + sg->len)
+            return 1;
+    return 0;
+}
+
+/*
+ * 3.8-3.10: a snapshot's batch reads the thread's current frame word and
+ * its frames after every other piece, and copies the frames again before
+ * every other second copy (objframes.c, mem_inner_hint): from the first
+ * piece holding one of them to the last, every piece holds one. Read in
+ * address order, the runtime's pages (above the heap's frames) and the
+ * code objects' second copies came between, and a walk checked by the two
+ * copies had to last that much longer.
+ */
+static void test_inner_batch(void **state)
+{
+    (void)state;
+    static const char *const versions[] = {"3.8", "3.9", "3.10"};
+    STACK = ABA;
+    FILE_NAME = "/tmp/pystrobe-images/aba.py";
+    for (size_t v = 0; v < sizeof versions / sizeof *versions; v++) {
+        struct pair p;
+        pair_load(&p, "aba", versions[v]);
+        struct switcher w;
+        memset(&w, 0, sizeof w);
+        for (int c = 0; c < 2; c++)
+            mem_image_init(&w.im[c], p.im[c]->regions, p.im[c]->nregions);
+        w.base.ops = &SW_OPS;
+        pys_session *s = NULL;
+        char err[512];
+        struct pys_options opt = {0};
+        assert_int_equal(prof_session_open(&s, 0, &w.base, &p.im[0]->facts, &opt, err, sizeof err),
+                         0);
+        const struct pys_snapshot *snap = NULL;
+        for (int k = 0; k < 3; k++)
+            assert_int_equal(pys_session_snapshot(s, &snap), 0);
+        uint64_t words[64];
+        size_t n = 0;
+        const struct pys_thread *t = &snap->interps[0].threads[0];
+        words[n++] = t->tstate + s->off.thread_state.current_frame;
+        for (size_t i = 0; i < t->nframes && n < 64; i++)
+            words[n++] = s->walker.raw[i].addr + s->off.interpreter_frame.previous;
+        w.capture = 1;
+        assert_int_equal(pys_session_snapshot(s, &snap), 0);
+        assert_int_equal(which_stack(&snap->interps[0].threads[0]), 0);
+        size_t first = w.ncap, last = 0, twice = 0;
+        for (size_t j = 0; j < w.ncap; j++)
+            if (piece_holds(&w.cap[j], words, n)) {
+                first = j < first ? j : first;
+                last = j;
+                twice += piece_holds(&w.cap[j], words + 1, 1);
+            }
+        assert_true(twice >= 2); /* the top frame, copied twice */
+        for (size_t j = first; j <= last; j++) {
+            if (!piece_holds(&w.cap[j], words, n))
+                print_message("%s: piece %zu of %zu (%zu bytes at 0x%llx) between the frames'\n",
+                              versions[v], j, w.ncap, w.cap[j].len,
+                              (unsigned long long)w.cap[j].addr);
+            assert_true(piece_holds(&w.cap[j], words, n));
+        }
+        pys_session_free(s);
+        pair_free(&p);
+    }
+}
+
 /*
  * 3.8-3.10: a thread whose walk was torn is read again after a random
  * wait (snapshot.c, retry_spread), not at once. aba.py at A, switched to B
@@ -1147,6 +1224,7 @@ int main(void)
         cmocka_unit_test(test_splice_top),
         cmocka_unit_test(test_objframes),
         cmocka_unit_test(test_retry_spread),
+        cmocka_unit_test(test_inner_batch),
     };
     /* PYSTROBE_TEST_FILTER=test_x: only the tests matching it. */
     if (getenv("PYSTROBE_TEST_FILTER"))

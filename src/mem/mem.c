@@ -535,6 +535,26 @@ static void plan_read(struct mem *m, const struct mem_span *plan, size_t idx, si
 }
 
 /*
+ * After a batch begun at `start` (the source's clock): a batch far slower
+ * than usual was paused (its thread preempted, the VM's CPU taken away)
+ * while the target ran on: long enough, maybe, for a chain that changed
+ * under the first copy to have come back to what it was by the second. Its
+ * second copies are not used (nor when they were not read: rc_read 0): the
+ * walks that needed them are read again. Paused at all (a microsecond past
+ * its usual time), its walks check their top frames too (core/torn.c).
+ */
+static void batch_timed(struct mem *m, uint64_t start, int rc_read)
+{
+    uint64_t took = m->src->ops->clock_ns(m->src) - start;
+    int slow = m->batch_ns > 0 && took > 2 * m->batch_ns + BATCH_SLOW_NS;
+    m->paused = m->batch_ns > 0 && took > m->batch_ns + BATCH_PAUSE_NS;
+    uint64_t sample = took < 4 * m->batch_ns || m->batch_ns == 0 ? took : 4 * m->batch_ns;
+    m->batch_ns = m->batch_ns == 0 ? took : m->batch_ns - m->batch_ns / 16 + sample / 16;
+    if (!rc_read || slow)
+        m->nrc = 0;
+}
+
+/*
  * Read the plan's n spans into pfbuf in one batch (a span that fails,
  * unmapped since, is dropped and the batch goes on after it), and m->pf to
  * find them, sorted by address. Then the second copies (m->rc), in the
@@ -638,20 +658,7 @@ static void read_plan(struct mem *m, const struct mem_span *plan, size_t n)
      * go back to their places. */
     if (ordered && m->ninner > 0)
         sort_spans(m->pf, m->npf);
-    /* A batch far slower than usual was paused (its thread preempted, the
-     * VM's CPU taken away) while the target ran on: long enough, maybe,
-     * for a chain that changed under the first copy to have come back to
-     * what it was by the second. Its second copies are not used: the
-     * walks that needed them are read again. Paused at all (a microsecond
-     * past its usual time), its walks check their top frames too
-     * (core/torn.c). */
-    uint64_t took = m->src->ops->clock_ns(m->src) - start;
-    int slow = m->batch_ns > 0 && took > 2 * m->batch_ns + BATCH_SLOW_NS;
-    m->paused = m->batch_ns > 0 && took > m->batch_ns + BATCH_PAUSE_NS;
-    uint64_t sample = took < 4 * m->batch_ns || m->batch_ns == 0 ? took : 4 * m->batch_ns;
-    m->batch_ns = m->batch_ns == 0 ? took : m->batch_ns - m->batch_ns / 16 + sample / 16;
-    if (!rc_read || slow)
-        m->nrc = 0;
+    batch_timed(m, start, rc_read);
 }
 
 static void prefetch(struct mem *m, int retry);

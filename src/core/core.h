@@ -296,10 +296,12 @@ struct prof_objframes {
 };
 
 struct pys_session;
-/* A walk met frames raw[0..n) (3.8-3.10; else nothing). */
-void prof_objframes_note(struct pys_session *s, const struct cpy_raw_frame *raw, size_t n);
+struct cpy_thread;
+/* A walk of thread t met frames raw[0..n) (3.8-3.10; else nothing). */
+void prof_objframes_note(struct pys_session *s, const struct cpy_thread *t,
+                         const struct cpy_raw_frame *raw, size_t n);
 /* Have the next batch read the frames met lately, and copy them a second
- * time: before the snapshot's batch is let go. */
+ * time, innermost (mem_inner_hint): before the snapshot's batch is let go. */
 void prof_objframes_hint(struct pys_session *s);
 
 /* --- torn walks (torn.c) --------------------------------------------------- */
@@ -579,6 +581,7 @@ struct pys_session {
     uint64_t program_checked_ns;
     uint64_t snapshots, thread_errors; /* counters for pys_session_stats */
     uint64_t thread_reads, thread_rereads;
+    uint64_t retry_rng; /* snapshot.c: when a torn thread is read again (3.8-3.10) */
 
     struct prof_intern strings;
     struct prof_tnames *tnames; /* threadnames.c: NULL until a name is asked for */

@@ -14,6 +14,11 @@
  * on a stack that changes every few tens of microseconds it is then torn
  * the more often the deeper it is, and the samples kept lean shallow.
  *
+ * The batch reads them, with the thread states' current frames, after its
+ * other spans and copies them again before its other second copies
+ * (mem_inner_hint): the two copies of a walk's frames are then the fewest
+ * microseconds apart, which is what a walk checked by them must last.
+ *
  * Bounded: at most PROF_OBJFRAMES frames, each forgotten OBJFRAMES_KEEP
  * snapshots after a walk last met it, the oldest first when full.
  */
@@ -73,12 +78,18 @@ static void note_one(struct prof_objframes *of, uint64_t addr, uint64_t now)
     of->n++;
 }
 
-void prof_objframes_note(struct pys_session *s, const struct cpy_raw_frame *raw, size_t n)
+void prof_objframes_note(struct pys_session *s, const struct cpy_thread *t,
+                         const struct cpy_raw_frame *raw, size_t n)
 {
+    if (s->off.traits.frames != CPY_FRAMES_OBJECT)
+        return;
+    /* The thread's current frame is read just before its frames: the walk
+     * starts from the moment it was read. */
+    mem_inner_hint(&s->mem, t->addr + s->off.thread_state.current_frame);
     /* Once every frame kept was met by this snapshot, the others it meets
      * (a deep stack's lower frames, many threads') are left to the batch's
      * plain replay: at most PROF_OBJFRAMES looks for the oldest each. */
-    if (s->off.traits.frames != CPY_FRAMES_OBJECT || s->objframes.full == s->snapshots)
+    if (s->objframes.full == s->snapshots)
         return;
     for (size_t i = 0; i < n && s->objframes.full != s->snapshots; i++)
         note_one(&s->objframes, raw[i].addr, s->snapshots);
@@ -99,6 +110,7 @@ void prof_objframes_hint(struct pys_session *s)
          * batch copied it, or a walk of this snapshot read it): a span
          * that fails takes every second copy of the batch with it. */
         mem_prefetch_hint(&s->mem, of->addr[i], head);
+        mem_inner_hint(&s->mem, of->addr[i]);
         if (of->seen[i] == s->snapshots || mem_in_batch(&s->mem, of->addr[i], head))
             mem_recheck_hint(&s->mem, of->addr[i], head);
     }

@@ -102,6 +102,8 @@ static int session_open(pys_session **out, int pid, struct mem_source *src,
     if (!s)
         return PYS_E_NOMEM;
     s->pid = pid;
+    /* Any odd seed: a live session's differs from run to run. */
+    s->retry_rng = ((uint64_t)(unsigned)pid << 32 | (src ? 0 : plat_clock_ns())) | 1;
     if (opt)
         s->opt = *opt;
     s->opt.max_frames = nmax;

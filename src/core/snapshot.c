@@ -366,6 +366,42 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
                        const struct cpy_thread *t, struct mem_mark mark, size_t ti, size_t ni,
                        int again);
 
+/* The longest wait before a torn thread is read again (retry_spread): some
+ * call chains' lengths, far more than one walk, far less than the time
+ * between samples at 1 kHz even over WALK_TRIES tries. */
+#define RETRY_SPREAD_NS 100000u
+
+/*
+ * 3.8-3.10: before a thread whose walk was torn is read again, wait a
+ * random time, uniform in [0, RETRY_SPREAD_NS). A walk is torn when the
+ * stack changed while it was copied, and most often that is a chain of
+ * calls ending (its leaf returning): read again at once, the thread is
+ * caught in what follows the change (callers returning, the next chain
+ * starting), shallow stacks, and the samples kept lean to them, the more
+ * the more walks are torn (deep stacks' walks, each frame an object of its
+ * own, take longest). Read at a moment that does not depend on the one
+ * that failed, a retry is a sample drawn afresh. On a source whose clock
+ * stands still (an image), no wait.
+ */
+static void retry_spread(struct pys_session *s)
+{
+    if (s->off.traits.frames != CPY_FRAMES_OBJECT)
+        return;
+    /* xorshift64 */
+    uint64_t x = s->retry_rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    s->retry_rng = x;
+    uint64_t wait = x % RETRY_SPREAD_NS, start = mem_clock_ns(&s->mem), last = start;
+    while (wait > 0) {
+        uint64_t now = mem_clock_ns(&s->mem);
+        if (now == last || now - start >= wait)
+            break;
+        last = now;
+    }
+}
+
 /*
  * The second reads put off by this snapshot's walks, in one read. A thread
  * whose chain has changed since its walk is read again now, on its own
@@ -388,8 +424,10 @@ static int put_off_checks(struct pys_session *s)
         /* 3.8-3.10: from a new batch (what the last thread read, the
          * frames met lately, their second copies), not frame by frame,
          * which takes the longer the deeper the stack. */
-        if (s->off.traits.frames == CPY_FRAMES_OBJECT)
+        if (s->off.traits.frames == CPY_FRAMES_OBJECT) {
+            retry_spread(s);
             mem_prefetch_retry(&s->mem);
+        }
         mem_log_mark(&s->mem);
         struct mem_mark mark = mem_mark(&s->mem);
         /* Its walk was counted as a read: it is one that needed more. */
@@ -512,6 +550,7 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
             /* The thread moved on while it was read. Read again, in one batch,
              * everything read so far (the failed walk's thread state, chunk
              * and frames among it), so that the next walk sees one moment. */
+            retry_spread(s);
             mem_prefetch_retry(&s->mem);
             retry_generation(s);
             mark = mem_mark(&s->mem);
@@ -530,7 +569,7 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
                                 s->walker.max);
             w.cut = s->walker.stack.cut;
             if (rc > 0)
-                prof_objframes_note(s, s->walker.raw, (size_t)rc);
+                prof_objframes_note(s, &cur, s->walker.raw, (size_t)rc);
             int v = rc >= 0 ? prof_torn_walk(s, &w, in, &cur, (size_t)rc, ti, ni) : PROF_TORN_ONE;
             put_off = v == PROF_TORN_LATER;
             if (v == PROF_TORN_MIXED)

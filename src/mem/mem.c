@@ -101,6 +101,9 @@ void mem_release(struct mem *m)
     m->nkeep = m->capkeep = m->capkeep2 = 0;
     free(m->rcbuf);
     m->rcbuf = NULL;
+    free(m->ord);
+    m->ord = NULL;
+    m->capord = m->ninner = m->ninner_prev = m->ninner_cur = 0;
     m->rccap = m->nrc = m->nrc_prev = m->nrc_cur = 0;
     free(m->hull);
     free(m->hullbuf);
@@ -465,13 +468,61 @@ static void drop_kept(struct mem *m, const struct mem_span *bad)
     m->keep_expiry = 0;
 }
 
-/* The plan index read at position p of the batch: every span in order,
- * but the one at `last` (if < n) moved to the end. */
-static size_t issue_index(size_t p, size_t last, size_t n)
+/* Whether one of m->inner (sorted) lies in [addr, addr + len). */
+static int holds_inner(const struct mem *m, uint64_t addr, size_t len)
+{
+    size_t lo = 0, hi = m->ninner;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->inner[mid] < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < m->ninner && m->inner[lo] - addr < len;
+}
+
+/*
+ * The order the n plan spans are read in, into m->ord: by address, those
+ * holding an address of m->inner after the others, and the one at `last`
+ * (if < n) left out (it is read at the very end). 0, or -1 if there is no
+ * room for it (then plain_index gives the order).
+ */
+static int issue_order(struct mem *m, const struct mem_span *plan, size_t n, size_t last)
+{
+    if (n > m->capord) {
+        size_t *v = realloc(m->ord, n * sizeof *v);
+        if (!v)
+            return -1;
+        m->ord = v;
+        m->capord = n;
+    }
+    size_t k = 0;
+    for (int inner = 0; inner < 2; inner++)
+        for (size_t i = 0; i < n; i++)
+            if (i != last && holds_inner(m, plan[i].addr, plan[i].len) == inner)
+                m->ord[k++] = i;
+    return 0;
+}
+
+/* Without m->ord: every span by address, but the one at `last` (if < n)
+ * moved to the end. */
+static size_t plain_index(size_t p, size_t last, size_t n)
 {
     if (last >= n || p < last)
         return p;
     return p + 1 < n ? p + 1 : last;
+}
+
+/* The order of the second copies, into rord: by address downwards, those
+ * holding an address of m->inner first. */
+static void recheck_order(const struct mem *m, size_t *rord)
+{
+    size_t k = 0;
+    for (int inner = 1; inner >= 0; inner--)
+        for (size_t j = m->nrc; j-- > 0;)
+            if (holds_inner(m, m->rc[j].addr, m->rc[j].len) == inner)
+                rord[k++] = j;
 }
 
 /* Record plan span idx, read into pfbuf at off, in pf (issue order). */
@@ -481,6 +532,26 @@ static void plan_read(struct mem *m, const struct mem_span *plan, size_t idx, si
     m->pf[m->npf].off = off;
     m->stats.bytes += plan[idx].len;
     m->npf++;
+}
+
+/*
+ * After a batch begun at `start` (the source's clock): a batch far slower
+ * than usual was paused (its thread preempted, the VM's CPU taken away)
+ * while the target ran on: long enough, maybe, for a chain that changed
+ * under the first copy to have come back to what it was by the second. Its
+ * second copies are not used (nor when they were not read: rc_read 0): the
+ * walks that needed them are read again. Paused at all (a microsecond past
+ * its usual time), its walks check their top frames too (core/torn.c).
+ */
+static void batch_timed(struct mem *m, uint64_t start, int rc_read)
+{
+    uint64_t took = m->src->ops->clock_ns(m->src) - start;
+    int slow = m->batch_ns > 0 && took > 2 * m->batch_ns + BATCH_SLOW_NS;
+    m->paused = m->batch_ns > 0 && took > m->batch_ns + BATCH_PAUSE_NS;
+    uint64_t sample = took < 4 * m->batch_ns || m->batch_ns == 0 ? took : 4 * m->batch_ns;
+    m->batch_ns = m->batch_ns == 0 ? took : m->batch_ns - m->batch_ns / 16 + sample / 16;
+    if (!rc_read || slow)
+        m->nrc = 0;
 }
 
 /*
@@ -504,14 +575,18 @@ static void read_plan(struct mem *m, const struct mem_span *plan, size_t n)
             break;
         }
     }
+    int ordered = issue_order(m, plan, n, last) == 0;
+    size_t rord[2 * MEM_RECHECK_MAX];
+    recheck_order(m, rord);
+#define ISSUE(p) (ordered ? m->ord[p] : plain_index(p, last, n))
     uint64_t start = m->src->ops->clock_ns(m->src);
-    /* The spans in issue order (issue_index) but the last one: `plain`. */
+    /* The spans in issue order (ISSUE) but the last one: `plain`. */
     size_t plain = last < n ? n - 1 : n, i = 0, off = 0;
     int rc_left = m->nrc > 0, tail_left = last < n || m->late_addr != 0, rc_read = 0;
     while (i < plain || rc_left || tail_left) {
         size_t k = 0, o = off;
         for (; k < MEM_BATCH_MAX && i + k < plain; k++) {
-            const struct mem_span *sp = &plan[issue_index(i + k, last, n)];
+            const struct mem_span *sp = &plan[ISSUE(i + k)];
             seg[k] = (struct mem_seg){sp->addr, m->pfbuf + o, sp->len};
             o += sp->len;
         }
@@ -519,7 +594,7 @@ static void read_plan(struct mem *m, const struct mem_span *plan, size_t n)
         int final = i + k == plain;
         size_t r = final && rc_left ? m->nrc : 0, total = k + r;
         for (size_t j = 0; j < r; j++) {
-            const struct mem_span *sp = &m->rc[m->nrc - 1 - j];
+            const struct mem_span *sp = &m->rc[rord[j]];
             seg[k + j] = (struct mem_seg){sp->addr, m->rcbuf + sp->off, sp->len};
         }
         int tail = final && tail_left;
@@ -533,15 +608,15 @@ static void read_plan(struct mem *m, const struct mem_span *plan, size_t n)
         int rc = m->src->ops->readv(m->src, seg, total);
         size_t got = rc < 0 ? 0 : (size_t)rc;
         for (size_t j = 0; j < k && j < got; j++) {
-            size_t idx = issue_index(i + j, last, n);
+            size_t idx = ISSUE(i + j);
             plan_read(m, plan, idx, off);
             off += plan[idx].len;
         }
         if (got < k) {
             /* A span that failed: dropped, the rest read in the next call. */
             m->stats.failures++;
-            drop_kept(m, &plan[issue_index(i + got, last, n)]);
-            off += plan[issue_index(i + got, last, n)].len;
+            drop_kept(m, &plan[ISSUE(i + got)]);
+            off += plan[ISSUE(i + got)].len;
             i += got + 1;
             continue;
         }
@@ -578,20 +653,12 @@ static void read_plan(struct mem *m, const struct mem_span *plan, size_t n)
             }
         }
     }
-    /* A batch far slower than usual was paused (its thread preempted, the
-     * VM's CPU taken away) while the target ran on: long enough, maybe,
-     * for a chain that changed under the first copy to have come back to
-     * what it was by the second. Its second copies are not used: the
-     * walks that needed them are read again. Paused at all (a microsecond
-     * past its usual time), its walks check their top frames too
-     * (core/torn.c). */
-    uint64_t took = m->src->ops->clock_ns(m->src) - start;
-    int slow = m->batch_ns > 0 && took > 2 * m->batch_ns + BATCH_SLOW_NS;
-    m->paused = m->batch_ns > 0 && took > m->batch_ns + BATCH_PAUSE_NS;
-    uint64_t sample = took < 4 * m->batch_ns || m->batch_ns == 0 ? took : 4 * m->batch_ns;
-    m->batch_ns = m->batch_ns == 0 ? took : m->batch_ns - m->batch_ns / 16 + sample / 16;
-    if (!rc_read || slow)
-        m->nrc = 0;
+#undef ISSUE
+    /* pf is looked up by address: the inner spans, read after the others,
+     * go back to their places. */
+    if (ordered && m->ninner > 0)
+        sort_spans(m->pf, m->npf);
+    batch_timed(m, start, rc_read);
 }
 
 static void prefetch(struct mem *m, int retry);
@@ -601,6 +668,9 @@ void mem_prefetch_begin(struct mem *m)
     memcpy(m->rc_prev, m->rc_cur, m->nrc_cur * sizeof *m->rc_cur);
     m->nrc_prev = m->nrc_cur;
     m->nrc_cur = 0;
+    memcpy(m->inner_prev, m->inner_cur, m->ninner_cur * sizeof *m->inner_cur);
+    m->ninner_prev = m->ninner_cur;
+    m->ninner_cur = 0;
     m->snapshots++;
     prefetch(m, 0);
     m->nlog = 0;
@@ -645,6 +715,33 @@ void mem_recheck_hint(struct mem *m, uint64_t addr, size_t len)
     if (m->nrc_cur == MEM_RECHECK_MAX)
         return;
     m->rc_cur[m->nrc_cur++] = (struct mem_span){addr, len, 0};
+}
+
+void mem_inner_hint(struct mem *m, uint64_t addr)
+{
+    if (m->src && addr != 0 && m->ninner_cur < MEM_INNER_MAX)
+        m->inner_cur[m->ninner_cur++] = addr;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The addresses a batch reads innermost (m->inner, sorted): the last
+ * snapshot's hints, and on a retry this one's so far. */
+static void plan_inner(struct mem *m, int retry)
+{
+    size_t n = m->ninner_prev;
+    memcpy(m->inner, m->inner_prev, n * sizeof *m->inner);
+    if (retry) {
+        memcpy(m->inner + n, m->inner_cur, m->ninner_cur * sizeof *m->inner);
+        n += m->ninner_cur;
+    }
+    if (n > 1)
+        qsort(m->inner, n, sizeof *m->inner, cmp_u64);
+    m->ninner = n;
 }
 
 const uint8_t *mem_recheck_view(struct mem *m, uint64_t addr, size_t len)
@@ -733,6 +830,7 @@ static void prefetch(struct mem *m, int retry)
     m->late_ok = 0;
     m->nrc = 0;
     m->paused = 0;
+    plan_inner(m, retry);
     if (m->src && m->nlog > 0 && plan_recheck(m, retry) == 0 && make_plan(m) == 0) {
         size_t n = m->nplan, bytes = 0;
         for (size_t i = 0; i < n; i++)

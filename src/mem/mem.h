@@ -21,6 +21,10 @@
 #define MEM_RECHECK_MAX 256
 #define MEM_RECHECK_SPAN (16u << 10)
 
+/* Addresses a snapshot can have the next batch read innermost
+ * (mem_inner_hint). */
+#define MEM_INNER_MAX 256
+
 /* One piece of a batched read. */
 struct mem_seg {
     uint64_t addr;
@@ -178,6 +182,13 @@ struct mem {
     int paused;
     uint8_t *rcbuf;
     size_t rccap;
+    /* mem_inner_hint: addresses whose spans the next batch reads innermost
+     * (inner_cur: hinted in this snapshot, inner_prev: in the last one;
+     * inner: those a batch goes by, sorted), and read_plan's order. */
+    uint64_t inner_prev[MEM_INNER_MAX], inner_cur[MEM_INNER_MAX], inner[2 * MEM_INNER_MAX];
+    size_t ninner_prev, ninner_cur, ninner;
+    size_t *ord;
+    size_t capord;
     /* mem_readv_fresh's scratch: the spans it reads and their bytes. */
     struct mem_seg *hull;
     size_t caphull;
@@ -294,6 +305,19 @@ int mem_prefetch_late_value(const struct mem *m, uint64_t *out);
  */
 void mem_recheck_hint(struct mem *m, uint64_t addr, size_t len);
 const uint8_t *mem_recheck_view(struct mem *m, uint64_t addr, size_t len);
+
+/*
+ * Have the next prefetch (and its retries) read the span holding addr
+ * after its other spans (the late word aside), and its second copy, if one
+ * is hinted, before the other second copies: what is hinted so is copied
+ * twice within the shortest stretch of the target's time, the rest of the
+ * batch around it. For what must make one moment with the other spans
+ * hinted so (a thread's current frame and its frames when they are objects
+ * anywhere in the heap), not for what is only checked later (code
+ * objects). Each group keeps the order by address (second copies
+ * reversed), so every span's two copies still bracket those read between.
+ */
+void mem_inner_hint(struct mem *m, uint64_t addr);
 
 /*
  * Grow *buf (capacity *cap) to hold need bytes, doubling; 0 or -1 (out of

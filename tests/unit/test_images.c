@@ -340,6 +340,13 @@ struct switcher {
      * them); else it stands still. */
     int timed, served;
     uint64_t now;
+    /* tick: the clock also moves this much each time it is read; the
+     * longest it moved between two reads of the armed snapshot. */
+    uint64_t tick, last_read, max_gap;
+    /* With capture, the pieces of the call with the most, in order. */
+    int capture;
+    struct mem_seg cap[256];
+    size_t ncap;
 };
 
 /* PYSTROBE_IMAGES_TRACE=1: print every read of the armed snapshot of the
@@ -359,6 +366,11 @@ static int sw_pick(struct switcher *w, int advance, uint64_t addr, size_t len)
     if (advance && w->timed) {
         w->now += which != w->served ? 1000000 : 1;
         w->served = which;
+    }
+    if (advance && w->armed) {
+        if (w->count > 1 && w->now - w->last_read > w->max_gap)
+            w->max_gap = w->now - w->last_read;
+        w->last_read = w->now;
     }
     return which;
 }
@@ -408,6 +420,10 @@ static int sw_readv(struct mem_source *src, const struct mem_seg *segs, size_t n
             w->watch_calls++;
             break;
         }
+    if (w->capture && n > w->ncap && n <= sizeof w->cap / sizeof *w->cap) {
+        memcpy(w->cap, segs, n * sizeof *segs);
+        w->ncap = n;
+    }
     for (size_t j = 0; j < n; j++)
         if (segs[j].addr < w->hi && segs[j].addr + segs[j].len > w->lo) {
             w->calls_in++;
@@ -433,7 +449,9 @@ static int sw_write(struct mem_source *src, uint64_t addr, const void *buf, size
 
 static uint64_t sw_clock(struct mem_source *src)
 {
-    return ((struct switcher *)src)->now;
+    struct switcher *w = (struct switcher *)src;
+    w->now += w->tick;
+    return w->now;
 }
 
 static const struct mem_source_ops SW_OPS = {sw_read_call, sw_readv, sw_write, sw_clock};
@@ -476,7 +494,12 @@ struct run {
     int first, warm;
     int write_both; /* the moments both come after pystrobe's writes */
     int timed;      /* the switcher's clock runs (struct switcher) */
+    uint64_t tick;  /* and moves this much at each look (struct switcher) */
 };
+
+/* The longest the source's clock moved between two reads of run_once's
+ * armed snapshot. */
+static uint64_t run_gap;
 
 struct tally {
     uint64_t got[2]; /* A's stack, B's */
@@ -512,6 +535,8 @@ static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t 
     w.timed = r->timed;
     w.served = r->first;
     w.now = 0;
+    w.tick = r->tick;
+    w.last_read = w.max_gap = 0;
     pys_session *s = NULL;
     char err[512];
     int rc = prof_session_open(&s, 0, &w.base, &p->im[r->first]->facts, &r->opt, err, sizeof err);
@@ -542,6 +567,7 @@ static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t 
         }
     }
     *reads = w.count;
+    run_gap = w.max_gap;
     trace = 0;
     pys_session_free(s);
     return res;
@@ -952,6 +978,115 @@ static void test_objframes(void **state)
     }
 }
 
+/* Whether piece sg holds the 8 bytes at one of addrs[0..n). */
+static int piece_holds(const struct mem_seg *sg, const uint64_t *addrs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (addrs[i] >= sg->addr && addrs[i] + 8 <= sg->addr + sg->len)
+            return 1;
+    return 0;
+}
+
+/*
+ * 3.8-3.10: a snapshot's batch reads the thread's current frame word and
+ * its frames after every other piece, and copies the frames again before
+ * every other second copy (objframes.c, mem_inner_hint): from the first
+ * piece holding one of them to the last, every piece holds one. Read in
+ * address order, the runtime's pages (above the heap's frames) and the
+ * code objects' second copies came between, and a walk checked by the two
+ * copies had to last that much longer.
+ */
+static void test_inner_batch(void **state)
+{
+    (void)state;
+    static const char *const versions[] = {"3.8", "3.9", "3.10"};
+    STACK = ABA;
+    FILE_NAME = "/tmp/pystrobe-images/aba.py";
+    for (size_t v = 0; v < sizeof versions / sizeof *versions; v++) {
+        struct pair p;
+        pair_load(&p, "aba", versions[v]);
+        struct switcher w;
+        memset(&w, 0, sizeof w);
+        for (int c = 0; c < 2; c++)
+            mem_image_init(&w.im[c], p.im[c]->regions, p.im[c]->nregions);
+        w.base.ops = &SW_OPS;
+        pys_session *s = NULL;
+        char err[512];
+        struct pys_options opt = {0};
+        assert_int_equal(prof_session_open(&s, 0, &w.base, &p.im[0]->facts, &opt, err, sizeof err),
+                         0);
+        const struct pys_snapshot *snap = NULL;
+        for (int k = 0; k < 3; k++)
+            assert_int_equal(pys_session_snapshot(s, &snap), 0);
+        uint64_t words[64];
+        size_t n = 0;
+        const struct pys_thread *t = &snap->interps[0].threads[0];
+        words[n++] = t->tstate + s->off.thread_state.current_frame;
+        for (size_t i = 0; i < t->nframes && n < 64; i++)
+            words[n++] = s->walker.raw[i].addr + s->off.interpreter_frame.previous;
+        w.capture = 1;
+        assert_int_equal(pys_session_snapshot(s, &snap), 0);
+        assert_int_equal(which_stack(&snap->interps[0].threads[0]), 0);
+        size_t first = w.ncap, last = 0, twice = 0;
+        for (size_t j = 0; j < w.ncap; j++)
+            if (piece_holds(&w.cap[j], words, n)) {
+                first = j < first ? j : first;
+                last = j;
+                twice += piece_holds(&w.cap[j], words + 1, 1);
+            }
+        assert_true(twice >= 2); /* the top frame, copied twice */
+        for (size_t j = first; j <= last; j++) {
+            if (!piece_holds(&w.cap[j], words, n))
+                print_message("%s: piece %zu of %zu (%zu bytes at 0x%llx) between the frames'\n",
+                              versions[v], j, w.ncap, w.cap[j].len,
+                              (unsigned long long)w.cap[j].addr);
+            assert_true(piece_holds(&w.cap[j], words, n));
+        }
+        pys_session_free(s);
+        pair_free(&p);
+    }
+}
+
+/*
+ * 3.8-3.10: a thread whose walk was torn is read again after a random
+ * wait (snapshot.c, retry_spread), not at once. aba.py at A, switched to B
+ * at each read of one snapshot in turn (the clock moving a microsecond at
+ * each look): where a walk was rejected and the thread read again, the
+ * clock moved by more than a few looks between two reads, never by 100 us
+ * or more, and not by the same amount every time. Read again at once, the
+ * thread would be caught just after the change that tore its walk: on a
+ * stack that changes every few tens of microseconds, a shallow one.
+ */
+static void test_retry_spread(void **state)
+{
+    (void)state;
+    static const char *const versions[] = {"3.8", "3.9", "3.10"};
+    STACK = ABA;
+    FILE_NAME = "/tmp/pystrobe-images/aba.py";
+    for (size_t v = 0; v < sizeof versions / sizeof *versions; v++) {
+        struct pair p;
+        pair_load(&p, "aba", versions[v]);
+        struct run r = {.first = 0, .warm = 3, .tick = 1000};
+        uint64_t total = 0, reads, retried = 0, waited = 0, lo = UINT64_MAX, hi = 0;
+        assert_int_equal(run_once(&p, &r, UINT64_MAX, UINT64_MAX, &total, 0), 0);
+        for (uint64_t n1 = 0; n1 <= total; n1++) {
+            int res = run_once(&p, &r, n1, UINT64_MAX, &reads, 0);
+            if (res < 0 || reads <= total)
+                continue;
+            retried++;
+            waited += run_gap > 20 * r.tick;
+            assert_true(run_gap < 100000 + 20 * r.tick);
+            lo = run_gap < lo ? run_gap : lo;
+            hi = run_gap > hi ? run_gap : hi;
+        }
+        print_message("%s: %llu runs read again, %llu after a wait (%llu to %llu ns)\n",
+                      versions[v], (unsigned long long)retried, (unsigned long long)waited,
+                      (unsigned long long)lo, (unsigned long long)hi);
+        assert_true(waited > 0);
+        pair_free(&p);
+    }
+}
+
 /*
  * splice.py (3.11-3.13) at two moments: in a2, and in spin_b under b2, one
  * call deeper. Their frames have equal sizes level by level, and at the
@@ -1088,6 +1223,11 @@ int main(void)
         cmocka_unit_test(test_entering_from_c),
         cmocka_unit_test(test_splice_top),
         cmocka_unit_test(test_objframes),
+        cmocka_unit_test(test_retry_spread),
+        cmocka_unit_test(test_inner_batch),
     };
+    /* PYSTROBE_TEST_FILTER=test_x: only the tests matching it. */
+    if (getenv("PYSTROBE_TEST_FILTER"))
+        cmocka_set_test_filter(getenv("PYSTROBE_TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

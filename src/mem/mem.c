@@ -27,13 +27,16 @@
 /* mem_readv_fresh: segments closer than this are read as one span of at
  * most COALESCE_MAX_HULL bytes, COALESCE_MAX_BYTES in all. */
 #define COALESCE_GAP 512
-/* A batch is taken as paused when it took this much more than twice its
- * usual time: well past the noise of a quiet machine (a few microseconds),
- * well short of a preemption (milliseconds). */
+/* A batch is taken as paused when it took this much more than twice the
+ * fastest recent batch of its kind: well past the noise of a quiet machine
+ * (a few microseconds), well short of a preemption (milliseconds). */
 #define BATCH_SLOW_NS 10000u
 /* ... and as paused for its walks' top frames (mem_batch_paused) when it
- * took this much more than its usual time: a microsecond lets a fast
- * target call and return a few times. */
+ * took this much more than that fastest batch: a microsecond lets a fast
+ * target call and return a few times. Against the fastest, not the mean:
+ * the mean takes in the pauses themselves (a loaded machine's, a cold
+ * first batch's), and a pause shorter than what they add to it would go
+ * unseen. */
 #define BATCH_PAUSE_NS 1000u
 /* Second copies (mem_recheck_hint) closer than this are read as one. */
 #define RECHECK_MERGE_GAP 2048
@@ -61,6 +64,8 @@ void mem_stats_add(const struct mem *m, struct mem_stats *sum)
     sum->bytes += m->stats.bytes;
     sum->failures += m->stats.failures;
     sum->writes += m->stats.writes;
+    sum->batches += m->stats.batches;
+    sum->paused += m->stats.paused;
 }
 
 void mem_set_keep(struct mem *m, uint64_t snapshots)
@@ -493,7 +498,9 @@ static void plan_read(struct mem *m, const struct mem_span *plan, size_t idx, si
  * that span is read last in its stead (one piece fewer); else the word is
  * one more piece at the end.
  */
-static void read_plan(struct mem *m, const struct mem_span *plan, size_t n)
+static void judge_batch(struct mem *m, int retry, uint64_t took);
+
+static void read_plan(struct mem *m, const struct mem_span *plan, size_t n, int retry)
 {
     struct mem_seg seg[MEM_BATCH_MAX + 1 + 2 * MEM_RECHECK_MAX];
     size_t last = n; /* the plan span holding the late word, read last */
@@ -578,20 +585,37 @@ static void read_plan(struct mem *m, const struct mem_span *plan, size_t n)
             }
         }
     }
-    /* A batch far slower than usual was paused (its thread preempted, the
-     * VM's CPU taken away) while the target ran on: long enough, maybe,
-     * for a chain that changed under the first copy to have come back to
-     * what it was by the second. Its second copies are not used: the
-     * walks that needed them are read again. Paused at all (a microsecond
-     * past its usual time), its walks check their top frames too
-     * (core/torn.c). */
-    uint64_t took = m->src->ops->clock_ns(m->src) - start;
-    int slow = m->batch_ns > 0 && took > 2 * m->batch_ns + BATCH_SLOW_NS;
-    m->paused = m->batch_ns > 0 && took > m->batch_ns + BATCH_PAUSE_NS;
-    uint64_t sample = took < 4 * m->batch_ns || m->batch_ns == 0 ? took : 4 * m->batch_ns;
-    m->batch_ns = m->batch_ns == 0 ? took : m->batch_ns - m->batch_ns / 16 + sample / 16;
-    if (!rc_read || slow)
+    judge_batch(m, retry, m->src->ops->clock_ns(m->src) - start);
+    if (!rc_read)
         m->nrc = 0;
+}
+
+/*
+ * A batch that took `took` ns, a retry's or a snapshot's. One far slower
+ * than the fastest recent batch of its kind was paused (its thread
+ * preempted, the VM's CPU taken away) while the target ran on: long
+ * enough, maybe, for a chain that changed under the first copy to have
+ * come back to what it was by the second. Its second copies are not used:
+ * the walks that needed them are read again. Paused at all (a microsecond
+ * past that batch), or the first of its kind (nothing to tell a pause
+ * by), its walks check their top frames too (core/torn.c).
+ */
+static void judge_batch(struct mem *m, int retry, uint64_t took)
+{
+    uint64_t *recent = m->recent_ns[retry], fast = UINT64_MAX;
+    for (size_t i = 0; i < m->recent_n[retry]; i++)
+        if (recent[i] < fast)
+            fast = recent[i];
+    int known = m->recent_n[retry] > 0;
+    m->paused = !known || took > fast + BATCH_PAUSE_NS;
+    if (known && took > 2 * fast + BATCH_SLOW_NS)
+        m->nrc = 0;
+    recent[m->recent_at[retry]] = took;
+    m->recent_at[retry] = (m->recent_at[retry] + 1) % MEM_BATCH_RECENT;
+    if (m->recent_n[retry] < MEM_BATCH_RECENT)
+        m->recent_n[retry]++;
+    m->stats.batches++;
+    m->stats.paused += (uint64_t)m->paused;
 }
 
 static void prefetch(struct mem *m, int retry);
@@ -748,9 +772,9 @@ static void prefetch(struct mem *m, int retry)
         }
         if (ok && retry) {
             size_t k = retry_plan(m, n);
-            read_plan(m, k < n ? m->rplan : m->plan, k);
+            read_plan(m, k < n ? m->rplan : m->plan, k, 1);
         } else if (ok) {
-            read_plan(m, m->plan, n);
+            read_plan(m, m->plan, n, 0);
         }
     }
     if (m->npf == 0)

@@ -335,11 +335,11 @@ struct switcher {
     const uint64_t *watch;
     size_t nwatch;
     uint64_t watch_calls;
-    /* timed: the clock moves a nanosecond per read, and a millisecond
-     * whenever the other moment is served (the target ran on between
-     * them); else it stands still. */
+    /* timed: the clock moves a nanosecond per read (and `lag` more), and
+     * switch_ns whenever the other moment is served (the target ran on
+     * between them); else it stands still. */
     int timed, served;
-    uint64_t now;
+    uint64_t now, lag, switch_ns;
 };
 
 /* PYSTROBE_IMAGES_TRACE=1: print every read of the armed snapshot of the
@@ -357,7 +357,7 @@ static int sw_pick(struct switcher *w, int advance, uint64_t addr, size_t len)
                           len, (unsigned long long)addr, "AB"[which]);
     }
     if (advance && w->timed) {
-        w->now += which != w->served ? 1000000 : 1;
+        w->now += which != w->served ? w->switch_ns : 1 + w->lag;
         w->served = which;
     }
     return which;
@@ -476,6 +476,11 @@ struct run {
     int first, warm;
     int write_both; /* the moments both come after pystrobe's writes */
     int timed;      /* the switcher's clock runs (struct switcher) */
+    /* With timed: what a switch of moments costs the clock (0: 1 ms), and
+     * a snapshot before the one switched (0: none) whose reads each take
+     * lag_ns more (a batch paused as on a loaded machine, or cold). */
+    uint64_t switch_ns, lag_ns;
+    int lag_snapshot;
 };
 
 struct tally {
@@ -512,6 +517,8 @@ static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t 
     w.timed = r->timed;
     w.served = r->first;
     w.now = 0;
+    w.lag = 0;
+    w.switch_ns = r->switch_ns ? r->switch_ns : 1000000;
     pys_session *s = NULL;
     char err[512];
     int rc = prof_session_open(&s, 0, &w.base, &p->im[r->first]->facts, &r->opt, err, sizeof err);
@@ -520,10 +527,12 @@ static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t 
     assert_int_equal(rc, 0);
     const struct pys_snapshot *snap = NULL;
     for (int k = 0; k < r->warm; k++) {
+        w.lag = r->lag_snapshot == k + 1 ? r->lag_ns : 0;
         assert_int_equal(pys_session_snapshot(s, &snap), 0);
         assert_int_equal(which_stack(&snap->interps[0].threads[0]), r->first);
     }
     trace = verbose && getenv("PYSTROBE_IMAGES_TRACE") != NULL;
+    w.lag = 0;
     w.armed = 1;
     w.at1 = at1;
     w.at2 = at2;
@@ -1037,7 +1046,10 @@ static uint64_t sweep_near(struct pair *p, const char *version, const struct run
  * stack, the bottom part of one (a moment the program passes through), or
  * fail: never a leaf under the other chain's callers. The switcher's
  * clock runs: a batch that copies both moments took the target's time
- * between them (mem_batch_paused).
+ * between them (mem_batch_paused), also when it is the first batch (no
+ * batch before it to judge it by), and when it follows a batch paused far
+ * longer (a pause judged against the mean of recent batches would go
+ * unseen).
  */
 static void test_splice_top(void **state)
 {
@@ -1060,10 +1072,22 @@ static void test_splice_top(void **state)
             r.unit = 64;
             r.timed = 1;
             for (r.first = 0; r.first < 2; r.first++)
-                for (r.warm = 0; r.warm <= 2; r.warm += 2)
+                for (r.warm = 0; r.warm <= 2; r.warm++)
                     mixes += sweep_near(&p, versions[v], &r, &near);
             print_message("tops %s, frame_cache=%d:\n", versions[v], fc);
             tally_print("A-B-A by 64", &near);
+            /* After a first batch paused long (10 us a read) and a fast
+             * one, a pause of 40 us: far less than the first, far more
+             * than the fast one. */
+            struct tally loaded;
+            memset(&loaded, 0, sizeof loaded);
+            r.warm = 3;
+            r.lag_snapshot = 2;
+            r.lag_ns = 10000;
+            r.switch_ns = 20000;
+            for (r.first = 0; r.first < 2; r.first++)
+                mixes += sweep_near(&p, versions[v], &r, &loaded);
+            tally_print("after a slow batch", &loaded);
         }
         pair_free(&p);
     }
@@ -1089,5 +1113,10 @@ int main(void)
         cmocka_unit_test(test_splice_top),
         cmocka_unit_test(test_objframes),
     };
+    /* PYSTROBE_IMAGES_TEST=NAME: only the tests NAME matches (cmocka's
+     * filter: * and ? as in the shell). */
+    const char *only = getenv("PYSTROBE_IMAGES_TEST");
+    if (only && *only)
+        cmocka_set_test_filter(only);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

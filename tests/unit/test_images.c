@@ -492,6 +492,10 @@ struct tally {
     uint64_t part;   /* splice.py: the bottom part of A's or B's stack (stack_part) */
 };
 
+/* The most frames of a run's sessions (run_once): far more than the
+ * images' stacks hold. */
+#define RUN_MAX_FRAMES 64
+
 /*
  * One run: a fresh session attached on image r->first, r->warm snapshots
  * of it alone, then one snapshot whose reads [at1, at2) come from the other
@@ -521,7 +525,13 @@ static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t 
     w.switch_ns = r->switch_ns ? r->switch_ns : 1000000;
     pys_session *s = NULL;
     char err[512];
-    int rc = prof_session_open(&s, 0, &w.base, &p->im[r->first]->facts, &r->opt, err, sizeof err);
+    /* Stacks of a few frames: a session's buffers sized for them, not for
+     * the default's thousands (run_once opens one per switch point, and
+     * under the sanitizers each large buffer is mapped and unmapped). */
+    struct pys_options opt = r->opt;
+    if (opt.max_frames == 0)
+        opt.max_frames = RUN_MAX_FRAMES;
+    int rc = prof_session_open(&s, 0, &w.base, &p->im[r->first]->facts, &opt, err, sizeof err);
     if (rc != 0)
         print_message("attach: %s\n", err);
     assert_int_equal(rc, 0);

@@ -20,7 +20,10 @@
  *    On tests/images/tops.py (3.11-3.15), chains with leaves of their own:
  *    never one's leaf on the other's callers, copied in one piece paused
  *    between them and checked by a later read at the first moment again.
- * 7. Stopped moments that checks once refused: 3.13+'s __init__ shim
+ * 7. A stack a frame deeper than the sample before is read and checked
+ *    within the batch (test_grow_near; test_grow for one many frames
+ *    deeper, whose second copies must reach it).
+ * 8. Stopped moments that checks once refused: 3.13+'s __init__ shim
  *    (init-3.X.img); 3.11 and 3.12 entering the evaluation loop
  *    from C (enterc-3.11/3.12.img).
  *
@@ -917,6 +920,63 @@ static void test_grow(void **state)
 }
 
 /*
+ * splice.py (3.11-3.13): B, in spin_b, is one frame deeper than A, in a2.
+ * After a snapshot of A, a snapshot of B must copy B's stack in its one
+ * batched read, and check it there: A's walk had the next batch copy its
+ * data stack a little past its top. Copied up to A's top only, B's walk
+ * would read its stack past the batch and be checked by a later read,
+ * which a stack changing fast fails the more often the deeper it grew
+ * since the samples before: kept samples would lean to shallow stacks.
+ */
+static void test_grow_near(void **state)
+{
+    (void)state;
+    static const char *const versions[] = {"3.11", "3.12", "3.13"};
+    for (size_t v = 0; v < sizeof versions / sizeof *versions; v++) {
+        struct pair p;
+        pair_load(&p, "splice", versions[v]);
+        uint64_t lo = 0, hi = 0;
+        for (int round = 0; round < 2; round++) {
+            /* Round 0 learns B's extent on the data stack alone; round 1
+             * takes A, then B. */
+            struct switcher w;
+            memset(&w, 0, sizeof w);
+            for (int c = 0; c < 2; c++)
+                mem_image_init(&w.im[c], p.im[c]->regions, p.im[c]->nregions);
+            w.base.ops = &SW_OPS;
+            w.lo = lo;
+            w.hi = hi;
+            pys_session *s = NULL;
+            char err[512];
+            struct pys_options opt = {0};
+            opt.max_frames = RUN_MAX_FRAMES;
+            assert_int_equal(
+                prof_session_open(&s, 0, &w.base, &p.im[0]->facts, &opt, err, sizeof err), 0);
+            for (int k = round ? 0 : 1; k < 2; k++) {
+                w.first = k;
+                w.calls_in = 0;
+                const struct pys_snapshot *snap = NULL;
+                assert_int_equal(pys_session_snapshot(s, &snap), 0);
+                const struct pys_thread *t = &snap->interps[0].threads[0];
+                if (t->error)
+                    print_thread(t);
+                assert_int_equal(t->error, 0);
+                assert_int_equal(t->nframes, k ? 5 : 4);
+            }
+            lo = s->res.thread_stack[0].addr;
+            hi = lo + s->res.thread_stack[0].len;
+            if (round == 1 && w.calls_in != 1)
+                print_message("%s: the deeper stack was read by %llu system calls\n", versions[v],
+                              (unsigned long long)w.calls_in);
+            if (round == 1)
+                assert_int_equal(w.calls_in, 1);
+            pys_session_free(s);
+        }
+        pair_free(&p);
+    }
+}
+
+/*
  * 3.8-3.10's frame objects (core/objframes.c): aba.py's two moments in
  * turns, A, B, A, B. At the last, B's frames were met two snapshots
  * before, by a walk that was not the last one: the batch must still copy
@@ -1117,6 +1177,7 @@ int main(void)
         cmocka_unit_test(test_anchor_position),
         cmocka_unit_test(test_entering),
         cmocka_unit_test(test_grow),
+        cmocka_unit_test(test_grow_near),
         cmocka_unit_test(test_splice),
         cmocka_unit_test(test_init_shim),
         cmocka_unit_test(test_entering_from_c),

@@ -181,7 +181,7 @@ struct mem {
     /* How long the last MEM_BATCH_RECENT batches of each kind took (ns;
      * [0]: a snapshot's batch, [1]: a retry's, which reads less), the
      * newest at recent_at[k] - 1, recent_n[k] of them known: one that took
-     * far longer than the fastest of them was paused (see read_plan). */
+     * far longer than the fastest of them was paused (mem.c: judge_batch). */
     uint64_t recent_ns[2][MEM_BATCH_RECENT];
     size_t recent_at[2], recent_n[2];
     /* The last batch was paused midway (mem_batch_paused). */

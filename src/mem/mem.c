@@ -32,11 +32,12 @@
  * (a few microseconds), well short of a preemption (milliseconds). */
 #define BATCH_SLOW_NS 10000u
 /* ... and as paused for its walks' top frames (mem_batch_paused) when it
- * took this much more than that fastest batch: a microsecond lets a fast
- * target call and return a few times. Against the fastest, not the mean:
- * the mean takes in the pauses themselves (a loaded machine's, a cold
- * first batch's), and a pause shorter than what they add to it would go
- * unseen. */
+ * took this much, and a quarter, more than that fastest batch: a
+ * microsecond lets a fast target call and return a few times; a batch's
+ * own jitter (a plan a few frames longer, caches) stays under a quarter.
+ * Against the fastest, not the mean: the mean takes in the pauses
+ * themselves (a loaded machine's, a cold first batch's), and a pause
+ * shorter than what they add to it would go unseen. */
 #define BATCH_PAUSE_NS 1000u
 /* Second copies (mem_recheck_hint) closer than this are read as one. */
 #define RECHECK_MERGE_GAP 2048
@@ -596,9 +597,10 @@ static void read_plan(struct mem *m, const struct mem_span *plan, size_t n, int 
  * preempted, the VM's CPU taken away) while the target ran on: long
  * enough, maybe, for a chain that changed under the first copy to have
  * come back to what it was by the second. Its second copies are not used:
- * the walks that needed them are read again. Paused at all (a microsecond
- * past that batch), or the first of its kind (nothing to tell a pause
- * by), its walks check their top frames too (core/torn.c).
+ * the walks that needed them are read again. Paused at all (past that
+ * batch's time and its jitter, BATCH_PAUSE_NS), or the first of its kind
+ * (nothing to tell a pause by), its walks check their top frames too
+ * (core/torn.c).
  */
 static void judge_batch(struct mem *m, int retry, uint64_t took)
 {
@@ -607,7 +609,7 @@ static void judge_batch(struct mem *m, int retry, uint64_t took)
         if (recent[i] < fast)
             fast = recent[i];
     int known = m->recent_n[retry] > 0;
-    m->paused = !known || took > fast + BATCH_PAUSE_NS;
+    m->paused = !known || took > fast + fast / 4 + BATCH_PAUSE_NS;
     if (known && took > 2 * fast + BATCH_SLOW_NS)
         m->nrc = 0;
     recent[m->recent_at[retry]] = took;

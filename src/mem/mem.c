@@ -28,11 +28,14 @@
  * most COALESCE_MAX_HULL bytes, COALESCE_MAX_BYTES in all. */
 #define COALESCE_GAP 512
 /* A batch is taken as paused when it took this much more than twice the
- * fastest recent batch of its kind: well past the noise of a quiet machine
- * (a few microseconds), well short of a preemption (milliseconds). */
+ * usual time of recent batches of its kind: well past the noise of a quiet
+ * machine (a few microseconds), well short of a preemption (milliseconds).
+ * Its second copies are then dropped, and the walks read again: against
+ * the fastest batch, a loaded machine's common short preemptions would
+ * have every stack at rest read twice. */
 #define BATCH_SLOW_NS 10000u
 /* ... and as paused for its walks' top frames (mem_batch_paused) when it
- * took this much, and a quarter, more than that fastest batch: a
+ * took this much, and a quarter, more than the fastest recent batch: a
  * microsecond lets a fast target call and return a few times; a batch's
  * own jitter (a plan a few frames longer, caches) stays under a quarter.
  * Against the fastest, not the mean: the mean takes in the pauses
@@ -593,24 +596,28 @@ static void read_plan(struct mem *m, const struct mem_span *plan, size_t n, int 
 
 /*
  * A batch that took `took` ns, a retry's or a snapshot's. One far slower
- * than the fastest recent batch of its kind was paused (its thread
+ * than the recent batches of its kind was paused (its thread
  * preempted, the VM's CPU taken away) while the target ran on: long
  * enough, maybe, for a chain that changed under the first copy to have
  * come back to what it was by the second. Its second copies are not used:
- * the walks that needed them are read again. Paused at all (past that
- * batch's time and its jitter, BATCH_PAUSE_NS), or the first of its kind
+ * the walks that needed them are read again. Paused at all (past the
+ * fastest one's time and its jitter, BATCH_PAUSE_NS), or the first of its kind
  * (nothing to tell a pause by), its walks check their top frames too
  * (core/torn.c).
  */
 static void judge_batch(struct mem *m, int retry, uint64_t took)
 {
-    uint64_t *recent = m->recent_ns[retry], fast = UINT64_MAX;
-    for (size_t i = 0; i < m->recent_n[retry]; i++)
+    uint64_t *recent = m->recent_ns[retry], fast = UINT64_MAX, sum = 0;
+    size_t n = m->recent_n[retry];
+    for (size_t i = 0; i < n; i++)
         if (recent[i] < fast)
             fast = recent[i];
-    int known = m->recent_n[retry] > 0;
-    m->paused = !known || took > fast + fast / 4 + BATCH_PAUSE_NS;
-    if (known && took > 2 * fast + BATCH_SLOW_NS)
+    /* Their usual time: the mean, each counted at most four times the
+     * fastest (a preempted batch among them says nothing of the others). */
+    for (size_t i = 0; i < n; i++)
+        sum += recent[i] < 4 * fast ? recent[i] : 4 * fast;
+    m->paused = n == 0 || took > fast + fast / 4 + BATCH_PAUSE_NS;
+    if (n > 0 && took > 2 * (sum / n) + BATCH_SLOW_NS)
         m->nrc = 0;
     recent[m->recent_at[retry]] = took;
     m->recent_at[retry] = (m->recent_at[retry] + 1) % MEM_BATCH_RECENT;

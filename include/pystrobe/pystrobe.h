@@ -301,6 +301,11 @@ struct pys_stats {
     /* Times the 3.15 frame cache was set to rest: most walks with it were
      * torn, on a stack that unwinds between samples. */
     uint64_t frame_cache_rests;
+    /* Batched reads (a snapshot's, a retry's), and of those, how many took
+     * longer than the fastest recent one by more than noise (or had none
+     * before them): taken as paused midway, their walks' top frames are
+     * checked again too. */
+    uint64_t mem_batches, mem_batches_paused;
 };
 PYS_EXTERN void pys_session_stats(const pys_session *s, struct pys_stats *out);
 

@@ -639,6 +639,9 @@ void rec_print_stats(const pys_session *s, const struct pys_profile_info *info,
             "%llu failed; %llu reads served from the batched prefetch\n",
             (unsigned long long)st.mem_reads, (double)st.mem_reads / n, (double)st.mem_pieces / n,
             (unsigned long long)st.mem_failures, (unsigned long long)st.mem_prefetched);
+    fprintf(stderr, "  batched reads:      %llu, %llu of them paused midway (%.2f%%)\n",
+            (unsigned long long)st.mem_batches, (unsigned long long)st.mem_batches_paused,
+            st.mem_batches ? 100.0 * (double)st.mem_batches_paused / (double)st.mem_batches : 0.0);
     fprintf(stderr, "  bytes read:         %llu (%.0f per sample)\n",
             (unsigned long long)st.mem_bytes, (double)st.mem_bytes / n);
     fprintf(stderr, "  code object cache:  %llu hits, %llu misses (%.2f%% hits)\n",

@@ -248,6 +248,8 @@ void pys_session_stats(const pys_session *s, struct pys_stats *out)
     out->thread_reads = s->thread_reads;
     out->thread_rereads = s->thread_rereads;
     out->frame_cache_rests = s->fcache.rests;
+    out->mem_batches = m.batches;
+    out->mem_batches_paused = m.paused;
     prof_pause_stats(s->pause, out);
 }
 

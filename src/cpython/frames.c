@@ -50,6 +50,9 @@ static void no_window(struct cpy_stack *st)
  * most this much, and this much above the top. */
 #define NOTE_MAX (64u << 10)
 #define NOTE_SLACK 1024u
+/* What a whole walk asks the next prefetch to take past the current
+ * chunk's top (grown_end). */
+#define GROWN_SLACK 2048u
 
 /* struct _PyStackChunk's top: slots (pointers) in use, for chunks that are
  * not the current one. */
@@ -249,6 +252,24 @@ static void remember_older(struct cpy_stack *st, uint64_t cur, int whole, uint64
 }
 
 /*
+ * Where the next prefetch's copy of thread t's current chunk ends: past
+ * its top by GROWN_SLACK, within the chunk's first CHUNK_MIN bytes (mapped
+ * whatever its size) or else the top's page. A stack a few frames deeper
+ * at the next sample is then still in that batch: read past it, the walk
+ * would be checked by a later read, which a fast-changing stack fails the
+ * more often, and the samples kept would lean to shallow stacks (the
+ * deeper a stack, the likelier it is deeper than every recent one).
+ */
+static uint64_t grown_end(const struct cpy_thread *t)
+{
+    uint64_t top = t->datastack_top;
+    uint64_t page_end = (top + PAGE - 1) & ~(uint64_t)(PAGE - 1);
+    uint64_t limit = t->datastack_chunk + CHUNK_MIN > page_end ? t->datastack_chunk + CHUNK_MIN
+                                                               : page_end;
+    return limit - top > GROWN_SLACK ? top + GROWN_SLACK : limit;
+}
+
+/*
  * Copy the used part of the thread's data stack chunks into st: the current
  * chunk up to the thread's datastack_top (one read, header included), each
  * older one up to its own top (read_older, then the rest if it is longer).
@@ -329,7 +350,11 @@ static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_sta
             keep_ahead(more, (size_t)rc, at + len, ahead, &nahead, &ahead_end);
             have = len;
         }
-        if (len > have) {
+        if (current && have == 0) {
+            rc = mem_read_noting(m, addr, st->buf + at, len, addr, (size_t)(grown_end(t) - addr));
+            if (rc < 0)
+                return rc;
+        } else if (len > have) {
             rc = read_chunk(m, quiet, addr + have, st->buf + at + have, len - have);
             if (rc < 0)
                 return rc;

@@ -27,13 +27,20 @@
 /* mem_readv_fresh: segments closer than this are read as one span of at
  * most COALESCE_MAX_HULL bytes, COALESCE_MAX_BYTES in all. */
 #define COALESCE_GAP 512
-/* A batch is taken as paused when it took this much more than twice its
- * usual time: well past the noise of a quiet machine (a few microseconds),
- * well short of a preemption (milliseconds). */
+/* A batch is taken as paused when it took this much more than twice the
+ * usual time of recent batches of its kind: well past the noise of a quiet
+ * machine (a few microseconds), well short of a preemption (milliseconds).
+ * Its second copies are then dropped, and the walks read again: against
+ * the fastest batch, a loaded machine's common short preemptions would
+ * have every stack at rest read twice. */
 #define BATCH_SLOW_NS 10000u
 /* ... and as paused for its walks' top frames (mem_batch_paused) when it
- * took this much more than its usual time: a microsecond lets a fast
- * target call and return a few times. */
+ * took this much, and a quarter, more than the fastest recent batch: a
+ * microsecond lets a fast target call and return a few times; a batch's
+ * own jitter (a plan a few frames longer, caches) stays under a quarter.
+ * Against the fastest, not the mean: the mean takes in the pauses
+ * themselves (a loaded machine's, a cold first batch's), and a pause
+ * shorter than what they add to it would go unseen. */
 #define BATCH_PAUSE_NS 1000u
 /* Second copies (mem_recheck_hint) closer than this are read as one. */
 #define RECHECK_MERGE_GAP 2048
@@ -61,6 +68,8 @@ void mem_stats_add(const struct mem *m, struct mem_stats *sum)
     sum->bytes += m->stats.bytes;
     sum->failures += m->stats.failures;
     sum->writes += m->stats.writes;
+    sum->batches += m->stats.batches;
+    sum->paused += m->stats.paused;
 }
 
 void mem_set_keep(struct mem *m, uint64_t snapshots)
@@ -535,26 +544,6 @@ static void plan_read(struct mem *m, const struct mem_span *plan, size_t idx, si
 }
 
 /*
- * After a batch begun at `start` (the source's clock): a batch far slower
- * than usual was paused (its thread preempted, the VM's CPU taken away)
- * while the target ran on: long enough, maybe, for a chain that changed
- * under the first copy to have come back to what it was by the second. Its
- * second copies are not used (nor when they were not read: rc_read 0): the
- * walks that needed them are read again. Paused at all (a microsecond past
- * its usual time), its walks check their top frames too (core/torn.c).
- */
-static void batch_timed(struct mem *m, uint64_t start, int rc_read)
-{
-    uint64_t took = m->src->ops->clock_ns(m->src) - start;
-    int slow = m->batch_ns > 0 && took > 2 * m->batch_ns + BATCH_SLOW_NS;
-    m->paused = m->batch_ns > 0 && took > m->batch_ns + BATCH_PAUSE_NS;
-    uint64_t sample = took < 4 * m->batch_ns || m->batch_ns == 0 ? took : 4 * m->batch_ns;
-    m->batch_ns = m->batch_ns == 0 ? took : m->batch_ns - m->batch_ns / 16 + sample / 16;
-    if (!rc_read || slow)
-        m->nrc = 0;
-}
-
-/*
  * Read the plan's n spans into pfbuf in one batch (a span that fails,
  * unmapped since, is dropped and the batch goes on after it), and m->pf to
  * find them, sorted by address. Then the second copies (m->rc), in the
@@ -564,7 +553,9 @@ static void batch_timed(struct mem *m, uint64_t start, int rc_read)
  * that span is read last in its stead (one piece fewer); else the word is
  * one more piece at the end.
  */
-static void read_plan(struct mem *m, const struct mem_span *plan, size_t n)
+static void judge_batch(struct mem *m, int retry, uint64_t took);
+
+static void read_plan(struct mem *m, const struct mem_span *plan, size_t n, int retry)
 {
     struct mem_seg seg[MEM_BATCH_MAX + 1 + 2 * MEM_RECHECK_MAX];
     size_t last = n; /* the plan span holding the late word, read last */
@@ -658,7 +649,42 @@ static void read_plan(struct mem *m, const struct mem_span *plan, size_t n)
      * go back to their places. */
     if (ordered && m->ninner > 0)
         sort_spans(m->pf, m->npf);
-    batch_timed(m, start, rc_read);
+    judge_batch(m, retry, m->src->ops->clock_ns(m->src) - start);
+    if (!rc_read)
+        m->nrc = 0;
+}
+
+/*
+ * A batch that took `took` ns, a retry's or a snapshot's. One far slower
+ * than the recent batches of its kind was paused (its thread
+ * preempted, the VM's CPU taken away) while the target ran on: long
+ * enough, maybe, for a chain that changed under the first copy to have
+ * come back to what it was by the second. Its second copies are not used:
+ * the walks that needed them are read again. Paused at all (past the
+ * fastest one's time and its jitter, BATCH_PAUSE_NS), or the first of its kind
+ * (nothing to tell a pause by), its walks check their top frames too
+ * (core/torn.c).
+ */
+static void judge_batch(struct mem *m, int retry, uint64_t took)
+{
+    uint64_t *recent = m->recent_ns[retry], fast = UINT64_MAX, sum = 0;
+    size_t n = m->recent_n[retry];
+    for (size_t i = 0; i < n; i++)
+        if (recent[i] < fast)
+            fast = recent[i];
+    /* Their usual time: the mean, each counted at most four times the
+     * fastest (a preempted batch among them says nothing of the others). */
+    for (size_t i = 0; i < n; i++)
+        sum += recent[i] < 4 * fast ? recent[i] : 4 * fast;
+    m->paused = n == 0 || took > fast + fast / 4 + BATCH_PAUSE_NS;
+    if (n > 0 && took > 2 * (sum / n) + BATCH_SLOW_NS)
+        m->nrc = 0;
+    recent[m->recent_at[retry]] = took;
+    m->recent_at[retry] = (m->recent_at[retry] + 1) % MEM_BATCH_RECENT;
+    if (m->recent_n[retry] < MEM_BATCH_RECENT)
+        m->recent_n[retry]++;
+    m->stats.batches++;
+    m->stats.paused += (uint64_t)m->paused;
 }
 
 static void prefetch(struct mem *m, int retry);
@@ -846,9 +872,9 @@ static void prefetch(struct mem *m, int retry)
         }
         if (ok && retry) {
             size_t k = retry_plan(m, n);
-            read_plan(m, k < n ? m->rplan : m->plan, k);
+            read_plan(m, k < n ? m->rplan : m->plan, k, 1);
         } else if (ok) {
-            read_plan(m, m->plan, n);
+            read_plan(m, m->plan, n, 0);
         }
     }
     if (m->npf == 0)

@@ -63,6 +63,10 @@ struct mem_source {
 
 /* process_vm_readv takes at most IOV_MAX (1024) iovecs per call. */
 #define MEM_BATCH_MAX 1024
+/* How many recent batches of a kind a batch's time is judged against
+ * (struct mem's recent_ns): enough that one fast batch among them is
+ * likely, few enough that a plan grown for good is the usual again soon. */
+#define MEM_BATCH_RECENT 16
 
 /* A live process (source_proc.c): process_vm_readv and process_vm_writev. */
 struct mem_proc {
@@ -82,7 +86,8 @@ struct mem_region {
  * overlap. A read may span regions that meet end to start; anything outside
  * them reads as unmapped memory does. Writes go into a region's `writable`
  * bytes (PYS_E_PERM where it has none). Its clock stands still: a batch on
- * an image is never taken as paused. */
+ * an image is never taken as paused, but for the first of its kind (no
+ * batch before it to judge it by). */
 struct mem_image {
     struct mem_source base;
     const struct mem_region *regions;
@@ -120,6 +125,8 @@ struct mem_stats {
     uint64_t bytes;      /* bytes asked for */
     uint64_t failures;   /* reads that failed */
     uint64_t writes;     /* writes into the target */
+    uint64_t batches;    /* batched prefetches read (a snapshot's or a retry's) */
+    uint64_t paused;     /* of those, judged paused midway (mem_batch_paused) */
 };
 
 /* One span read (or to read) from the target. */
@@ -175,9 +182,12 @@ struct mem {
      * rc: those the last batch read again (off into rcbuf). */
     struct mem_span rc_prev[MEM_RECHECK_MAX], rc_cur[MEM_RECHECK_MAX], rc[2 * MEM_RECHECK_MAX];
     size_t nrc_prev, nrc_cur, nrc, rc_last;
-    /* How long a batch usually takes (a moving average, ns): one that took
-     * far longer was paused (see read_plan). */
-    uint64_t batch_ns;
+    /* How long the last MEM_BATCH_RECENT batches of each kind took (ns;
+     * [0]: a snapshot's batch, [1]: a retry's, which reads less), the
+     * newest at recent_at[k] - 1, recent_n[k] of them known: one that took
+     * far longer than the fastest of them was paused (mem.c: judge_batch). */
+    uint64_t recent_ns[2][MEM_BATCH_RECENT];
+    size_t recent_at[2], recent_n[2];
     /* The last batch was paused midway (mem_batch_paused). */
     int paused;
     uint8_t *rcbuf;
@@ -206,9 +216,11 @@ struct mem {
  *  mem_force_recheck: take this snapshot as having read past its batch
  *    (something it goes by was not in the batch): checks that trust the
  *    batch alone are made again by reading.
- *  mem_batch_paused: the last batch took far longer than usual (its copy
- *    was paused midway): what it copied may span a long stretch of the
- *    target's time, and no two of its copies are taken as one moment.
+ *  mem_batch_paused: the last batch took longer than the fastest recent
+ *    batch of its kind by more than noise (its copy was paused midway), or
+ *    there is no such batch yet to tell: what it copied may span a long
+ *    stretch of the target's time, and no two of its copies are taken as
+ *    one moment.
  */
 
 /* Add m's counters to *sum. */

@@ -20,7 +20,10 @@
  *    On tests/images/tops.py (3.11-3.15), chains with leaves of their own:
  *    never one's leaf on the other's callers, copied in one piece paused
  *    between them and checked by a later read at the first moment again.
- * 7. Stopped moments that checks once refused: 3.13+'s __init__ shim
+ * 7. A stack a frame deeper than the sample before is read and checked
+ *    within the batch (test_grow_near; test_grow for one many frames
+ *    deeper, whose second copies must reach it).
+ * 8. Stopped moments that checks once refused: 3.13+'s __init__ shim
  *    (init-3.X.img); 3.11 and 3.12 entering the evaluation loop
  *    from C (enterc-3.11/3.12.img).
  *
@@ -335,11 +338,11 @@ struct switcher {
     const uint64_t *watch;
     size_t nwatch;
     uint64_t watch_calls;
-    /* timed: the clock moves a nanosecond per read, and a millisecond
-     * whenever the other moment is served (the target ran on between
-     * them); else it stands still. */
+    /* timed: the clock moves a nanosecond per read (and `lag` more), and
+     * switch_ns whenever the other moment is served (the target ran on
+     * between them); else it stands still. */
     int timed, served;
-    uint64_t now;
+    uint64_t now, lag, switch_ns;
     /* tick: the clock also moves this much each time it is read; the
      * longest it moved between two reads of the armed snapshot. */
     uint64_t tick, last_read, max_gap;
@@ -364,7 +367,7 @@ static int sw_pick(struct switcher *w, int advance, uint64_t addr, size_t len)
                           len, (unsigned long long)addr, "AB"[which]);
     }
     if (advance && w->timed) {
-        w->now += which != w->served ? 1000000 : 1;
+        w->now += which != w->served ? w->switch_ns : 1 + w->lag;
         w->served = which;
     }
     if (advance && w->armed) {
@@ -495,6 +498,11 @@ struct run {
     int write_both; /* the moments both come after pystrobe's writes */
     int timed;      /* the switcher's clock runs (struct switcher) */
     uint64_t tick;  /* and moves this much at each look (struct switcher) */
+    /* With timed: what a switch of moments costs the clock (0: 1 ms), and
+     * a snapshot before the one switched (0: none) whose reads each take
+     * lag_ns more (a batch paused as on a loaded machine, or cold). */
+    uint64_t switch_ns, lag_ns;
+    int lag_snapshot;
 };
 
 /* The longest the source's clock moved between two reads of run_once's
@@ -509,6 +517,10 @@ struct tally {
     uint64_t known;  /* of the mixes, the known one (known_mix) */
     uint64_t part;   /* splice.py: the bottom part of A's or B's stack (stack_part) */
 };
+
+/* The most frames of a run's sessions (run_once): far more than the
+ * images' stacks hold. */
+#define RUN_MAX_FRAMES 64
 
 /*
  * One run: a fresh session attached on image r->first, r->warm snapshots
@@ -537,18 +549,28 @@ static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t 
     w.now = 0;
     w.tick = r->tick;
     w.last_read = w.max_gap = 0;
+    w.lag = 0;
+    w.switch_ns = r->switch_ns ? r->switch_ns : 1000000;
     pys_session *s = NULL;
     char err[512];
-    int rc = prof_session_open(&s, 0, &w.base, &p->im[r->first]->facts, &r->opt, err, sizeof err);
+    /* Stacks of a few frames: a session's buffers sized for them, not for
+     * the default's thousands (run_once opens one per switch point, and
+     * under the sanitizers each large buffer is mapped and unmapped). */
+    struct pys_options opt = r->opt;
+    if (opt.max_frames == 0)
+        opt.max_frames = RUN_MAX_FRAMES;
+    int rc = prof_session_open(&s, 0, &w.base, &p->im[r->first]->facts, &opt, err, sizeof err);
     if (rc != 0)
         print_message("attach: %s\n", err);
     assert_int_equal(rc, 0);
     const struct pys_snapshot *snap = NULL;
     for (int k = 0; k < r->warm; k++) {
+        w.lag = r->lag_snapshot == k + 1 ? r->lag_ns : 0;
         assert_int_equal(pys_session_snapshot(s, &snap), 0);
         assert_int_equal(which_stack(&snap->interps[0].threads[0]), r->first);
     }
     trace = verbose && getenv("PYSTROBE_IMAGES_TRACE") != NULL;
+    w.lag = 0;
     w.armed = 1;
     w.at1 = at1;
     w.at2 = at2;
@@ -924,6 +946,63 @@ static void test_grow(void **state)
 }
 
 /*
+ * splice.py (3.11-3.13): B, in spin_b, is one frame deeper than A, in a2.
+ * After a snapshot of A, a snapshot of B must copy B's stack in its one
+ * batched read, and check it there: A's walk had the next batch copy its
+ * data stack a little past its top. Copied up to A's top only, B's walk
+ * would read its stack past the batch and be checked by a later read,
+ * which a stack changing fast fails the more often the deeper it grew
+ * since the samples before: kept samples would lean to shallow stacks.
+ */
+static void test_grow_near(void **state)
+{
+    (void)state;
+    static const char *const versions[] = {"3.11", "3.12", "3.13"};
+    for (size_t v = 0; v < sizeof versions / sizeof *versions; v++) {
+        struct pair p;
+        pair_load(&p, "splice", versions[v]);
+        uint64_t lo = 0, hi = 0;
+        for (int round = 0; round < 2; round++) {
+            /* Round 0 learns B's extent on the data stack alone; round 1
+             * takes A, then B. */
+            struct switcher w;
+            memset(&w, 0, sizeof w);
+            for (int c = 0; c < 2; c++)
+                mem_image_init(&w.im[c], p.im[c]->regions, p.im[c]->nregions);
+            w.base.ops = &SW_OPS;
+            w.lo = lo;
+            w.hi = hi;
+            pys_session *s = NULL;
+            char err[512];
+            struct pys_options opt = {0};
+            opt.max_frames = RUN_MAX_FRAMES;
+            assert_int_equal(
+                prof_session_open(&s, 0, &w.base, &p.im[0]->facts, &opt, err, sizeof err), 0);
+            for (int k = round ? 0 : 1; k < 2; k++) {
+                w.first = k;
+                w.calls_in = 0;
+                const struct pys_snapshot *snap = NULL;
+                assert_int_equal(pys_session_snapshot(s, &snap), 0);
+                const struct pys_thread *t = &snap->interps[0].threads[0];
+                if (t->error)
+                    print_thread(t);
+                assert_int_equal(t->error, 0);
+                assert_int_equal(t->nframes, k ? 5 : 4);
+            }
+            lo = s->res.thread_stack[0].addr;
+            hi = lo + s->res.thread_stack[0].len;
+            if (round == 1 && w.calls_in != 1)
+                print_message("%s: the deeper stack was read by %llu system calls\n", versions[v],
+                              (unsigned long long)w.calls_in);
+            if (round == 1)
+                assert_int_equal(w.calls_in, 1);
+            pys_session_free(s);
+        }
+        pair_free(&p);
+    }
+}
+
+/*
  * 3.8-3.10's frame objects (core/objframes.c): aba.py's two moments in
  * turns, A, B, A, B. At the last, B's frames were met two snapshots
  * before, by a walk that was not the last one: the batch must still copy
@@ -1172,7 +1251,10 @@ static uint64_t sweep_near(struct pair *p, const char *version, const struct run
  * stack, the bottom part of one (a moment the program passes through), or
  * fail: never a leaf under the other chain's callers. The switcher's
  * clock runs: a batch that copies both moments took the target's time
- * between them (mem_batch_paused).
+ * between them (mem_batch_paused), also when it is the first batch (no
+ * batch before it to judge it by), and when it follows a batch paused far
+ * longer (a pause judged against the mean of recent batches would go
+ * unseen).
  */
 static void test_splice_top(void **state)
 {
@@ -1195,10 +1277,22 @@ static void test_splice_top(void **state)
             r.unit = 64;
             r.timed = 1;
             for (r.first = 0; r.first < 2; r.first++)
-                for (r.warm = 0; r.warm <= 2; r.warm += 2)
+                for (r.warm = 0; r.warm <= 2; r.warm++)
                     mixes += sweep_near(&p, versions[v], &r, &near);
             print_message("tops %s, frame_cache=%d:\n", versions[v], fc);
             tally_print("A-B-A by 64", &near);
+            /* After a first batch paused long (10 us a read) and a fast
+             * one, a pause of 40 us: far less than the first, far more
+             * than the fast one. */
+            struct tally loaded;
+            memset(&loaded, 0, sizeof loaded);
+            r.warm = 3;
+            r.lag_snapshot = 2;
+            r.lag_ns = 10000;
+            r.switch_ns = 20000;
+            for (r.first = 0; r.first < 2; r.first++)
+                mixes += sweep_near(&p, versions[v], &r, &loaded);
+            tally_print("after a slow batch", &loaded);
         }
         pair_free(&p);
     }
@@ -1218,6 +1312,7 @@ int main(void)
         cmocka_unit_test(test_anchor_position),
         cmocka_unit_test(test_entering),
         cmocka_unit_test(test_grow),
+        cmocka_unit_test(test_grow_near),
         cmocka_unit_test(test_splice),
         cmocka_unit_test(test_init_shim),
         cmocka_unit_test(test_entering_from_c),

@@ -343,7 +343,10 @@ def test_cache_rests_while_its_walks_are_torn(pystrobe, spawn, target15, tmp_pat
     p = start(spawn, target15, "hold", 10)
     stats, _ = attach_stats(pystrobe, p.pid, "1khz", 1, tmp_path)
     m = re.search(r"frame cache: +(\d+) full hits", stats)
-    assert m and int(m.group(1)) > 500, stats
+    n = re.search(r"Captured (\d+) samples", stats)
+    # Half the samples taken, not half the rate asked: a loaded machine
+    # takes fewer in the second.
+    assert m and n and int(m.group(1)) > int(n.group(1)) // 2, stats
     assert "frame cache rests" not in stats, stats
 
 

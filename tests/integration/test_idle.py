@@ -47,4 +47,6 @@ def test_idle_threads_taken_over_stay_exact(spawn, target):
     # Most stacks were taken over: the threads are asleep most of the time.
     assert reused > compared // 2, (reused, compared)
     numbers = (differ, compared, base_differ, base_compared)
-    assert differ / compared <= max(2 * base_differ / base_compared, 0.005), numbers
+    # Three times the base rate: a correct build's two rates came within
+    # 2.3x of each other over many runs (counts of 150-350 each).
+    assert differ / compared <= max(3 * base_differ / base_compared, 0.005), numbers

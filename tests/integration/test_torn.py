@@ -6,6 +6,8 @@ The workload switches between two call chains every microsecond or so
 (cache_aba.py with a 10-step leaf), so that many reads catch the stack as it
 changes. Samples come in time order from tests/tools/sample_stream."""
 
+import re
+
 import pytest
 
 from targets import supported_targets
@@ -45,5 +47,13 @@ def test_stack_at_rest_needs_no_second_read(pystrobe, spawn, target, tmp_path):
     each snapshot's code objects were before, it took two or three."""
     p = start(spawn, target, "hold", 10)
     per_sample, _, stats, stacks = steady_costs(pystrobe, p.pid, tmp_path)
-    assert per_sample < 1.5, (per_sample, stats)
+    # A batch taken as paused midway (its thread preempted, as on a loaded
+    # machine) has its walks' top frames read again: one more call each,
+    # which the bound allows on top of the one a sample.
+    batches = [tuple(map(int, m)) for m in
+               re.findall(r"batched reads: +(\d+), (\d+) of them paused", stats)]
+    assert len(batches) == 2, stats
+    (b0, p0), (b1, p1) = batches
+    paused = (p1 - p0) / max(b1 - b0, 1)
+    assert per_sample < 1.5 + paused, (per_sample, paused, stats)
     assert "hold" in stacks

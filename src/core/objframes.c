@@ -33,15 +33,7 @@
 /* The position of addr in the sorted list, or where it would go. */
 static size_t find(const struct prof_objframes *of, uint64_t addr)
 {
-    size_t lo = 0, hi = of->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (of->addr[mid] < addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return util_lower_bound_u64(of->addr, of->n, addr);
 }
 
 static void drop(struct prof_objframes *of, size_t i)

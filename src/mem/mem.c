@@ -11,6 +11,7 @@
 #include <pystrobe/pystrobe.h>
 
 #include "platform/platform.h"
+#include "util/array.h"
 
 /* Bounds on a prefetch: spans recorded and bytes re-read per snapshot. A
  * sample of a few hundred threads stays well inside. */
@@ -480,14 +481,7 @@ static void drop_kept(struct mem *m, const struct mem_span *bad)
 /* Whether one of m->inner (sorted) lies in [addr, addr + len). */
 static int holds_inner(const struct mem *m, uint64_t addr, size_t len)
 {
-    size_t lo = 0, hi = m->ninner;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (m->inner[mid] < addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = util_lower_bound_u64(m->inner, m->ninner, addr);
     return lo < m->ninner && m->inner[lo] - addr < len;
 }
 

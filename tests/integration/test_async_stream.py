@@ -21,6 +21,7 @@ from conftest import HERE, pystrobe_path, run_pystrobe, wait_ready
 from test_async import ASYNC_TARGETS, BUILD, SPLIT, sid_root  # noqa: F401 (a fixture)
 
 THREADS = HERE / "workloads" / "async_threads.py"
+GC_WORK = HERE / "workloads" / "async_gc.py"
 PYSTROBE = BUILD / "pystrobe"
 
 
@@ -198,6 +199,35 @@ def test_live_view_shows_tasks(target, sid_root, tmp_path):  # noqa: F811
         assert status == 0
     finally:
         pane.close()
+
+
+@pytest.mark.parametrize("target", [t for t in ASYNC_TARGETS if t.version >= (3, 15)],
+                         ids=repr)
+def test_gc_frames_in_running_task(target, sid_root, tmp_path):  # noqa: F811
+    """running mode: <GC> sits right above the task's frame that started a
+    collection, as in thread stacks (3.15 publishes that frame); --no-gc
+    leaves it out (the reference refuses --no-gc with --async-aware)."""
+    proc = start(target, GC_WORK, 120)
+    try:
+        runs = {}
+        for name, flags in (("gc", []), ("no-gc", ["--no-gc"])):
+            out = tmp_path / f"{name}.txt"
+            attach(proc.pid, "--collapsed", "--no-tid", "-d", "2", "-o", out, *flags)
+            runs[name] = [(l.rsplit(" ", 1)[0].split(";"), int(l.rsplit(" ", 1)[1]))
+                          for l in out.read_text().splitlines()]
+        above = {}
+        for frames, n in runs["gc"]:
+            if "<GC>" in frames:
+                i = frames.index("<GC>")
+                assert "<task>:collector:0" in frames[:i], frames
+                caller = frames[i - 1].rsplit(":", 2)[1]
+                above[caller] = above.get(caller, 0) + n
+        assert set(above) <= {"make_garbage", "Node.__init__"}, above
+        assert above.get("make_garbage", 0) > 0, (above, runs["gc"][:5])
+        assert runs["no-gc"] and not any("<GC>" in f for f, _ in runs["no-gc"]), runs["no-gc"]
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.mark.parametrize("args,word", [

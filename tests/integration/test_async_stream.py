@@ -6,9 +6,11 @@ consumer thread stacks reach (the recording and its replay, --jsonl,
 asyncio targets in the sid root.
 
 - async_split.py: tasks "heavy" and "light" in one loop, 3:1 CPU.
+- async_gc.py: the task "collector" collects garbage (<GC> frames).
 - async_threads.py: the main thread's task "spinner" burns CPU, the thread
   "loop-2"'s task "sleeper" sleeps in time.sleep (running, off the CPU).
 """
+import gzip
 import json
 import re
 import shlex
@@ -71,14 +73,15 @@ def replay(*args):
 
 @pytest.mark.parametrize("target", ASYNC_TARGETS, ids=repr)
 def test_thread_filters_apply_to_tasks(target, sid_root, tmp_path):  # noqa: F811
-    """wall: both loops' running tasks, each under its thread (named);
+    """wall (with --all-threads, pystrobe's default, accepted where the
+    reference refuses it): both loops' running tasks, each under its thread (named);
     --main-thread-only: the main thread's only; --mode cpu and gil: the
     task whose thread is on the CPU / holds the GIL, not the one asleep in
     time.sleep."""
     proc = start(target, THREADS, 120)
     try:
         out = tmp_path / "wall.txt"
-        attach(proc.pid, "--collapsed", "-d", "2", "-o", out)
+        attach(proc.pid, "--all-threads", "--collapsed", "-d", "2", "-o", out)
         text = out.read_text()
         w = task_weights(text)
         assert w.get("spinner", 0) >= 5 and w.get("sleeper", 0) >= 5, w
@@ -135,6 +138,34 @@ def test_jsonl_has_task_frames(target, split, tmp_path):
         if x["type"] == "string_table":
             strings |= {s["value"] for s in x["strings"]}
     assert {"<task>", "heavy", "light", "heavy_work"} <= strings, sorted(strings)[:50]
+
+
+@pytest.mark.parametrize("target", ASYNC_TARGETS[-1:], ids=repr)
+def test_other_formats_have_task_frames(target, split, tmp_path):
+    """The formats not covered above, replayed from one recording
+    (--speedscope, --pprof, --svg) or live (--heatmap): the tasks' <task>
+    frames and coroutines; the heatmap counts the coroutines' lines."""
+    p = split(target)
+    rec = tmp_path / "rec.pysr"
+    attach(p.pid, "--binary", "-o", rec, "-d", "2")
+    out = tmp_path / "s.json"
+    replay("--speedscope", "-o", out, rec)
+    names = {f["name"] for f in json.loads(out.read_text())["shared"]["frames"]}
+    assert {"heavy", "light", "heavy_work", "light_work"} <= names, names
+    out = tmp_path / "p.pb.gz"
+    replay("--pprof", "-o", out, rec)
+    data = gzip.decompress(out.read_bytes())
+    assert all(w in data for w in (b"<task>", b"heavy", b"heavy_work")), data[:400]
+    out = tmp_path / "f.svg"
+    replay("--svg", "-o", out, rec)
+    text = out.read_text()
+    assert "heavy_work" in text and "&lt;task&gt;" in text
+    out = tmp_path / "heat"
+    attach(p.pid, "--heatmap", "-o", out, "-d", "2")
+    index = (out / "index.html").read_text()
+    assert "async_split.py" in index, index[:2000]
+    page = next(f for f in out.glob("file_*.html") if "heavy_work" in f.read_text())
+    assert re.search(r'<td class="h\d+">[1-9]\d*</td>', page.read_text()), page.name
 
 
 @pytest.mark.parametrize("target", ASYNC_TARGETS[-1:], ids=repr)

@@ -478,6 +478,11 @@ struct pys_tasks_options {
     size_t max_name_chars; /* 0: PYS_TASK_NAME_DEFAULT */
     size_t max_chain;      /* frames per task; 0: PYS_TASK_CHAIN_DEFAULT */
     size_t max_tasks;      /* tasks per graph; 0: PYS_TASK_MAX_DEFAULT */
+    /* PYS_TASKS_RUNNING: a PYS_FRAME_GC marker in a running task's frames
+     * above the frame that started a running collection (CPython 3.15+,
+     * which publishes that frame), as pys_options.gc puts it in thread
+     * stacks. Other tasks are suspended: they collect nothing. */
+    int gc;
 };
 #define PYS_TASK_NAME_DEFAULT 4096
 #define PYS_TASK_CHAIN_DEFAULT 512

@@ -1216,7 +1216,8 @@ static PyObject *task_graph(struct unwinder *self, int mode, const char *what)
         PyErr_Format(PyExc_RuntimeError, "%s: %s", what, err[0] ? err : pys_strerror(rc));
         return NULL;
     }
-    struct pys_tasks_options opt = {mode, TASK_NAME_MAX, TASK_CHAIN_MAX, 0};
+    /* No <GC> markers: the reference puts none in task stacks. */
+    struct pys_tasks_options opt = {mode, TASK_NAME_MAX, TASK_CHAIN_MAX, 0, 0};
     if ((rc = pys_tasks_read(self->tasks, &opt, &g)) < 0) {
         const char *detail = pys_tasks_last_error(self->tasks);
         if (rc == PYS_E_EXITED || process_gone(self->pid)) {

@@ -189,7 +189,7 @@ int cli_dump_tasks(pys_session *s, int mode, int json, int blocking)
                  err[0] ? err : pys_strerror(rc));
         return cli_report(rc, msg);
     }
-    struct pys_tasks_options opt = {mode, 0, 0, 0};
+    struct pys_tasks_options opt = {mode, 0, 0, 0, 0};
     /* --blocking: the graph read with every thread stopped (one moment). */
     if (blocking && (rc = pys_session_pause(s)) < 0) {
         snprintf(msg, sizeof msg, "--blocking: %s", pys_session_last_error(s));

@@ -3,7 +3,9 @@
  * reads the target's asyncio task graph (pys_tasks_read) and turns it into
  * a snapshot of the same shape as a thread snapshot, whose "threads" are
  * task stacks (pys_task_stack: a task's coroutine frames, a <task> frame
- * naming it, then those of the task awaiting it, to the root), each filed
+ * naming it, then those of the task awaiting it, to the root; a running
+ * task's frames with a <GC> marker where it started a collection, unless
+ * --no-gc), each filed
  * under the thread whose loop holds the task and carrying that thread's
  * ids and status from the thread snapshot taken just before. Everything
  * downstream (the profile, the filters, the recording, the stream outputs,
@@ -115,7 +117,7 @@ int rec_async_sample(struct rec_async *a, const struct rec *r, pys_session *s,
         if (!(a->buf = malloc(a->cap * sizeof *a->buf)))
             return PYS_E_NOMEM;
     }
-    struct pys_tasks_options opt = {r->async_mode, 0, 0, 0};
+    struct pys_tasks_options opt = {r->async_mode, 0, 0, 0, r->gc};
     if ((rc = pys_tasks_read(a->tasks, &opt, &g)) < 0)
         return rc;
     a->nframes = a->nthreads = a->ninterps = 0;

@@ -9,7 +9,8 @@
  * thread is gone. Each task gives its name, the chain of coroutines it is
  * suspended in (each awaiting the next, as far as coroutines go) and what
  * awaits it. A running task's frames are the thread's own stack down to
- * its coroutine's frame, which must be on it.
+ * its coroutine's frame, which must be on it (with opt.gc, a <GC> marker
+ * above the frame that started a running collection).
  *
  * Is it one moment? Every word the walk decided something on (list links,
  * task fields, coroutine states, awaited objects, stack links, the code
@@ -375,16 +376,17 @@ static struct pys_frame *new_frame(struct pys_tasks *t)
     return &t->frames[t->nframes++];
 }
 
-static int add_truncated(struct pys_tasks *t)
+/* Append a marker frame: PYS_FRAME_TRUNCATED or PYS_FRAME_GC. */
+static int add_marker(struct pys_tasks *t, int kind)
 {
     struct pys_frame *f = new_frame(t);
     if (!f)
         return PYS_E_NOMEM;
     memset(f, 0, sizeof *f);
     f->filename = t->s->marker_file;
-    f->qualname = t->s->marker_truncated;
+    f->qualname = kind == PYS_FRAME_GC ? t->s->marker_gc : t->s->marker_truncated;
     f->firstlineno = f->lineno = f->end_lineno = f->col = f->end_col = f->lasti = f->opcode = -1;
-    f->kind = PYS_FRAME_TRUNCATED;
+    f->kind = kind;
     return 0;
 }
 
@@ -529,13 +531,14 @@ static int add_chain(struct pys_tasks *t, uint64_t coro)
     for (size_t i = 0; i < keep; i++)
         if ((rc = add_frame(t, &t->chain[n - 1 - i].frame)) < 0)
             return rc;
-    return keep < n ? add_truncated(t) : 0;
+    return keep < n ? add_marker(t, PYS_FRAME_TRUNCATED) : 0;
 }
 
 /* Has the running task's frame run through frames raw[0..k]? Name them,
- * innermost first, bounded by max_chain. */
+ * innermost first, bounded by max_chain; with opt.gc, a <GC> marker above
+ * the frame at gc_frame (that started a running collection; 0: none). */
 static int add_stack(struct pys_tasks *t, const struct cpy_thread *th, uint64_t task_frame,
-                     int *found)
+                     uint64_t gc_frame, int *found)
 {
     const struct cpy_offsets *o = &t->s->off;
     int n = cpy_stack_walk(&t->mem, o, th, &t->stack, t->raw, t->raw_max);
@@ -564,8 +567,13 @@ static int add_stack(struct pys_tasks *t, const struct cpy_thread *th, uint64_t 
             return rc;
         if (rf->shim || rf->code == 0)
             continue;
+        if (t->opt.gc && gc_frame && rf->addr == gc_frame && kept + 2 < t->opt.max_chain) {
+            if ((rc = add_marker(t, PYS_FRAME_GC)) < 0)
+                return rc;
+            kept++;
+        }
         if (kept + 1 == t->opt.max_chain)
-            return add_truncated(t);
+            return add_marker(t, PYS_FRAME_TRUNCATED);
         if ((rc = add_frame(t, rf)) < 0)
             return rc;
         kept++;
@@ -574,10 +582,10 @@ static int add_stack(struct pys_tasks *t, const struct cpy_thread *th, uint64_t 
 }
 
 /* Append the task at addr to the current list. Its frames: the thread's
- * stack down to its coroutine when th is given (its running task), else
- * its coroutine chain. *idx: its index. */
-static int add_task(struct pys_tasks *t, uint64_t addr, const struct cpy_thread *th, size_t *idx,
-                    int *found_frame)
+ * stack down to its coroutine when th is given (its running task; gc_frame
+ * as add_stack's), else its coroutine chain. *idx: its index. */
+static int add_task(struct pys_tasks *t, uint64_t addr, const struct cpy_thread *th,
+                    uint64_t gc_frame, size_t *idx, int *found_frame)
 {
     struct pys_session *s = t->s;
     const struct cpy_offsets *o = &s->off;
@@ -626,7 +634,7 @@ static int add_task(struct pys_tasks *t, uint64_t addr, const struct cpy_thread 
             if (!task.coro)
                 return tfail(t, PYS_E_CORRUPT, "running task 0x%llx has no coroutine",
                              (unsigned long long)addr);
-            rc = add_stack(t, th, task.coro + o->gen_object.gi_iframe, found_frame);
+            rc = add_stack(t, th, task.coro + o->gen_object.gi_iframe, gc_frame, found_frame);
         } else if (task.coro) {
             size_t before = t->nframes;
             rc = add_chain(t, task.coro);
@@ -703,7 +711,7 @@ static int walk_list(struct pys_tasks *t, uint64_t head)
         if (find_task(t, task) >= 0)
             return tfail(t, PYS_E_CORRUPT, "task 0x%llx twice in the task lists",
                          (unsigned long long)task);
-        if ((rc = add_task(t, task, NULL, &idx, NULL)) < 0)
+        if ((rc = add_task(t, task, NULL, 0, &idx, NULL)) < 0)
             return rc;
         node = next;
         if ((rc = read_word(t, node + o->llist_node.next, &next)) < 0)
@@ -714,8 +722,10 @@ static int walk_list(struct pys_tasks *t, uint64_t head)
 
 /* The running task of thread th, then, depth first, what awaits it. A task
  * awaited along two paths is listed on each (as CPython's own module
- * does); a path that comes back to a task is a cycle and ends there. */
-static int walk_running(struct pys_tasks *t, const struct cpy_thread *th, uint64_t task, int *found)
+ * does); a path that comes back to a task is a cycle and ends there.
+ * gc_frame: the interpreter's collecting frame, as add_stack's. */
+static int walk_running(struct pys_tasks *t, const struct cpy_thread *th, uint64_t task,
+                        uint64_t gc_frame, int *found)
 {
     size_t idx, depth = 0;
     int rc;
@@ -726,7 +736,7 @@ static int walk_running(struct pys_tasks *t, const struct cpy_thread *th, uint64
     size_t st_cap = sizeof stack / sizeof stack[0];
     void *heap = NULL;
 
-    if ((rc = add_task(t, task, th, &idx, found)) < 0 || !*found)
+    if ((rc = add_task(t, task, th, gc_frame, &idx, found)) < 0 || !*found)
         return rc;
     t->path[0] = task;
     st[0].idx = idx;
@@ -756,7 +766,7 @@ static int walk_running(struct pys_tasks *t, const struct cpy_thread *th, uint64
             rc = tfail(t, PYS_E_TOODEEP, "a chain of more than %d awaiting tasks", AWAIT_PATH_MAX);
             goto out;
         }
-        if ((rc = add_task(t, w, NULL, &idx, NULL)) < 0)
+        if ((rc = add_task(t, w, NULL, 0, &idx, NULL)) < 0)
             goto out;
         if (depth == st_cap) {
             void *bigger = realloc(heap, 2 * st_cap * sizeof *st);
@@ -835,7 +845,7 @@ static int read_graph(struct pys_tasks *t, int *missing)
                     if ((rc = new_list(t, in.id, th.native_id, ts)) < 0)
                         return rc;
                     t->lists[t->nlists - 1].running_task = task;
-                    if ((rc = walk_running(t, &th, task, &found)) < 0)
+                    if ((rc = walk_running(t, &th, task, in.gc_frame, &found)) < 0)
                         return rc;
                     if (!found) {
                         /* Switching tasks, or a torn walk: read again. */

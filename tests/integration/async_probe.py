@@ -22,7 +22,10 @@ OLD = sys.version_info < (3, 15)
 def norm(x):
     if isinstance(x, tuple) and type(x).__name__ == "FrameInfo":
         if OLD:
-            line = x.location.lineno if hasattr(x, "location") else x.lineno
+            if hasattr(x, "location"):
+                line = x.location.lineno if x.location is not None else None
+            else:
+                line = x.lineno
             return [x.filename, line, x.funcname]
         return [x.filename, list(x.location) if x.location else None, x.funcname]
     if isinstance(x, (list, tuple)):

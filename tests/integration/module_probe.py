@@ -9,7 +9,8 @@ another user. MODULE_DIR holds the built `pystrobe` package. Standard input
 is a JSON list of jobs, each a dict:
 
     module     "pystrobe" (default) or "_remote_debugging"
-    call       "get_stack_trace" (default), "get_stats", "construct",
+    call       "get_stack_trace" (default), "get_all_awaited_by",
+               "get_async_stack_trace", "get_stats", "construct",
                "is_python_process", "get_child_pids", "info", or "exited":
                start a Python child, attach, kill it (options["reap"]:
                reap it, default True, or leave a zombie), then call
@@ -65,6 +66,8 @@ def run_job(job):
     unwinder = mod.RemoteUnwinder(pid, **options)
     if call == "construct":
         return None
+    if call in ("get_all_awaited_by", "get_async_stack_trace"):
+        return getattr(unwinder, call)()
     if call == "get_stats":
         unwinder.get_stack_trace()
         stats = unwinder.get_stats()

@@ -6,9 +6,11 @@ consumer thread stacks reach (the recording and its replay, --jsonl,
 asyncio targets in the sid root.
 
 - async_split.py: tasks "heavy" and "light" in one loop, 3:1 CPU.
+- async_gc.py: the task "collector" collects garbage (<GC> frames).
 - async_threads.py: the main thread's task "spinner" burns CPU, the thread
   "loop-2"'s task "sleeper" sleeps in time.sleep (running, off the CPU).
 """
+import gzip
 import json
 import re
 import shlex
@@ -21,6 +23,7 @@ from conftest import HERE, pystrobe_path, run_pystrobe, wait_ready
 from test_async import ASYNC_TARGETS, BUILD, SPLIT, sid_root  # noqa: F401 (a fixture)
 
 THREADS = HERE / "workloads" / "async_threads.py"
+GC_WORK = HERE / "workloads" / "async_gc.py"
 PYSTROBE = BUILD / "pystrobe"
 
 
@@ -70,14 +73,15 @@ def replay(*args):
 
 @pytest.mark.parametrize("target", ASYNC_TARGETS, ids=repr)
 def test_thread_filters_apply_to_tasks(target, sid_root, tmp_path):  # noqa: F811
-    """wall: both loops' running tasks, each under its thread (named);
+    """wall (with --all-threads, pystrobe's default, accepted where the
+    reference refuses it): both loops' running tasks, each under its thread (named);
     --main-thread-only: the main thread's only; --mode cpu and gil: the
     task whose thread is on the CPU / holds the GIL, not the one asleep in
     time.sleep."""
     proc = start(target, THREADS, 120)
     try:
         out = tmp_path / "wall.txt"
-        attach(proc.pid, "--collapsed", "-d", "2", "-o", out)
+        attach(proc.pid, "--all-threads", "--collapsed", "-d", "2", "-o", out)
         text = out.read_text()
         w = task_weights(text)
         assert w.get("spinner", 0) >= 5 and w.get("sleeper", 0) >= 5, w
@@ -134,6 +138,35 @@ def test_jsonl_has_task_frames(target, split, tmp_path):
         if x["type"] == "string_table":
             strings |= {s["value"] for s in x["strings"]}
     assert {"<task>", "heavy", "light", "heavy_work"} <= strings, sorted(strings)[:50]
+
+
+@pytest.mark.parametrize("target", ASYNC_TARGETS[-1:], ids=repr)
+def test_other_formats_have_task_frames(target, split, tmp_path):
+    """The formats not covered above, replayed from one recording
+    (--speedscope, --pprof, --svg) or live (--heatmap): the tasks' <task>
+    frames and coroutines; the heatmap counts the coroutines' lines."""
+    p = split(target)
+    rec = tmp_path / "rec.pysr"
+    attach(p.pid, "--binary", "-o", rec, "-d", "2")
+    out = tmp_path / "s.json"
+    replay("--speedscope", "-o", out, rec)
+    names = {f["name"] for f in json.loads(out.read_text())["shared"]["frames"]}
+    assert {"heavy", "light", "heavy_work", "light_work"} <= names, names
+    out = tmp_path / "p.pb.gz"
+    replay("--pprof", "-o", out, rec)
+    data = gzip.decompress(out.read_bytes())
+    assert all(w in data for w in (b"<task>", b"heavy", b"heavy_work")), data[:400]
+    out = tmp_path / "f.svg"
+    replay("--svg", "-o", out, rec)
+    text = out.read_text()
+    assert "heavy_work" in text and "&lt;task&gt;" in text
+    from test_heatmap import Heatmap
+    out = tmp_path / "heat"
+    attach(p.pid, "--heatmap", "-o", out, "-d", "2")
+    hm = Heatmap(out)
+    name = next(n for n in hm.files if n.endswith("async_split.py"))
+    spins = {src.strip(): t for _, t, src, _ in hm.lines(name).values() if "spin(" in src}
+    assert spins.get("spin(30000)", 0) > 0, spins
 
 
 @pytest.mark.parametrize("target", ASYNC_TARGETS[-1:], ids=repr)
@@ -198,6 +231,35 @@ def test_live_view_shows_tasks(target, sid_root, tmp_path):  # noqa: F811
         assert status == 0
     finally:
         pane.close()
+
+
+@pytest.mark.parametrize("target", [t for t in ASYNC_TARGETS if t.version >= (3, 15)],
+                         ids=repr)
+def test_gc_frames_in_running_task(target, sid_root, tmp_path):  # noqa: F811
+    """running mode: <GC> sits right above the task's frame that started a
+    collection, as in thread stacks (3.15 publishes that frame); --no-gc
+    leaves it out (the reference refuses --no-gc with --async-aware)."""
+    proc = start(target, GC_WORK, 120)
+    try:
+        runs = {}
+        for name, flags in (("gc", []), ("no-gc", ["--no-gc"])):
+            out = tmp_path / f"{name}.txt"
+            attach(proc.pid, "--collapsed", "--no-tid", "-d", "2", "-o", out, *flags)
+            runs[name] = [(l.rsplit(" ", 1)[0].split(";"), int(l.rsplit(" ", 1)[1]))
+                          for l in out.read_text().splitlines()]
+        above = {}
+        for frames, n in runs["gc"]:
+            if "<GC>" in frames:
+                i = frames.index("<GC>")
+                assert "<task>:collector:0" in frames[:i], frames
+                caller = frames[i - 1].rsplit(":", 2)[1]
+                above[caller] = above.get(caller, 0) + n
+        assert set(above) <= {"make_garbage", "Node.__init__"}, above
+        assert above.get("make_garbage", 0) > 0, (above, runs["gc"][:5])
+        assert runs["no-gc"] and not any("<GC>" in f for f, _ in runs["no-gc"]), runs["no-gc"]
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.mark.parametrize("args,word", [

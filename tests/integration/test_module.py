@@ -396,6 +396,20 @@ def test_async_methods_without_tasks(pystrobe, procs):
     assert u.get_async_stack_trace() == []
 
 
+def test_async_methods_refused_before_314(pystrobe, procs):
+    """A target older than 3.14 publishes no asyncio layouts: both calls
+    raise RuntimeError saying that 3.14 is needed."""
+    old = [t for t in supported_targets() if t.chroot is None and t.version < (3, 14)]
+    if not old:
+        pytest.skip("no pre-3.14 target outside the sid root")
+    p = start_python(max(old, key=lambda t: t.version),
+                     "import time; print('ready', flush=True); time.sleep(600)", procs)
+    u = pystrobe.RemoteUnwinder(p.pid)
+    for name in ("get_async_stack_trace", "get_all_awaited_by"):
+        with pytest.raises(RuntimeError, match=r"needs CPython 3\.14"):
+            getattr(u, name)()
+
+
 # --- 3.15: pystrobe and _remote_debugging side by side ------------------------
 
 def normalise(result, options):

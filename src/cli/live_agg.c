@@ -204,14 +204,16 @@ static int cnts_copy(struct live_cnts *to, const struct live_cnts *from)
 static int cnts_diff(struct live_cnts *to, const struct live_cnts *a, const struct live_cnts *b)
 {
     to->n = 0;
+    if (util_array_reserve((void **)&to->v, &to->cap, a->n, sizeof *to->v) < 0)
+        return PYS_E_NOMEM;
     for (size_t i = 0, j = 0; i < a->n; i++) {
         uint64_t n = a->v[i].n;
         while (j < b->n && b->v[j].key < a->v[i].key)
             j++;
         if (j < b->n && b->v[j].key == a->v[i].key)
             n -= b->v[j].n;
-        if (n && cnts_push(to, a->v[i].key, n) < 0)
-            return PYS_E_NOMEM;
+        if (n)
+            to->v[to->n++] = (struct live_cnt){a->v[i].key, n};
     }
     return 0;
 }
@@ -224,9 +226,10 @@ static int mirror_sync(struct live_data *d, const pys_profile *p)
     if (util_array_reserve((void **)&d->nodes, &d->capnodes, n, sizeof *d->nodes) < 0)
         return PYS_E_NOMEM;
     for (size_t id = d->nnodes; id < n; id++) {
-        const struct pys_profile_node *nd = pys_profile_node(p, (uint32_t)id);
+        struct pys_profile_node nd;
+        (void)pys_profile_node_peek(p, (uint32_t)id, &nd); /* id < n */
         /* Frame ids are made in order, each below the table's count. */
-        while (d->nframes <= nd->frame) {
+        while (d->nframes <= nd.frame) {
             if (util_array_reserve((void **)&d->frames, &d->capframes, d->nframes + 1,
                                    sizeof *d->frames) < 0)
                 return PYS_E_NOMEM;
@@ -235,22 +238,30 @@ static int mirror_sync(struct live_data *d, const pys_profile *p)
         }
         uint64_t thread =
             pys_profile_is_thread(p, (uint32_t)id) ? pys_profile_thread(p, (uint32_t)id) : 0;
-        d->nodes[id] = (struct live_node){id ? nd->parent : 0, nd->frame, thread};
+        d->nodes[id] = (struct live_node){id ? nd.parent : 0, nd.frame, thread};
         d->nnodes = id + 1;
     }
     return 0;
 }
 
-/* p's cumulative counts into d->next. 0, or PYS_E_NOMEM. */
+/* p's cumulative counts into d->next. 0, or PYS_E_NOMEM. Only the self
+ * counts are read (pys_profile_node_peek): this runs on the sampling thread,
+ * which must not pay for the profile's totals. */
 static int counts_read(struct live_data *d, const pys_profile *p)
 {
     struct live_cnts *c = &d->next;
     size_t n = pys_profile_nodes(p);
     c->n = 0;
+    /* Room for every node's count at once: the loop below only stores. */
+    if (util_array_reserve((void **)&c->v, &c->cap, n, sizeof *c->v) < 0)
+        return PYS_E_NOMEM;
     for (uint32_t id = 1; id < n; id++) {
-        const struct pys_profile_node *nd = pys_profile_node(p, id);
+        struct pys_profile_node nd;
+        (void)pys_profile_node_peek(p, id, &nd); /* id < n */
         uint64_t key = (uint64_t)id << 32;
-        if (nd->self && cnts_push(c, key, nd->self) < 0)
+        if (nd.self && c->n < c->cap)
+            c->v[c->n++] = (struct live_cnt){key, nd.self};
+        else if (nd.self && cnts_push(c, key, nd.self) < 0)
             return PYS_E_NOMEM;
         if (!d->r->opcodes)
             continue;

@@ -613,6 +613,19 @@ static int table_node(struct live_table *t, uint32_t id, long k, uint32_t pk,
     return 0;
 }
 
+/* The row of published frame f (< d->nframes), as table_row, looked up
+ * once a build per frame: nodes far outnumber frames. -1 if out of memory. */
+static long frame_row(struct live_table *t, const struct live_data *d, uint32_t f, int lines)
+{
+    if (t->frow[f] == 0) {
+        long k = table_row(t, &d->frames[f], lines);
+        if (k < 0)
+            return -1;
+        t->frow[f] = (uint32_t)k + 1;
+    }
+    return (long)t->frow[f] - 1;
+}
+
 /* Count the scope's stacks into t: a depth-first walk of the nodes with
  * samples in it, each entered once (children have larger ids than their
  * parent and siblings link forward, so it ends). */
@@ -626,7 +639,7 @@ static int table_add_tree(struct live_table *t, const struct live_data *d,
         if (nd->parent == 0) { /* a thread's node */
             descend = !sc->one_thread || nd->thread == sc->thread;
         } else if (nd->frame != 0 && nd->frame < d->nframes) {
-            long k = table_row(t, &d->frames[nd->frame], sc->by_line);
+            long k = frame_row(t, d, nd->frame, sc->by_line);
             if (k < 0 || table_node(t, id, k, t->tn[nd->parent].row, sc) < 0)
                 return PYS_E_NOMEM;
             t->tn[id].row = (uint32_t)k + 1;
@@ -741,8 +754,13 @@ int live_table_build(struct live_table *t, struct live_data *d, const struct liv
         0) {
         rc = PYS_E_NOMEM;
         memset(&c, 0, sizeof c);
+    } else if (util_array_reserve((void **)&t->frow, &t->capfrow, d->nframes ? d->nframes : 1,
+                                  sizeof *t->frow) < 0) {
+        rc = PYS_E_NOMEM;
+        memset(&c, 0, sizeof c);
     } else {
         memset(t->tn, 0, d->nnodes * sizeof *t->tn);
+        memset(t->frow, 0, d->nframes * sizeof *t->frow);
         rc = scope_collect(t, d, sc->window, &c);
     }
     scope_counts(t, &c, sc->one_thread, sc->thread);
@@ -770,6 +788,7 @@ void live_table_release(struct live_table *t)
     free(t->rows);
     free(t->index);
     free(t->tn);
+    free(t->frow);
     free(t->nodeops);
     free(t->ops);
     memset(t, 0, sizeof *t);

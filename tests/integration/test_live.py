@@ -451,6 +451,19 @@ def test_live_signal_restores_terminal(live_pane, how):
     restored(p)
 
 
+def children(pid):
+    """The processes whose parent is pid."""
+    out = []
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(d))
+        except OSError:  # gone meanwhile
+            pass
+    return out
+
+
 def thread_nices(pid):
     """{tid: nice} of process pid's threads."""
     out = {}
@@ -480,8 +493,7 @@ def test_live_attach_cpu_mode(pane_factory, tmp_path, pystrobe):
         assert f"pid {target.pid}" in s and "cpu mode" in s, s
         assert re.search(r"on CPU \d+\.\d%", s), s
         shell = int(pane.tmux("display-message", "-p", "-t", "live", "#{pane_pid}").stdout)
-        with open(f"/proc/{shell}/task/{shell}/children") as f:
-            (prof,) = [int(x) for x in f.read().split()]
+        (prof,) = children(shell)
         nices = thread_nices(prof)
         main = nices.pop(prof)
         if main < 19:

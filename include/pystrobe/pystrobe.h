@@ -397,6 +397,13 @@ PYS_EXTERN uint64_t pys_profile_thread_ns(const pys_profile *p, uint64_t thread)
  * pys_profile_add. */
 PYS_EXTERN size_t pys_profile_nodes(const pys_profile *p);
 PYS_EXTERN const struct pys_profile_node *pys_profile_node(const pys_profile *p, uint32_t id);
+/* Node id's parent, frame and self count, as pys_profile_node has them, in
+ * *out (its total and links 0), without making the totals and links that
+ * pys_profile_node makes after stacks were added (a pass over every node):
+ * for a reader of many nodes' self counts while stacks are being added.
+ * 0, or PYS_E_INVAL for an id past the last node (*out unchanged). */
+PYS_EXTERN int pys_profile_node_peek(const pys_profile *p, uint32_t id,
+                                     struct pys_profile_node *out);
 /* Is node id a thread node (a child of the root)? */
 PYS_EXTERN int pys_profile_is_thread(const pys_profile *p, uint32_t id);
 /* The native thread id of the thread node id is or lies under (0 for the

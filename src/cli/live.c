@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <term.h>
 #include <termios.h>
 #include <unistd.h>
@@ -422,6 +423,27 @@ static int on_key(struct live *lv, int ch, int *rebuild)
     return 0;
 }
 
+/* How far below the sampling thread's priority the UI thread runs (nice
+ * steps; 19 at most). The rate the view shows is the sampling thread's: where
+ * both want the same CPU, it goes to sampling first. At +10 the UI still gets
+ * about a tenth of a CPU it shares with one busy thread of the sampler's
+ * priority, several times what a table and a screen take at the default
+ * refresh. */
+#define UI_NICE 10
+
+/* Lower the calling thread's priority by UI_NICE (best effort: the view
+ * works without it). */
+static void ui_give_way(void)
+{
+    pid_t tid = gettid();
+    errno = 0;
+    int prio = getpriority(PRIO_PROCESS, (id_t)tid);
+    if (prio == -1 && errno != 0)
+        return;
+    prio = prio + UI_NICE > 19 ? 19 : prio + UI_NICE;
+    (void)setpriority(PRIO_PROCESS, (id_t)tid, prio);
+}
+
 static void *ui_main(void *arg)
 {
     struct live *lv = arg;
@@ -429,6 +451,7 @@ static void *ui_main(void *arg)
     uint64_t next = 0;
     int shown_finished = 0;
 
+    ui_give_way();
     for (;;) {
         if (rec_stop)
             break;

@@ -174,6 +174,8 @@ struct live_table {
      * node and instruction (struct live_op with row a node id). */
     struct live_tnode *tn;
     size_t ncap;
+    uint32_t *frow; /* published frame -> its row + 1 (0: not looked up yet) */
+    size_t capfrow;
     struct live_op *nodeops;
     size_t nnodeops, capnodeops;
     /* The scope's counts. */

@@ -204,14 +204,16 @@ static int cnts_copy(struct live_cnts *to, const struct live_cnts *from)
 static int cnts_diff(struct live_cnts *to, const struct live_cnts *a, const struct live_cnts *b)
 {
     to->n = 0;
+    if (util_array_reserve((void **)&to->v, &to->cap, a->n, sizeof *to->v) < 0)
+        return PYS_E_NOMEM;
     for (size_t i = 0, j = 0; i < a->n; i++) {
         uint64_t n = a->v[i].n;
         while (j < b->n && b->v[j].key < a->v[i].key)
             j++;
         if (j < b->n && b->v[j].key == a->v[i].key)
             n -= b->v[j].n;
-        if (n && cnts_push(to, a->v[i].key, n) < 0)
-            return PYS_E_NOMEM;
+        if (n)
+            to->v[to->n++] = (struct live_cnt){a->v[i].key, n};
     }
     return 0;
 }
@@ -224,9 +226,10 @@ static int mirror_sync(struct live_data *d, const pys_profile *p)
     if (util_array_reserve((void **)&d->nodes, &d->capnodes, n, sizeof *d->nodes) < 0)
         return PYS_E_NOMEM;
     for (size_t id = d->nnodes; id < n; id++) {
-        const struct pys_profile_node *nd = pys_profile_node(p, (uint32_t)id);
+        struct pys_profile_node nd;
+        (void)pys_profile_node_peek(p, (uint32_t)id, &nd); /* id < n */
         /* Frame ids are made in order, each below the table's count. */
-        while (d->nframes <= nd->frame) {
+        while (d->nframes <= nd.frame) {
             if (util_array_reserve((void **)&d->frames, &d->capframes, d->nframes + 1,
                                    sizeof *d->frames) < 0)
                 return PYS_E_NOMEM;
@@ -235,22 +238,30 @@ static int mirror_sync(struct live_data *d, const pys_profile *p)
         }
         uint64_t thread =
             pys_profile_is_thread(p, (uint32_t)id) ? pys_profile_thread(p, (uint32_t)id) : 0;
-        d->nodes[id] = (struct live_node){id ? nd->parent : 0, nd->frame, thread};
+        d->nodes[id] = (struct live_node){id ? nd.parent : 0, nd.frame, thread};
         d->nnodes = id + 1;
     }
     return 0;
 }
 
-/* p's cumulative counts into d->next. 0, or PYS_E_NOMEM. */
+/* p's cumulative counts into d->next. 0, or PYS_E_NOMEM. Only the self
+ * counts are read (pys_profile_node_peek): this runs on the sampling thread,
+ * which must not pay for the profile's totals. */
 static int counts_read(struct live_data *d, const pys_profile *p)
 {
     struct live_cnts *c = &d->next;
     size_t n = pys_profile_nodes(p);
     c->n = 0;
+    /* Room for every node's count at once: the loop below only stores. */
+    if (util_array_reserve((void **)&c->v, &c->cap, n, sizeof *c->v) < 0)
+        return PYS_E_NOMEM;
     for (uint32_t id = 1; id < n; id++) {
-        const struct pys_profile_node *nd = pys_profile_node(p, id);
+        struct pys_profile_node nd;
+        (void)pys_profile_node_peek(p, id, &nd); /* id < n */
         uint64_t key = (uint64_t)id << 32;
-        if (nd->self && cnts_push(c, key, nd->self) < 0)
+        if (nd.self && c->n < c->cap)
+            c->v[c->n++] = (struct live_cnt){key, nd.self};
+        else if (nd.self && cnts_push(c, key, nd.self) < 0)
             return PYS_E_NOMEM;
         if (!d->r->opcodes)
             continue;
@@ -602,6 +613,19 @@ static int table_node(struct live_table *t, uint32_t id, long k, uint32_t pk,
     return 0;
 }
 
+/* The row of published frame f (< d->nframes), as table_row, looked up
+ * once a build per frame: nodes far outnumber frames. -1 if out of memory. */
+static long frame_row(struct live_table *t, const struct live_data *d, uint32_t f, int lines)
+{
+    if (t->frow[f] == 0) {
+        long k = table_row(t, &d->frames[f], lines);
+        if (k < 0)
+            return -1;
+        t->frow[f] = (uint32_t)k + 1;
+    }
+    return (long)t->frow[f] - 1;
+}
+
 /* Count the scope's stacks into t: a depth-first walk of the nodes with
  * samples in it, each entered once (children have larger ids than their
  * parent and siblings link forward, so it ends). */
@@ -615,7 +639,7 @@ static int table_add_tree(struct live_table *t, const struct live_data *d,
         if (nd->parent == 0) { /* a thread's node */
             descend = !sc->one_thread || nd->thread == sc->thread;
         } else if (nd->frame != 0 && nd->frame < d->nframes) {
-            long k = table_row(t, &d->frames[nd->frame], sc->by_line);
+            long k = frame_row(t, d, nd->frame, sc->by_line);
             if (k < 0 || table_node(t, id, k, t->tn[nd->parent].row, sc) < 0)
                 return PYS_E_NOMEM;
             t->tn[id].row = (uint32_t)k + 1;
@@ -730,8 +754,13 @@ int live_table_build(struct live_table *t, struct live_data *d, const struct liv
         0) {
         rc = PYS_E_NOMEM;
         memset(&c, 0, sizeof c);
+    } else if (util_array_reserve((void **)&t->frow, &t->capfrow, d->nframes ? d->nframes : 1,
+                                  sizeof *t->frow) < 0) {
+        rc = PYS_E_NOMEM;
+        memset(&c, 0, sizeof c);
     } else {
         memset(t->tn, 0, d->nnodes * sizeof *t->tn);
+        memset(t->frow, 0, d->nframes * sizeof *t->frow);
         rc = scope_collect(t, d, sc->window, &c);
     }
     scope_counts(t, &c, sc->one_thread, sc->thread);
@@ -759,6 +788,7 @@ void live_table_release(struct live_table *t)
     free(t->rows);
     free(t->index);
     free(t->tn);
+    free(t->frow);
     free(t->nodeops);
     free(t->ops);
     memset(t, 0, sizeof *t);

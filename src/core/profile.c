@@ -597,6 +597,15 @@ const struct pys_profile_node *pys_profile_node(const pys_profile *p, uint32_t i
     return &p->nodes[id];
 }
 
+int pys_profile_node_peek(const pys_profile *p, uint32_t id, struct pys_profile_node *out)
+{
+    if (id >= p->n)
+        return PYS_E_INVAL;
+    const struct pys_profile_node *nd = &p->nodes[id];
+    *out = (struct pys_profile_node){nd->parent, nd->frame, 0, 0, nd->self, 0};
+    return 0;
+}
+
 int pys_profile_is_thread(const pys_profile *p, uint32_t id)
 {
     return id != 0 && id < p->n && p->nodes[id].parent == 0;

@@ -451,21 +451,53 @@ def test_live_signal_restores_terminal(live_pane, how):
     restored(p)
 
 
+def children(pid):
+    """The processes whose parent is pid."""
+    out = []
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(d))
+        except OSError:  # gone meanwhile
+            pass
+    return out
+
+
+def thread_nices(pid):
+    """{tid: nice} of process pid's threads."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        out[int(tid)] = int(fields[16])  # stat's 19th field, the 17th after comm
+    return out
+
+
 def test_live_attach_cpu_mode(pane_factory, tmp_path, pystrobe):
     """attach --live --mode cpu: the ranking, the on-CPU share known; q
-    leaves the target running."""
+    leaves the target running. The UI thread runs 10 nice steps below the
+    sampling (main) thread, capped at 19: pystrobe starts 5 steps above the
+    suite's priority (as root) so that the two differ even under nice 19."""
     if KEY_TARGET is None:
         pytest.skip("no supported interpreter")
     script, _ = stage_split(KEY_TARGET, tmp_path)
     target = subprocess.Popen(KEY_TARGET.argv + [script, "600"], stdout=subprocess.PIPE)
     try:
         assert target.stdout.readline().strip() == b"ready"
-        cmd = " ".join(shlex.quote(a) for a in [str(pystrobe), "attach", "--live", "--mode",
-                                                "cpu", str(target.pid)])
+        boost = ["nice", "-n", "-5"] if os.geteuid() == 0 else []
+        cmd = " ".join(shlex.quote(a) for a in [*boost, str(pystrobe), "attach", "--live",
+                                                "--mode", "cpu", str(target.pid)])
         pane = pane_factory(cmd)
         s = pane.wait(ranked, "alpha above beta")
         assert f"pid {target.pid}" in s and "cpu mode" in s, s
         assert re.search(r"on CPU \d+\.\d%", s), s
+        shell = int(pane.tmux("display-message", "-p", "-t", "live", "#{pane_pid}").stdout)
+        (prof,) = children(shell)
+        nices = thread_nices(prof)
+        main = nices.pop(prof)
+        if main < 19:
+            assert min(19, main + 10) in nices.values(), (main, nices)
         pane.keys("q")
         assert restored(pane)[0] == 0
         assert target.poll() is None

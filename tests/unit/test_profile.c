@@ -161,6 +161,54 @@ static void test_counts_match_a_recount(void **state)
 
 /* The same stack over and over makes no new nodes; a thread that comes
  * back after others keeps its own path. */
+/* pys_profile_node_peek between additions: each node's current self count
+ * (they sum to the weight added so far) with its parent and frame, as
+ * pys_profile_node gives them once asked; nothing past the last node. */
+static void test_peek_between_additions(void **state)
+{
+    (void)state;
+    uint64_t rng_was = rng; /* the later tests draw what they drew before */
+    struct stack s[3] = {{0}};
+    pys_profile *p = pys_profile_new();
+    assert_non_null(p);
+    uint64_t added = 0;
+    for (size_t k = 0; k < 300; k++) {
+        int t = (int)(next_rand() % 3);
+        struct stack prev = s[t];
+        random_stack(&s[t], prev.n ? &prev : NULL);
+        s[t].thread = 100 + (uint64_t)t;
+        assert_int_equal(pys_profile_add(p, s[t].thread, s[t].f, s[t].n, 1 + k % 3), 0);
+        added += 1 + k % 3;
+        uint64_t sum = 0;
+        for (uint32_t id = 0; id < pys_profile_nodes(p); id++) {
+            struct pys_profile_node nd;
+            assert_int_equal(pys_profile_node_peek(p, id, &nd), 0);
+            sum += nd.self;
+        }
+        assert_int_equal(sum, added);
+    }
+    size_t n = pys_profile_nodes(p);
+    struct pys_profile_node *peeked = calloc(n, sizeof *peeked);
+    assert_non_null(peeked);
+    for (uint32_t id = 0; id < n; id++)
+        assert_int_equal(pys_profile_node_peek(p, id, &peeked[id]), 0);
+    for (uint32_t id = 0; id < n; id++) {
+        const struct pys_profile_node *nd = pys_profile_node(p, id);
+        assert_int_equal(peeked[id].parent, nd->parent);
+        assert_int_equal(peeked[id].frame, nd->frame);
+        assert_int_equal(peeked[id].self, nd->self);
+        assert_int_equal(peeked[id].total, 0);
+        assert_int_equal(peeked[id].first_child, 0);
+        assert_int_equal(peeked[id].next_sibling, 0);
+    }
+    struct pys_profile_node past = {.self = 7};
+    assert_int_equal(pys_profile_node_peek(p, (uint32_t)n, &past), PYS_E_INVAL);
+    assert_int_equal(past.self, 7);
+    free(peeked);
+    pys_profile_free(p);
+    rng = rng_was;
+}
+
 static void test_repeats_and_interleaving(void **state)
 {
     (void)state;
@@ -539,6 +587,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counts_match_a_recount),
+        cmocka_unit_test(test_peek_between_additions),
         cmocka_unit_test(test_repeats_and_interleaving),
         cmocka_unit_test(test_frames_are_interned_once),
         cmocka_unit_test(test_memory_per_node),

@@ -160,10 +160,16 @@ def test_cli_md_documents_every_help_option(pystrobe):
 
 
 def test_help_command_equals_command_help(pystrobe):
-    for cmd in set(help_texts(pystrobe)) - {""}:
+    """For every command `pystrobe help` lists, help and version too (whose
+    help is the command list); `-h` is `--help`."""
+    for cmd in commands(pystrobe):
         a = run([pystrobe, "help", cmd])
-        b = run([pystrobe, cmd, "--help"])
-        assert a.stdout == b.stdout and a.stdout.startswith(b"usage: pystrobe")
+        for flag in ("--help", "-h"):
+            b = run([pystrobe, cmd, flag])
+            assert a.stdout == b.stdout and a.stdout.startswith(b"usage: pystrobe"), (cmd, flag)
+    usage = run([pystrobe, "help"]).stdout
+    for argv in (["help", "--help"], ["--version", "--help"], ["--help"]):
+        assert run([pystrobe, *argv]).stdout == usage, argv
     assert run([pystrobe, "help", "nope"], ok=False).returncode == 2
 
 

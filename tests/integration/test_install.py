@@ -582,6 +582,13 @@ def test_deb_installs_in_clean_root_and_dumps(tmp_path, spawn):
             assert re.search(rf"^Setting up {name}(:amd64)? ".encode(), res.stdout, re.M), \
                 res.stdout.decode()
         assert not (SIDROOT / "usr" / "bin" / "pystrobe").exists(), "the sid root was changed"
+        # Built from make dist's copy (no git there): the commit it recorded.
+        version = (ROOT / "VERSION").read_text().strip()
+        recorded = (BUILD / "dist" / f"pystrobe-{version}" / "COMMIT").read_text().strip()
+        if git_commit():
+            assert recorded.split("-")[0] == git_commit(), recorded
+        out = run(["chroot", root, "/usr/bin/pystrobe", "--version"]).stdout.decode()
+        assert out == f"pystrobe {version} (commit {recorded})\n", out
         target = spawn(["chroot", root, "/usr/bin/python3.13", "-c", TARGET_CODE],
                        stdout=subprocess.PIPE)
         wait_ready(target)

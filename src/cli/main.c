@@ -31,8 +31,14 @@ static const char USAGE[] =
     "Supported targets: CPython 3.7 to 3.15 (GIL builds) on Linux x86-64.\n"
     "See pystrobe(1) or docs/cli.md for output formats and exit statuses.\n";
 
+static int is_help_flag(const char *arg)
+{
+    return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;
+}
+
 /* `pystrobe help COMMAND`: what `pystrobe COMMAND --help` prints, from the
- * same code, so the two cannot differ. */
+ * same code, so the two cannot differ. help and version have no options of
+ * their own: their help is the command list, which describes them. */
 static int help_command(const char *cmd)
 {
     char *argv[] = {(char *)cmd, (char *)"--help", NULL};
@@ -44,7 +50,7 @@ static int help_command(const char *cmd)
         return cli_record(2, argv, 1);
     if (strcmp(cmd, "replay") == 0)
         return cli_replay(2, argv);
-    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "version") == 0) {
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "version") == 0 || is_help_flag(cmd)) {
         fputs(USAGE, stdout);
         return CLI_OK;
     }
@@ -156,6 +162,8 @@ int main(int argc, char **argv)
         return CLI_OK;
     }
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        if (argc > 2 && is_help_flag(argv[2]))
+            return help_command("version");
         printf("pystrobe %s (commit %s)\n", PYS_VERSION, PYS_COMMIT);
         return CLI_OK;
     }

@@ -86,6 +86,19 @@ def sleeper(spawn):
     return p
 
 
+@pytest.fixture
+def script_sleeper(spawn, tmp_path_factory):
+    """The same target started as a script through its "#!.../python3.12"
+    line: its comm is the script's name, its argv[0] the interpreter."""
+    script = tmp_path_factory.mktemp("script") / "probe_script"
+    script.write_text(f"#!{pyenv_python('3.12.1')}\n{TARGET_CODE}")
+    script.chmod(0o755)
+    p = spawn([script], stdout=subprocess.PIPE)
+    wait_ready(p)
+    assert Path(f"/proc/{p.pid}/comm").read_text().strip() == "probe_script"
+    return p
+
+
 @pytest.fixture(scope="module")
 def destdir():
     """The tree `make install DESTDIR=...` writes (default PREFIX)."""
@@ -160,10 +173,16 @@ def test_cli_md_documents_every_help_option(pystrobe):
 
 
 def test_help_command_equals_command_help(pystrobe):
-    for cmd in set(help_texts(pystrobe)) - {""}:
+    """For every command `pystrobe help` lists, help and version too (whose
+    help is the command list); `-h` is `--help`."""
+    for cmd in commands(pystrobe):
         a = run([pystrobe, "help", cmd])
-        b = run([pystrobe, cmd, "--help"])
-        assert a.stdout == b.stdout and a.stdout.startswith(b"usage: pystrobe")
+        for flag in ("--help", "-h"):
+            b = run([pystrobe, cmd, flag])
+            assert a.stdout == b.stdout and a.stdout.startswith(b"usage: pystrobe"), (cmd, flag)
+    usage = run([pystrobe, "help"]).stdout
+    for argv in (["help", "--help"], ["--version", "--help"], ["--help"]):
+        assert run([pystrobe, *argv]).stdout == usage, argv
     assert run([pystrobe, "help", "nope"], ok=False).returncode == 2
 
 
@@ -350,17 +369,22 @@ def bash_complete(destdir, *lines, cwd=None):
     return [[w for w in o.split("\n") if w] for o in offers]
 
 
-def assert_python_pids(pids, sleeper):
-    assert str(sleeper.pid) in pids, pids
+def assert_python_pids(pids, *sleepers):
+    """pids holds the sleepers' and only processes whose comm or argv[0]'s
+    last part starts with "python"."""
+    for p in sleepers:
+        assert str(p.pid) in pids, (p.args, pids)
     for pid in pids:     # other processes come and go meanwhile
-        comm = Path(f"/proc/{pid}/comm")
         try:
-            assert comm.read_text().startswith("python"), pid
+            comm = Path(f"/proc/{pid}/comm").read_text()
+            argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
         except FileNotFoundError:
-            pass
+            continue
+        assert comm.startswith("python") or os.path.basename(argv0).startswith(b"python"), pid
 
 
-def test_bash_completion_offers_commands_options_and_pids(destdir, sleeper, pystrobe, tmp_path):
+def test_bash_completion_offers_commands_options_and_pids(destdir, sleeper, script_sleeper,
+                                                         pystrobe, tmp_path):
     if not Path("/usr/share/bash-completion/bash_completion").exists():
         pytest.fail("bash-completion is not installed (scripts/install-deps.sh)")
     texts = help_texts(pystrobe)
@@ -371,8 +395,8 @@ def test_bash_completion_offers_commands_options_and_pids(destdir, sleeper, pyst
                            *(f"pystrobe {c} -" for c in cmds), cwd=tmp_path)
     assert set(offers[0]) >= set(commands(pystrobe)), offers[0]
     assert offers[1] == ["dump"]
-    assert_python_pids(offers[2], sleeper)
-    assert_python_pids(offers[3], sleeper)
+    assert_python_pids(offers[2], sleeper, script_sleeper)
+    assert_python_pids(offers[3], sleeper, script_sleeper)
     assert offers[4] == ["run.pysr"] and offers[5] == ["run.pysr"], offers[4:6]
     for cmd, offered in zip(cmds, offers[6:]):
         missing = sorted(help_options(texts[cmd]) - set(offered))
@@ -394,7 +418,8 @@ def zsh_complete(comp, *states):
     return [[w for w in o.split("\n") if w] for o in offers]
 
 
-def test_zsh_completion_offers_commands_options_and_pids(destdir, sleeper, pystrobe):
+def test_zsh_completion_offers_commands_options_and_pids(destdir, sleeper, script_sleeper,
+                                                        pystrobe):
     """zsh loads the installed file as a completion function (its syntax,
     #compdef line, compinit), which offers the commands, each command's
     --help options, and Python pids for a PID."""
@@ -421,7 +446,7 @@ def test_zsh_completion_offers_commands_options_and_pids(destdir, sleeper, pystr
     # The pids an operand PID is offered: "PID:COMMAND".
     script = f"source {shlex.quote(str(comp))}; _describe() {{ print -rl -- \"${{(@P)${{@[-1]}}}}\" }}; _pystrobe_pids"
     pids = [x.split(":")[0] for x in run(["zsh", "-f", "-c", script]).stdout.decode().split()]
-    assert_python_pids(pids, sleeper)
+    assert_python_pids(pids, sleeper, script_sleeper)
 
 
 def test_uninstall_removes_what_install_put(tmp_path):
@@ -557,6 +582,13 @@ def test_deb_installs_in_clean_root_and_dumps(tmp_path, spawn):
             assert re.search(rf"^Setting up {name}(:amd64)? ".encode(), res.stdout, re.M), \
                 res.stdout.decode()
         assert not (SIDROOT / "usr" / "bin" / "pystrobe").exists(), "the sid root was changed"
+        # Built from make dist's copy (no git there): the commit it recorded.
+        version = (ROOT / "VERSION").read_text().strip()
+        recorded = (BUILD / "dist" / f"pystrobe-{version}" / "COMMIT").read_text().strip()
+        if git_commit():
+            assert recorded.split("-")[0] == git_commit(), recorded
+        out = run(["chroot", root, "/usr/bin/pystrobe", "--version"]).stdout.decode()
+        assert out == f"pystrobe {version} (commit {recorded})\n", out
         target = spawn(["chroot", root, "/usr/bin/python3.13", "-c", TARGET_CODE],
                        stdout=subprocess.PIPE)
         wait_ready(target)

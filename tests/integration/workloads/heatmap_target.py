@@ -6,11 +6,13 @@ change or remove while it runs, and from names that are markup.
 Writes into DIR, then imports or runs:
   - changed.py: a module; the test rewrites it after the target started
     (its page must say the file changed);
+  - later.py: a module the test rewrites while pystrobe samples it (its
+    page must show the source as it was when sampled);
   - gone.py: a module deleted once imported (its page has counts, no source);
   - a file whose name and source are markup ('"><img src=x onerror=...>.py',
     holding '</script><script>...');
   - code compiled with the file name '</script><script>...' (no such file).
-Then prints "ready" and spins through all four until killed.
+Then prints "ready" and spins through all five until killed.
 """
 import os
 import sys
@@ -30,6 +32,9 @@ def main(d):
     with open(os.path.join(d, "changed.py"), "w") as f:
         f.write("def changed_spin(n):\n    x = 0\n    for i in range(n):\n        x += i\n"
                 "    return x\n")
+    with open(os.path.join(d, "later.py"), "w") as f:
+        f.write("def later_spin(n):\n    x = 0\n    for i in range(n):\n        x += i\n"
+                "    return x\n")
     with open(os.path.join(d, "gone.py"), "w") as f:
         f.write("def gone_spin(n):\n    x = 0\n    for i in range(n):\n        x += i\n"
                 "    return x\n")
@@ -39,6 +44,7 @@ def main(d):
     sys.path.insert(0, d)
     import changed
     import gone
+    import later
     os.unlink(os.path.join(d, "gone.py"))
     hostile = {}
     exec(compile(HOSTILE_SOURCE, path, "exec"), hostile)
@@ -49,6 +55,7 @@ def main(d):
     while True:
         changed.changed_spin(2000)
         gone.gone_spin(2000)
+        later.later_spin(2000)
         hostile["hostile_spin"](200)
         named["named_spin"](2000)
 

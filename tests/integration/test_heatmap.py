@@ -64,8 +64,23 @@ class Heatmap:
         return out
 
 
+LOCAL_REF = re.compile(r"^(?:(?:index|file_\d{4,})\.html)?(?:#L-?\d+)?$")
+
+
+def check_offline(hm):
+    """Every page loads nothing: no src attribute, links only to the
+    directory's own pages, and a policy that forbids fetching anything."""
+    for page in ["index.html"] + [p for p, _, _ in hm.files.values()]:
+        text = (hm.dir / page).read_text(encoding="utf-8")
+        assert "Content-Security-Policy\" content=\"default-src 'none';" in text, page
+        assert not re.search(r"<[^<>]*\ssrc=", text), page
+        refs = re.findall(r'<[^<>]*\shref="([^"]*)"', text)
+        assert all(LOCAL_REF.match(r) for r in refs), [r for r in refs if not LOCAL_REF.match(r)]
+
+
 def check_consistent(hm):
     assert hm.files, "no files in the index"
+    check_offline(hm)
     for name, (page, total, self_) in hm.files.items():
         assert 0 < total <= hm.samples and self_ <= total, (name, total, self_, hm.samples)
         lines = hm.lines(name)
@@ -190,6 +205,7 @@ def test_hostile_names_and_source_stay_text(odd_heatmap, rtarget, tmp_path):
     # source, none either (the browser reads the text as the text says).
     # The pages are written alike whatever the version: Chromium reads one
     # target's (sid-3.15's, whose sources come through its root).
+    check_offline(hm)
     tags = re.compile(r"<(img|b|script)[\s>/]", re.I)
     for page in ["index.html"] + [p for p, _, _ in hm.files.values()]:
         found = tags.findall((hm.dir / page).read_text(encoding="utf-8"))

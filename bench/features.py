@@ -18,9 +18,10 @@ Sections:
              what replay reads of a recording whose writer got kill -9.
   rss        peak RSS of a 10 kHz x 6 min recording against 10 kHz x 36 s.
   screens    the live view's screens alone (as in live).
-  outputs    the heatmap, speedscope and pprof outputs of split_3_1.py as
-             their consumers see them (headless Chromium's screenshot,
-             speedscope's app, go tool pprof -top), into bench/screens/.
+  outputs    the heatmap, flame graph, speedscope and pprof outputs of
+             split_3_1.py as their consumers see them (headless Chromium's
+             screenshots, speedscope's app, go tool pprof -top beside pstats
+             of the same samples), into bench/screens/.
   versions   --pprof, --speedscope and --heatmap of split_3_1.py on every
              interpreter 3.8+, from run and from attach, each checked by its
              reader (pprof -top beside pstats of the same samples).
@@ -377,11 +378,16 @@ def section_outputs(st, pystrobe, args):
     script = INTEG / "workloads" / "split_3_1.py"
     try:
         for fmt, out in (("--heatmap", work / "heatmap"), ("--speedscope", work / "s.json"),
-                         ("--pprof", work / "p.pb.gz"), ("--pstats", work / "p.pstats")):
+                         ("--pprof", work / "p.pb.gz"), ("--flamegraph", work / "f.html")):
+            # pprof's samples are also replayed as pstats: the same samples.
+            rec = ["--record", str(work / "p.pysr")] if fmt == "--pprof" else []
             r = subprocess.run([str(pystrobe), "run", "-r", "1khz", "-d", "6", fmt, "-o",
-                                str(out), "--python", py, str(script), "3600"],
+                                str(out), *rec, "--python", py, str(script), "3600"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             log(f"{fmt}: exit {r.returncode}")
+        subprocess.run([str(pystrobe), "replay", "--pstats", "-o", str(work / "p.pstats"),
+                        str(work / "p.pysr")], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
         # heatmap: the page of split_3_1.py, screenshot
         pages = sorted((work / "heatmap").glob("*.html"))
         page = next(p for p in pages if "split_3_1.py" in p.read_text(errors="replace")[:4000])
@@ -401,6 +407,14 @@ def section_outputs(st, pystrobe, args):
                         (work / "heatmap" / "index.html").resolve().as_uri()],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
         log(f"heatmap screenshots: {png} ({png.stat().st_size if png.exists() else 0} bytes)")
+        fg = SCREENS / "flamegraph-split_3_1.png"
+        subprocess.run([test_flamegraph.chromium_binary(), "--headless", "--no-sandbox",
+                        "--disable-gpu", "--no-first-run", "--hide-scrollbars",
+                        f"--user-data-dir={work / 'chr'}", "--window-size=1100,900",
+                        "--virtual-time-budget=3000", f"--screenshot={fg}",
+                        (work / "f.html").resolve().as_uri()],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        log(f"flame graph screenshot: {fg} ({fg.stat().st_size if fg.exists() else 0} bytes)")
         # speedscope: its web app imports the file
         ss = test_speedscope.PACKAGE / "dist" / "release"
         if not (ss / "index.html").exists():

@@ -98,8 +98,8 @@ static uint64_t mtime_ns(const struct stat *sb)
 /* Read filename (not "<...>") as the target sees it: a new buffer of
  * *len bytes and the file's *mtime, or NULL with why (whylen bytes)
  * written. */
-static char *read_text(const struct rec_out *o, const char *filename, size_t *len,
-                       uint64_t *mtime, char *why, size_t whylen)
+static char *read_text(const struct rec_out *o, const char *filename, size_t *len, uint64_t *mtime,
+                       char *why, size_t whylen)
 {
     struct stat sb;
     char *buf = NULL;

@@ -155,11 +155,15 @@ static int heatmap_prepare(struct rec_out *o, const struct rec *r, int pid)
     return -1;
 }
 
-/* When process pid started, in ns since the epoch; 0 if unknown. */
+/* When process pid started, in ns since the epoch; 0 if unknown. Its start
+ * is counted in clock ticks since boot (CLOCK_BOOTTIME); the boot's date is
+ * taken from the clocks, not from /proc/stat's btime, whose whole seconds
+ * would put the start up to a second early (and mark a file written just
+ * before it as changed). */
 static uint64_t process_start_ns(int pid)
 {
     char path[64], buf[1024];
-    unsigned long long start = 0, btime = 0;
+    unsigned long long start = 0;
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
     FILE *f = fopen(path, "r");
     if (!f)
@@ -174,17 +178,14 @@ static uint64_t process_start_ns(int pid)
                      "%*d %*d %*d %llu",
                      &start) != 1)
         return 0;
-    if (!(f = fopen("/proc/stat", "r")))
-        return 0;
-    char line[256];
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "btime %llu", &btime) == 1)
-            break;
-    fclose(f);
+    struct timespec real, boot;
     long hz = sysconf(_SC_CLK_TCK);
-    if (!btime || hz <= 0)
+    if (hz <= 0 || clock_gettime(CLOCK_REALTIME, &real) != 0 ||
+        clock_gettime(CLOCK_BOOTTIME, &boot) != 0)
         return 0;
-    return (uint64_t)btime * 1000000000ull + (uint64_t)start * (1000000000ull / (uint64_t)hz);
+    int64_t booted =
+        ((int64_t)real.tv_sec - boot.tv_sec) * 1000000000 + (real.tv_nsec - boot.tv_nsec);
+    return (uint64_t)booted + (uint64_t)start * (1000000000ull / (uint64_t)hz);
 }
 
 void rec_out_target(struct rec_out *o, const struct rec *r, int pid)

@@ -139,6 +139,11 @@ def odd_heatmap(pystrobe, rwork, tmp_path_factory):
     rewritten once pystrobe has taken samples."""
     out = tmp_path_factory.mktemp("odd")
     d_host, d_target = rwork.target.stage_dir()
+    # Written a moment (more than a clock tick) before the target starts: not
+    # to be taken as changed after the start (which is known to a tick).
+    (Path(d_host) / "later.py").write_text(f"{LATER_LINE}\n    x = 0\n    for i in range(n):\n"
+                                           "        x += i\n    return x\n")
+    time.sleep(0.1)
     target = LongRunning(rwork.target, [rwork.path("heatmap_target.py"), d_target])
     procs = SessionProcesses()
     try:
@@ -168,8 +173,9 @@ def test_changed_file_is_marked(odd_heatmap):
 
 
 def test_source_as_sampled(odd_heatmap):
-    """A file rewritten while it was sampled: its page shows the source
-    read at its first sample, and says that the file changed since."""
+    """A file written just before the target started and rewritten while
+    it was sampled: its page shows the source read at its first sample, and
+    says that the file changed since it was read (not before the start)."""
     hm, d = odd_heatmap
     page = hm.page(f"{d}/later.py")
     assert 'id="changed"' in page and "as it was when first sampled" in page, page[:3000]

@@ -141,8 +141,9 @@ def odd_heatmap(pystrobe, rwork, tmp_path_factory):
     d_host, d_target = rwork.target.stage_dir()
     # Written a moment (more than a clock tick) before the target starts: not
     # to be taken as changed after the start (which is known to a tick).
-    (Path(d_host) / "later.py").write_text(f"{LATER_LINE}\n    x = 0\n    for i in range(n):\n"
-                                           "        x += i\n    return x\n")
+    body = "\n    x = 0\n    for i in range(n):\n        x += i\n    return x\n"
+    (Path(d_host) / "changed.py").write_text("def changed_spin(n):" + body)
+    (Path(d_host) / "later.py").write_text(LATER_LINE + body)
     time.sleep(0.1)
     target = LongRunning(rwork.target, [rwork.path("heatmap_target.py"), d_target])
     procs = SessionProcesses()
@@ -167,9 +168,10 @@ def odd_heatmap(pystrobe, rwork, tmp_path_factory):
 def test_changed_file_is_marked(odd_heatmap):
     hm, d = odd_heatmap
     page = hm.page(f"{d}/changed.py")
-    assert 'id="changed"' in page
+    assert 'id="changed"' in page and "modified after the target started" in page, page[:3000]
     lines = hm.lines(f"{d}/changed.py")
     assert lines[1][2] == "def changed_spin(n):" and lines[3][1] > 0, lines
+    assert lines[6][2] == "# changed while the target runs", lines
 
 
 def test_source_as_sampled(odd_heatmap):

@@ -18,11 +18,13 @@ Sections:
              what replay reads of a recording whose writer got kill -9.
   rss        peak RSS of a 10 kHz x 6 min recording against 10 kHz x 36 s.
   screens    the live view's screens alone (as in live).
-  outputs    the heatmap, speedscope and pprof outputs of split_3_1.py as
-             their consumers see them (headless Chromium's screenshot,
-             speedscope's app, go tool pprof -top), into bench/screens/.
+  outputs    the heatmap, flame graph, speedscope and pprof outputs of
+             split_3_1.py as their consumers see them (headless Chromium's
+             screenshots, speedscope's app, go tool pprof -top beside pstats
+             of the same samples), into bench/screens/.
   versions   --pprof, --speedscope and --heatmap of split_3_1.py on every
-             interpreter 3.8+, each checked by its reader.
+             interpreter 3.8+, from run and from attach, each checked by its
+             reader (pprof -top beside pstats of the same samples).
 
 Needs root (chroot, ptrace) and the sid root (.cache/sid-root, or
 PYSTROBE_SIDROOT); mounts /proc there in a private mount namespace.
@@ -376,11 +378,16 @@ def section_outputs(st, pystrobe, args):
     script = INTEG / "workloads" / "split_3_1.py"
     try:
         for fmt, out in (("--heatmap", work / "heatmap"), ("--speedscope", work / "s.json"),
-                         ("--pprof", work / "p.pb.gz"), ("--pstats", work / "p.pstats")):
+                         ("--pprof", work / "p.pb.gz"), ("--flamegraph", work / "f.html")):
+            # pprof's samples are also replayed as pstats: the same samples.
+            rec = ["--record", str(work / "p.pysr")] if fmt == "--pprof" else []
             r = subprocess.run([str(pystrobe), "run", "-r", "1khz", "-d", "6", fmt, "-o",
-                                str(out), "--python", py, str(script), "3600"],
+                                str(out), *rec, "--python", py, str(script), "3600"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             log(f"{fmt}: exit {r.returncode}")
+        subprocess.run([str(pystrobe), "replay", "--pstats", "-o", str(work / "p.pstats"),
+                        str(work / "p.pysr")], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
         # heatmap: the page of split_3_1.py, screenshot
         pages = sorted((work / "heatmap").glob("*.html"))
         page = next(p for p in pages if "split_3_1.py" in p.read_text(errors="replace")[:4000])
@@ -400,6 +407,14 @@ def section_outputs(st, pystrobe, args):
                         (work / "heatmap" / "index.html").resolve().as_uri()],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
         log(f"heatmap screenshots: {png} ({png.stat().st_size if png.exists() else 0} bytes)")
+        fg = SCREENS / "flamegraph-split_3_1.png"
+        subprocess.run([test_flamegraph.chromium_binary(), "--headless", "--no-sandbox",
+                        "--disable-gpu", "--no-first-run", "--hide-scrollbars",
+                        f"--user-data-dir={work / 'chr'}", "--window-size=1100,900",
+                        "--virtual-time-budget=3000", f"--screenshot={fg}",
+                        (work / "f.html").resolve().as_uri()],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        log(f"flame graph screenshot: {fg} ({fg.stat().st_size if fg.exists() else 0} bytes)")
         # speedscope: its web app imports the file
         ss = test_speedscope.PACKAGE / "dist" / "release"
         if not (ss / "index.html").exists():
@@ -439,10 +454,11 @@ def section_versions(st, pystrobe, args):
 
 
 def every_version(st, pystrobe, work):
-    """run --pprof, --speedscope and --heatmap on split_3_1.py under every
-    interpreter 3.8+ of tests/integration/targets.py, each read by its
-    consumer: go tool pprof -top, speedscope's schema, the heatmap's page."""
-    import jsonschema
+    """`run` and `attach` of split_3_1.py under every interpreter 3.8+ of
+    tests/integration/targets.py, writing --pprof (with a recording, replayed
+    as pstats: the same samples), --speedscope and --heatmap, each read by
+    its consumer: go tool pprof -top beside pstats' counts, speedscope's
+    schema, the heatmap's page of split_3_1.py."""
     import test_speedscope
     from targets import all_targets
     schema = json.loads((test_speedscope.PACKAGE / "dist" / "release" /
@@ -452,39 +468,67 @@ def every_version(st, pystrobe, work):
             continue
         if t.chroot:
             script = f"{st.inside}/split_3_1.py"
-            prog = ["--", *t.argv, script, "3600"]
         else:
             script = str(INTEG / "workloads" / "split_3_1.py")
-            prog = ["--python", t.argv[0], script, "3600"]
-        got = []
-        for fmt, out in (("--pprof", work / f"{t.name}.pb.gz"),
-                         ("--speedscope", work / f"{t.name}.json"),
-                         ("--heatmap", work / f"{t.name}-hm")):
-            r = subprocess.run([str(pystrobe), "run", "-r", "1khz", "-d", "6", fmt, "-o",
-                                str(out), *prog], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
-            if r.returncode != 0:
-                got.append(f"{fmt} exit {r.returncode}")
-                continue
-            if fmt == "--pprof":
-                top = subprocess.run(["go", "tool", "pprof", "-top", "-sample_index=samples",
-                                      str(out)], text=True,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT).stdout
-                flat = {m.group(2): float(m.group(1)) for m in
-                        re.finditer(r"^\s*(\d+)\s+[\d.]+%.*\s(alpha|beta)$", top, re.M)}
-                a, b = flat.get("alpha", 0), flat.get("beta", 0)
-                got.append(f"pprof -top alpha {a:.0f} beta {b:.0f} ({a / max(b, 1):.2f}:1)")
-            elif fmt == "--speedscope":
-                try:
-                    jsonschema.validate(json.loads(out.read_text()), schema)
-                    got.append("speedscope valid")
-                except jsonschema.ValidationError as e:
-                    got.append(f"speedscope INVALID: {e.message[:80]}")
-            else:
-                pages = [p for p in out.glob("file_*.html")
-                         if "split_3_1.py" in p.read_text(errors="replace")[:4000]]
-                got.append(f"heatmap page {'yes' if pages else 'MISSING'}")
-        log(f"{t.name}: " + "; ".join(got))
+        for how in ("run", "attach"):
+            got = [one_format(pystrobe, t, how, script, fmt, work / f"{t.name}-{how}", schema)
+                   for fmt in ("--pprof", "--speedscope", "--heatmap")]
+            log(f"{t.name} {how}: " + "; ".join(got))
+
+
+def one_format(pystrobe, t, how, script, fmt, base, schema):
+    """One run or attach of split_3_1.py on target t writing fmt; what its
+    consumer read of it, in a few words."""
+    import jsonschema
+    out = Path(f"{base}{fmt}")
+    rec = Path(f"{base}.pysr")
+    opts = ["-r", "1khz", "-d", "4", fmt, "-o", str(out)]
+    if fmt == "--pprof":
+        opts += ["--record", str(rec)]
+    target = None
+    if how == "run":
+        prog = (["--", *t.argv, script, "3600"] if t.chroot
+                else ["--python", t.argv[0], script, "3600"])
+        argv = [str(pystrobe), "run", *opts, *prog]
+    else:
+        target = subprocess.Popen([*t.argv, script, "3600"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True)
+        target.stdout.readline()
+        argv = [str(pystrobe), "attach", *opts, str(target.pid)]
+    try:
+        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    finally:
+        if target:
+            target.kill()
+            target.wait()
+    if r.returncode != 0:
+        return f"{fmt} exit {r.returncode}: {r.stdout.strip().splitlines()[-1:]}"
+    n = re.search(r"Captured (\d+) samples", r.stdout)
+    failed = re.search(r"Failed samples: \d+ \(([\d.]+)%\)", r.stdout)
+    n = f"{n.group(1) if n else '?'} samples ({failed.group(1) if failed else '?'}% failed)"
+    if fmt == "--pprof":
+        top = subprocess.run(["go", "tool", "pprof", "-top", "-sample_index=samples", str(out)],
+                             text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT).stdout
+        flat = {m.group(2): int(m.group(1)) for m in
+                re.finditer(r"^\s*(\d+)\s+[\d.]+%.*\s(alpha|beta)$", top, re.M)}
+        a, b = flat.get("alpha", 0), flat.get("beta", 0)
+        ps = Path(f"{base}.pstats")
+        subprocess.run([str(pystrobe), "replay", "--pstats", "-o", str(ps), str(rec)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        import pstats
+        own = {k[2]: v[0] for k, v in pstats.Stats(str(ps)).stats.items()
+               if k[2] in ("alpha", "beta")}
+        return (f"{n}; pprof -top alpha {a} beta {b} ({a / max(b, 1):.2f}:1), pstats "
+                f"{own.get('alpha')} : {own.get('beta')}")
+    if fmt == "--speedscope":
+        try:
+            jsonschema.validate(json.loads(out.read_text()), schema)
+            return f"{n}; speedscope valid"
+        except jsonschema.ValidationError as e:
+            return f"speedscope INVALID: {e.message[:80]}"
+    pages = [p for p in out.glob("file_*.html")
+             if "split_3_1.py" in p.read_text(errors="replace")[:4000]]
+    return f"{n}; heatmap page {'yes' if pages else 'MISSING'}"
 
 
 def main():

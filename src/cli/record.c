@@ -205,6 +205,11 @@ static int start_sinks(struct job *j, struct live *lv, struct rec_sinks *ks,
         job_abandon(j);
         return rc;
     }
+    /* --heatmap: each source read when first sampled (from the first
+     * target's profile; with --subprocesses, and with no sink free, every
+     * file is read at the end). */
+    if (j->out.sources && !j->r.subprocesses)
+        rec_sinks_add(ks, &j->out, rec_sources_sample);
     if (lv && live_start(lv, j->s, j->pid, live_ks) != -1)
         rec_stop = SIGTERM; /* said why; the profile so far is written */
     return -1;

@@ -345,6 +345,7 @@ struct rec_out {
      * it ended, and when it started (ns since the epoch, 0 unknown). */
     int root_fd, cwd_fd;
     uint64_t start_ns;
+    struct rec_sources *sources; /* --heatmap: its sources read while sampling, or NULL */
 };
 /* Check that the output can be written: create its temporary file in the
  * destination directory (pid: the target's, or -1 for run's default name,
@@ -355,6 +356,25 @@ int rec_out_prepare(struct rec_out *o, const struct rec *r, int pid);
 void rec_out_discard(struct rec_out *o);
 /* Note the target pid, once attached (what --heatmap reads sources through). */
 void rec_out_target(struct rec_out *o, const struct rec *r, int pid);
+/* record_src.c: --heatmap's sources, each read at the first sample that
+ * shows its file (rec_out's sources), or when the pages are written. */
+struct rec_sources;
+struct out_source;
+/* An empty set of sources, or NULL if out of memory. */
+struct rec_sources *rec_sources_new(void);
+void rec_sources_free(struct rec_sources *s);
+/* A sink (ctx: the struct rec_out): reads the files first seen in the
+ * sample's profile, a few a sample. Always 0 (a file not read is read at
+ * the end). */
+int rec_sources_sample(void *ctx, const struct rec_sample *smp);
+/* The heatmap writer's out_source_fn (output/heatmap.h) over o's sources,
+ * reading at once a file not read while sampling (into buf). */
+struct rec_src_read {
+    const struct rec_out *o;
+    char *buf; /* freed by the caller after the last call */
+    char why[160];
+};
+void rec_sources_get(void *ctx, const char *filename, struct out_source *out);
 /* The end-of-run statistics, unless quiet; the warnings (truncated stacks)
  * in any case. */
 void rec_print_summary(const struct pys_profile_info *info, double rate_hz,

@@ -9,12 +9,9 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <linux/openat2.h>
 
 #include "cli/cli.h"
 #include "cli/record.h"
@@ -158,11 +155,15 @@ static int heatmap_prepare(struct rec_out *o, const struct rec *r, int pid)
     return -1;
 }
 
-/* When process pid started, in ns since the epoch; 0 if unknown. */
+/* When process pid started, in ns since the epoch; 0 if unknown. Its start
+ * is counted in clock ticks since boot (CLOCK_BOOTTIME); the boot's date is
+ * taken from the clocks, not from /proc/stat's btime, whose whole seconds
+ * would put the start up to a second early (and mark a file written just
+ * before it as changed). */
 static uint64_t process_start_ns(int pid)
 {
     char path[64], buf[1024];
-    unsigned long long start = 0, btime = 0;
+    unsigned long long start = 0;
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
     FILE *f = fopen(path, "r");
     if (!f)
@@ -177,17 +178,14 @@ static uint64_t process_start_ns(int pid)
                      "%*d %*d %*d %llu",
                      &start) != 1)
         return 0;
-    if (!(f = fopen("/proc/stat", "r")))
-        return 0;
-    char line[256];
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "btime %llu", &btime) == 1)
-            break;
-    fclose(f);
+    struct timespec real, boot;
     long hz = sysconf(_SC_CLK_TCK);
-    if (!btime || hz <= 0)
+    if (hz <= 0 || clock_gettime(CLOCK_REALTIME, &real) != 0 ||
+        clock_gettime(CLOCK_BOOTTIME, &boot) != 0)
         return 0;
-    return (uint64_t)btime * 1000000000ull + (uint64_t)start * (1000000000ull / (uint64_t)hz);
+    int64_t booted =
+        ((int64_t)real.tv_sec - boot.tv_sec) * 1000000000 + (real.tv_nsec - boot.tv_nsec);
+    return (uint64_t)booted + (uint64_t)start * (1000000000ull / (uint64_t)hz);
 }
 
 void rec_out_target(struct rec_out *o, const struct rec *r, int pid)
@@ -201,84 +199,7 @@ void rec_out_target(struct rec_out *o, const struct rec *r, int pid)
     snprintf(path, sizeof path, "/proc/%d/cwd", pid);
     o->cwd_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
     o->start_ns = process_start_ns(pid);
-}
-
-/* Sources larger than this are not embedded (no Python file is). */
-#define MAX_SOURCE (16u << 20)
-
-struct source_ctx {
-    const struct rec_out *o;
-    char *buf;
-    char why[160];
-};
-
-/* Open filename as the target sees it: an absolute path inside its root (its
- * symbolic links resolved there too, where the kernel has openat2), a
- * relative one from its working directory. */
-static int open_in_target(const struct rec_out *o, const char *filename)
-{
-    int flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
-    if (filename[0] != '/')
-        return o->cwd_fd >= 0 ? openat(o->cwd_fd, filename, flags) : open(filename, flags);
-    if (o->root_fd < 0)
-        return open(filename, flags);
-    struct open_how how = {.flags = (uint64_t)flags, .resolve = RESOLVE_IN_ROOT};
-    int fd = (int)syscall(SYS_openat2, o->root_fd, filename, &how, sizeof how);
-    if (fd < 0 && errno == ENOSYS) {
-        while (*filename == '/')
-            filename++;
-        fd = openat(o->root_fd, filename, flags);
-    }
-    return fd;
-}
-
-static void read_source(void *ctx, const char *filename, struct out_source *out)
-{
-    struct source_ctx *c = ctx;
-    struct stat sb;
-    free(c->buf);
-    c->buf = NULL;
-    out->text = NULL;
-    out->why = c->why;
-    if (filename[0] == '<' || filename[0] == '\0') {
-        snprintf(c->why, sizeof c->why, "not a file: frozen or generated code");
-        return;
-    }
-    int fd = open_in_target(c->o, filename);
-    if (fd < 0) {
-        snprintf(c->why, sizeof c->why, "%s", strerror(errno));
-        return;
-    }
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        snprintf(c->why, sizeof c->why, "not a regular file");
-        goto done;
-    }
-    if ((uint64_t)sb.st_size > MAX_SOURCE) {
-        snprintf(c->why, sizeof c->why, "larger than %u MiB", MAX_SOURCE >> 20);
-        goto done;
-    }
-    uint64_t mtime = (uint64_t)sb.st_mtim.tv_sec * 1000000000ull + (uint64_t)sb.st_mtim.tv_nsec;
-    out->changed = c->o->start_ns && mtime > c->o->start_ns;
-    /* One byte more than the size: a file that grew is cut at the bound. */
-    size_t cap = (size_t)sb.st_size + 1, len = 0;
-    if (!(c->buf = malloc(cap))) {
-        snprintf(c->why, sizeof c->why, "out of memory");
-        goto done;
-    }
-    for (ssize_t n; len < cap && (n = read(fd, c->buf + len, cap - len)) != 0; len += (size_t)n) {
-        if (n < 0) {
-            if (errno == EINTR) {
-                n = 0;
-                continue;
-            }
-            snprintf(c->why, sizeof c->why, "%s", strerror(errno));
-            goto done;
-        }
-    }
-    out->text = c->buf;
-    out->len = len;
-done:
-    close(fd);
+    o->sources = rec_sources_new(); /* NULL: every file read at the end */
 }
 
 /* Write the heatmap into directory path; 0 or a PYS_E code (errno set). */
@@ -290,8 +211,8 @@ static int write_heatmap_dir(const char *path, const struct rec_out *o, const py
     int dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dirfd < 0)
         return PYS_E_IO;
-    struct source_ctx c = {.o = o};
-    int rc = out_heatmap_write(dirfd, p, title, read_source, &c, nfiles);
+    struct rec_src_read c = {.o = o};
+    int rc = out_heatmap_write(dirfd, p, title, rec_sources_get, &c, nfiles);
     int e = errno;
     free(c.buf);
     close(dirfd);
@@ -398,6 +319,8 @@ void rec_out_discard(struct rec_out *o)
     if (o->cwd_fd >= 0)
         close(o->cwd_fd);
     o->root_fd = o->cwd_fd = -1;
+    rec_sources_free(o->sources);
+    o->sources = NULL;
     if (o->fd >= 0)
         close(o->fd);
     o->fd = -1;

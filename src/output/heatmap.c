@@ -647,9 +647,13 @@ static int write_file_page(int dirfd, const struct heat *h, uint32_t fi, const c
             "sampled.</p>\n",
             GROUP_NAMES[hf->group], (unsigned long long)hf->total, pct(hf->total, h->samples),
             (unsigned long long)hf->self, pct(hf->self, h->samples), hf->nlines);
-    if (src->changed)
+    if (src->changed == 1)
         fputs("<p class=\"warn\" id=\"changed\">This file was modified after the target "
               "started: the source below may not be the code that ran.</p>\n",
+              f);
+    else if (src->changed)
+        fputs("<p class=\"warn\" id=\"changed\">This file was modified or removed after it "
+              "was read: the source below is as it was when first sampled.</p>\n",
               f);
     if (!src->text) {
         fputs("<p class=\"warn\" id=\"unreadable\">The source could not be read (", f);

@@ -32,7 +32,8 @@ struct out_source {
     const char *text; /* NULL if it could not be read */
     size_t len;
     const char *why; /* if text is NULL: why, for the page ("no such file") */
-    int changed;     /* the file was modified after the target started */
+    int changed;     /* 1: the file was modified after the target started; 2: it
+                        was modified or removed after text was read from it */
 };
 
 /* Fill *out with the source of filename (as the target names it); what

@@ -189,12 +189,10 @@ struct build {
     int64_t *values; /* two per sample */
     Label *labels;   /* two per thread */
     Label **label_ptr;
-    char *thread_names; /* THREAD_NAME_SIZE bytes a thread: the strings of its labels */
+    char **thread_names; /* one a thread: the string of its label, owned */
+    size_t nthread_names;
     uint64_t interval_ns;
 };
-
-/* "Thread " and a 64-bit id. */
-#define THREAD_NAME_SIZE 32
 
 static void build_release(struct build *b)
 {
@@ -215,6 +213,8 @@ static void build_release(struct build *b)
     free(b->values);
     free(b->labels);
     free(b->label_ptr);
+    for (size_t i = 0; i < b->nthread_names; i++)
+        free(b->thread_names[i]);
     free(b->thread_names);
 }
 
@@ -265,6 +265,22 @@ static int build_functions(struct build *b)
     return loc_finish(&b->locs);
 }
 
+/* The thread label's text: "Thread TID", and the thread's name in
+ * parentheses where the target gave it one (as the collapsed stacks write
+ * it). A new string, or NULL if out of memory. */
+static char *thread_label_text(uint64_t tid, const char *name)
+{
+    size_t size = 48 + (name ? strlen(name) : 0);
+    char *s = malloc(size);
+    if (!s)
+        return NULL;
+    if (name)
+        snprintf(s, size, "Thread %llu (%s)", (unsigned long long)tid, name);
+    else
+        snprintf(s, size, "Thread %llu", (unsigned long long)tid);
+    return s;
+}
+
 /* One sample per node with self samples below a thread, leaf first. */
 static int build_samples(struct build *b)
 {
@@ -290,7 +306,7 @@ static int build_samples(struct build *b)
     b->values = calloc(2 * ns, sizeof *b->values);
     b->labels = calloc(2 * nt, sizeof *b->labels);
     b->label_ptr = calloc(2 * nt, sizeof *b->label_ptr);
-    b->thread_names = malloc(nt * THREAD_NAME_SIZE);
+    b->thread_names = calloc(nt, sizeof *b->thread_names);
     uint32_t *thread_label = calloc(nn ? nn : 1, sizeof *thread_label);
     if (!b->samples || !b->sample_ptr || !b->ids || !b->values || !b->labels || !b->label_ptr ||
         !b->thread_names || !thread_label) {
@@ -303,8 +319,12 @@ static int build_samples(struct build *b)
         if (!pys_profile_is_thread(p, id))
             continue;
         uint64_t tid = pys_profile_thread(p, id);
-        char *name = b->thread_names + t * THREAD_NAME_SIZE;
-        snprintf(name, THREAD_NAME_SIZE, "Thread %llu", (unsigned long long)tid);
+        char *name = thread_label_text(tid, pys_profile_thread_name(p, tid));
+        if (!name) {
+            rc = PYS_E_NOMEM;
+            break;
+        }
+        b->thread_names[b->nthread_names++] = name;
         Label l = PERFTOOLS__PROFILES__LABEL__INIT, l2 = PERFTOOLS__PROFILES__LABEL__INIT;
         if ((l.key = str_get(&b->strs, "thread")) < 0 || (l.str = str_get(&b->strs, name)) < 0 ||
             (l2.key = str_get(&b->strs, "thread_id")) < 0) {

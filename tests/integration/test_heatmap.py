@@ -8,7 +8,8 @@ with its self and total samples (a file's lines adding up to its self
 samples),
 link a call site to its callee and a function to its callers; say when a
 file changed after the target started and still count a file that cannot
-be read; and keep every name and line of source text (no element, no script
+be read, and keep the source of a file rewritten while it was sampled as
+it was; and keep every name and line of source text (no element, no script
 from the target, checked in headless Chromium's DOM).
 """
 import html
@@ -23,8 +24,9 @@ import pytest
 from format_runs import (SplitRun, note_split, representative_targets,  # noqa: F401 (fixtures)
                          rtarget, rwork)
 from test_flamegraph import chromium
+from conftest import SessionProcesses
 from targets import supported_targets
-from test_sampling import LongRunning, def_line
+from test_sampling import REALTIME, LongRunning, Strobe, def_line
 
 ROW = re.compile(r'<tr id="L(-?\d+)"><td class="n">.*?</td>(?:<td class="h\d+">(\d+)</td>'
                  r'<td class="h\d+">(\d+)</td>|<td></td><td></td>)<td class="src[^"]*">(.*?)</td>'
@@ -62,8 +64,23 @@ class Heatmap:
         return out
 
 
+LOCAL_REF = re.compile(r"^(?:(?:index|file_\d{4,})\.html)?(?:#L-?\d+)?$")
+
+
+def check_offline(hm):
+    """Every page loads nothing: no src attribute, links only to the
+    directory's own pages, and a policy that forbids fetching anything."""
+    for page in ["index.html"] + [p for p, _, _ in hm.files.values()]:
+        text = (hm.dir / page).read_text(encoding="utf-8")
+        assert "Content-Security-Policy\" content=\"default-src 'none';" in text, page
+        assert not re.search(r"<[^<>]*\ssrc=", text), page
+        refs = re.findall(r'<[^<>]*\shref="([^"]*)"', text)
+        assert all(LOCAL_REF.match(r) for r in refs), [r for r in refs if not LOCAL_REF.match(r)]
+
+
 def check_consistent(hm):
     assert hm.files, "no files in the index"
+    check_offline(hm)
     for name, (page, total, self_) in hm.files.items():
         assert 0 < total <= hm.samples and self_ <= total, (name, total, self_, hm.samples)
         lines = hm.lines(name)
@@ -113,22 +130,36 @@ HOSTILE_FILE = "\"><img src=x onerror=\"document.title='pwned1'\">.py"
 HOSTILE_NAME = "</script><script>document.title='pwned2'</script>"
 
 
+LATER_LINE = "def later_spin(n):"
+
+
 @pytest.fixture(scope="module")
 def odd_heatmap(pystrobe, rwork, tmp_path_factory):
-    """heatmap_target.py attached to, after changed.py was rewritten."""
+    """heatmap_target.py attached to, after changed.py was rewritten; later.py
+    rewritten once pystrobe has taken samples."""
     out = tmp_path_factory.mktemp("odd")
     d_host, d_target = rwork.target.stage_dir()
+    # Written a moment (more than a clock tick) before the target starts: not
+    # to be taken as changed after the start (which is known to a tick).
+    body = "\n    x = 0\n    for i in range(n):\n        x += i\n    return x\n"
+    (Path(d_host) / "changed.py").write_text("def changed_spin(n):" + body)
+    (Path(d_host) / "later.py").write_text(LATER_LINE + body)
+    time.sleep(0.1)
     target = LongRunning(rwork.target, [rwork.path("heatmap_target.py"), d_target])
+    procs = SessionProcesses()
     try:
         time.sleep(0.05)
         p = Path(d_host) / "changed.py"
         p.write_text(p.read_text() + "# changed while the target runs\n")
-        res = subprocess.run([str(pystrobe), "attach", "-r", "1khz", "-d", "1.5", "--heatmap",
-                              "-o", str(out / "hm"), str(target.pid)],
-                             capture_output=True, timeout=60)
-        assert res.returncode == 0, res.stderr.decode()
-        assert b"Wrote heatmap to" in res.stderr, res.stderr.decode()
+        s = Strobe(procs, pystrobe, ["attach", "-r", "1khz", "-d", "1.5", *REALTIME, "--heatmap",
+                                     "-o", out / "hm", target.pid], out, out / "logs", "attach")
+        s.wait_samples(more_than=20)
+        p = Path(d_host) / "later.py"
+        p.write_text(p.read_text().replace(LATER_LINE, "def rewritten_later(n):"))
+        s.check()
+        assert "Wrote heatmap to" in s.stderr, s.stderr
     finally:
+        procs.close()
         target.close()
         shutil.rmtree(d_host, ignore_errors=True)
     return Heatmap(out / "hm"), d_target
@@ -137,9 +168,21 @@ def odd_heatmap(pystrobe, rwork, tmp_path_factory):
 def test_changed_file_is_marked(odd_heatmap):
     hm, d = odd_heatmap
     page = hm.page(f"{d}/changed.py")
-    assert 'id="changed"' in page
+    assert 'id="changed"' in page and "modified after the target started" in page, page[:3000]
     lines = hm.lines(f"{d}/changed.py")
     assert lines[1][2] == "def changed_spin(n):" and lines[3][1] > 0, lines
+    assert lines[6][2] == "# changed while the target runs", lines
+
+
+def test_source_as_sampled(odd_heatmap):
+    """A file written just before the target started and rewritten while
+    it was sampled: its page shows the source read at its first sample, and
+    says that the file changed since it was read (not before the start)."""
+    hm, d = odd_heatmap
+    page = hm.page(f"{d}/later.py")
+    assert 'id="changed"' in page and "as it was when first sampled" in page, page[:3000]
+    lines = hm.lines(f"{d}/later.py")
+    assert lines[1][2] == LATER_LINE and lines[3][1] > 0, lines
 
 
 def test_unreadable_file_keeps_counts(odd_heatmap):
@@ -170,6 +213,7 @@ def test_hostile_names_and_source_stay_text(odd_heatmap, rtarget, tmp_path):
     # source, none either (the browser reads the text as the text says).
     # The pages are written alike whatever the version: Chromium reads one
     # target's (sid-3.15's, whose sources come through its root).
+    check_offline(hm)
     tags = re.compile(r"<(img|b|script)[\s>/]", re.I)
     for page in ["index.html"] + [p for p, _, _ in hm.files.values()]:
         found = tags.findall((hm.dir / page).read_text(encoding="utf-8"))

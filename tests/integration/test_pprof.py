@@ -139,10 +139,10 @@ def test_many_stacks_match_pstats(go, tmp_path):
 
 
 def test_file_contents(go, tmp_path):
-    """Sample types, period, duration, labels and deduplicated strings, read
-    by pprof's -raw."""
+    """Sample types, period, duration, labels (a thread's name in its
+    label) and deduplicated strings, read by pprof's -raw."""
     stacks = ("# interval_ns 1000000\n# duration_ns 11000000\n# mode cpu\n"
-              "# python 0x030c01f0\n" + STACKS)
+              "# python 0x030c01f0\n# thread_name 1 worker-\u03b1 (pool)\n" + STACKS)
     pb = render_file(tmp_path, "--pprof", stacks, "small.pb.gz")
     assert gzip.decompress(pb.read_bytes())  # a gzip file
     raw = pprof(go, pb, "-raw")
@@ -152,8 +152,10 @@ def test_file_contents(go, tmp_path):
     # The target's Python as people write it (PY_VERSION_HEX 0x030c01f0).
     assert re.findall(r"^Comment: (.*)$", raw, re.M) == ["pystrobe", "mode cpu",
                                                         "python 3.12.1"], raw
-    # The thread labels, as pprof reads them, on each of the 4 samples.
-    assert raw.count("thread:[Thread 1]") == 2 and raw.count("thread:[Thread 2]") == 2, raw
+    # The thread labels, as pprof reads them, on each of the 4 samples: id
+    # and name where the thread has one.
+    assert raw.count("thread:[Thread 1 (worker-\u03b1 (pool))]") == 2, raw
+    assert raw.count("thread:[Thread 2]") == 2, raw
     assert raw.count("thread_id:[1]") == 2 and raw.count("thread_id:[2]") == 2, raw
     # rec at its two lines: two locations of one function.
     assert re.search(r"rec app\.py:20 ", raw) and re.search(r"rec app\.py:21 ", raw), raw
@@ -162,7 +164,8 @@ def test_file_contents(go, tmp_path):
     assert data.count(b"app.py") == 1 and data.count(b"thread") == 2  # "thread", "thread_id"
     traced = traces(go, pb)
     assert sorted(c for _, c, _ in traced) == [1, 2, 3, 5]
-    assert all(l.get("thread") in ("Thread 1", "Thread 2") for l, _, _ in traced), traced
+    assert all(l.get("thread") in ("Thread 1 (worker-\u03b1 (pool))", "Thread 2")
+               for l, _, _ in traced), traced
 
 
 # --- real targets ---------------------------------------------------------------

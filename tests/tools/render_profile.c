@@ -20,7 +20,8 @@
  * Lines starting with '#' set the profile's info: "# pid N", "# python 0xHEX",
  * "# mode NAME", "# samples N" (default: the sum of the counts),
  * "# duration_ns N", "# interval_ns N", "# failed N", "# missed N",
- * "# title TEXT" (TITLE on the command line wins); other '#' lines are
+ * "# title TEXT" (TITLE on the command line wins), "# thread_name TID NAME"
+ * (the thread's name, as read from threading); other '#' lines are
  * comments. Empty lines are skipped.
  *
  * Exit status 0; 1 if the page could not be written; 2 on bad input or usage.
@@ -149,6 +150,13 @@ static void directive(struct input *in, pys_profile *p, char *line)
         info->failed = parse_u64(in, val, 10);
     } else if (strcmp(key, "missed") == 0) {
         info->missed = parse_u64(in, val, 10);
+    } else if (strcmp(key, "thread_name") == 0) {
+        char *name = val + strcspn(val, " \t");
+        if (*name)
+            *name++ = '\0';
+        uint64_t tid = parse_u64(in, val, 10);
+        if (pys_profile_set_thread_name(p, tid, intern_str(&in->names, name)) < 0)
+            die(in, "cannot name thread 0");
     } else if (strcmp(key, "title") == 0 && !in->title) {
         in->title = check_alloc(strdup(val));
     }

@@ -3,14 +3,18 @@ change or remove while it runs, and from names that are markup.
 
     heatmap_target.py DIR
 
-Writes into DIR, then imports or runs:
+Writes into DIR (where the test put changed.py and later.py before the
+target started: neither is changed after the start until the test says so),
+then imports or runs:
   - changed.py: a module; the test rewrites it after the target started
     (its page must say the file changed);
+  - later.py: a module the test rewrites while pystrobe samples it (its page
+    must show the source as it was when sampled);
   - gone.py: a module deleted once imported (its page has counts, no source);
   - a file whose name and source are markup ('"><img src=x onerror=...>.py',
     holding '</script><script>...');
   - code compiled with the file name '</script><script>...' (no such file).
-Then prints "ready" and spins through all four until killed.
+Then prints "ready" and spins through all five until killed.
 """
 import os
 import sys
@@ -27,9 +31,6 @@ def hostile_spin(n):
 '''
 
 def main(d):
-    with open(os.path.join(d, "changed.py"), "w") as f:
-        f.write("def changed_spin(n):\n    x = 0\n    for i in range(n):\n        x += i\n"
-                "    return x\n")
     with open(os.path.join(d, "gone.py"), "w") as f:
         f.write("def gone_spin(n):\n    x = 0\n    for i in range(n):\n        x += i\n"
                 "    return x\n")
@@ -39,6 +40,7 @@ def main(d):
     sys.path.insert(0, d)
     import changed
     import gone
+    import later
     os.unlink(os.path.join(d, "gone.py"))
     hostile = {}
     exec(compile(HOSTILE_SOURCE, path, "exec"), hostile)
@@ -49,6 +51,7 @@ def main(d):
     while True:
         changed.changed_spin(2000)
         gone.gone_spin(2000)
+        later.later_spin(2000)
         hostile["hostile_spin"](200)
         named["named_spin"](2000)
 

@@ -14,7 +14,6 @@
 
 #include <pystrobe/pystrobe.h>
 
-#include "cli/browser.h"
 #include "cli/cli.h"
 #include "cli/live.h"
 #include "cli/record.h"
@@ -309,9 +308,8 @@ int cli_record(int argc, char **argv, int attach)
     }
     if (why == END_ERROR && (status == CLI_OK || status == CLI_NOSAMPLES))
         status = rec_error_status;
-    if (j.r.browser && status == CLI_OK && j.out.path &&
-        (j.r.format == FMT_FLAMEGRAPH || j.r.format == FMT_DIFF_FLAMEGRAPH))
-        cli_open_browser(j.out.path);
+    if (j.r.browser && status == CLI_OK && j.out.path)
+        rec_open_browser(&j.r, j.out.path);
     if (j.child > 0)
         status = end_child(&j, why, status);
 

@@ -375,6 +375,12 @@ int rec_trace_new(struct rec *r);
 int rec_trace_sample(void *ctx, const struct rec_sample *smp);
 int rec_write_output(const struct rec *r, struct rec_out *o, const pys_profile *p, int pid,
                      uint64_t unmatched);
+/* Is the format a page a browser shows (--browser)? */
+int rec_format_is_html(enum format format);
+/* --browser: open what rec_write_output wrote at path for r's format (the
+ * page; a heatmap's index.html), without waiting. A browser that cannot be
+ * started is a warning (said on stderr). */
+void rec_open_browser(const struct rec *r, const char *path);
 
 /* record_bin.c: the recording, a sink. rec_bin_open creates the file
  * (r->record_path, or recording_PID.pysr) or says why not and returns NULL;

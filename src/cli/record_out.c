@@ -16,6 +16,7 @@
 
 #include <linux/openat2.h>
 
+#include "cli/browser.h"
 #include "cli/cli.h"
 #include "cli/record.h"
 #include "output/chrometrace.h"
@@ -713,8 +714,11 @@ int rec_trace_sample(void *ctx, const struct rec_sample *smp)
             const struct pys_thread *t = &in->threads[k];
             if (t->error || t->nframes == 0 || !rec_thread_matches(r, t))
                 continue;
-            rc = out_chrometrace_thread(tr, t->host_id ? t->host_id : t->native_id, t->frames,
-                                        t->nframes);
+            /* Named as the profile names it (record_loop.c's add_thread). */
+            const char *name =
+                smp->s && in->id == 0 ? pys_session_thread_name(smp->s, t->thread_id) : NULL;
+            rc = out_chrometrace_thread(tr, t->host_id ? t->host_id : t->native_id, name,
+                                        t->frames, t->nframes);
         }
     }
     if (rc == 0)
@@ -768,4 +772,25 @@ int rec_write_output(const struct rec *r, struct rec_out *o, const pys_profile *
     }
     write_failed(o->path, rc, err);
     return write_fallback(r, p, title, pid);
+}
+
+int rec_format_is_html(enum format format)
+{
+    return format == FMT_FLAMEGRAPH || format == FMT_DIFF_FLAMEGRAPH || format == FMT_HEATMAP;
+}
+
+void rec_open_browser(const struct rec *r, const char *path)
+{
+    if (!rec_format_is_html(r->format))
+        return;
+    if (r->format != FMT_HEATMAP) {
+        cli_open_browser(path);
+        return;
+    }
+    char page[4096];
+    if ((size_t)snprintf(page, sizeof page, "%s/index.html", path) >= sizeof page) {
+        fprintf(stderr, "pystrobe: --browser: path too long: %s\n", path);
+        return;
+    }
+    cli_open_browser(page);
 }

@@ -613,6 +613,8 @@ static int write_target(struct proc *pr)
         o.cwd_fd = pr->cwd_fd;
         pr->root_fd = pr->cwd_fd = -1; /* o's now */
         status = rec_write_output(r, &o, pr->t.prof, pr->t.pid, pr->t.unmatched);
+        if (r->browser && status == CLI_OK && o.path)
+            rec_open_browser(r, o.path);
     }
     if (pr->bin) {
         int st = rec_bin_finish(pr->bin, info);

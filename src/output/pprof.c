@@ -187,7 +187,7 @@ struct build {
     size_t nsamples;
     uint64_t *ids;   /* every sample's location ids, one run after another */
     int64_t *values; /* two per sample */
-    Label *labels;   /* two per thread */
+    Label *labels;   /* LABELS per thread: thread, thread_id, thread_name if named */
     Label **label_ptr;
     char *thread_names; /* THREAD_NAME_SIZE bytes a thread: the strings of its labels */
     uint64_t interval_ns;
@@ -195,6 +195,8 @@ struct build {
 
 /* "Thread " and a 64-bit id. */
 #define THREAD_NAME_SIZE 32
+/* Labels a thread's samples have at most. */
+#define LABELS 3
 
 static void build_release(struct build *b)
 {
@@ -265,6 +267,31 @@ static int build_functions(struct build *b)
     return loc_finish(&b->locs);
 }
 
+/* Thread t's labels (tid its id) into b->labels and b->label_ptr at
+ * LABELS * t: "thread" ("Thread N"), "thread_id" (N) and, when it has a
+ * Python name, "thread_name" (a label of its own, so that "thread" keeps
+ * the text filters may already use); *n: how many. 0 or PYS_E_NOMEM. */
+static int thread_labels(struct build *b, size_t t, uint64_t tid, size_t *n)
+{
+    char *name = b->thread_names + t * THREAD_NAME_SIZE;
+    snprintf(name, THREAD_NAME_SIZE, "Thread %llu", (unsigned long long)tid);
+    Label *lt = &b->labels[LABELS * t];
+    for (size_t i = 0; i < LABELS; i++)
+        lt[i] = (Label)PERFTOOLS__PROFILES__LABEL__INIT;
+    const char *pyname = pys_profile_thread_name(b->p, tid);
+    if ((lt[0].key = str_get(&b->strs, "thread")) < 0 ||
+        (lt[0].str = str_get(&b->strs, name)) < 0 ||
+        (lt[1].key = str_get(&b->strs, "thread_id")) < 0 ||
+        (pyname && ((lt[2].key = str_get(&b->strs, "thread_name")) < 0 ||
+                    (lt[2].str = str_get(&b->strs, pyname)) < 0)))
+        return PYS_E_NOMEM;
+    lt[1].num = (int64_t)tid;
+    *n = pyname ? 3 : 2;
+    for (size_t i = 0; i < *n; i++)
+        b->label_ptr[LABELS * t + i] = &lt[i];
+    return 0;
+}
+
 /* One sample per node with self samples below a thread, leaf first. */
 static int build_samples(struct build *b)
 {
@@ -288,13 +315,15 @@ static int build_samples(struct build *b)
     b->sample_ptr = calloc(ns, sizeof *b->sample_ptr);
     b->ids = calloc(nids ? nids : 1, sizeof *b->ids);
     b->values = calloc(2 * ns, sizeof *b->values);
-    b->labels = calloc(2 * nt, sizeof *b->labels);
-    b->label_ptr = calloc(2 * nt, sizeof *b->label_ptr);
+    b->labels = calloc(LABELS * nt, sizeof *b->labels);
+    b->label_ptr = calloc(LABELS * nt, sizeof *b->label_ptr);
+    size_t *nlabels = calloc(nt, sizeof *nlabels);
     b->thread_names = malloc(nt * THREAD_NAME_SIZE);
     uint32_t *thread_label = calloc(nn ? nn : 1, sizeof *thread_label);
     if (!b->samples || !b->sample_ptr || !b->ids || !b->values || !b->labels || !b->label_ptr ||
-        !b->thread_names || !thread_label) {
+        !b->thread_names || !thread_label || !nlabels) {
         free(thread_label);
+        free(nlabels);
         return PYS_E_NOMEM;
     }
     size_t t = 0, s = 0, k = 0;
@@ -302,20 +331,7 @@ static int build_samples(struct build *b)
     for (uint32_t id = 1; id < nn && rc == 0; id++) {
         if (!pys_profile_is_thread(p, id))
             continue;
-        uint64_t tid = pys_profile_thread(p, id);
-        char *name = b->thread_names + t * THREAD_NAME_SIZE;
-        snprintf(name, THREAD_NAME_SIZE, "Thread %llu", (unsigned long long)tid);
-        Label l = PERFTOOLS__PROFILES__LABEL__INIT, l2 = PERFTOOLS__PROFILES__LABEL__INIT;
-        if ((l.key = str_get(&b->strs, "thread")) < 0 || (l.str = str_get(&b->strs, name)) < 0 ||
-            (l2.key = str_get(&b->strs, "thread_id")) < 0) {
-            rc = PYS_E_NOMEM;
-            break;
-        }
-        l2.num = (int64_t)tid;
-        b->labels[2 * t] = l;
-        b->labels[2 * t + 1] = l2;
-        b->label_ptr[2 * t] = &b->labels[2 * t];
-        b->label_ptr[2 * t + 1] = &b->labels[2 * t + 1];
+        rc = thread_labels(b, t, pys_profile_thread(p, id), &nlabels[t]);
         thread_label[id] = (uint32_t)t++;
     }
     for (uint32_t id = 1; id < nn && rc == 0; id++) {
@@ -332,13 +348,14 @@ static int build_samples(struct build *b)
         m.n_value = 2;
         m.value[0] = (int64_t)nd->self;
         m.value[1] = (int64_t)(nd->self * b->interval_ns);
-        m.label = &b->label_ptr[2 * thread_label[x]];
-        m.n_label = 2;
+        m.label = &b->label_ptr[LABELS * thread_label[x]];
+        m.n_label = nlabels[thread_label[x]];
         b->samples[s] = m;
         b->sample_ptr[s] = &b->samples[s];
         s++;
     }
     free(thread_label);
+    free(nlabels);
     return rc;
 }
 

@@ -33,18 +33,32 @@ static size_t char_count(const char *s)
     return out_markup_chars(s, strlen(s));
 }
 
+/* A thread node's label, "tid:N" with " (NAME)" after it when the thread
+ * has a Python name (as collapsed output's thread frame), into buf. */
+static void thread_label(char *buf, size_t n, const pys_profile *p, uint32_t id)
+{
+    uint64_t tid = pys_profile_thread(p, id);
+    const char *name = pys_profile_thread_name(p, tid);
+    if (name)
+        snprintf(buf, n, "tid:%" PRIu64 " (%s)", tid, name);
+    else
+        snprintf(buf, n, "tid:%" PRIu64, tid);
+}
+
 /* A node's label: "qualname (file:line)" for a Python frame, the marker's
- * name for the others, "tid:N" for a thread node, "all" for the root. */
+ * name for the others, the thread's (thread_label) for a thread node, "all"
+ * for the root. */
 static void put_label(FILE *f, const pys_profile *p, uint32_t id, size_t max_chars)
 {
     const struct pys_frame *fr = pys_profile_frame(p, pys_profile_node(p, id)->frame);
-    char buf[64];
+    /* A thread's name is at most 256 characters (core/threadnames.c). */
+    char buf[1280];
     if (!fr) {
         if (id == 0)
             snprintf(buf, sizeof buf, "all");
         else
-            snprintf(buf, sizeof buf, "tid:%" PRIu64, pys_profile_thread(p, id));
-        if (max_chars != SIZE_MAX && strlen(buf) > max_chars) {
+            thread_label(buf, sizeof buf, p, id);
+        if (max_chars != SIZE_MAX && char_count(buf) > max_chars) {
             put_escaped(f, buf, max_chars > 2 ? max_chars - 2 : 0);
             fputs("..", f);
         } else {

@@ -300,7 +300,7 @@ int cli_record(int argc, char **argv, int attach)
     if (!j.r.binary)
         rec_print_folded(j.prof, j.r.max_memory);
     if (j.r.stats)
-        rec_print_stats(ssp->v[ssp->n - 1], info, &cost);
+        rec_print_stats("Statistics:", ssp->v[ssp->n - 1], info, &cost);
     int status = write_outputs(&j, info, unmatched);
     if (procs) {
         int st = rec_procs_finish(procs, &j.r, j.r.no_summary);

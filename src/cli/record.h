@@ -364,7 +364,10 @@ void rec_print_summary(const struct pys_profile_info *info, double rate_hz,
  * moment (pys_stats.thread_rereads), for the end summary. */
 void rec_print_rereads(const pys_session *s);
 void rec_print_folded(const pys_profile *p, uint64_t max_memory);
-void rec_print_stats(const pys_session *s, const struct pys_profile_info *info,
+/* --stats: session s's counters over the samples info counts, under the
+ * line title; the profiler's CPU too unless cost is NULL (it is the run's,
+ * not one target's). */
+void rec_print_stats(const char *title, const pys_session *s, const struct pys_profile_info *info,
                      const struct rec_cost *cost);
 /* Write the profile to o, or if that fails to a fallback file named on
  * stderr; nothing if the profile has no stacks (unmatched as from

@@ -617,7 +617,7 @@ void rec_print_folded(const pys_profile *p, uint64_t max_memory)
             all ? 100.0 * (double)folded / (double)all : 0.0, size);
 }
 
-void rec_print_stats(const pys_session *s, const struct pys_profile_info *info,
+void rec_print_stats(const char *title, const pys_session *s, const struct pys_profile_info *info,
                      const struct rec_cost *cost)
 {
     struct pys_stats st;
@@ -625,16 +625,17 @@ void rec_print_stats(const pys_session *s, const struct pys_profile_info *info,
     double n = info->samples ? (double)info->samples : 1.0;
     double secs = (double)info->duration_ns / 1e9;
     uint64_t code = st.code_hits + st.code_misses;
-    fprintf(stderr, "Statistics:\n");
+    fprintf(stderr, "%s\n", title);
     fprintf(stderr, "  samples:            %llu (failed %llu, thread stacks unreadable %llu)\n",
             (unsigned long long)info->samples, (unsigned long long)info->failed,
             (unsigned long long)st.thread_errors);
-    fprintf(stderr,
-            "  profiler CPU:       %.3f s user, %.3f s system (%.3f s per second, %.1f us "
-            "per sample)\n",
-            (double)cost->user_ns / 1e9, (double)cost->sys_ns / 1e9,
-            secs > 0 ? (double)(cost->user_ns + cost->sys_ns) / 1e9 / secs : 0.0,
-            (double)(cost->user_ns + cost->sys_ns) / 1e3 / n);
+    if (cost)
+        fprintf(stderr,
+                "  profiler CPU:       %.3f s user, %.3f s system (%.3f s per second, %.1f us "
+                "per sample)\n",
+                (double)cost->user_ns / 1e9, (double)cost->sys_ns / 1e9,
+                secs > 0 ? (double)(cost->user_ns + cost->sys_ns) / 1e9 / secs : 0.0,
+                (double)(cost->user_ns + cost->sys_ns) / 1e3 / n);
     fprintf(stderr,
             "  memory reads:       %llu system calls (%.1f per sample, %.1f pieces), "
             "%llu failed; %llu reads served from the batched prefetch\n",

@@ -185,7 +185,7 @@ def test_file_names_and_options(strobes, work, tmp_path, monkeypatch):  # noqa: 
     """Names beside the main one: -o's extension kept (the format's own,
     .pb.gz whole), none without one; pstats without -o is a table on stdout
     and profile_PID.pstats for a child. Options apply to the children too
-    (--browser opens each process's page)."""
+    (--browser opens each process's page, --stats gives its counters)."""
     if work.target.name != TARGETS[0].name:
         pytest.skip("names do not depend on the interpreter")
     opened = tmp_path / "opened.txt"
@@ -193,10 +193,13 @@ def test_file_names_and_options(strobes, work, tmp_path, monkeypatch):  # noqa: 
     browser.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" >> {opened}\n")
     browser.chmod(0o755)
     monkeypatch.setenv("BROWSER", str(browser))
-    _, pids = family(strobes, work, tmp_path, "fork", "--browser", out="fg.html",
-                     fmt="--flamegraph")
+    st, pids = family(strobes, work, tmp_path, "fork", "--browser", "--stats", "--blocking",
+                      out="fg.html", fmt="--flamegraph")
     child_page = tmp_path / f"fg_{pids['child_fork']}.html"
     assert child_page.read_text().rstrip().endswith("</html>")
+    # --stats and --blocking reach the child: its counters, its time stopped
+    assert f"Statistics of process {pids['child_fork']} (" in st.stderr, st.describe()
+    assert st.stderr.count("stopped (--blocking):") >= 2, st.describe()
     pages = {str((tmp_path / "fg.html").resolve()), str(child_page.resolve())}
     deadline = time.monotonic() + 30
     while (not opened.exists() or set(opened.read_text().splitlines()) != pages) and \

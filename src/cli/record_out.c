@@ -718,8 +718,8 @@ int rec_trace_sample(void *ctx, const struct rec_sample *smp)
             /* Named as the profile names it (record_loop.c's add_thread). */
             const char *name =
                 smp->s && in->id == 0 ? pys_session_thread_name(smp->s, t->thread_id) : NULL;
-            rc = out_chrometrace_thread(tr, t->host_id ? t->host_id : t->native_id, name,
-                                        t->frames, t->nframes);
+            rc = out_chrometrace_thread(tr, t->host_id ? t->host_id : t->native_id, name, t->frames,
+                                        t->nframes);
         }
     }
     if (rc == 0)

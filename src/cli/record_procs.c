@@ -644,9 +644,8 @@ static void print_stats(const struct rec_procs *p)
         snprintf(title, sizeof title, "Statistics of process %d (%s):", pr->t.pid,
                  pr->cmd[0] ? pr->cmd : "?");
         uint64_t end = pr->end_ns ? pr->end_ns : rec_now_ns();
-        struct pys_profile_info info = {.samples = pr->t.samples,
-                                        .failed = pr->t.failed,
-                                        .duration_ns = end - pr->start_ns};
+        struct pys_profile_info info = {
+            .samples = pr->t.samples, .failed = pr->t.failed, .duration_ns = end - pr->start_ns};
         rec_print_stats(title, pr->t.ss.v[pr->t.ss.n - 1], &info, NULL);
     }
 }

@@ -1,9 +1,12 @@
-"""Two figures of issue 28's note, measured on one machine in one sitting:
+"""Three figures of issue 28's note, measured on one machine in one sitting:
 
     /usr/bin/python3 bench/whole_program.py [--build DIR] [--python PY]
-                                            [--runs R] [--seconds S]
+                                            [--runs R] [--seconds S] [--hand N]
+                                            [--only first|blocking|distribution]
 
-first: how soon after its start a child is first sampled. `pystrobe run
+first: how soon after its start a child is first sampled, and how soon
+after its own code began (the child notes when, on the clock and start
+the table uses, so that the tick cancels out). `pystrobe run
 --subprocesses` on tests/integration/workloads/family.py timing-METHOD (a
 child started by os.fork, multiprocessing's spawn, subprocess running
 python), R runs each; the end table's FIRST column is the time from the
@@ -43,17 +46,20 @@ ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+(\d+)\s+(-|\d+ms)\s+(.*)$", re.M)
 
 
 def first_sample(pystrobe, python, method):
-    """ms from the child's start to its first sample, or None."""
+    """(ms from the child's start to its first sample, ms from the child's
+    own code beginning to it), or Nones."""
     with tempfile.TemporaryDirectory() as d:
         r = subprocess.run([pystrobe, "run", "--subprocesses", "--collapsed", "-o",
                             f"{d}/p.txt", "--", python, str(FAMILY), "timing-" + method, d],
                            capture_output=True, text=True, timeout=120)
         child = int(Path(d, "child_timing.pid").read_text())
+        code = float(Path(d, "child_timing.code").read_text())
     table = r.stderr.split("Processes (--subprocesses):", 1)[-1]
     for m in ROW.finditer(table):
         if int(m.group(1)) == child and m.group(4) != "-":
-            return int(m.group(4)[:-2])
-    return None
+            first = int(m.group(4)[:-2])
+            return first, round(first - code)
+    return None, None
 
 
 def sampled_run(pystrobe, python, seconds, *extra):
@@ -209,9 +215,12 @@ def main():
 
     if a.only in (None, "first"):
         print(f"first sample of a child after its start (ms), {a.python}, {a.runs} runs:")
+        print("  (after: from the child's own code beginning; negative: sampled while"
+              " its interpreter was still starting)")
         for method in ("fork", "spawn", "subprocess"):
             v = [first_sample(pystrobe, a.python, method) for _ in range(a.runs)]
-            print(f"  {method:10} {spread(v)}")
+            print(f"  {method:10} start {spread([x[0] for x in v])}")
+            print(f"  {'':10} after {spread([x[1] for x in v])}")
     if a.only in (None, "blocking"):
         blocking_cost(pystrobe, a.python, a.seconds, a.runs)
     if a.only in (None, "distribution") and a.hand > 0:

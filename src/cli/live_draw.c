@@ -358,7 +358,7 @@ static void header_title(struct live_ui *u, size_t cols)
         field_set(&f[5], 8, NULL, "thread all (%zu)", t->nthreads);
     } else {
         /* With its Python name where it has one; without, where room is short. */
-        char tb[64], name[THREAD_NAME_SHOWN * 4 + 8];
+        char tb[96], name[THREAD_NAME_SHOWN * 4 + 8];
         snprintf(tb, sizeof tb, "thread %llu (%zu/%zu)", (unsigned long long)u->sc.thread,
                  u->thread_ix, t->nthreads);
         if (thread_name_shown(t->thread_names[u->thread_ix - 1], name, sizeof name))

@@ -132,7 +132,7 @@ def test_blocking_read_only_writes_nothing(pystrobe, spawn, tmp_path):
         log = tmp_path / ("strace%d.txt" % len(flags))
         res = subprocess.run([strace, "-f", "-qq", "-o", str(log), "-e",
                               "trace=process_vm_writev,ptrace", str(pystrobe), "attach",
-                              str(p.pid), "-d", "1", "-r", "200", "--blocking", *flags,
+                              str(p.pid), "-d", "0.5", "-r", "200", "--blocking", *flags,
                               "--collapsed", "-o", str(tmp_path / "o.txt")],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
         assert res.returncode == 0, res.stderr.decode()

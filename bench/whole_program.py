@@ -53,12 +53,13 @@ def first_sample(pystrobe, python, method):
                             f"{d}/p.txt", "--", python, str(FAMILY), "timing-" + method, d],
                            capture_output=True, text=True, timeout=120)
         child = int(Path(d, "child_timing.pid").read_text())
-        code = float(Path(d, "child_timing.code").read_text())
+        code_file = Path(d, "child_timing.code")
+        code = float(code_file.read_text()) if code_file.exists() else None
     table = r.stderr.split("Processes (--subprocesses):", 1)[-1]
     for m in ROW.finditer(table):
         if int(m.group(1)) == child and m.group(4) != "-":
             first = int(m.group(4)[:-2])
-            return first, round(first - code)
+            return first, None if code is None else round(first - code)
     return None, None
 
 

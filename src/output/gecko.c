@@ -364,14 +364,20 @@ static void put_int_or_null(FILE *f, int64_t v)
         fprintf(f, "%" PRId64, v);
 }
 
-/* The thread's identity: name (its Python name, else made of its id),
- * process, registration; ends with a comma. */
+/* The thread's identity: name ("NAME TID" with its Python name, else
+ * "MainThread TID" or "Thread TID"), process, registration; ends with a
+ * comma. */
 static void write_thread_head(const struct gthread *t, FILE *f)
 {
     char name[96];
     snprintf(name, sizeof name, "%s %" PRIu64, t->main ? "MainThread" : "Thread", t->id);
     fputs("{\"name\":", f);
-    out_json_quote(f, t->name ? t->name : name);
+    size_t n = t->name ? strlen(t->name) + 24 : 0;
+    char *named = n ? malloc(n) : NULL;
+    if (named)
+        snprintf(named, n, "%s %" PRIu64, t->name, t->id);
+    out_json_quote(f, named ? named : name);
+    free(named);
     fprintf(f,
             ",\"isMainThread\":%s,\"processStartupTime\":0,\"processShutdownTime\":null,"
             "\"registerTime\":0,\"unregisterTime\":null,\"pausedRanges\":[],",

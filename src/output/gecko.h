@@ -2,7 +2,7 @@
  * gecko: the Firefox Profiler's processed profile format (`--gecko`), a
  * JSON file profiler.firefox.com loads (its importer upgrades the declared
  * version 57 to its own). One thread track per sampled thread (named by
- * its Python name, the last one seen, where it has one) with each sample
+ * its Python name, the last one seen, and id where it has one) with each sample
  * at its real time, the start as a real date, the target's pid
  * (with --merge-processes each thread its own process's pid and command,
  * from its stacks' process frame: one track per process),

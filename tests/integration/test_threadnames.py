@@ -186,7 +186,7 @@ def check_labelled_outputs(pystrobe, rec, tmp_path, want, seen):
     svg = {el.text for el in ET.parse(outs["svg"]).iter() if el.tag.endswith("title")}
     pprof = pprof_thread_names(outs["pprof"])
     for tid, name in named.items():
-        assert gecko.get(tid) == name, (tid, name, gecko)
+        assert gecko.get(tid) == f"{name} {tid}", (tid, name, gecko)
         assert trace.get(tid) == f"tid:{tid} ({name})", (tid, name, trace)
         assert scope.get(tid) == f"Thread {tid} ({name})", (tid, name, scope)
         # SVG text cannot hold control characters: U+FFFD stands for them

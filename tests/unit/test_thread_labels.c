@@ -139,7 +139,7 @@ static void test_gecko(void **state)
     assert_non_null(f);
     assert_int_equal(out_gecko_write(g, f), 0);
     fclose(f);
-    assert_non_null(strstr(buf, "{\"name\":\"worker\\u000a2\",\"isMainThread\":true"));
+    assert_non_null(strstr(buf, "{\"name\":\"worker\\u000a2 7\",\"isMainThread\":true"));
     assert_non_null(strstr(buf, "{\"name\":\"Thread 9\",\"isMainThread\":false"));
     free(buf);
     out_gecko_free(g);

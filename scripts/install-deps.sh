@@ -21,6 +21,7 @@ PKGS="make gcc clang libclang-rt-dev libelf-dev zlib1g-dev libcmocka-dev pkg-con
       libncurses-dev
       tmux
       gdb
+      strace
       nodejs"
 # --- speedscope (npm), whose Chrome trace importer reads --chrometrace in
 # tests/integration/test_pyspy_habits.py: pinned, into .cache/npm of the tree.

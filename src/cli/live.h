@@ -41,7 +41,8 @@ struct live_counts {
 
 #define LIVE_MAX_THREADS 256
 struct live_thread {
-    uint64_t id; /* as in the profile: the host's id, else the target's */
+    uint64_t id;      /* as in the profile: the host's id, else the target's */
+    const char *name; /* its Python name, the last seen (the session's string); NULL none */
     struct live_counts c;
 };
 
@@ -183,8 +184,10 @@ struct live_table {
     struct live_counts counts;
     uint64_t top_callers; /* samples of the selected row with no caller */
     long sel;             /* the selected row's index, -1 none */
-    /* The threads seen, for cycling through them. */
+    /* The threads seen, for cycling through them, with their Python names
+     * (NULL: none). */
     uint64_t threads[LIVE_MAX_THREADS];
+    const char *thread_names[LIVE_MAX_THREADS];
     size_t nthreads;
     /* The run, as the sink saw it last. */
     uint64_t run_samples, run_failed, run_missed;

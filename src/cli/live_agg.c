@@ -64,20 +64,25 @@ void live_data_reset(struct live_data *d)
 
 /* The counts of thread id in c, looked for from *hint on (a snapshot's
  * threads come in the same order each time, so the next one is likely
- * after the last found); NULL once LIVE_MAX_THREADS are taken. */
-static struct live_counts *thread_counts(struct live_tally *c, uint64_t id, size_t *hint)
+ * after the last found), named name unless NULL; NULL once
+ * LIVE_MAX_THREADS are taken. */
+static struct live_counts *thread_counts(struct live_tally *c, uint64_t id, const char *name,
+                                         size_t *hint)
 {
     for (size_t k = 0, i = *hint; k < c->nth; k++, i++) {
         if (i >= c->nth)
             i = 0;
         if (c->th[i].id == id) {
             *hint = i + 1;
+            if (name)
+                c->th[i].name = name;
             return &c->th[i].c;
         }
     }
     if (c->nth == LIVE_MAX_THREADS)
         return NULL;
     c->th[c->nth].id = id;
+    c->th[c->nth].name = name;
     memset(&c->th[c->nth].c, 0, sizeof c->th[c->nth].c);
     *hint = c->nth + 1;
     return &c->th[c->nth++].c;
@@ -102,7 +107,7 @@ static void tally_add(struct live_tally *to, const struct live_tally *from)
     to->failed += from->failed;
     counts_add(&to->all, &from->all);
     for (size_t i = 0; i < from->nth; i++) {
-        struct live_counts *c = thread_counts(to, from->th[i].id, &hint);
+        struct live_counts *c = thread_counts(to, from->th[i].id, from->th[i].name, &hint);
         if (c)
             counts_add(c, &from->th[i].c);
     }
@@ -125,10 +130,12 @@ static void thread_state(struct live_counts *c, const struct pys_thread *t, int 
         }
 }
 
-/* Count one sample's states into c (snap NULL: it failed as a whole);
- * stacks are looked through for a <GC> frame only where a collection was
- * running. */
-static void tally_sample(struct live_tally *c, const struct pys_snapshot *snap, size_t *hint)
+/* Count one sample's states into c (snap NULL: it failed as a whole),
+ * each thread with its Python name (the main interpreter's threads, from
+ * session s); stacks are looked through for a <GC> frame only where a
+ * collection was running. */
+static void tally_sample(struct live_tally *c, pys_session *s, const struct pys_snapshot *snap,
+                         size_t *hint)
 {
     int failed = 0;
     c->snaps++;
@@ -147,7 +154,8 @@ static void tally_sample(struct live_tally *c, const struct pys_snapshot *snap, 
             struct live_counts one, *tc;
             thread_state(&one, t, in->gc_running);
             counts_add(&c->all, &one);
-            if ((tc = thread_counts(c, t->host_id ? t->host_id : t->native_id, hint)))
+            const char *name = s && in->id == 0 ? pys_session_thread_name(s, t->thread_id) : NULL;
+            if ((tc = thread_counts(c, t->host_id ? t->host_id : t->native_id, name, hint)))
                 counts_add(tc, &one);
         }
     }
@@ -386,7 +394,7 @@ int live_data_sample(void *ctx, const struct rec_sample *smp)
         d->prof = p;
     if (d->first_ns == 0)
         d->first_ns = smp->t_ns;
-    tally_sample(&d->cum, smp->snap, &d->hint);
+    tally_sample(&d->cum, smp->s, smp->snap, &d->hint);
     d->at.last_ns = smp->end_ns;
     d->at.samples = smp->info->samples;
     d->at.failed = smp->info->failed;
@@ -677,8 +685,10 @@ static void scope_counts(struct live_table *t, const struct live_tally *c, int o
                 counts_add(&t->counts, &c->th[i].c);
     }
     for (size_t i = 0; i < c->nth && t->nthreads < LIVE_MAX_THREADS; i++)
-        if (c->th[i].c.samples)
+        if (c->th[i].c.samples) {
+            t->thread_names[t->nthreads] = c->th[i].name;
             t->threads[t->nthreads++] = c->th[i].id;
+        }
 }
 
 /* Ask for a publication and wait for it a little (under mu, which the

@@ -317,6 +317,29 @@ static void put_fields(struct line *l, const struct field *f, size_t n, const ch
     }
 }
 
+/* Code points of a thread's name shown in the header. */
+#define THREAD_NAME_SHOWN 24
+
+/* name (NULL: none) as the header shows it, into buf (n bytes): its first
+ * THREAD_NAME_SHOWN code points, control characters as '?', "~" after a
+ * cut. Returns 0 if there is nothing to show. */
+static int thread_name_shown(const char *name, char *buf, size_t n)
+{
+    size_t len = 0, w = 0;
+    if (!name || !*name || n < 8)
+        return 0;
+    for (; *name && len + 5 < n; name++) {
+        unsigned char c = (unsigned char)*name;
+        if ((c & 0xc0) != 0x80 && w++ == THREAD_NAME_SHOWN)
+            break;
+        buf[len++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+    }
+    if (*name)
+        buf[len++] = '~';
+    buf[len] = '\0';
+    return 1;
+}
+
 static void header_title(struct live_ui *u, size_t cols)
 {
     const struct live_table *t = &u->t;
@@ -331,11 +354,19 @@ static void header_title(struct live_ui *u, size_t cols)
     field_set(&f[3], 5, NULL, "up %llu:%02llu:%02llu", (unsigned long long)(up / 3600),
               (unsigned long long)(up / 60 % 60), (unsigned long long)(up % 60));
     field_set(&f[4], 7, u->mode, "%s mode", u->mode);
-    if (u->thread_ix == 0)
+    if (u->thread_ix == 0) {
         field_set(&f[5], 8, NULL, "thread all (%zu)", t->nthreads);
-    else
-        field_set(&f[5], 8, NULL, "thread %llu (%zu/%zu)", (unsigned long long)u->sc.thread,
-                  u->thread_ix, t->nthreads);
+    } else {
+        /* With its Python name where it has one; without, where room is short. */
+        char tb[96], name[THREAD_NAME_SHOWN * 4 + 8];
+        snprintf(tb, sizeof tb, "thread %llu (%zu/%zu)", (unsigned long long)u->sc.thread,
+                 u->thread_ix, t->nthreads);
+        if (thread_name_shown(t->thread_names[u->thread_ix - 1], name, sizeof name))
+            field_set(&f[5], 8, tb, "thread %llu %s (%zu/%zu)", (unsigned long long)u->sc.thread,
+                      name, u->thread_ix, t->nthreads);
+        else
+            field_set(&f[5], 8, NULL, "%s", tb);
+    }
     struct line l;
     line_start(&l, cols);
     put_fields(&l, f, 6, " | ");

@@ -14,7 +14,6 @@
 
 #include <pystrobe/pystrobe.h>
 
-#include "cli/browser.h"
 #include "cli/cli.h"
 #include "cli/live.h"
 #include "cli/record.h"
@@ -306,7 +305,7 @@ int cli_record(int argc, char **argv, int attach)
     if (!j.r.binary)
         rec_print_folded(j.prof, j.r.max_memory);
     if (j.r.stats)
-        rec_print_stats(ssp->v[ssp->n - 1], info, &cost);
+        rec_print_stats("Statistics:", ssp->v[ssp->n - 1], info, &cost);
     int status = write_outputs(&j, info, unmatched);
     if (procs) {
         int st = rec_procs_finish(procs, &j.r, j.r.no_summary);
@@ -314,9 +313,8 @@ int cli_record(int argc, char **argv, int attach)
     }
     if (why == END_ERROR && (status == CLI_OK || status == CLI_NOSAMPLES))
         status = rec_error_status;
-    if (j.r.browser && status == CLI_OK && j.out.path &&
-        (j.r.format == FMT_FLAMEGRAPH || j.r.format == FMT_DIFF_FLAMEGRAPH))
-        cli_open_browser(j.out.path);
+    if (j.r.browser && status == CLI_OK && j.out.path)
+        rec_open_browser(&j.r, j.out.path);
     if (j.child > 0)
         status = end_child(&j, why, status);
 

@@ -384,7 +384,10 @@ void rec_print_summary(const struct pys_profile_info *info, double rate_hz,
  * moment (pys_stats.thread_rereads), for the end summary. */
 void rec_print_rereads(const pys_session *s);
 void rec_print_folded(const pys_profile *p, uint64_t max_memory);
-void rec_print_stats(const pys_session *s, const struct pys_profile_info *info,
+/* --stats: session s's counters over the samples info counts, under the
+ * line title; the profiler's CPU too unless cost is NULL (it is the run's,
+ * not one target's). */
+void rec_print_stats(const char *title, const pys_session *s, const struct pys_profile_info *info,
                      const struct rec_cost *cost);
 /* Write the profile to o, or if that fails to a fallback file named on
  * stderr; nothing if the profile has no stacks (unmatched as from
@@ -395,6 +398,12 @@ int rec_trace_new(struct rec *r);
 int rec_trace_sample(void *ctx, const struct rec_sample *smp);
 int rec_write_output(const struct rec *r, struct rec_out *o, const pys_profile *p, int pid,
                      uint64_t unmatched);
+/* Is the format a page a browser shows (--browser)? */
+int rec_format_is_html(enum format format);
+/* --browser: open what rec_write_output wrote at path for r's format (the
+ * page; a heatmap's index.html), without waiting. A browser that cannot be
+ * started is a warning (said on stderr). */
+void rec_open_browser(const struct rec *r, const char *path);
 
 /* record_bin.c: the recording, a sink. rec_bin_open creates the file
  * (r->record_path, or recording_PID.pysr) or says why not and returns NULL;

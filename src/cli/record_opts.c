@@ -142,8 +142,9 @@ static const char RUN_USAGE[] =
     "      --live                a top-like view in the terminal instead of a file\n"
     "                            (h in it lists the keys); with -o FILE the profile\n"
     "                            is also written there at the end\n"
-    "      --browser             open the HTML page once written (--flamegraph or\n"
-    "                            --diff-flamegraph): $BROWSER, else xdg-open\n"
+    "      --browser             open the HTML page once written (--flamegraph,\n"
+    "                            --diff-flamegraph, --heatmap's index.html; each\n"
+    "                            process's with --subprocesses): $BROWSER, else xdg-open\n"
     "      --no-summary          no statistics at the end (warnings are still shown)\n"
     "      --blocking            stop every thread of the target for each sample\n"
     "                            (ptrace): each sample is one moment, at the cost of\n"
@@ -568,9 +569,9 @@ static int check_outputs(const struct rec *r)
 {
     if (r->jsonl_samples && r->format != FMT_JSONL)
         return usage_error("%s", "--jsonl-samples goes with --jsonl");
-    if (r->browser && r->format != FMT_FLAMEGRAPH && r->format != FMT_DIFF_FLAMEGRAPH)
-        return usage_error("%s", "--browser opens an HTML output: use it with --flamegraph or "
-                                 "--diff-flamegraph");
+    if (r->browser && !rec_format_is_html(r->format))
+        return usage_error("%s", "--browser opens an HTML output: use it with --flamegraph, "
+                                 "--diff-flamegraph or --heatmap");
     if (r->format == FMT_DIFF_FLAMEGRAPH && !*r->diff_baseline)
         return usage_error("%s", "--diff-flamegraph needs a baseline recording");
     return -1;

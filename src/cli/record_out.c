@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/browser.h"
 #include "cli/cli.h"
 #include "cli/record.h"
 #include "output/chrometrace.h"
@@ -539,7 +540,7 @@ void rec_print_folded(const pys_profile *p, uint64_t max_memory)
             all ? 100.0 * (double)folded / (double)all : 0.0, size);
 }
 
-void rec_print_stats(const pys_session *s, const struct pys_profile_info *info,
+void rec_print_stats(const char *title, const pys_session *s, const struct pys_profile_info *info,
                      const struct rec_cost *cost)
 {
     struct pys_stats st;
@@ -547,16 +548,17 @@ void rec_print_stats(const pys_session *s, const struct pys_profile_info *info,
     double n = info->samples ? (double)info->samples : 1.0;
     double secs = (double)info->duration_ns / 1e9;
     uint64_t code = st.code_hits + st.code_misses;
-    fprintf(stderr, "Statistics:\n");
+    fprintf(stderr, "%s\n", title);
     fprintf(stderr, "  samples:            %llu (failed %llu, thread stacks unreadable %llu)\n",
             (unsigned long long)info->samples, (unsigned long long)info->failed,
             (unsigned long long)st.thread_errors);
-    fprintf(stderr,
-            "  profiler CPU:       %.3f s user, %.3f s system (%.3f s per second, %.1f us "
-            "per sample)\n",
-            (double)cost->user_ns / 1e9, (double)cost->sys_ns / 1e9,
-            secs > 0 ? (double)(cost->user_ns + cost->sys_ns) / 1e9 / secs : 0.0,
-            (double)(cost->user_ns + cost->sys_ns) / 1e3 / n);
+    if (cost)
+        fprintf(stderr,
+                "  profiler CPU:       %.3f s user, %.3f s system (%.3f s per second, %.1f us "
+                "per sample)\n",
+                (double)cost->user_ns / 1e9, (double)cost->sys_ns / 1e9,
+                secs > 0 ? (double)(cost->user_ns + cost->sys_ns) / 1e9 / secs : 0.0,
+                (double)(cost->user_ns + cost->sys_ns) / 1e3 / n);
     fprintf(stderr,
             "  memory reads:       %llu system calls (%.1f per sample, %.1f pieces), "
             "%llu failed; %llu reads served from the batched prefetch\n",
@@ -636,7 +638,10 @@ int rec_trace_sample(void *ctx, const struct rec_sample *smp)
             const struct pys_thread *t = &in->threads[k];
             if (t->error || t->nframes == 0 || !rec_thread_matches(r, t))
                 continue;
-            rc = out_chrometrace_thread(tr, t->host_id ? t->host_id : t->native_id, t->frames,
+            /* Named as the profile names it (record_loop.c's add_thread). */
+            const char *name =
+                smp->s && in->id == 0 ? pys_session_thread_name(smp->s, t->thread_id) : NULL;
+            rc = out_chrometrace_thread(tr, t->host_id ? t->host_id : t->native_id, name, t->frames,
                                         t->nframes);
         }
     }
@@ -691,4 +696,25 @@ int rec_write_output(const struct rec *r, struct rec_out *o, const pys_profile *
     }
     write_failed(o->path, rc, err);
     return write_fallback(r, p, title, pid);
+}
+
+int rec_format_is_html(enum format format)
+{
+    return format == FMT_FLAMEGRAPH || format == FMT_DIFF_FLAMEGRAPH || format == FMT_HEATMAP;
+}
+
+void rec_open_browser(const struct rec *r, const char *path)
+{
+    if (!rec_format_is_html(r->format))
+        return;
+    if (r->format != FMT_HEATMAP) {
+        cli_open_browser(path);
+        return;
+    }
+    char page[4096];
+    if ((size_t)snprintf(page, sizeof page, "%s/index.html", path) >= sizeof page) {
+        fprintf(stderr, "pystrobe: --browser: path too long: %s\n", path);
+        return;
+    }
+    cli_open_browser(page);
 }

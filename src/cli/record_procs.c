@@ -613,6 +613,8 @@ static int write_target(struct proc *pr)
         o.cwd_fd = pr->cwd_fd;
         pr->root_fd = pr->cwd_fd = -1; /* o's now */
         status = rec_write_output(r, &o, pr->t.prof, pr->t.pid, pr->t.unmatched);
+        if (r->browser && status == CLI_OK && o.path)
+            rec_open_browser(r, o.path);
     }
     if (pr->bin) {
         int st = rec_bin_finish(pr->bin, info);
@@ -630,9 +632,29 @@ static const char *state_text(const struct proc *pr)
     return "";
 }
 
+/* --stats of each target but the first (whose are the run's): its
+ * session's counters over its own samples. */
+static void print_stats(const struct rec_procs *p)
+{
+    for (size_t i = 1; i < p->n; i++) {
+        const struct proc *pr = p->v[i];
+        if (pr->t.ss.n == 0)
+            continue;
+        char title[CMD_LEN + 64];
+        snprintf(title, sizeof title, "Statistics of process %d (%s):", pr->t.pid,
+                 pr->cmd[0] ? pr->cmd : "?");
+        uint64_t end = pr->end_ns ? pr->end_ns : rec_now_ns();
+        struct pys_profile_info info = {
+            .samples = pr->t.samples, .failed = pr->t.failed, .duration_ns = end - pr->start_ns};
+        rec_print_stats(title, pr->t.ss.v[pr->t.ss.n - 1], &info, NULL);
+    }
+}
+
 int rec_procs_finish(struct rec_procs *p, const struct rec *r, int quiet)
 {
     int status = CLI_OK;
+    if (r->stats)
+        print_stats(p);
     for (size_t i = 1; i < p->n && !r->merge_processes; i++) {
         struct proc *pr = p->v[i];
         if (pr->t.ss.n == 0 || !pr->t.prof || pr->r.interval_ns == 0)

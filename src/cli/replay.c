@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/browser.h"
 #include "cli/record.h"
 #include "output/chrometrace.h"
 #include "output/gecko.h"
@@ -108,8 +107,8 @@ static int on_sample(void *ctx, const struct out_rec_sample *s)
     if (x->r->trace && s->rc == 0) {
         out_chrometrace_sample_begin(x->r->trace, s->t_ns);
         for (size_t i = 0; i < s->nthreads; i++)
-            if (out_chrometrace_thread(x->r->trace, s->threads[i].id, s->threads[i].frames,
-                                       s->threads[i].nframes) < 0)
+            if (out_chrometrace_thread(x->r->trace, s->threads[i].id, s->threads[i].name,
+                                       s->threads[i].frames, s->threads[i].nframes) < 0)
                 goto nomem;
         if (out_chrometrace_sample_end(x->r->trace) < 0)
             goto nomem;
@@ -290,9 +289,8 @@ int cli_replay(int argc, char **argv)
     o.start_ns = r.start_realtime_ns;
     if (rc == -1)
         rc = rec_write_output(&r, &o, x.prof, pid, x.have_stats ? x.stats.unmatched : 0);
-    if (r.browser && rc == CLI_OK && o.path &&
-        (r.format == FMT_FLAMEGRAPH || r.format == FMT_DIFF_FLAMEGRAPH))
-        cli_open_browser(o.path);
+    if (r.browser && rc == CLI_OK && o.path)
+        rec_open_browser(&r, o.path);
     replay_release(&x, &ri);
     return rc == CLI_OK ? status : rc;
 }

@@ -19,6 +19,7 @@ struct thread {
      * 0: the trace's. command: that frame's, NULL when none. */
     int pid;
     const char *command;
+    char *name;              /* its Python name, the last given (a copy); NULL: none */
     struct pys_frame *stack; /* outermost first */
     size_t n, cap;
     int seen; /* given in the current sample */
@@ -60,8 +61,10 @@ void out_chrometrace_free(struct out_chrometrace *t)
         return;
     fclose(t->events);
     free(t->buf);
-    for (size_t i = 0; i < t->nthreads; i++)
+    for (size_t i = 0; i < t->nthreads; i++) {
         free(t->threads[i].stack);
+        free(t->threads[i].name);
+    }
     free(t->threads);
     free(t);
 }
@@ -157,8 +160,8 @@ void out_chrometrace_sample_begin(struct out_chrometrace *t, uint64_t t_ns)
         t->threads[i].seen = 0;
 }
 
-int out_chrometrace_thread(struct out_chrometrace *t, uint64_t tid, const struct pys_frame *frames,
-                           size_t n)
+int out_chrometrace_thread(struct out_chrometrace *t, uint64_t tid, const char *name,
+                           const struct pys_frame *frames, size_t n)
 {
     if (t->full)
         return 0;
@@ -166,6 +169,13 @@ int out_chrometrace_thread(struct out_chrometrace *t, uint64_t tid, const struct
     if (!th)
         return PYS_E_NOMEM;
     th->seen = 1;
+    if (name && (!th->name || strcmp(th->name, name) != 0)) {
+        char *copy = strdup(name);
+        if (!copy)
+            return PYS_E_NOMEM;
+        free(th->name);
+        th->name = copy;
+    }
     if (!th->pid)
         out_stack_process(frames, n, &th->pid, &th->command);
     if (n > th->cap) {
@@ -239,6 +249,27 @@ static void put_process_name(FILE *f, int pid, const char *command)
     fputs("}}", f);
 }
 
+/* A thread's name as collapsed output's thread frame has it: "tid:N", with
+ * " (NAME)" after it when it has a Python name; a JSON string. */
+static void put_thread_name(FILE *f, const struct thread *th)
+{
+    char id[32];
+    snprintf(id, sizeof id, "tid:%" PRIu64, th->tid);
+    if (!th->name) {
+        out_json_quote(f, id);
+        return;
+    }
+    size_t n = strlen(id) + strlen(th->name) + 4;
+    char *full = malloc(n);
+    if (!full) {
+        out_json_quote(f, id);
+        return;
+    }
+    snprintf(full, n, "%s (%s)", id, th->name);
+    out_json_quote(f, full);
+    free(full);
+}
+
 int out_chrometrace_write(FILE *f, struct out_chrometrace *t)
 {
     for (size_t i = 0; i < t->nthreads; i++)
@@ -247,12 +278,13 @@ int out_chrometrace_write(FILE *f, struct out_chrometrace *t)
         return PYS_E_NOMEM;
     fputs("{\"traceEvents\":[\n", f);
     for (size_t i = 0; i < t->nthreads; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "tid:%" PRIu64, t->threads[i].tid);
+        const struct thread *th = &t->threads[i];
         fprintf(f,
                 "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%" PRIu64
-                ",\"args\":{\"name\":\"%s\"}},\n",
-                thread_pid(t, &t->threads[i]), t->threads[i].tid, name);
+                ",\"args\":{\"name\":",
+                thread_pid(t, th), th->tid);
+        put_thread_name(f, th);
+        fputs("}},\n", f);
     }
     /* Each other process's name (--merge-processes), once. */
     for (size_t i = 0; i < t->nthreads; i++) {

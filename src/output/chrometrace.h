@@ -9,6 +9,7 @@
  *
  *   {"traceEvents": [
  *      {"ph": "M", "name": "thread_name", "pid": P, "tid": T, "args": {"name": "tid:T"}},
+ *        (with the thread's Python name where known: "tid:T (NAME)")
  *      {"ph": "B", "name": QUALNAME, "cat": "python", "pid": P, "tid": T, "ts": MICROSECONDS,
  *       "args": {"filename": FILE, "line": LINE}},
  *      {"ph": "E", ... the same name and args ...}, ...],
@@ -44,12 +45,13 @@ void out_chrometrace_free(struct out_chrometrace *t);
  * before the first sample. */
 void out_chrometrace_set_pid(struct out_chrometrace *t, int pid);
 /* A sample at t_ns (any monotonic clock, in nanoseconds): begin it, give
- * each thread's stack (frames innermost first), end it. A thread not given
+ * each thread's stack (frames innermost first) and Python name (NULL: none;
+ * copied, the last one given names the thread), end it. A thread not given
  * in a sample has its frames closed at that sample. 0, or PYS_E_NOMEM (the
  * trace is then kept as it was, closed at the last good sample). */
 void out_chrometrace_sample_begin(struct out_chrometrace *t, uint64_t t_ns);
-int out_chrometrace_thread(struct out_chrometrace *t, uint64_t tid, const struct pys_frame *frames,
-                           size_t n);
+int out_chrometrace_thread(struct out_chrometrace *t, uint64_t tid, const char *name,
+                           const struct pys_frame *frames, size_t n);
 int out_chrometrace_sample_end(struct out_chrometrace *t);
 /* Samples not recorded because the trace reached its memory bound. */
 uint64_t out_chrometrace_dropped(const struct out_chrometrace *t);

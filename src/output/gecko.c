@@ -105,6 +105,7 @@ static int push64(struct u64s *a, uint64_t x)
 struct gthread {
     uint64_t id, ns_id;
     int main;
+    char *name; /* its Python name, the last one seen (a copy); NULL: none */
     /* Its process: the profile's, or that of its stacks' process frame
      * (--merge-processes); command NULL when not known. */
     int pid;
@@ -184,6 +185,7 @@ out_gecko *out_gecko_new(const struct out_rec_meta *m)
 
 static void thread_release(struct gthread *t)
 {
+    free(t->name);
     kmap_release(&t->funcs);
     free(t->func_resource.v);
     kmap_release(&t->resources);
@@ -296,6 +298,13 @@ int out_gecko_sample(out_gecko *g, const struct out_rec_sample *s)
             g->nthreads++;
         }
         struct gthread *t = &g->threads[ti];
+        if (th->name && (!t->name || strcmp(t->name, th->name) != 0)) {
+            char *name = strdup(th->name);
+            if (!name)
+                return PYS_E_NOMEM;
+            free(t->name);
+            t->name = name;
+        }
         uint32_t stack;
         if (thread_stack(g, t, th->frames, th->nframes, &stack) < 0 ||
             push64(&t->sample_us, t_us) < 0 || push32(&t->sample_stack, stack) < 0)
@@ -355,13 +364,20 @@ static void put_int_or_null(FILE *f, int64_t v)
         fprintf(f, "%" PRId64, v);
 }
 
-/* The thread's identity: name, process, registration; ends with a comma. */
+/* The thread's identity: name ("NAME TID" with its Python name, else
+ * "MainThread TID" or "Thread TID"), process, registration; ends with a
+ * comma. */
 static void write_thread_head(const struct gthread *t, FILE *f)
 {
     char name[96];
     snprintf(name, sizeof name, "%s %" PRIu64, t->main ? "MainThread" : "Thread", t->id);
     fputs("{\"name\":", f);
-    out_json_quote(f, name);
+    size_t n = t->name ? strlen(t->name) + 24 : 0;
+    char *named = n ? malloc(n) : NULL;
+    if (named)
+        snprintf(named, n, "%s %" PRIu64, t->name, t->id);
+    out_json_quote(f, named ? named : name);
+    free(named);
     fprintf(f,
             ",\"isMainThread\":%s,\"processStartupTime\":0,\"processShutdownTime\":null,"
             "\"registerTime\":0,\"unregisterTime\":null,\"pausedRanges\":[],",

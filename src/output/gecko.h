@@ -1,8 +1,9 @@
 /*
  * gecko: the Firefox Profiler's processed profile format (`--gecko`), a
  * JSON file profiler.firefox.com loads (its importer upgrades the declared
- * version 57 to its own). One thread track per sampled thread with each
- * sample at its real time, the start as a real date, the target's pid
+ * version 57 to its own). One thread track per sampled thread (named by
+ * its Python name, the last one seen, and id where it has one) with each sample
+ * at its real time, the start as a real date, the target's pid
  * (with --merge-processes each thread its own process's pid and command,
  * from its stacks' process frame: one track per process),
  * categories for Python, native and GC frames, and interval markers for

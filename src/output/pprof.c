@@ -187,7 +187,7 @@ struct build {
     size_t nsamples;
     uint64_t *ids;   /* every sample's location ids, one run after another */
     int64_t *values; /* two per sample */
-    Label *labels;   /* two per thread */
+    Label *labels;   /* LABELS per thread (thread_labels) */
     Label **label_ptr;
     char **thread_names; /* one a thread: the string of its label, owned */
     size_t nthread_names;
@@ -281,6 +281,39 @@ static char *thread_label_text(uint64_t tid, const char *name)
     return s;
 }
 
+/* Labels a thread's samples have at most: thread, thread_id, thread_name. */
+#define LABELS 3
+
+/* Thread t's labels: `thread` (thread_label_text), `thread_id` (the
+ * number) and, where the target named it, `thread_name` (the name alone,
+ * for a filter on it); *n is how many. */
+static int thread_labels(struct build *b, size_t t, uint64_t tid, size_t *n)
+{
+    const char *pyname = pys_profile_thread_name(b->p, tid);
+    char *text = thread_label_text(tid, pyname);
+    if (!text)
+        return PYS_E_NOMEM;
+    b->thread_names[b->nthread_names++] = text;
+    Label *l = &b->labels[LABELS * t];
+    l[0] = (Label)PERFTOOLS__PROFILES__LABEL__INIT;
+    l[1] = (Label)PERFTOOLS__PROFILES__LABEL__INIT;
+    if ((l[0].key = str_get(&b->strs, "thread")) < 0 || (l[0].str = str_get(&b->strs, text)) < 0 ||
+        (l[1].key = str_get(&b->strs, "thread_id")) < 0)
+        return PYS_E_NOMEM;
+    l[1].num = (int64_t)tid;
+    *n = 2;
+    if (pyname) {
+        l[2] = (Label)PERFTOOLS__PROFILES__LABEL__INIT;
+        if ((l[2].key = str_get(&b->strs, "thread_name")) < 0 ||
+            (l[2].str = str_get(&b->strs, pyname)) < 0)
+            return PYS_E_NOMEM;
+        *n = 3;
+    }
+    for (size_t i = 0; i < *n; i++)
+        b->label_ptr[LABELS * t + i] = &l[i];
+    return 0;
+}
+
 /* One sample per node with self samples below a thread, leaf first. */
 static int build_samples(struct build *b)
 {
@@ -304,13 +337,15 @@ static int build_samples(struct build *b)
     b->sample_ptr = calloc(ns, sizeof *b->sample_ptr);
     b->ids = calloc(nids ? nids : 1, sizeof *b->ids);
     b->values = calloc(2 * ns, sizeof *b->values);
-    b->labels = calloc(2 * nt, sizeof *b->labels);
-    b->label_ptr = calloc(2 * nt, sizeof *b->label_ptr);
+    b->labels = calloc(LABELS * nt, sizeof *b->labels);
+    b->label_ptr = calloc(LABELS * nt, sizeof *b->label_ptr);
     b->thread_names = calloc(nt, sizeof *b->thread_names);
+    size_t *nlabels = calloc(nt, sizeof *nlabels);
     uint32_t *thread_label = calloc(nn ? nn : 1, sizeof *thread_label);
     if (!b->samples || !b->sample_ptr || !b->ids || !b->values || !b->labels || !b->label_ptr ||
-        !b->thread_names || !thread_label) {
+        !b->thread_names || !thread_label || !nlabels) {
         free(thread_label);
+        free(nlabels);
         return PYS_E_NOMEM;
     }
     size_t t = 0, s = 0, k = 0;
@@ -318,24 +353,7 @@ static int build_samples(struct build *b)
     for (uint32_t id = 1; id < nn && rc == 0; id++) {
         if (!pys_profile_is_thread(p, id))
             continue;
-        uint64_t tid = pys_profile_thread(p, id);
-        char *name = thread_label_text(tid, pys_profile_thread_name(p, tid));
-        if (!name) {
-            rc = PYS_E_NOMEM;
-            break;
-        }
-        b->thread_names[b->nthread_names++] = name;
-        Label l = PERFTOOLS__PROFILES__LABEL__INIT, l2 = PERFTOOLS__PROFILES__LABEL__INIT;
-        if ((l.key = str_get(&b->strs, "thread")) < 0 || (l.str = str_get(&b->strs, name)) < 0 ||
-            (l2.key = str_get(&b->strs, "thread_id")) < 0) {
-            rc = PYS_E_NOMEM;
-            break;
-        }
-        l2.num = (int64_t)tid;
-        b->labels[2 * t] = l;
-        b->labels[2 * t + 1] = l2;
-        b->label_ptr[2 * t] = &b->labels[2 * t];
-        b->label_ptr[2 * t + 1] = &b->labels[2 * t + 1];
+        rc = thread_labels(b, t, pys_profile_thread(p, id), &nlabels[t]);
         thread_label[id] = (uint32_t)t++;
     }
     for (uint32_t id = 1; id < nn && rc == 0; id++) {
@@ -352,13 +370,14 @@ static int build_samples(struct build *b)
         m.n_value = 2;
         m.value[0] = (int64_t)nd->self;
         m.value[1] = (int64_t)(nd->self * b->interval_ns);
-        m.label = &b->label_ptr[2 * thread_label[x]];
-        m.n_label = 2;
+        m.label = &b->label_ptr[LABELS * thread_label[x]];
+        m.n_label = nlabels[thread_label[x]];
         b->samples[s] = m;
         b->sample_ptr[s] = &b->samples[s];
         s++;
     }
     free(thread_label);
+    free(nlabels);
     return rc;
 }
 

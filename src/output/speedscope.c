@@ -65,14 +65,20 @@ static void write_thread(struct walk *w, uint32_t thread)
 {
     struct out_json *j = w->j;
     const pys_profile *p = w->p;
-    char name[96];
+    /* "Thread N", its id in its own PID namespace after it if other, then
+     * its Python name if it has one (at most 256 characters). */
+    char name[1400];
     uint64_t tid = pys_profile_thread(p, thread);
     uint64_t ns = pys_profile_thread_ns(p, tid);
+    const char *pyname = pys_profile_thread_name(p, tid);
+    int len;
     if (ns != 0 && ns != tid)
-        snprintf(name, sizeof name, "Thread %llu (ns %llu)", (unsigned long long)tid,
-                 (unsigned long long)ns);
+        len = snprintf(name, sizeof name, "Thread %llu (ns %llu)", (unsigned long long)tid,
+                       (unsigned long long)ns);
     else
-        snprintf(name, sizeof name, "Thread %llu", (unsigned long long)tid);
+        len = snprintf(name, sizeof name, "Thread %llu", (unsigned long long)tid);
+    if (pyname && len > 0 && (size_t)len < sizeof name)
+        snprintf(name + len, sizeof name - (size_t)len, " (%s)", pyname);
     const struct pys_profile_node *nd = pys_profile_node(p, thread);
     out_json_begin_object(j);
     out_json_key(j, "type");

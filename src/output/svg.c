@@ -33,18 +33,32 @@ static size_t char_count(const char *s)
     return out_markup_chars(s, strlen(s));
 }
 
+/* A thread node's label, "tid:N" with " (NAME)" after it when the thread
+ * has a Python name (as collapsed output's thread frame), into buf. */
+static void thread_label(char *buf, size_t n, const pys_profile *p, uint32_t id)
+{
+    uint64_t tid = pys_profile_thread(p, id);
+    const char *name = pys_profile_thread_name(p, tid);
+    if (name)
+        snprintf(buf, n, "tid:%" PRIu64 " (%s)", tid, name);
+    else
+        snprintf(buf, n, "tid:%" PRIu64, tid);
+}
+
 /* A node's label: "qualname (file:line)" for a Python frame, the marker's
- * name for the others, "tid:N" for a thread node, "all" for the root. */
+ * name for the others, the thread's (thread_label) for a thread node, "all"
+ * for the root. */
 static void put_label(FILE *f, const pys_profile *p, uint32_t id, size_t max_chars)
 {
     const struct pys_frame *fr = pys_profile_frame(p, pys_profile_node(p, id)->frame);
-    char buf[64];
+    /* A thread's name is at most 256 characters (core/threadnames.c). */
+    char buf[1280];
     if (!fr) {
         if (id == 0)
             snprintf(buf, sizeof buf, "all");
         else
-            snprintf(buf, sizeof buf, "tid:%" PRIu64, pys_profile_thread(p, id));
-        if (max_chars != SIZE_MAX && strlen(buf) > max_chars) {
+            thread_label(buf, sizeof buf, p, id);
+        if (max_chars != SIZE_MAX && char_count(buf) > max_chars) {
             put_escaped(f, buf, max_chars > 2 ? max_chars - 2 : 0);
             fputs("..", f);
         } else {
@@ -92,10 +106,51 @@ static void put_color(FILE *f, const pys_profile *p, uint32_t id)
             (h >> 16 & 0xff) % 55);
 }
 
+/* Instructions a tooltip lists at most. */
+#define SVG_OPS 8
+
+static int by_count_desc(const void *a, const void *b)
+{
+    const struct pys_opcode_count *x = a, *y = b;
+    return x->count < y->count ? 1 : x->count > y->count ? -1 : x->opcode - y->opcode;
+}
+
+/* --opcodes: the instructions node id's frame was sampled at, most sampled
+ * first, after its tooltip: "; NAME (BASE) N, ..." as the target's version
+ * names them ("opcode N" where it has none); nothing for a node without. */
+static void put_ops(FILE *f, const pys_profile *p, uint32_t id, uint32_t version)
+{
+    struct pys_opcode_count ops[256];
+    int n = pys_profile_node_opcodes(p, id, ops, sizeof ops / sizeof ops[0]);
+    if (n <= 0)
+        return;
+    if (n > (int)(sizeof ops / sizeof ops[0]))
+        n = (int)(sizeof ops / sizeof ops[0]);
+    qsort(ops, (size_t)n, sizeof *ops, by_count_desc);
+    fputc(';', f);
+    for (int i = 0; i < n && i < SVG_OPS; i++) {
+        const char *base = NULL;
+        const char *name = pys_opcode_name(version, ops[i].opcode, &base);
+        char buf[128];
+        if (!name)
+            snprintf(buf, sizeof buf, "opcode %d", (int)ops[i].opcode);
+        else if (base)
+            snprintf(buf, sizeof buf, "%s (%s)", name, base);
+        else
+            snprintf(buf, sizeof buf, "%s", name);
+        fputs(i ? ", " : " ", f);
+        put_escaped(f, buf, SIZE_MAX);
+        fprintf(f, " %" PRIu64, ops[i].count);
+    }
+    if (n > SVG_OPS)
+        fputs(", ...", f);
+}
+
 int out_svg_write(FILE *f, const pys_profile *p, const char *title)
 {
     size_t n = pys_profile_nodes(p);
     uint64_t all = n ? pys_profile_node(p, 0)->total : 0;
+    uint32_t version = pys_profile_info_get(p)->python_version;
     double *x = malloc((n ? n : 1) * sizeof *x);       /* left edge, pixels */
     double *next = malloc((n ? n : 1) * sizeof *next); /* where the next child starts */
     uint32_t *depth = malloc((n ? n : 1) * sizeof *depth);
@@ -148,10 +203,11 @@ int out_svg_write(FILE *f, const pys_profile *p, const char *title)
         double y = height - PAD - (double)(depth[id] + 1) * FRAME_H;
         fputs("<g><title>", f);
         put_label(f, p, id, SIZE_MAX);
-        fprintf(f,
-                " (%" PRIu64 " samples, %.2f%%)</title><rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" "
-                "height=\"%d\" fill=\"",
-                nd->total, 100.0 * (double)nd->total / (double)all, x[id], y, w, FRAME_H - 1);
+        fprintf(f, " (%" PRIu64 " samples, %.2f%%)", nd->total,
+                100.0 * (double)nd->total / (double)all);
+        put_ops(f, p, id, version);
+        fprintf(f, "</title><rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%d\" fill=\"",
+                x[id], y, w, FRAME_H - 1);
         put_color(f, p, id);
         fputs("\"/>", f);
         if (w >= 3 * CHAR_W) {

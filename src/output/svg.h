@@ -2,7 +2,8 @@
  * svg: the profile as a static SVG flame graph, py-spy's default output and
  * what people paste into issues: one rectangle per node, the root at the
  * bottom, each frame above its caller, width proportional to its samples,
- * a label where it fits and a <title> tooltip (name, samples, share). No
+ * a label where it fits and a <title> tooltip (name, samples, share; with
+ * --opcodes the instructions its frame was sampled at, most sampled first). No
  * script: it renders the same in a browser, an image viewer or an issue.
  */
 #ifndef PYSTROBE_OUTPUT_SVG_H

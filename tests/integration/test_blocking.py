@@ -6,6 +6,7 @@ error the user sees; --stats shows the time the target spent stopped."""
 import ast
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -114,6 +115,35 @@ def test_other_tracer_is_an_error(pystrobe, spawn):
     # without --blocking nothing is stopped: the same target samples fine
     res = run_pystrobe(pystrobe, "attach", p.pid, "-d", "0.5", "--collapsed", "-o", "/dev/null")
     assert res.returncode == 0, res.stderr.decode()
+
+
+def test_blocking_read_only_writes_nothing(pystrobe, spawn, tmp_path):
+    """--read-only goes with --blocking: stopping the target writes nothing
+    into it (no process_vm_writev, no ptrace write of memory or registers,
+    as strace sees pystrobe's system calls), where 3.15's frame cache
+    writes without --read-only (the check sees writes when there are)."""
+    t15 = [t for t in TARGETS if t.version >= (3, 15)]
+    strace = shutil.which("strace")
+    if not t15 or not strace:
+        pytest.skip("needs a 3.15 target and strace")
+    p = start(spawn, t15[0], "generators.py")
+
+    def writes(*flags):
+        log = tmp_path / ("strace%d.txt" % len(flags))
+        res = subprocess.run([strace, "-f", "-qq", "-o", str(log), "-e",
+                              "trace=process_vm_writev,ptrace", str(pystrobe), "attach",
+                              str(p.pid), "-d", "0.5", "-r", "200", "--blocking", *flags,
+                              "--collapsed", "-o", str(tmp_path / "o.txt")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        assert res.returncode == 0, res.stderr.decode()
+        calls = log.read_text().splitlines()
+        assert any("PTRACE_INTERRUPT" in c for c in calls), calls[:20]  # it did stop it
+        return [c for c in calls
+                if "process_vm_writev(" in c or re.search(r"PTRACE_(POKE|SETREGS|SETFPREGS)", c)]
+
+    assert writes(), "no write seen without --read-only: the check sees nothing"
+    assert writes("--read-only") == []
+    assert p.poll() is None
 
 
 def test_blocking_not_with_cpu_mode(pystrobe, spawn):

@@ -79,6 +79,23 @@ def test_browser_opens_html(pystrobe, sleeper, tmp_path):
     assert opened.read_text().splitlines() == [str(out.resolve())]
 
 
+def test_browser_opens_heatmap_index(pystrobe, sleeper, tmp_path):
+    """A heatmap is a directory of pages: its index.html is opened."""
+    opened = tmp_path / "opened.txt"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {opened}.tmp && mv {opened}.tmp {opened}\n")
+    browser.chmod(0o755)
+    out = tmp_path / "hm"
+    res = run_pystrobe(pystrobe, "attach", sleeper.pid, "-d", "0.3", "--heatmap", "-o", out,
+                       "--browser", env={"BROWSER": str(browser)})
+    assert res.returncode == 0, res.stderr.decode()
+    deadline = time.monotonic() + 30
+    while not opened.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    index = out.resolve() / "index.html"
+    assert index.is_file() and opened.read_text().splitlines() == [str(index)]
+
+
 def test_browser_missing_is_a_warning(pystrobe, sleeper, tmp_path):
     out = tmp_path / "fg.html"
     res = run_pystrobe(pystrobe, "attach", sleeper.pid, "-d", "0.2", "--flamegraph", "-o", out,

@@ -289,15 +289,20 @@ def test_live_threads_each(pane_factory, pystrobe):
     # Threads seen over the run (a thread seen only at start counts too).
     n = int(re.search(r"thread all \((\d+)\)", s).group(1))
     assert n >= 4, s
-    views = []
+    views, names = [], []
     for i in range(1, n + 1):
         p.keys("t")
-        p.wait(lambda s, i=i: re.search(rf"thread \d+ \({i}/{n}\)", s), f"thread {i}")
+        s = p.wait(lambda s, i=i: re.search(rf"thread \d+ (.*?)\({i}/{n}\)", s), f"thread {i}")
+        # the thread's Python name, where it has one, after its id
+        names.append(re.search(rf"thread \d+ (.*?) ?\({i}/{n}\)", s).group(1))
         time.sleep(1.2)  # a refresh or two
         s = p.screen()
         views.append((bool(ticker.search(s)), bool(main.search(s))))
     assert views.count((False, True)) == 1, views
     assert views.count((True, False)) == 3, views
+    assert names[views.index((False, True))] == "MainThread", (names, views)
+    assert all(re.fullmatch(r"Thread-\d+( \(ticker\))?", names[k])
+               for k, v in enumerate(views) if v == (True, False)), (names, views)
     p.keys("t")
     p.wait(lambda s: f"thread all ({n})" in s, "all threads again")
     p.keys("q")
@@ -365,7 +370,7 @@ def test_live_resize(live_pane):
 # the screen's edge matches none.
 HEADER_FIELDS = [
     [r"pystrobe( live)?", r"pid \d+", r"(Python|py) 3\.\d+\.\d+\S*", r"up \d+:\d\d:\d\d",
-     r"(wall|cpu|gil|exception)( mode)?", r"thread (all \(\d+\)|\d+ \(\d+/\d+\))"],
+     r"(wall|cpu|gil|exception)( mode)?", r"thread (all \(\d+\)|\d+ (.+ )?\(\d+/\d+\))"],
     None,  # the command line: checked by its end
     [r"samples \d+( \(run \d+\))?", r"rate \d+(/s)? of \d+/s", r"failed (\d+ \()?\d+\.\d%\)?",
      r"missed \d+", r"threads \d+"],

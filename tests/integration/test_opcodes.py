@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -156,6 +157,15 @@ def test_flamegraph_tooltip_counts(pystrobe, target, tmp_path):
     assert res.returncode == 0, res.stderr.decode()
     assert page_data(tmp_path / "replayed.html")["opcodes"] == \
         page_data(tmp_path / "live.html")["opcodes"]
+    # The SVG flame graph's tooltips list them too (most sampled first).
+    svg = tmp_path / "replayed.svg"
+    res = run_pystrobe(pystrobe, "replay", "--svg", "-o", svg, rec)
+    assert res.returncode == 0, res.stderr.decode()
+    titles = [el.text for el in ET.parse(svg).iter() if el.tag.endswith("title")]
+    add_titles = [t for t in titles if t.startswith("add (")]
+    assert any(re.search(r"\); \S", t) for t in add_titles), add_titles
+    if target.version >= (3, 11):
+        assert any("BINARY_OP_ADD_UNICODE (BINARY_OP) " in t for t in add_titles), add_titles
     # Without --opcodes the page carries no such data.
     out2 = tmp_path / "fg2.html"
     res = run_pystrobe(pystrobe, "run", "-d", "0.3", "--flamegraph", "-o", out2, "--",

@@ -156,12 +156,15 @@ def test_file_contents(go, tmp_path):
     # and name where the thread has one.
     assert raw.count("thread:[Thread 1 (worker-\u03b1 (pool))]") == 2, raw
     assert raw.count("thread:[Thread 2]") == 2, raw
+    assert raw.count("thread_name:[worker-\u03b1 (pool)]") == 2, raw
+    assert raw.count("thread_name:") == 2, raw  # thread 2 has no name
     assert raw.count("thread_id:[1]") == 2 and raw.count("thread_id:[2]") == 2, raw
     # rec at its two lines: two locations of one function.
     assert re.search(r"rec app\.py:20 ", raw) and re.search(r"rec app\.py:21 ", raw), raw
     # Strings are written once: "app.py" is in the table once.
     data = gzip.decompress(pb.read_bytes())
-    assert data.count(b"app.py") == 1 and data.count(b"thread") == 2  # "thread", "thread_id"
+    # The string table holds each string once: "thread", "thread_id", "thread_name".
+    assert data.count(b"app.py") == 1 and data.count(b"thread") == 3
     traced = traces(go, pb)
     assert sorted(c for _, c, _ in traced) == [1, 2, 3, 5]
     assert all(l.get("thread") in ("Thread 1 (worker-\u03b1 (pool))", "Thread 2")

@@ -263,7 +263,7 @@ def speedscope_import(trace, workdir):
 def test_chrometrace_is_valid_and_speedscope_reads_it(pystrobe, habit_target, habits, tmp_path):
     """attach --chrometrace: balanced B/E events whose stacks are the
     target's; speedscope's Chrome trace importer takes it, one profile per
-    thread named tid:N."""
+    thread named tid:N (NAME)."""
     out = tmp_path / "trace.json"
     res = run_pystrobe(pystrobe, "attach", "-d", "1.5", "--chrometrace", "-o", out, habits.pid)
     assert res.returncode == 0, res.stderr.decode()
@@ -271,7 +271,9 @@ def test_chrometrace_is_valid_and_speedscope_reads_it(pystrobe, habit_target, ha
     assert any(s[-1] == "busy_fn" for ss in stacks.values() for s in ss)
     assert any("waiter_fn" in s for ss in stacks.values() for s in ss)
     dom = speedscope_dom(out, tmp_path)
-    assert re.search(r"tid:\d+ \(tid \d+\) <span[^>]*>\(1/2\)</span>", dom), dom[-3000:]
+    # the first (main) thread, with its Python name after its id
+    assert re.search(r"tid:\d+ \(MainThread\) \(tid \d+\) <span[^>]*>\(1/2\)</span>", dom), \
+        dom[-3000:]
 
 
 def test_chrometrace_run_with_function(pystrobe, habit_target, tmp_path):

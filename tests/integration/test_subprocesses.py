@@ -11,6 +11,7 @@ process it is named after.
 import json
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -180,14 +181,32 @@ def test_merged(strobes, work, tmp_path):  # noqa: F811
     assert lines and all(re.match(r"^process \d+ [^;]+;[^ ]", x) for x in lines)
 
 
-def test_file_names_and_options(strobes, work, tmp_path):  # noqa: F811
+def test_file_names_and_options(strobes, work, tmp_path, monkeypatch):  # noqa: F811
     """Names beside the main one: -o's extension kept (the format's own,
     .pb.gz whole), none without one; pstats without -o is a table on stdout
-    and profile_PID.pstats for a child. Options apply to the children too."""
+    and profile_PID.pstats for a child. Options apply to the children too
+    (--browser opens each process's page, --stats gives its counters)."""
     if work.target.name != TARGETS[0].name:
         pytest.skip("names do not depend on the interpreter")
-    _, pids = family(strobes, work, tmp_path, "fork", out="fg.html", fmt="--flamegraph")
-    assert (tmp_path / f"fg_{pids['child_fork']}.html").read_text().rstrip().endswith("</html>")
+    opened = tmp_path / "opened.txt"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" >> {opened}\n")
+    browser.chmod(0o755)
+    monkeypatch.setenv("BROWSER", str(browser))
+    st, pids = family(strobes, work, tmp_path, "fork", "--browser", "--stats", "--blocking",
+                      out="fg.html", fmt="--flamegraph")
+    child_page = tmp_path / f"fg_{pids['child_fork']}.html"
+    assert child_page.read_text().rstrip().endswith("</html>")
+    # --stats and --blocking reach the child: its counters, its time stopped
+    assert f"Statistics of process {pids['child_fork']} (" in st.stderr, st.describe()
+    assert st.stderr.count("stopped (--blocking):") >= 2, st.describe()
+    pages = {str((tmp_path / "fg.html").resolve()), str(child_page.resolve())}
+    deadline = time.monotonic() + 30
+    while (not opened.exists() or set(opened.read_text().splitlines()) != pages) and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert opened.exists() and set(opened.read_text().splitlines()) == pages
+    monkeypatch.delenv("BROWSER")
     _, pids = family(strobes, work, tmp_path, "fork", out="prof.pb.gz", fmt="--pprof")
     assert (tmp_path / f"prof_{pids['child_fork']}.pb.gz").is_file()
     _, pids = family(strobes, work, tmp_path, "fork", out="noext", fmt="--collapsed")

@@ -1,5 +1,8 @@
 /*
- * objframes: 3.8-3.10's frame objects, copied twice in every batch.
+ * objframes: frames on the heap, copied twice in every batch: 3.8-3.10's
+ * frame objects, and from 3.11 the frames of generators and coroutines,
+ * each inside its generator object (the data stack's frames are copied by
+ * chunks, torn.c's chain_hint).
  *
  * Before 3.11 a frame is an object of its own on the heap, reached from its
  * callee one pointer at a time, but not a new one at each call: each code
@@ -18,6 +21,11 @@
  * other spans and copies them again before its other second copies
  * (mem_inner_hint): the two copies of a walk's frames are then the fewest
  * microseconds apart, which is what a walk checked by them must last.
+ *
+ * From 3.11 a pipeline of generators is such a stack: each resume is a
+ * call, and its frames are read one by one, outside the data stack. The
+ * batch reads the whole frame (what the walk reads of it) and copies again
+ * its code object, caller and position (what the checks compare).
  *
  * Bounded: at most PROF_OBJFRAMES frames, each forgotten OBJFRAMES_KEEP
  * snapshots after a walk last met it, the oldest first when full.
@@ -70,29 +78,65 @@ static void note_one(struct prof_objframes *of, uint64_t addr, uint64_t now)
     of->n++;
 }
 
+/* Whether raw is a frame the batch keeps: 3.8-3.10's frame objects, all of
+ * them; from 3.11 a generator's or coroutine's frame, inside its object on
+ * the heap (the data stack is copied by chunks already). */
+static int kept(const struct pys_session *s, const struct cpy_raw_frame *raw)
+{
+    return s->off.traits.frames == CPY_FRAMES_OBJECT || raw->owner == CPY_OWNER_GENERATOR;
+}
+
 void prof_objframes_note(struct pys_session *s, const struct cpy_thread *t,
                          const struct cpy_raw_frame *raw, size_t n)
 {
-    if (s->off.traits.frames != CPY_FRAMES_OBJECT)
-        return;
     /* The thread's current frame is read just before its frames: the walk
-     * starts from the moment it was read. */
-    mem_inner_hint(&s->mem, t->addr + s->off.thread_state.current_frame);
+     * starts from the moment it was read. (From 3.11 only for a stack
+     * with frames kept; 3.11-3.12 name it in a C frame's struct.) */
+    int any = s->off.traits.frames == CPY_FRAMES_OBJECT;
+    for (size_t i = 0; i < n && !any; i++)
+        any = kept(s, &raw[i]);
+    if (!any)
+        return;
+    if (s->off.traits.frames != CPY_FRAMES_CFRAME)
+        mem_inner_hint(&s->mem, t->addr + s->off.thread_state.current_frame);
     /* Once every frame kept was met by this snapshot, the others it meets
      * (a deep stack's lower frames, many threads') are left to the batch's
      * plain replay: at most PROF_OBJFRAMES looks for the oldest each. */
     if (s->objframes.full == s->snapshots)
         return;
     for (size_t i = 0; i < n && s->objframes.full != s->snapshots; i++)
-        note_one(&s->objframes, raw[i].addr, s->snapshots);
+        if (kept(s, &raw[i]))
+            note_one(&s->objframes, raw[i].addr, s->snapshots);
+}
+
+/* 3.11+: the bytes a walk reads of a frame (*read: the whole frame), and
+ * the span of them the checks compare (code object, caller, position). */
+static void checked_span(const struct cpy_offsets *o, size_t *read, size_t *lo, size_t *len)
+{
+    const struct cpy_frame_offsets *f = &o->interpreter_frame;
+    uint64_t po;
+    size_t pw = cpy_frame_pos_field(o, &po);
+    uint64_t a = f->executable < f->previous ? f->executable : f->previous;
+    uint64_t b = (f->executable < f->previous ? f->previous : f->executable) + 8;
+    if (po < a)
+        a = po;
+    if (po + pw > b)
+        b = po + pw;
+    *read = (size_t)f->size;
+    *lo = (size_t)a;
+    *len = (size_t)(b - a);
 }
 
 void prof_objframes_hint(struct pys_session *s)
 {
     struct prof_objframes *of = &s->objframes;
-    if (s->off.traits.frames != CPY_FRAMES_OBJECT)
-        return;
+    /* What a walk reads of each (the object's head; from 3.11 the whole
+     * frame, frame_bytes) and what the checks compare (code object,
+     * caller, position: one span). */
     size_t head = cpy_frame_object_head(&s->off), k = 0;
+    size_t read = head, clo = 0, clen = head;
+    if (s->off.traits.frames != CPY_FRAMES_OBJECT)
+        checked_span(&s->off, &read, &clo, &clen);
     for (size_t i = 0; i < of->n; i++) {
         if (s->snapshots - of->seen[i] > OBJFRAMES_KEEP)
             continue;
@@ -101,10 +145,10 @@ void prof_objframes_hint(struct pys_session *s)
         /* Its second copy only where it could be read just now (this
          * batch copied it, or a walk of this snapshot read it): a span
          * that fails takes every second copy of the batch with it. */
-        mem_prefetch_hint(&s->mem, of->addr[i], head);
+        mem_prefetch_hint(&s->mem, of->addr[i], read);
         mem_inner_hint(&s->mem, of->addr[i]);
-        if (of->seen[i] == s->snapshots || mem_in_batch(&s->mem, of->addr[i], head))
-            mem_recheck_hint(&s->mem, of->addr[i], head);
+        if (of->seen[i] == s->snapshots || mem_in_batch(&s->mem, of->addr[i], read))
+            mem_recheck_hint(&s->mem, of->addr[i] + clo, clen);
     }
     of->n = k;
 }

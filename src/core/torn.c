@@ -174,8 +174,10 @@ static size_t top_settled(const struct pys_session *s, const struct prof_walk *w
 {
     if (n < 2 || mem_batch_paused(&s->mem) || mem_read_since(&s->mem, w->mark))
         return 0;
-    return prof_torn_copied_after(&s->walker.stack, raw[0].addr, raw[1].addr,
-                                  (size_t)s->off.interpreter_frame.size)
+    size_t fsize = s->off.traits.frames == CPY_FRAMES_OBJECT ? cpy_frame_object_head(&s->off)
+                                                             : (size_t)s->off.interpreter_frame.size;
+    return prof_torn_copied_after(&s->walker.stack, raw[0].addr, raw[1].addr, fsize) ||
+                   mem_batch_copied_after(&s->mem, raw[0].addr, fsize, raw[1].addr, fsize)
                ? 1
                : 0;
 }

@@ -201,6 +201,13 @@ int mem_in_batch(const struct mem *m, uint64_t addr, size_t len)
     return prefetched(m, addr, len) != NULL;
 }
 
+int mem_batch_copied_after(const struct mem *m, uint64_t a, size_t alen, uint64_t b, size_t blen)
+{
+    /* pfbuf holds the pieces in the order they were read (read_plan). */
+    const uint8_t *pa = prefetched(m, a, alen), *pb = prefetched(m, b, blen);
+    return pa && pb && pa >= pb + blen;
+}
+
 static int read_now(struct mem *m, uint64_t addr, void *buf, size_t len)
 {
     int rc;

@@ -295,6 +295,10 @@ void mem_prefetch_hint(struct mem *m, uint64_t addr, size_t len);
 /* Whether the snapshot's batch (not mem_prefetch_end'ed yet) holds a copy
  * of [addr, addr + len): it was readable as the batch was read. */
 int mem_in_batch(const struct mem *m, uint64_t addr, size_t len);
+/* Whether the snapshot's batch holds copies of [a, a + alen) and of
+ * [b, b + blen), the first made after the whole of the second: the batch
+ * copies its pieces one after the other, each from its lowest address up. */
+int mem_batch_copied_after(const struct mem *m, uint64_t a, size_t alen, uint64_t b, size_t blen);
 
 /* Have each prefetch also read the 8 bytes at addr (0: none) as its very last
  * piece, after every other span (the span that holds them, if any, is the

@@ -291,6 +291,7 @@ void prof_fcache_release(struct prof_fcache *fc);
  * met by (pys_session.snapshots). */
 struct prof_objframes {
     uint64_t addr[PROF_OBJFRAMES], seen[PROF_OBJFRAMES];
+    uint32_t level[PROF_OBJFRAMES]; /* its place from the walk's bottom up */
     size_t n;
     uint64_t full; /* the snapshot that found every frame kept met by itself */
 };

@@ -283,7 +283,7 @@ void prof_fcache_resolved(struct pys_session *s, const struct prof_walk *w, size
 void prof_fcache_sweep(struct pys_session *s);
 void prof_fcache_release(struct prof_fcache *fc);
 
-/* --- 3.8-3.10's frame objects, copied twice in each batch (objframes.c) -- */
+/* --- heap frames, copied twice in each batch (objframes.c) --------------- */
 
 #define PROF_OBJFRAMES 128
 
@@ -291,13 +291,15 @@ void prof_fcache_release(struct prof_fcache *fc);
  * met by (pys_session.snapshots). */
 struct prof_objframes {
     uint64_t addr[PROF_OBJFRAMES], seen[PROF_OBJFRAMES];
+    uint32_t level[PROF_OBJFRAMES]; /* its place from the walk's bottom up */
     size_t n;
     uint64_t full; /* the snapshot that found every frame kept met by itself */
 };
 
 struct pys_session;
 struct cpy_thread;
-/* A walk of thread t met frames raw[0..n) (3.8-3.10; else nothing). */
+/* A walk of thread t met frames raw[0..n) (3.8-3.10's, 3.11+'s generator
+ * frames). */
 void prof_objframes_note(struct pys_session *s, const struct cpy_thread *t,
                          const struct cpy_raw_frame *raw, size_t n);
 /* Have the next batch read the frames met lately, and copy them a second
@@ -602,7 +604,7 @@ struct pys_session {
     struct prof_opcodes ops;       /* snapshot.c, with opt.opcodes */
     struct prof_named_codes named; /* snapshot.c, 3.8-3.13 */
     struct prof_torn torn;         /* torn.c */
-    struct prof_objframes objframes; /* objframes.c, 3.8-3.10 */
+    struct prof_objframes objframes; /* objframes.c */
     struct prof_results res;
     struct pys_snapshot snap;
 };

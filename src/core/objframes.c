@@ -1,5 +1,8 @@
 /*
- * objframes: 3.8-3.10's frame objects, copied twice in every batch.
+ * objframes: frames on the heap, copied twice in every batch: 3.8-3.10's
+ * frame objects, and from 3.11 the frames of generators and coroutines,
+ * each inside its generator object (the data stack's frames are copied by
+ * chunks, torn.c's chain_hint).
  *
  * Before 3.11 a frame is an object of its own on the heap, reached from its
  * callee one pointer at a time, but not a new one at each call: each code
@@ -19,12 +22,23 @@
  * (mem_inner_hint): the two copies of a walk's frames are then the fewest
  * microseconds apart, which is what a walk checked by them must last.
  *
+ * From 3.11 a pipeline of generators is such a stack: each resume is a
+ * call, and its frames are read one by one, outside the data stack. The
+ * batch reads the whole frame (what the walk reads of it) and copies again
+ * its code object, caller and position (what the checks compare).
+ *
  * Bounded: at most PROF_OBJFRAMES frames, each forgotten OBJFRAMES_KEEP
  * snapshots after a walk last met it, the oldest first when full.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
+
+struct leveled {
+    uint64_t addr;
+    uint32_t level;
+};
 
 /* Snapshots a frame stays in the batch after a walk last met it: frames
  * met rarely (a deep level of one call chain among several) stay too. */
@@ -40,14 +54,16 @@ static void drop(struct prof_objframes *of, size_t i)
 {
     memmove(&of->addr[i], &of->addr[i + 1], (of->n - i - 1) * sizeof *of->addr);
     memmove(&of->seen[i], &of->seen[i + 1], (of->n - i - 1) * sizeof *of->seen);
+    memmove(&of->level[i], &of->level[i + 1], (of->n - i - 1) * sizeof *of->level);
     of->n--;
 }
 
-static void note_one(struct prof_objframes *of, uint64_t addr, uint64_t now)
+static void note_one(struct prof_objframes *of, uint64_t addr, uint64_t now, uint32_t level)
 {
     size_t i = find(of, addr);
     if (i < of->n && of->addr[i] == addr) {
         of->seen[i] = now;
+        of->level[i] = level;
         return;
     }
     if (of->n == PROF_OBJFRAMES) {
@@ -65,46 +81,104 @@ static void note_one(struct prof_objframes *of, uint64_t addr, uint64_t now)
     }
     memmove(&of->addr[i + 1], &of->addr[i], (of->n - i) * sizeof *of->addr);
     memmove(&of->seen[i + 1], &of->seen[i], (of->n - i) * sizeof *of->seen);
+    memmove(&of->level[i + 1], &of->level[i], (of->n - i) * sizeof *of->level);
     of->addr[i] = addr;
     of->seen[i] = now;
+    of->level[i] = level;
     of->n++;
+}
+
+/* Whether raw is a frame the batch keeps: 3.8-3.10's frame objects, all of
+ * them; from 3.11 a generator's or coroutine's frame, inside its object on
+ * the heap (the data stack is copied by chunks already). */
+static int kept(const struct pys_session *s, const struct cpy_raw_frame *raw)
+{
+    return s->off.traits.frames == CPY_FRAMES_OBJECT || raw->owner == CPY_OWNER_GENERATOR;
 }
 
 void prof_objframes_note(struct pys_session *s, const struct cpy_thread *t,
                          const struct cpy_raw_frame *raw, size_t n)
 {
-    if (s->off.traits.frames != CPY_FRAMES_OBJECT)
-        return;
     /* The thread's current frame is read just before its frames: the walk
-     * starts from the moment it was read. */
-    mem_inner_hint(&s->mem, t->addr + s->off.thread_state.current_frame);
+     * starts from the moment it was read. (From 3.11 only for a stack
+     * with frames kept; 3.11-3.12 name it in a C frame's struct.) */
+    int any = s->off.traits.frames == CPY_FRAMES_OBJECT;
+    for (size_t i = 0; i < n && !any; i++)
+        any = kept(s, &raw[i]);
+    if (!any)
+        return;
+    if (s->off.traits.frames != CPY_FRAMES_CFRAME)
+        mem_inner_hint(&s->mem, t->addr + s->off.thread_state.current_frame);
     /* Once every frame kept was met by this snapshot, the others it meets
      * (a deep stack's lower frames, many threads') are left to the batch's
      * plain replay: at most PROF_OBJFRAMES looks for the oldest each. */
     if (s->objframes.full == s->snapshots)
         return;
     for (size_t i = 0; i < n && s->objframes.full != s->snapshots; i++)
-        note_one(&s->objframes, raw[i].addr, s->snapshots);
+        if (kept(s, &raw[i]))
+            note_one(&s->objframes, raw[i].addr, s->snapshots, (uint32_t)(n - 1 - i));
+}
+
+static int by_level(const void *a, const void *b)
+{
+    const struct leveled *x = a, *y = b;
+    return (x->level > y->level) - (x->level < y->level);
+}
+
+/* The frames kept, read innermost by the batch in the order of their
+ * places in the walks that met them last, from the bottom up: a caller
+ * before its callee, so that a top frame is copied after its caller
+ * (torn.c's top_settled) whatever their addresses. */
+static void inner_by_level(struct pys_session *s)
+{
+    const struct prof_objframes *of = &s->objframes;
+    struct leveled v[PROF_OBJFRAMES];
+    for (size_t i = 0; i < of->n; i++)
+        v[i] = (struct leveled){of->addr[i], of->level[i]};
+    qsort(v, of->n, sizeof *v, by_level);
+    for (size_t i = 0; i < of->n; i++)
+        mem_inner_hint(&s->mem, v[i].addr);
+}
+
+/* 3.11+: the bytes a walk reads of a frame (*read: the whole frame), and
+ * those of them up to the last the checks compare (code object, caller,
+ * position): from the frame's start, where the batch finds it (mem.c's
+ * recheck order goes by the addresses hinted innermost). */
+static void checked_span(const struct cpy_offsets *o, size_t *read, size_t *len)
+{
+    const struct cpy_frame_offsets *f = &o->interpreter_frame;
+    uint64_t po;
+    size_t pw = cpy_frame_pos_field(o, &po);
+    uint64_t b = (f->executable < f->previous ? f->previous : f->executable) + 8;
+    if (po + pw > b)
+        b = po + pw;
+    *read = (size_t)f->size;
+    *len = (size_t)b;
 }
 
 void prof_objframes_hint(struct pys_session *s)
 {
     struct prof_objframes *of = &s->objframes;
-    if (s->off.traits.frames != CPY_FRAMES_OBJECT)
-        return;
+    /* What a walk reads of each (the object's head; from 3.11 the whole
+     * frame, frame_bytes) and what the checks compare (code object,
+     * caller, position: one span). */
     size_t head = cpy_frame_object_head(&s->off), k = 0;
+    size_t read = head, clen = head;
+    if (s->off.traits.frames != CPY_FRAMES_OBJECT)
+        checked_span(&s->off, &read, &clen);
     for (size_t i = 0; i < of->n; i++) {
         if (s->snapshots - of->seen[i] > OBJFRAMES_KEEP)
             continue;
         of->addr[k] = of->addr[i];
-        of->seen[k++] = of->seen[i];
+        of->seen[k] = of->seen[i];
+        of->level[k++] = of->level[i];
         /* Its second copy only where it could be read just now (this
          * batch copied it, or a walk of this snapshot read it): a span
          * that fails takes every second copy of the batch with it. */
-        mem_prefetch_hint(&s->mem, of->addr[i], head);
-        mem_inner_hint(&s->mem, of->addr[i]);
-        if (of->seen[i] == s->snapshots || mem_in_batch(&s->mem, of->addr[i], head))
-            mem_recheck_hint(&s->mem, of->addr[i], head);
+        mem_prefetch_hint(&s->mem, of->addr[i], read);
+        if (of->seen[i] == s->snapshots || mem_in_batch(&s->mem, of->addr[i], read))
+            mem_recheck_hint(&s->mem, of->addr[i], clen);
     }
     of->n = k;
+    inner_by_level(s);
 }

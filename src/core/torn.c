@@ -155,8 +155,10 @@ static int walk_one_moment(const struct pys_session *s, const struct prof_walk *
 
 /*
  * How many of the walk's top frames raw[0..n) need no second read: 1 when
- * the top frame was copied with its caller, after it (the same chunk copy),
- * and the caller is checked against the same batch's second copy. Its
+ * the top frame was copied after its caller (the same chunk copy, or both
+ * from the batch, the top's piece after the caller's: frames on the heap
+ * are read in chain order, objframes.c), and the caller is checked against
+ * the same batch's second copy. Its
  * bytes then show the top at the moment they were read, and its caller was
  * in place from before that moment until its second copy, a moment later:
  * the two were a stack at that moment, however the top has moved on since.
@@ -174,8 +176,10 @@ static size_t top_settled(const struct pys_session *s, const struct prof_walk *w
 {
     if (n < 2 || mem_batch_paused(&s->mem) || mem_read_since(&s->mem, w->mark))
         return 0;
-    return prof_torn_copied_after(&s->walker.stack, raw[0].addr, raw[1].addr,
-                                  (size_t)s->off.interpreter_frame.size)
+    size_t fsize = s->off.traits.frames == CPY_FRAMES_OBJECT ? cpy_frame_object_head(&s->off)
+                                                             : (size_t)s->off.interpreter_frame.size;
+    return prof_torn_copied_after(&s->walker.stack, raw[0].addr, raw[1].addr, fsize) ||
+                   mem_batch_copied_after(&s->mem, raw[0].addr, fsize, raw[1].addr, fsize)
                ? 1
                : 0;
 }

@@ -201,6 +201,13 @@ int mem_in_batch(const struct mem *m, uint64_t addr, size_t len)
     return prefetched(m, addr, len) != NULL;
 }
 
+int mem_batch_copied_after(const struct mem *m, uint64_t a, size_t alen, uint64_t b, size_t blen)
+{
+    /* pfbuf holds the pieces in the order they were read (read_plan). */
+    const uint8_t *pa = prefetched(m, a, alen), *pb = prefetched(m, b, blen);
+    return pa && pb && pa >= pb + blen;
+}
+
 static int read_now(struct mem *m, uint64_t addr, void *buf, size_t len)
 {
     int rc;
@@ -486,25 +493,37 @@ static int holds_inner(const struct mem *m, uint64_t addr, size_t len)
 }
 
 /*
- * The order the n plan spans are read in, into m->ord: by address, those
- * holding an address of m->inner after the others, and the one at `last`
- * (if < n) left out (it is read at the very end). 0, or -1 if there is no
- * room for it (then plain_index gives the order).
+ * The order the n plan spans are read in, into m->ord: by address, then
+ * those holding an address of m->inner, in the order those were hinted
+ * (m->inner_seq: a span holding several goes by the first), and the one at
+ * `last` (if < n) left out (it is read at the very end). 0, or -1 if there
+ * is no room for it (then plain_index gives the order).
  */
 static int issue_order(struct mem *m, const struct mem_span *plan, size_t n, size_t last)
 {
-    if (n > m->capord) {
-        size_t *v = realloc(m->ord, n * sizeof *v);
+    if (2 * n > m->capord) {
+        size_t *v = realloc(m->ord, 2 * n * sizeof *v);
         if (!v)
             return -1;
         m->ord = v;
-        m->capord = n;
+        m->capord = 2 * n;
     }
-    size_t k = 0;
-    for (int inner = 0; inner < 2; inner++)
-        for (size_t i = 0; i < n; i++)
-            if (i != last && holds_inner(m, plan[i].addr, plan[i].len) == inner)
-                m->ord[k++] = i;
+    /* The upper half: whether each span is placed already (or is last). */
+    size_t k = 0, *placed = m->ord + n;
+    for (size_t i = 0; i < n; i++) {
+        placed[i] = i == last || holds_inner(m, plan[i].addr, plan[i].len);
+        if (!placed[i])
+            m->ord[k++] = i;
+    }
+    for (size_t i = 0; i < n; i++)
+        placed[i] = i == last || !holds_inner(m, plan[i].addr, plan[i].len);
+    for (size_t j = 0; j < m->ninner; j++) {
+        size_t i = spans_upto(plan, n, m->inner_seq[j]);
+        if (i == 0 || m->inner_seq[j] - plan[i - 1].addr >= plan[i - 1].len || placed[i - 1])
+            continue;
+        placed[i - 1] = 1;
+        m->ord[k++] = i - 1;
+    }
     return 0;
 }
 
@@ -517,15 +536,24 @@ static size_t plain_index(size_t p, size_t last, size_t n)
     return p + 1 < n ? p + 1 : last;
 }
 
-/* The order of the second copies, into rord: by address downwards, those
- * holding an address of m->inner first. */
+/* The order of the second copies, into rord: those holding an address of
+ * m->inner first, in the reverse of the order those were hinted (so that
+ * a caller's two copies bracket its callee's), then the others by address
+ * downwards. */
 static void recheck_order(const struct mem *m, size_t *rord)
 {
+    uint8_t placed[2 * MEM_RECHECK_MAX] = {0};
     size_t k = 0;
-    for (int inner = 1; inner >= 0; inner--)
-        for (size_t j = m->nrc; j-- > 0;)
-            if (holds_inner(m, m->rc[j].addr, m->rc[j].len) == inner)
-                rord[k++] = j;
+    for (size_t j = m->ninner; j-- > 0;) {
+        size_t i = spans_upto(m->rc, m->nrc, m->inner_seq[j]);
+        if (i == 0 || m->inner_seq[j] - m->rc[i - 1].addr >= m->rc[i - 1].len || placed[i - 1])
+            continue;
+        placed[i - 1] = 1;
+        rord[k++] = i - 1;
+    }
+    for (size_t j = m->nrc; j-- > 0;)
+        if (!placed[j])
+            rord[k++] = j;
 }
 
 /* Record plan span idx, read into pfbuf at off, in pf (issue order). */
@@ -759,6 +787,7 @@ static void plan_inner(struct mem *m, int retry)
         memcpy(m->inner + n, m->inner_cur, m->ninner_cur * sizeof *m->inner);
         n += m->ninner_cur;
     }
+    memcpy(m->inner_seq, m->inner, n * sizeof *m->inner);
     if (n > 1)
         qsort(m->inner, n, sizeof *m->inner, cmp_u64);
     m->ninner = n;

@@ -196,6 +196,7 @@ struct mem {
      * (inner_cur: hinted in this snapshot, inner_prev: in the last one;
      * inner: those a batch goes by, sorted), and read_plan's order. */
     uint64_t inner_prev[MEM_INNER_MAX], inner_cur[MEM_INNER_MAX], inner[2 * MEM_INNER_MAX];
+    uint64_t inner_seq[2 * MEM_INNER_MAX]; /* inner, in the order hinted */
     size_t ninner_prev, ninner_cur, ninner;
     size_t *ord;
     size_t capord;
@@ -295,6 +296,10 @@ void mem_prefetch_hint(struct mem *m, uint64_t addr, size_t len);
 /* Whether the snapshot's batch (not mem_prefetch_end'ed yet) holds a copy
  * of [addr, addr + len): it was readable as the batch was read. */
 int mem_in_batch(const struct mem *m, uint64_t addr, size_t len);
+/* Whether the snapshot's batch holds copies of [a, a + alen) and of
+ * [b, b + blen), the first made after the whole of the second: the batch
+ * copies its pieces one after the other, each from its lowest address up. */
+int mem_batch_copied_after(const struct mem *m, uint64_t a, size_t alen, uint64_t b, size_t blen);
 
 /* Have each prefetch also read the 8 bytes at addr (0: none) as its very last
  * piece, after every other span (the span that holds them, if any, is the
@@ -326,8 +331,10 @@ const uint8_t *mem_recheck_view(struct mem *m, uint64_t addr, size_t len);
  * batch around it. For what must make one moment with the other spans
  * hinted so (a thread's current frame and its frames when they are objects
  * anywhere in the heap), not for what is only checked later (code
- * objects). Each group keeps the order by address (second copies
- * reversed), so every span's two copies still bracket those read between.
+ * objects). The others are read by address, these in the order hinted,
+ * their second copies in the reverse order (a caller hinted before its
+ * callee: its two copies bracket the callee's, and the callee is copied
+ * after it, torn.c's top_settled).
  */
 void mem_inner_hint(struct mem *m, uint64_t addr);
 

@@ -90,27 +90,6 @@ static void image_path(char *buf, size_t len, const char *version, int chain)
              chain ? 'b' : 'a');
 }
 
-/* The known mix (see known_bug): the frames of stack c but main's line,
- * which is that of the other stack. */
-static int known_mix(const struct pys_thread *t)
-{
-    if (t->nframes != 6)
-        return 0;
-    for (int c = 0; c < 2; c++) {
-        size_t f = 0;
-        for (; f < 6; f++) {
-            const struct pys_frame *fr = &t->frames[f];
-            int32_t line = f == 4 ? STACK[1 - c][f].lineno : STACK[c][f].lineno;
-            if (strcmp(fr->filename, FILE_NAME) != 0 ||
-                strcmp(fr->qualname, STACK[c][f].qualname) != 0 || fr->lineno != line)
-                break;
-        }
-        if (f == 6)
-            return 1;
-    }
-    return 0;
-}
-
 /* 0 or 1: which stack the thread shows exactly; -1: neither. */
 static int which_stack(const struct pys_thread *t)
 {
@@ -514,7 +493,6 @@ struct tally {
     uint64_t reread; /* of those, read with more reads than undisturbed (rejected walks) */
     uint64_t failed; /* the thread failed */
     uint64_t mixed;  /* neither: a mix */
-    uint64_t known;  /* of the mixes, the known one (known_mix) */
     uint64_t part;   /* splice.py: the bottom part of A's or B's stack (stack_part) */
 };
 
@@ -526,7 +504,7 @@ struct tally {
  * One run: a fresh session attached on image r->first, r->warm snapshots
  * of it alone, then one snapshot whose reads [at1, at2) come from the other
  * image. Returns 0 or 1 (the stack of A or B), 2 (the thread failed), -1 (a
- * mix), -2 (the known mix), -3 (splice.py: part of A's or B's stack,
+ * mix), -3 (splice.py: part of A's or B's stack,
  * stack_part); *reads, the reads that snapshot made.
  */
 static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t at2,
@@ -580,8 +558,6 @@ static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t 
         const struct pys_thread *t = &snap->interps[0].threads[0];
         if (t->error == 0) {
             res = which_stack(t);
-            if (res < 0 && known_mix(t))
-                res = -2;
             if (res < 0 && (STACK == SPLICE || STACK == TOPS) && stack_part(t) >= 0)
                 res = -3;
             if (res < 0 && verbose)
@@ -603,8 +579,6 @@ static void tally_add(struct tally *t, int res, uint64_t reads, uint64_t total)
     }
     if (res < 0)
         t->mixed++;
-    if (res == -2)
-        t->known++;
     if (res == 2)
         t->failed++;
     if (res == 0 || res == 1) {
@@ -615,34 +589,13 @@ static void tally_add(struct tally *t, int res, uint64_t reads, uint64_t total)
 
 static void tally_print(const char *what, const struct tally *t)
 {
-    print_message("  %s: %llu A + %llu B (%llu after a rejected walk), %llu failed, %llu mixed "
-                  "(%llu known)",
+    print_message("  %s: %llu A + %llu B (%llu after a rejected walk), %llu failed, %llu mixed",
                   what, (unsigned long long)t->got[0], (unsigned long long)t->got[1],
                   (unsigned long long)t->reread, (unsigned long long)t->failed,
-                  (unsigned long long)t->mixed, (unsigned long long)t->known);
+                  (unsigned long long)t->mixed);
     if (t->part)
         print_message(", %llu part of one", (unsigned long long)t->part);
     print_message("\n");
-}
-
-/*
- * The known mix, an expected failure on 3.8-3.10 only (docs/design.md,
- * "Tests on recorded images"): the checks compare each frame's code object,
- * caller and (a caller's) position again, but a field read twice with the
- * same value may have changed and changed back in between. 3.8-3.10's frame
- * objects lie anywhere in the heap, and a batch copies them (and their
- * second copies) in address order, not in chain order: main's frame can be
- * read twice while the process is at B, and the frames above it twice while
- * it is at A (A, B, A again): the stack is chain_a's with main on the line
- * that calls chain_b. There, and only there, it is counted, not failed; from
- * 3.11 on (one copy of the data stack upwards, second copies downwards: a
- * caller's reads bracket its callees') every mix fails the test.
- */
-static int known_bug(const char *version, int twice, size_t unit)
-{
-    int old =
-        strcmp(version, "3.8") == 0 || strcmp(version, "3.9") == 0 || strcmp(version, "3.10") == 0;
-    return old && twice && unit == 0;
 }
 
 static void report_mix(const char *version, const struct run *r, int twice, uint64_t n1,
@@ -657,8 +610,17 @@ static void report_mix(const char *version, const struct run *r, int twice, uint
     run_once(p, r, n1, n2, &reads, 1);
 }
 
-/* Every switch point (and, with twice, every switch and back) of run r:
- * the mixes not known, counted. */
+/*
+ * Every switch point (and, with twice, every switch and back) of run r:
+ * the mixes, counted. On 3.8-3.10 too, whose frame objects lie anywhere
+ * in the heap: the batch copies them in chain order, a caller before its
+ * callee, and their second copies in the reverse order (mem_inner_hint),
+ * so that a caller's two copies bracket its callees' as a data stack's
+ * copy upwards and second copies downwards do from 3.11 on. (In address
+ * order, main's frame could be read twice while the process was at B and
+ * the frames above it twice while it was at A: chain_a's stack with main
+ * on the line that calls chain_b.)
+ */
 static uint64_t sweep(struct pair *p, const char *version, const struct run *r, int twice,
                       struct tally *t)
 {
@@ -668,7 +630,7 @@ static uint64_t sweep(struct pair *p, const char *version, const struct run *r, 
         for (uint64_t n2 = twice ? n1 + 1 : UINT64_MAX; n2 <= (twice ? total : UINT64_MAX); n2++) {
             int res = run_once(p, r, n1, n2, &reads, 0);
             tally_add(t, res, reads, total);
-            if (res == -1 || (res == -2 && !known_bug(version, twice, r->unit))) {
+            if (res == -1) {
                 report_mix(version, r, twice, n1, n2, total, p);
                 bad++;
             }
@@ -681,7 +643,7 @@ static uint64_t sweep(struct pair *p, const char *version, const struct run *r, 
 static void test_switch(void **state)
 {
     (void)state;
-    uint64_t mixes = 0, known = 0;
+    uint64_t mixes = 0;
     for (size_t v = 0; v < NVERSIONS; v++) {
         struct pair p;
         pair_load(&p, PROGRAM, VERSIONS[v]);
@@ -712,15 +674,10 @@ static void test_switch(void **state)
             tally_print("one switch ", &once);
             tally_print("A-B-A      ", &twice);
             tally_print("by 64 bytes", &fine);
-            known += once.known + twice.known + fine.known;
         }
         pair_free(&p);
     }
     assert_int_equal(mixes, 0);
-    /* An expected failure must still fail (see known_mix). */
-    if (known == 0)
-        print_message("the known mix is no longer seen: drop known_mix\n");
-    assert_true(known > 0);
 }
 
 /*

@@ -163,6 +163,13 @@ struct pys_tasks {
 
     struct chk *chk;
     size_t nchk, chk_cap;
+    /* Task names read, checked again whole by verify(): a name's pointer
+     * alone is not enough, a freed name's memory may hold another's. */
+    struct namechk {
+        uint64_t addr, flags;
+        const char *name; /* interned */
+    } *namechk;
+    size_t nnamechk, namechk_cap;
     struct mem_seg *segs;
     uint64_t *got;
     size_t segs_cap, got_cap;
@@ -253,6 +260,7 @@ void pys_tasks_free(pys_tasks *t)
     free(t->frames);
     free(t->awaiters);
     free(t->chk);
+    free(t->namechk);
     free(t->segs);
     free(t->got);
     free(t->chain);
@@ -629,6 +637,10 @@ static int add_task(struct pys_tasks *t, uint64_t addr, const struct cpy_thread 
         free(name);
         if (!pt->name)
             return PYS_E_NOMEM;
+        if ((rc = util_array_reserve((void **)&t->namechk, &t->namechk_cap, t->nnamechk + 1,
+                                     sizeof *t->namechk)) < 0)
+            return rc;
+        t->namechk[t->nnamechk++] = (struct namechk){task.name, flags, pt->name};
         if (th) {
             pt->flags |= PYS_TASK_RUNNING;
             if (!task.coro)
@@ -798,7 +810,7 @@ static int read_graph(struct pys_tasks *t, int *missing)
     const struct cpy_offsets *o = &s->off;
     uint64_t iaddr;
     int rc;
-    t->nlists = t->ntasks = t->nframes = t->nawaiters = t->nchk = 0;
+    t->nlists = t->ntasks = t->nframes = t->nawaiters = t->nchk = t->nnamechk = 0;
     t->pages.pass++; /* this pass reads the target anew */
     if (t->index.cap)
         memset(t->index.slot, 0, t->index.cap * sizeof *t->index.slot);
@@ -868,6 +880,24 @@ static int read_graph(struct pys_tasks *t, int *missing)
 }
 
 /* Read every noted word again, in one batch: 1 if all are as noted. */
+/* Whether every task name read still says the same (1), or not (0). */
+static int names_held(struct pys_tasks *t)
+{
+    const struct cpy_offsets *o = &t->s->off;
+    for (size_t i = 0; i < t->nnamechk; i++) {
+        char *now = NULL;
+        int rc = cpy_task_name_read(&t->fresh, o, t->namechk[i].addr, t->namechk[i].flags,
+                                    t->opt.max_name_chars, &now);
+        if (rc == PYS_E_NOMEM)
+            return rc;
+        int same = rc == 0 && strcmp(now, t->namechk[i].name) == 0;
+        free(now);
+        if (!same)
+            return 0;
+    }
+    return 1;
+}
+
 static int verify(struct pys_tasks *t)
 {
     int rc;
@@ -892,7 +922,7 @@ static int verify(struct pys_tasks *t)
     for (size_t i = 0; i < t->nchk; i++)
         if ((t->got[i] & t->chk[i].mask) != t->chk[i].want)
             return 0;
-    return 1;
+    return names_held(t);
 }
 
 /* Point each list and task at its part of the arrays, now that they stay. */

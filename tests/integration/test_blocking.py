@@ -117,6 +117,9 @@ def test_other_tracer_is_an_error(pystrobe, spawn):
     assert res.returncode == 0, res.stderr.decode()
 
 
+@pytest.mark.skipif(bool(os.environ.get("PYSTROBE_SANITIZED")),
+                    reason="LeakSanitizer stops a sanitized pystrobe run under strace "
+                    "(ptrace) with an error; what is written does not depend on the build")
 def test_blocking_read_only_writes_nothing(pystrobe, spawn, tmp_path):
     """--read-only goes with --blocking: stopping the target writes nothing
     into it (no process_vm_writev, no ptrace write of memory or registers,

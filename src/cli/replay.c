@@ -343,7 +343,7 @@ int rec_baseline_load(struct rec *r)
     }
     b->x.r = &b->r;
     b->r.format = FMT_PSTATS;
-    struct out_rec_reader_cb cb = {&b->x, on_meta, on_stats, on_sample, 1};
+    struct out_rec_reader_cb cb = {&b->x, on_meta, on_stats, on_sample, 1, NULL};
     rc = out_tach_is(data, size) ? out_tach_read(data, size, &cb, &b->ri, err, sizeof err)
                                  : out_rec_read(data, size, &cb, &b->ri, err, sizeof err);
     if (size > 0)

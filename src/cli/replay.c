@@ -208,6 +208,30 @@ static void profile_facts(struct replay *x)
     }
 }
 
+/* x made ready for r's replay: its profile, --jsonl-samples' scratch file,
+ * --heatmap's sources. 0, or -1 (said why; nothing held). */
+static int replay_init(struct replay *x, struct rec *r)
+{
+    memset(x, 0, sizeof *x);
+    x->r = r;
+    if (r->jsonl_samples && r->format == FMT_JSONL && !(x->spool = tmpfile())) {
+        fprintf(stderr, "pystrobe: cannot make a scratch file: %s\n", strerror(errno));
+        return -1;
+    }
+    x->prof = pys_profile_new();
+    if (r->format == FMT_HEATMAP)
+        x->sources = rec_sources_new(0, 1);
+    if (!x->prof || (r->format == FMT_HEATMAP && !x->sources)) {
+        fprintf(stderr, "pystrobe: out of memory\n");
+        pys_profile_free(x->prof);
+        rec_sources_free(x->sources);
+        if (x->spool)
+            fclose(x->spool);
+        return -1;
+    }
+    return 0;
+}
+
 int cli_replay(int argc, char **argv)
 {
     struct rec r;
@@ -229,22 +253,7 @@ int cli_replay(int argc, char **argv)
     }
 
     struct replay x;
-    memset(&x, 0, sizeof x);
-    x.r = &r;
-    if (r.jsonl_samples && r.format == FMT_JSONL && !(x.spool = tmpfile())) {
-        fprintf(stderr, "pystrobe: cannot make a scratch file: %s\n", strerror(errno));
-        out_chrometrace_free(r.trace);
-        return CLI_ERROR;
-    }
-    x.prof = pys_profile_new();
-    if (r.format == FMT_HEATMAP)
-        x.sources = rec_sources_new(0, 1);
-    if (!x.prof || (r.format == FMT_HEATMAP && !x.sources)) {
-        fprintf(stderr, "pystrobe: out of memory\n");
-        pys_profile_free(x.prof);
-        rec_sources_free(x.sources);
-        if (x.spool)
-            fclose(x.spool);
+    if (replay_init(&x, &r) < 0) {
         out_chrometrace_free(r.trace);
         return CLI_ERROR;
     }

@@ -1652,7 +1652,7 @@ static PyObject *breader_replay(PyObject *op, PyObject *args, PyObject *kwargs)
     if (breader_open(self) < 0)
         return NULL;
     x.total = breader_info(self).samples;
-    struct out_rec_reader_cb cb = {&x, NULL, NULL, replay_sample, 0};
+    struct out_rec_reader_cb cb = {&x, NULL, NULL, replay_sample, 0, NULL};
     char err[256];
     int rc = out_tach_read(self->data, self->size, &cb, NULL, err, sizeof err);
     if (rc == 1)

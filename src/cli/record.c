@@ -36,6 +36,9 @@ struct job {
     pys_session *s; /* the session sampling starts with, once attached */
     pys_profile *prof;
     struct rec_bin *bin; /* the recording, or NULL */
+    /* The sources of the heatmap and the recording (NULL: neither, or out
+     * of memory: the heatmap reads them at the end). */
+    struct rec_sources *sources;
 };
 
 /* The outputs made ready: the profile's file (none with --binary) and the
@@ -124,9 +127,15 @@ static int job_setup(struct job *j)
     rc = r->attach ? attach_target(j) : start_target(j);
     if (rc != -1)
         return rc;
-    rec_out_target(&j->out, r, j->pid);
+    /* Taken at once: the target's root and working directory stay open
+     * after it ends. */
+    if (r->format == FMT_HEATMAP || r->binary || r->record_path) {
+        j->sources = rec_sources_new(j->pid, r->format == FMT_HEATMAP);
+        j->out.sources = j->sources;
+    }
     if (r->async_aware && (rc = rec_async_check(j->s)) != -1) {
         rec_out_discard(&j->out);
+        rec_sources_free(j->sources);
         pys_session_free(j->s);
         if (j->child > 0 && !r->detach)
             rec_child_stop(j->child, j->pid, 0);
@@ -138,6 +147,7 @@ static int job_setup(struct job *j)
         pys_profile_count_opcodes(j->prof, r->opcodes);
     if (!j->prof) {
         rec_out_discard(&j->out);
+        rec_sources_free(j->sources);
         pys_session_free(j->s);
         if (j->child > 0 && !r->detach)
             rec_child_stop(j->child, j->pid, 0);
@@ -186,6 +196,8 @@ static void job_abandon(struct job *j)
     rec_bin_free(j->bin);
     j->bin = NULL;
     rec_out_discard(&j->out);
+    rec_sources_free(j->sources);
+    j->sources = NULL;
     if (j->child > 0 && !j->r.detach)
         rec_child_stop(j->child, j->pid, 0);
     pys_profile_free(j->prof);
@@ -204,11 +216,14 @@ static int start_sinks(struct job *j, struct live *lv, struct rec_sinks *ks,
         job_abandon(j);
         return rc;
     }
-    /* --heatmap: each source read when first sampled (from the first
-     * target's profile; with --subprocesses, and with no sink free, every
-     * file is read at the end). */
-    if (j->out.sources && !j->r.subprocesses)
-        rec_sinks_add(ks, &j->out, rec_sources_sample);
+    /* The sources, each read when first sampled, after the recording's
+     * sink (its new frames name the files); with --merge-processes every
+     * target's (ks is then the rooted sinks). With no sink free, the
+     * heatmap's are read at the end. */
+    if (j->sources) {
+        rec_sources_record(j->sources, j->bin);
+        rec_sinks_add(ks, j->sources, rec_sources_sample);
+    }
     if (lv && live_start(lv, j->s, j->pid, live_ks) != -1)
         rec_stop = SIGTERM; /* said why; the profile so far is written */
     return -1;
@@ -219,6 +234,7 @@ static int start_sinks(struct job *j, struct live *lv, struct rec_sinks *ks,
 static int write_outputs(struct job *j, const struct pys_profile_info *info, uint64_t unmatched)
 {
     int status = CLI_OK;
+    rec_sources_finish(j->sources);
     if (!j->r.binary && (!j->r.live || j->r.output))
         status = rec_write_output(&j->r, &j->out, j->prof, j->pid, unmatched);
     if (j->bin) {
@@ -319,6 +335,7 @@ int cli_record(int argc, char **argv, int attach)
         status = end_child(&j, why, status);
 
     rec_stream_free(&j.r);
+    rec_sources_free(j.sources);
     pys_profile_free(j.prof);
     rec_baseline_free(j.r.baseline);
     for (size_t i = 0; i < ssp->n; i++)

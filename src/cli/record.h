@@ -41,6 +41,7 @@ enum mode { MODE_WALL, MODE_CPU, MODE_GIL, MODE_EXCEPTION };
 extern const char *const rec_mode_names[];
 
 struct out_rec_meta;
+struct out_rec_source;
 struct rec_stream_sink;
 
 /* What the user asked for. */
@@ -156,6 +157,11 @@ struct rec_sample {
      * rewritten: --function, --nolineno, a process frame). Consumers on
      * the sampling thread may read it, not keep pointers into it. */
     pys_profile *prof;
+    /* The profile the sample's stacks went into, however rewritten
+     * (--function, --nolineno, under the process's frame; with
+     * --merge-processes every target's): its nodes past those a consumer
+     * saw are the ones this sample added. NULL: none. */
+    const pys_profile *into;
 };
 /* A consumer of the sample stream. sample() runs on the sampling thread
  * after each sample and must not block (a slow consumer hands the work to a
@@ -340,12 +346,9 @@ struct rec_out {
     int fd;           /* the temporary file in the destination directory, or -1 */
     int anonymous;    /* it has no name yet (O_TMPFILE); tmp is the one it will get */
     char tmp[4096];   /* its name, or "" */
-    /* --heatmap: the target's root and working directory (O_PATH, -1 if
-     * not open), opened while it runs so that its sources can be read after
-     * it ended, and when it started (ns since the epoch, 0 unknown). */
-    int root_fd, cwd_fd;
-    uint64_t start_ns;
-    struct rec_sources *sources; /* --heatmap: its sources read while sampling, or NULL */
+    /* --heatmap: the target's sources (the caller's; NULL: read at the end
+     * from this machine's files as named). */
+    struct rec_sources *sources;
 };
 /* Check that the output can be written: create its temporary file in the
  * destination directory (pid: the target's, or -1 for run's default name,
@@ -354,23 +357,39 @@ struct rec_out {
 int rec_out_prepare(struct rec_out *o, const struct rec *r, int pid);
 /* Remove the temporary file (the profile is not going to be written). */
 void rec_out_discard(struct rec_out *o);
-/* Note the target pid, once attached (what --heatmap reads sources through). */
-void rec_out_target(struct rec_out *o, const struct rec *r, int pid);
-/* record_src.c: --heatmap's sources, each read at the first sample that
- * shows its file (rec_out's sources), or when the pages are written. */
+/* record_src.c: the source files of the targets, as each sees them
+ * (through its /proc/PID/root and cwd), each read at the first sample that
+ * shows it: kept for --heatmap, and written to the recording. */
 struct rec_sources;
 struct out_source;
-/* An empty set of sources, or NULL if out of memory. */
-struct rec_sources *rec_sources_new(void);
+struct rec_bin;
+/* The sources of process pid (its root, working directory and start
+ * taken now, so that its files can be read after it ended; other
+ * processes' when their samples come, with --merge-processes), or for
+ * pid <= 0 (a replay) this machine's files as named; keep: the texts are
+ * kept for a heatmap. NULL if out of memory. */
+struct rec_sources *rec_sources_new(int pid, int keep);
 void rec_sources_free(struct rec_sources *s);
-/* A sink (ctx: the struct rec_out): reads the files first seen in the
- * sample's profile, a few a sample. Always 0 (a file not read is read at
- * the end). */
+/* Write each file to recording b too as it is read (b may be NULL). */
+void rec_sources_record(struct rec_sources *s, struct rec_bin *b);
+/* A sink (ctx: the sources): notes the files first seen in the sample
+ * (the profile's new nodes, the recording's new frames), and reads a few
+ * of those noted, each through the view of the process that showed it.
+ * 0, or PYS_E_NOMEM if the recording ran out of memory (said). */
 int rec_sources_sample(void *ctx, const struct rec_sample *smp);
-/* The heatmap writer's out_source_fn (output/heatmap.h) over o's sources,
- * reading at once a file not read while sampling (into buf). */
+/* After sampling, before the heatmap and the recording are written: the
+ * files noted and not read yet are read, and those read that were
+ * changed or removed since are marked so (in the recording too). */
+void rec_sources_finish(struct rec_sources *s);
+/* A replay's: when the recorded run started (files of this machine
+ * modified since are marked), and the sources the recording holds. */
+void rec_sources_set_start(struct rec_sources *s, uint64_t start_ns);
+int rec_sources_put(struct rec_sources *s, const struct out_rec_source *src);
+/* The heatmap writer's out_source_fn (output/heatmap.h) over the sources
+ * (NULL: none), reading at once a file not read while sampling (into
+ * buf). */
 struct rec_src_read {
-    const struct rec_out *o;
+    struct rec_sources *s;
     char *buf; /* freed by the caller after the last call */
     char why[160];
 };
@@ -414,6 +433,13 @@ struct rec_bin *rec_bin_open(const struct rec *r, int pid);
 int rec_bin_start(struct rec_bin *b, const struct out_rec_meta *m);
 int rec_bin_sample(void *ctx, const struct rec_sample *smp);
 int rec_bin_finish(struct rec_bin *b, const struct pys_profile_info *info);
+/* The recording's files (out_rec_enc_files), for record_src.c. */
+size_t rec_bin_files(const struct rec_bin *b);
+const char *rec_bin_file(const struct rec_bin *b, size_t i);
+/* A SOURCE record (out_rec_enc_source, or _mark with mark_only). 0, or
+ * PYS_E_NOMEM (said; the recording stops at its next sample). */
+int rec_bin_source(struct rec_bin *b, const char *filename, const char *text, size_t len,
+                   const char *why, int changed, int mark_only);
 const char *rec_bin_path(const struct rec_bin *b);
 void rec_bin_free(struct rec_bin *b);
 /* The run's facts for recordings and the outputs fed by the sample stream:

@@ -325,6 +325,30 @@ nomem:
     return PYS_E_NOMEM;
 }
 
+size_t rec_bin_files(const struct rec_bin *b)
+{
+    return b->enc && !b->failed ? out_rec_enc_files(b->enc) : 0;
+}
+
+const char *rec_bin_file(const struct rec_bin *b, size_t i)
+{
+    return out_rec_enc_file(b->enc, i);
+}
+
+int rec_bin_source(struct rec_bin *b, const char *filename, const char *text, size_t len,
+                   const char *why, int changed, int mark_only)
+{
+    if (!b->enc || b->failed)
+        return 0; /* not started, or stopping (said) */
+    int rc = mark_only ? out_rec_enc_source_mark(b->enc, filename, changed)
+                       : out_rec_enc_source(b->enc, filename, text, len, why, changed);
+    if (rc < 0) {
+        b->failed = 1;
+        fprintf(stderr, "pystrobe: out of memory for the recording: stopping\n");
+    }
+    return rc;
+}
+
 int rec_bin_finish(struct rec_bin *b, const struct pys_profile_info *info)
 {
     int status = CLI_OK, last_err = 0;

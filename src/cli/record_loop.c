@@ -460,7 +460,7 @@ static int feed_sinks(struct loop *l, uint64_t t0, uint64_t t1, const struct pys
                       int rc, int *own_rc)
 {
     int as_sampled = l->r->line_mode == LINES_EXACT && !l->merge;
-    struct rec_sample smp = {t0, t1, snap, rc, l->s, l->info, as_sampled ? l->prof : NULL};
+    struct rec_sample smp = {t0, t1, snap, rc, l->s, l->info, as_sampled ? l->prof : NULL, l->prof};
     *own_rc = feed(l->sinks, &smp);
     if (!l->rooted || l->rooted->n == 0)
         return 0;
@@ -470,6 +470,9 @@ static int feed_sinks(struct loop *l, uint64_t t0, uint64_t t1, const struct pys
     }
     smp.info = l->run_info;
     smp.prof = NULL;
+    /* The merged profile holds every target's stacks: its new nodes are
+     * this target's. */
+    smp.into = l->merge ? l->prof : NULL;
     return feed(l->rooted, &smp);
 }
 

@@ -125,7 +125,7 @@ static void default_name(char *buf, size_t size, enum format fmt, int pid)
         snprintf(buf, size, "%s%s%s", base[fmt], dot, ext[fmt]);
 }
 
-/* --- heatmap: a directory, and the sources read through the target's root --- */
+/* --- heatmap: a directory of pages --- */
 
 /* Make directory path if it is not there; 0, or -1 with errno set. */
 static int make_dir(const char *path)
@@ -156,53 +156,6 @@ static int heatmap_prepare(struct rec_out *o, const struct rec *r, int pid)
     return -1;
 }
 
-/* When process pid started, in ns since the epoch; 0 if unknown. Its start
- * is counted in clock ticks since boot (CLOCK_BOOTTIME); the boot's date is
- * taken from the clocks, not from /proc/stat's btime, whose whole seconds
- * would put the start up to a second early (and mark a file written just
- * before it as changed). */
-static uint64_t process_start_ns(int pid)
-{
-    char path[64], buf[1024];
-    unsigned long long start = 0;
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *s = strrchr(buf, ')'); /* the name may hold anything */
-    /* Fields from the state (3rd) on; starttime is the 22nd. */
-    if (!s || sscanf(s + 1,
-                     " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-                     "%*d %*d %*d %llu",
-                     &start) != 1)
-        return 0;
-    struct timespec real, boot;
-    long hz = sysconf(_SC_CLK_TCK);
-    if (hz <= 0 || clock_gettime(CLOCK_REALTIME, &real) != 0 ||
-        clock_gettime(CLOCK_BOOTTIME, &boot) != 0)
-        return 0;
-    int64_t booted =
-        ((int64_t)real.tv_sec - boot.tv_sec) * 1000000000 + (real.tv_nsec - boot.tv_nsec);
-    return (uint64_t)booted + (uint64_t)start * (1000000000ull / (uint64_t)hz);
-}
-
-void rec_out_target(struct rec_out *o, const struct rec *r, int pid)
-{
-    char path[64];
-    if (r->format != FMT_HEATMAP || pid <= 0)
-        return;
-    /* The directories themselves stay open after the process ends. */
-    snprintf(path, sizeof path, "/proc/%d/root", pid);
-    o->root_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    snprintf(path, sizeof path, "/proc/%d/cwd", pid);
-    o->cwd_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    o->start_ns = process_start_ns(pid);
-    o->sources = rec_sources_new(); /* NULL: every file read at the end */
-}
-
 /* Write the heatmap into directory path; 0 or a PYS_E code (errno set). */
 static int write_heatmap_dir(const char *path, const struct rec_out *o, const pys_profile *p,
                              const char *title, size_t *nfiles)
@@ -212,7 +165,7 @@ static int write_heatmap_dir(const char *path, const struct rec_out *o, const py
     int dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dirfd < 0)
         return PYS_E_IO;
-    struct rec_src_read c = {.o = o};
+    struct rec_src_read c = {.s = o->sources};
     int rc = out_heatmap_write(dirfd, p, title, rec_sources_get, &c, nfiles);
     int e = errno;
     free(c.buf);
@@ -254,7 +207,6 @@ int rec_out_prepare(struct rec_out *o, const struct rec *r, int pid)
 
     memset(o, 0, sizeof *o);
     o->fd = -1;
-    o->root_fd = o->cwd_fd = -1;
     if (r->format == FMT_HEATMAP)
         return heatmap_prepare(o, r, pid);
     if (r->format == FMT_PSTATS && !r->output) {
@@ -315,13 +267,6 @@ int rec_out_prepare(struct rec_out *o, const struct rec *r, int pid)
 
 void rec_out_discard(struct rec_out *o)
 {
-    if (o->root_fd >= 0)
-        close(o->root_fd);
-    if (o->cwd_fd >= 0)
-        close(o->cwd_fd);
-    o->root_fd = o->cwd_fd = -1;
-    rec_sources_free(o->sources);
-    o->sources = NULL;
     if (o->fd >= 0)
         close(o->fd);
     o->fd = -1;

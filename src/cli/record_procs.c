@@ -66,8 +66,10 @@ struct proc {
     char cmd[CMD_LEN];              /* its command line as last read ("" for a zombie) */
     char why[512];                  /* REC_T_FAILED: why */
     char *labels[REC_MAX_PROGRAMS]; /* the root frame's name per program */
-    /* --heatmap: its root and working directory, opened while it runs. */
-    int root_fd, cwd_fd;
+    /* Its sources (--heatmap, its recording; NULL: none): its files read
+     * through its own root and working directory as its samples show
+     * them. */
+    struct rec_sources *sources;
     /* Another target's options, with its output's name (out_path) and the
      * writers fed by its own sample stream (its recording: bin, rec_path). */
     struct rec r;
@@ -189,7 +191,6 @@ static struct proc *proc_new(struct rec_procs *p, int pid, uint64_t now)
     pr->probe_until = now + FOLLOW_NS;
     pr->probe_wait = PROBE_NS;
     pr->born_ns = started_ns(pid);
-    pr->root_fd = pr->cwd_fd = -1;
     pr->in_tree = 1;
     read_cmdline(pid, pr->cmd, sizeof pr->cmd);
     p->v[p->n++] = pr;
@@ -301,6 +302,16 @@ static int start_outputs(struct rec_procs *p, struct proc *pr, pys_session *s)
     }
     if (rec_sinks_start(r, s, pr->t.pid, &pr->bin, &pr->sinks) != -1)
         return -1;
+    /* Its sources, after its recording's sink (whose new frames name
+     * them). */
+    if (r->format == FMT_HEATMAP || r->binary || r->record_path) {
+        if (!(pr->sources = rec_sources_new(pr->t.pid, r->format == FMT_HEATMAP))) {
+            fprintf(stderr, "pystrobe: out of memory\n");
+            return -1;
+        }
+        rec_sources_record(pr->sources, pr->bin);
+        rec_sinks_add(&pr->sinks, pr->sources, rec_sources_sample);
+    }
     pr->t.sinks = &pr->sinks;
     return 0;
 }
@@ -314,13 +325,6 @@ static int first_program(struct rec_procs *p, struct proc *pr, pys_session *s, u
     if (!(t->prof = target_profile(p, s, t->pid))) {
         fail(pr, "out of memory");
         return -1;
-    }
-    if (p->r->format == FMT_HEATMAP) {
-        char path[64];
-        snprintf(path, sizeof path, "/proc/%d/root", t->pid);
-        pr->root_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        snprintf(path, sizeof path, "/proc/%d/cwd", t->pid);
-        pr->cwd_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
     }
     if (!p->r->merge_processes && start_outputs(p, pr, s) < 0) {
         fail(pr, "its outputs could not be started (said above)");
@@ -604,14 +608,13 @@ static int write_target(struct proc *pr)
     uint64_t end = pr->end_ns ? pr->end_ns : rec_now_ns();
     info->duration_ns = end - pr->start_ns;
     int status = CLI_OK;
+    rec_sources_finish(pr->sources);
     if (!r->binary && (!r->live || r->output)) {
         struct rec_out o;
         status = rec_out_prepare(&o, r, pr->t.pid);
         if (status != -1)
             return status;
-        o.root_fd = pr->root_fd;
-        o.cwd_fd = pr->cwd_fd;
-        pr->root_fd = pr->cwd_fd = -1; /* o's now */
+        o.sources = pr->sources;
         status = rec_write_output(r, &o, pr->t.prof, pr->t.pid, pr->t.unmatched);
         if (r->browser && status == CLI_OK && o.path)
             rec_open_browser(r, o.path);
@@ -705,10 +708,7 @@ void rec_procs_free(struct rec_procs *p)
         }
         for (size_t k = 0; k < REC_MAX_PROGRAMS; k++)
             free(pr->labels[k]);
-        if (pr->root_fd >= 0)
-            close(pr->root_fd);
-        if (pr->cwd_fd >= 0)
-            close(pr->cwd_fd);
+        rec_sources_free(pr->sources);
         free(pr);
     }
     free(p);

@@ -40,6 +40,7 @@ struct replay {
     int nomem;
     struct pys_frame *lines_buf; /* --function, --nolineno: a stack's rewritten frames */
     size_t lines_cap;
+    struct rec_sources *sources; /* --heatmap: the recording's, or NULL */
 };
 
 static int on_meta(void *ctx, const struct out_rec_meta *m)
@@ -123,6 +124,17 @@ nomem:
     return 1;
 }
 
+/* A source the recording holds, for --heatmap. */
+static int on_source(void *ctx, const struct out_rec_source *src)
+{
+    struct replay *x = ctx;
+    if (rec_sources_put(x->sources, src) < 0) {
+        x->nomem = 1;
+        return 1;
+    }
+    return 0;
+}
+
 /* Map the file (read-only). 0, or an exit status after saying why (what:
  * "" or "baseline ", before the path). */
 static int map_file(const char *what, const char *path, const uint8_t **data, size_t *size)
@@ -167,6 +179,7 @@ static void replay_release(struct replay *x, struct out_rec_read_info *ri)
     rec_baseline_free(x->r->baseline);
     x->r->baseline = NULL;
     free(x->lines_buf);
+    rec_sources_free(x->sources);
     if (x->spool)
         fclose(x->spool);
 }
@@ -195,6 +208,30 @@ static void profile_facts(struct replay *x)
     }
 }
 
+/* x made ready for r's replay: its profile, --jsonl-samples' scratch file,
+ * --heatmap's sources. 0, or -1 (said why; nothing held). */
+static int replay_init(struct replay *x, struct rec *r)
+{
+    memset(x, 0, sizeof *x);
+    x->r = r;
+    if (r->jsonl_samples && r->format == FMT_JSONL && !(x->spool = tmpfile())) {
+        fprintf(stderr, "pystrobe: cannot make a scratch file: %s\n", strerror(errno));
+        return -1;
+    }
+    x->prof = pys_profile_new();
+    if (r->format == FMT_HEATMAP)
+        x->sources = rec_sources_new(0, 1);
+    if (!x->prof || (r->format == FMT_HEATMAP && !x->sources)) {
+        fprintf(stderr, "pystrobe: out of memory\n");
+        pys_profile_free(x->prof);
+        rec_sources_free(x->sources);
+        if (x->spool)
+            fclose(x->spool);
+        return -1;
+    }
+    return 0;
+}
+
 int cli_replay(int argc, char **argv)
 {
     struct rec r;
@@ -216,22 +253,13 @@ int cli_replay(int argc, char **argv)
     }
 
     struct replay x;
-    memset(&x, 0, sizeof x);
-    x.r = &r;
-    if (r.jsonl_samples && r.format == FMT_JSONL && !(x.spool = tmpfile())) {
-        fprintf(stderr, "pystrobe: cannot make a scratch file: %s\n", strerror(errno));
+    if (replay_init(&x, &r) < 0) {
         out_chrometrace_free(r.trace);
         return CLI_ERROR;
     }
-    x.prof = pys_profile_new();
-    if (!x.prof) {
-        fprintf(stderr, "pystrobe: out of memory\n");
-        if (x.spool)
-            fclose(x.spool);
-        out_chrometrace_free(r.trace);
-        return CLI_ERROR;
-    }
-    struct out_rec_reader_cb cb = {&x, on_meta, on_stats, on_sample, 1};
+    struct out_rec_reader_cb cb = {&x, on_meta, on_stats, on_sample, 1, NULL};
+    if (x.sources) /* --heatmap */
+        cb.source = on_source;
     struct out_rec_read_info ri;
     char err[512];
     /* CPython 3.15's own binary profiles too. */
@@ -283,10 +311,12 @@ int cli_replay(int argc, char **argv)
     struct rec_out o;
     int pid = x.meta.pid > 0 ? x.meta.pid : 0;
     rc = rec_out_prepare(&o, &r, pid > 0 ? pid : -1);
-    /* --heatmap reads the sources from this machine's files as named (a
-     * relative name from the current directory); a file changed after the
-     * recording started is marked so. */
-    o.start_ns = r.start_realtime_ns;
+    /* --heatmap: the sources as the recording holds them; a file it does
+     * not hold is read from this machine's files as named (a relative name
+     * from the current directory), marked if changed after the recording
+     * started. */
+    rec_sources_set_start(x.sources, r.start_realtime_ns);
+    o.sources = x.sources;
     if (rc == -1)
         rc = rec_write_output(&r, &o, x.prof, pid, x.have_stats ? x.stats.unmatched : 0);
     if (r.browser && rc == CLI_OK && o.path)
@@ -322,7 +352,7 @@ int rec_baseline_load(struct rec *r)
     }
     b->x.r = &b->r;
     b->r.format = FMT_PSTATS;
-    struct out_rec_reader_cb cb = {&b->x, on_meta, on_stats, on_sample, 1};
+    struct out_rec_reader_cb cb = {&b->x, on_meta, on_stats, on_sample, 1, NULL};
     rc = out_tach_is(data, size) ? out_tach_read(data, size, &cb, &b->ri, err, sizeof err)
                                  : out_rec_read(data, size, &cb, &b->ri, err, sizeof err);
     if (size > 0)

@@ -32,7 +32,19 @@ enum rec_type {
     R_SAMPLE = 6,
     R_END = 7,
     R_THREAD_NAME = 32, /* minor 1: skipped by minor-0 readers */
+    R_SOURCE = 33,      /* format 2.1: skipped by 2.0 readers */
 };
+
+/* A SOURCE record's flags: the mark (OUT_REC_SRC_*) in the low two bits,
+ * then: the bytes are why the file could not be read; no bytes, only a
+ * new mark. Higher bits are a later minor version's: such a record is
+ * skipped. */
+#define SRC_MARK 3u
+#define SRC_UNREADABLE 4u
+#define SRC_MARK_ONLY 8u
+#define SRC_KNOWN 15u
+/* The longest reason a reader keeps for a file that could not be read. */
+#define SRC_WHY 160
 
 /* Value types of META and STATS fields. */
 enum { V_UINT = 0, V_INT = 1, V_STR = 2, V_F64 = 3 };
@@ -104,6 +116,7 @@ struct str_ent {
     const char *s; /* owned copy */
     size_t len;
     uint64_t hash;
+    int is_file; /* the file of a Python frame stored (in files) */
 };
 
 struct frame_ent {
@@ -139,6 +152,10 @@ struct out_rec_enc {
     struct thread_ent *threads;
     size_t nthreads, capthreads;
     struct util_htab threadtab;
+    /* The string ids (1-based) of Python frames' files, in order of their
+     * first frame. */
+    uint32_t *files;
+    size_t nfiles, capfiles;
     /* A one-entry cache of string addresses to ids: the filename of one
      * frame is most often the filename of the last. */
     const char *last_ptr[2];
@@ -196,13 +213,51 @@ void out_rec_enc_free(out_rec_enc *e)
         free(e->threads[i].ids);
     }
     free(e->threads);
+    free(e->files);
     util_htab_release(&e->strtab);
     util_htab_release(&e->frametab);
     util_htab_release(&e->threadtab);
     free(e);
 }
 
-/* The id of string s, defining it (a STRING record) if new. */
+/* The id of string s (len bytes, hash h), defining it (a STRING record)
+ * if new. */
+static int str_id(out_rec_enc *e, const char *s, size_t len, uint64_t h, uint32_t *out)
+{
+    uint32_t id;
+    if (e->strtab.cap)
+        for (size_t j = util_htab_first(&e->strtab, h); (id = e->strtab.slot[j]);
+             j = util_htab_next(&e->strtab, j)) {
+            const struct str_ent *x = &e->strs[id - 1];
+            if (x->hash == h && x->len == len && memcmp(x->s, s, len) == 0) {
+                *out = id;
+                return 0;
+            }
+        }
+    if (e->nstrs >= UINT32_MAX - 1 ||
+        util_htab_reserve(&e->strtab, 256, 1, (uint32_t)e->nstrs + 1, str_hash_of, e->strs) < 0 ||
+        util_array_reserve((void **)&e->strs, &e->capstrs, e->nstrs + 1, sizeof *e->strs) < 0 ||
+        buf_reserve(&e->buf, len + 12) < 0)
+        return PYS_E_NOMEM;
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return PYS_E_NOMEM;
+    memcpy(copy, s, len);
+    copy[len] = '\0';
+    e->strs[e->nstrs] = (struct str_ent){copy, len, h, 0};
+    id = (uint32_t)++e->nstrs;
+    util_htab_set(&e->strtab, util_htab_free_slot(&e->strtab, h), id);
+    put_u8(&e->buf, R_STRING);
+    put_var(&e->buf, len);
+    memcpy(e->buf.p + e->buf.len, s, len);
+    e->buf.len += len;
+    *out = id;
+    return 0;
+}
+
+/* The id of string s, defining it if new; its address is remembered for
+ * the next call (s must stay valid and unchanged while the encoder
+ * lives). */
 static int intern_str(out_rec_enc *e, const char *s, uint32_t *out)
 {
     if (!s)
@@ -213,37 +268,27 @@ static int intern_str(out_rec_enc *e, const char *s, uint32_t *out)
             return 0;
         }
     size_t len = strlen(s);
-    uint64_t h = util_hash_bytes(s, len);
     uint32_t id;
-    if (e->strtab.cap)
-        for (size_t j = util_htab_first(&e->strtab, h); (id = e->strtab.slot[j]);
-             j = util_htab_next(&e->strtab, j)) {
-            const struct str_ent *x = &e->strs[id - 1];
-            if (x->hash == h && x->len == len && memcmp(x->s, s, len) == 0)
-                goto found;
-        }
-    if (e->nstrs >= UINT32_MAX - 1 ||
-        util_htab_reserve(&e->strtab, 256, 1, (uint32_t)e->nstrs + 1, str_hash_of, e->strs) < 0 ||
-        util_array_reserve((void **)&e->strs, &e->capstrs, e->nstrs + 1, sizeof *e->strs) < 0 ||
-        buf_reserve(&e->buf, len + 12) < 0)
+    if (str_id(e, s, len, util_hash_bytes(s, len), &id) < 0)
         return PYS_E_NOMEM;
-    char *copy = malloc(len + 1);
-    if (!copy)
-        return PYS_E_NOMEM;
-    memcpy(copy, s, len + 1);
-    e->strs[e->nstrs] = (struct str_ent){copy, len, h};
-    id = (uint32_t)++e->nstrs;
-    util_htab_set(&e->strtab, util_htab_free_slot(&e->strtab, h), id);
-    put_u8(&e->buf, R_STRING);
-    put_var(&e->buf, len);
-    memcpy(e->buf.p + e->buf.len, s, len);
-    e->buf.len += len;
-found:
     e->last_ptr[1] = e->last_ptr[0];
     e->last_id[1] = e->last_id[0];
     e->last_ptr[0] = s;
     e->last_id[0] = id;
     *out = id;
+    return 0;
+}
+
+/* String id (1-based) is the file of a Python frame: noted in files the
+ * first time. */
+static int note_file(out_rec_enc *e, uint32_t id)
+{
+    if (e->strs[id - 1].is_file)
+        return 0;
+    if (util_array_reserve((void **)&e->files, &e->capfiles, e->nfiles + 1, sizeof *e->files) < 0)
+        return PYS_E_NOMEM;
+    e->strs[id - 1].is_file = 1;
+    e->files[e->nfiles++] = id;
     return 0;
 }
 
@@ -276,6 +321,8 @@ static int intern_frame(out_rec_enc *e, const struct pys_frame *f, uint32_t *out
         util_array_reserve((void **)&e->frames, &e->capframes, e->nframes + 1, sizeof *e->frames) <
             0 ||
         buf_reserve(&e->buf, 1 + 9 * 10) < 0)
+        return PYS_E_NOMEM;
+    if (k.kind == PYS_FRAME_PYTHON && note_file(e, k.file) < 0)
         return PYS_E_NOMEM;
     e->frames[e->nframes] = k;
     id = (uint32_t)++e->nframes;
@@ -515,6 +562,54 @@ int out_rec_enc_stats(out_rec_enc *e, const struct out_rec_stats *s)
     return 0;
 }
 
+/* A SOURCE record: the file's string, flags, and n bytes at p. */
+static int enc_source(out_rec_enc *e, const char *filename, unsigned flags, const char *p, size_t n)
+{
+    size_t flen = strlen(filename);
+    uint32_t sid;
+    if (str_id(e, filename, flen, util_hash_bytes(filename, flen), &sid) < 0 ||
+        buf_reserve(&e->buf, 1 + 4 * 10 + n) < 0)
+        return PYS_E_NOMEM;
+    uint8_t head[30];
+    struct out_rec_buf b = {head, 0, sizeof head};
+    put_var(&b, sid - 1);
+    put_var(&b, flags);
+    put_var(&b, n);
+    put_u8(&e->buf, R_SOURCE);
+    put_var(&e->buf, b.len + n);
+    memcpy(e->buf.p + e->buf.len, head, b.len);
+    e->buf.len += b.len;
+    if (n)
+        memcpy(e->buf.p + e->buf.len, p, n);
+    e->buf.len += n;
+    return 0;
+}
+
+int out_rec_enc_source(out_rec_enc *e, const char *filename, const char *text, size_t len,
+                       const char *why, int changed)
+{
+    unsigned mark = (unsigned)changed & SRC_MARK;
+    if (text)
+        return enc_source(e, filename, mark, text, len);
+    why = why ? why : "";
+    return enc_source(e, filename, mark | SRC_UNREADABLE, why, strlen(why));
+}
+
+int out_rec_enc_source_mark(out_rec_enc *e, const char *filename, int changed)
+{
+    return enc_source(e, filename, ((unsigned)changed & SRC_MARK) | SRC_MARK_ONLY, NULL, 0);
+}
+
+size_t out_rec_enc_files(const out_rec_enc *e)
+{
+    return e->nfiles;
+}
+
+const char *out_rec_enc_file(const out_rec_enc *e, size_t i)
+{
+    return i < e->nfiles ? e->strs[e->files[i] - 1].s : NULL;
+}
+
 int out_rec_enc_end(out_rec_enc *e)
 {
     if (buf_reserve(&e->buf, 1) < 0)
@@ -551,10 +646,11 @@ int out_rec_enc_take(out_rec_enc *e, struct out_rec_buf *out)
 
 size_t out_rec_enc_memory(const out_rec_enc *e)
 {
-    size_t m = sizeof *e + e->buf.cap + e->times_hi.cap + e->times_lo.cap + e->part.cap +
-               e->capstrs * sizeof *e->strs + e->capframes * sizeof *e->frames +
-               e->capthreads * sizeof *e->threads +
-               (e->strtab.cap + e->frametab.cap + e->threadtab.cap) * sizeof(uint32_t);
+    size_t m =
+        sizeof *e + e->buf.cap + e->times_hi.cap + e->times_lo.cap + e->part.cap +
+        e->capstrs * sizeof *e->strs + e->capframes * sizeof *e->frames +
+        e->capthreads * sizeof *e->threads +
+        (e->strtab.cap + e->frametab.cap + e->threadtab.cap + e->capfiles) * sizeof(uint32_t);
     for (size_t i = 0; i < e->nstrs; i++)
         m += e->strs[i].len + 1;
     for (size_t i = 0; i < e->nthreads; i++)
@@ -810,6 +906,46 @@ static int read_thread_name(struct reader *r, struct cur *c)
     r->threads[ti].t.name = r->strs[sid];
     c->p += len;
     return 0;
+}
+
+/* A SOURCE record's body (after its type): handed to the callback, or
+ * skipped without one; a record with flags of a later minor version is
+ * skipped too, as are bytes past the fields. */
+static int read_source(struct reader *r, struct cur *c)
+{
+    uint64_t len, sid, flags, n;
+    if (get_var(c, &len) < 0 || len > left(c))
+        return -1;
+    struct cur body = {c->p, c->p + len};
+    c->p += len;
+    if (get_var(&body, &sid) < 0 || sid >= r->nstrs || get_var(&body, &flags) < 0 ||
+        get_var(&body, &n) < 0 || n > left(&body))
+        return -1;
+    if (flags & ~(uint64_t)SRC_KNOWN)
+        return 0;
+    unsigned mark = (unsigned)(flags & SRC_MARK);
+    if (mark > OUT_REC_SRC_CHANGED_SINCE ||
+        ((flags & SRC_MARK_ONLY) && (n || flags & SRC_UNREADABLE)))
+        return -1;
+    if (!r->cb->source)
+        return 0;
+    struct out_rec_source src = {
+        .filename = r->strs[sid], .changed = (int)mark, .mark_only = (flags & SRC_MARK_ONLY) != 0};
+    char why[SRC_WHY];
+    if (flags & SRC_UNREADABLE) {
+        /* Cut to fit, a NUL inside written as '?'. */
+        size_t l = n < sizeof why - 1 ? (size_t)n : sizeof why - 1;
+        memcpy(why, body.p, l);
+        why[l] = '\0';
+        for (size_t i = 0; i < l; i++)
+            if (!why[i])
+                why[i] = '?';
+        src.why = why;
+    } else if (!src.mark_only) {
+        src.text = (const char *)body.p;
+        src.len = (size_t)n;
+    }
+    return r->cb->source(r->cb->ctx, &src) ? 0x10000 : 0;
 }
 
 /* One field of META or STATS as read: its key, its type and its value (v for
@@ -1095,6 +1231,9 @@ static int read_records(struct reader *r, const uint8_t *raw, size_t len, uint64
         case R_THREAD_NAME:
             rc = read_thread_name(r, &c);
             break;
+        case R_SOURCE:
+            rc = read_source(r, &c);
+            break;
         default:
             if (type >= 32) { /* a record a later minor version added: skipped */
                 uint64_t l;
@@ -1108,8 +1247,9 @@ static int read_records(struct reader *r, const uint8_t *raw, size_t len, uint64
         }
         if (rc == -1)
             return fail(r,
-                        (type >= 1 && type <= 7) || type == R_THREAD_NAME ? "malformed record"
-                                                                          : "unknown record type",
+                        (type >= 1 && type <= 7) || type == R_THREAD_NAME || type == R_SOURCE
+                            ? "malformed record"
+                            : "unknown record type",
                         block, off);
         if (rc == PYS_E_NOMEM) {
             snprintf(r->err, r->errlen, "out of memory");

@@ -25,7 +25,7 @@
 #include <pystrobe/pystrobe.h>
 
 #define OUT_REC_MAJOR 2
-#define OUT_REC_MINOR 0
+#define OUT_REC_MINOR 1
 #define OUT_REC_FILE_HEADER 16
 #define OUT_REC_BLOCK_HEADER 20
 /* The largest payload a reader accepts, stored or decompressed. */
@@ -97,6 +97,25 @@ int out_rec_enc_stats(out_rec_enc *e, const struct out_rec_stats *s);
  * records name). */
 int out_rec_enc_sample(out_rec_enc *e, uint64_t t_ns, int rc, const struct out_rec_thread *threads,
                        size_t n);
+/* The mark of a source file (out_rec_enc_source, struct out_rec_source):
+ * as read, modified after its process started, modified or removed after
+ * it was read. */
+enum { OUT_REC_SRC_AS_READ = 0, OUT_REC_SRC_CHANGED = 1, OUT_REC_SRC_CHANGED_SINCE = 2 };
+/* Append a SOURCE record: file filename (as frames name it; it must stay
+ * valid while the encoder lives) as read while sampling: len bytes of text,
+ * or (text NULL) why it could not be read; changed its mark. 0 or
+ * PYS_E_NOMEM. */
+int out_rec_enc_source(out_rec_enc *e, const char *filename, const char *text, size_t len,
+                       const char *why, int changed);
+/* Append a SOURCE record that only sets the mark of a file given before
+ * (a change seen at the end). 0 or PYS_E_NOMEM. */
+int out_rec_enc_source_mark(out_rec_enc *e, const char *filename, int changed);
+/* The file names of the Python frames stored so far, each once, in the
+ * order of their first frame: out_rec_enc_files of them; the i-th stays
+ * valid while the encoder lives. What the sources of a recording are read
+ * from (cli/record_src.c). */
+size_t out_rec_enc_files(const out_rec_enc *e);
+const char *out_rec_enc_file(const out_rec_enc *e, size_t i);
 /* Append the END record (nothing may follow it). */
 int out_rec_enc_end(out_rec_enc *e);
 /* Bytes of records appended since the last take. */
@@ -134,6 +153,19 @@ struct out_rec_sample {
     const struct out_rec_thread *threads;
 };
 
+/* A source file as recorded (a SOURCE record): its text read while
+ * sampling (len bytes, not NUL-terminated, valid during the callback only),
+ * or (text NULL) why it could not be read; or, with mark_only, only a new
+ * mark for a file given before. */
+struct out_rec_source {
+    const char *filename; /* as the frames name it */
+    const char *text;
+    size_t len;
+    const char *why; /* NUL-terminated, if text is NULL and not mark_only */
+    int changed;     /* OUT_REC_SRC_* */
+    int mark_only;
+};
+
 struct out_rec_reader_cb {
     void *ctx;
     /* Each callback returns 0, or nonzero to stop reading (returned by
@@ -144,6 +176,8 @@ struct out_rec_reader_cb {
     /* The frames' strings outlive the read (a profile names them by
      * address): handed over in out_rec_read_info.strings. */
     int keep_strings;
+    /* SOURCE records (NULL: skipped). */
+    int (*source)(void *ctx, const struct out_rec_source *s);
 };
 
 /* What a read found. */

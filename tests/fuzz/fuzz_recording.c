@@ -15,7 +15,10 @@
  * with named threads (named.pysr: THREAD_NAME records, a rename), files of
  * format 1.x (v1_zstd.pysr, named.pysr, cut.pysr: the sample times inline),
  * one of several processes (merged.pysr, --merge-processes: every stack under
- * its PYS_FRAME_PROCESS frame), and small files of CPython 3.15's own writer.
+ * its PYS_FRAME_PROCESS frame), recordings of format 2.1 with SOURCE
+ * records (sources_zstd.pysr, sources_stored.pysr: file texts, a file that
+ * could not be read, a mark given at the end), and small files of CPython
+ * 3.15's own writer.
  */
 #include "output/recording.h"
 #include "output/tach.h"
@@ -54,6 +57,29 @@ static int on_sample(void *ctx, const struct out_rec_sample *s)
     return 0;
 }
 
+/* A SOURCE record: its file a string of the recording, its text readable
+ * to its length (the harness's copy has no slack: a read past the end is
+ * caught), a reason NUL-terminated, a mark in range. */
+static int on_source(void *ctx, const struct out_rec_source *s)
+{
+    (void)ctx;
+    check(s->filename != NULL);
+    check(s->changed >= OUT_REC_SRC_AS_READ && s->changed <= OUT_REC_SRC_CHANGED_SINCE);
+    sink_len += strlen(s->filename);
+    if (s->mark_only) {
+        check(!s->text && !s->why);
+    } else if (s->text) {
+        unsigned sum = 0;
+        for (size_t i = 0; i < s->len; i++)
+            sum += (unsigned char)s->text[i];
+        sink_len += sum;
+    } else {
+        check(s->why != NULL);
+        sink_len += strlen(s->why);
+    }
+    return 0;
+}
+
 static int on_meta(void *ctx, const struct out_rec_meta *m)
 {
     (void)ctx;
@@ -81,7 +107,7 @@ static void fix_checksums(uint8_t *d, size_t size)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    struct out_rec_reader_cb cb = {NULL, on_meta, NULL, on_sample, 1};
+    struct out_rec_reader_cb cb = {NULL, on_meta, NULL, on_sample, 1, on_source};
     struct out_rec_read_info info;
     char err[256];
     /* The reader may see the bytes only: a copy without slack, so that a

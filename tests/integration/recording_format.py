@@ -91,7 +91,8 @@ def read(path):
     """{"meta", "stats" (the last), "samples": [(t_ns, rc, [(tid, ns_id,
     status, [(file, qualname, line, end_line, col, end_col, kind, firstlineno,
     opcode) innermost first])])], "names" ({tid: the last THREAD_NAME given},
-    "complete", "cut", "blocks"}."""
+    "sources" ({file: {"mark": 0-2, "text": bytes or "why": bytes}}: SOURCE
+    records), "complete", "cut", "blocks"}."""
     data = open(path, "rb").read()
     major = struct.unpack_from("<H", data, 8)[0]
     cut = False
@@ -100,8 +101,8 @@ def read(path):
     except Cut as e:
         bl, cut = e.args[0], True
     strings, frames, threads, stacks = [], [], [], {}
-    res = {"meta": None, "stats": None, "samples": [], "names": {}, "complete": False,
-           "cut": cut, "blocks": len(bl)}
+    res = {"meta": None, "stats": None, "samples": [], "names": {}, "sources": {},
+           "complete": False, "cut": cut, "blocks": len(bl)}
     t = 0
     for _, _, b in bl:
         i = 0
@@ -178,7 +179,22 @@ def read(path):
                 sid, _ = _var(b, j)
                 res["names"][threads[ti][0]] = strings[sid]
                 i += n
-            elif typ > 32:
+            elif typ == 33:
+                n, i = _var(b, i)
+                end = i + n
+                sid, j = _var(b, i)
+                flags, j = _var(b, j)
+                ln, j = _var(b, j)
+                data, i = b[j:j + ln], end
+                if flags >= 16:
+                    continue
+                src = res["sources"].setdefault(strings[sid], {})
+                if flags & 8:
+                    src["mark"] = flags & 3
+                elif "mark" not in src:
+                    key = "why" if flags & 4 else "text"
+                    src.update({"mark": flags & 3, key: data})
+            elif typ > 33:
                 n, i = _var(b, i)
                 i += n
             else:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+import recording_format
 from format_runs import (SplitRun, note_split, representative_targets,  # noqa: F401 (fixtures)
                          rtarget, rwork)
 from test_flamegraph import chromium
@@ -136,7 +137,8 @@ LATER_LINE = "def later_spin(n):"
 @pytest.fixture(scope="module")
 def odd_heatmap(pystrobe, rwork, tmp_path_factory):
     """heatmap_target.py attached to, after changed.py was rewritten; later.py
-    rewritten once pystrobe has taken samples."""
+    rewritten once pystrobe has taken samples. The run's recording beside
+    the pages (hm.recording)."""
     out = tmp_path_factory.mktemp("odd")
     d_host, d_target = rwork.target.stage_dir()
     # Written a moment (more than a clock tick) before the target starts: not
@@ -152,7 +154,8 @@ def odd_heatmap(pystrobe, rwork, tmp_path_factory):
         p = Path(d_host) / "changed.py"
         p.write_text(p.read_text() + "# changed while the target runs\n")
         s = Strobe(procs, pystrobe, ["attach", "-r", "1khz", "-d", "1.5", *REALTIME, "--heatmap",
-                                     "-o", out / "hm", target.pid], out, out / "logs", "attach")
+                                     "-o", out / "hm", "--record", out / "rec.pysr", target.pid],
+                   out, out / "logs", "attach")
         s.wait_samples(more_than=20)
         p = Path(d_host) / "later.py"
         p.write_text(p.read_text().replace(LATER_LINE, "def rewritten_later(n):"))
@@ -162,7 +165,9 @@ def odd_heatmap(pystrobe, rwork, tmp_path_factory):
         procs.close()
         target.close()
         shutil.rmtree(d_host, ignore_errors=True)
-    return Heatmap(out / "hm"), d_target
+    hm = Heatmap(out / "hm")
+    hm.recording = out / "rec.pysr"
+    return hm, d_target
 
 
 def test_changed_file_is_marked(odd_heatmap):
@@ -183,6 +188,29 @@ def test_source_as_sampled(odd_heatmap):
     assert 'id="changed"' in page and "as it was when first sampled" in page, page[:3000]
     lines = hm.lines(f"{d}/later.py")
     assert lines[1][2] == LATER_LINE and lines[3][1] > 0, lines
+
+
+def test_replay_shows_the_sources_as_sampled(pystrobe, odd_heatmap, rtarget, tmp_path):
+    """replay --heatmap of the run's recording: the pages the live run wrote,
+    byte for byte, from the sources the recording holds (later.py as it was
+    sampled, not as rewritten since; the sid target's files, which only its
+    root holds; gone.py's reason), as docs/format.md's SOURCE records say."""
+    if rtarget.name not in ("pyenv-3.12.1", "sid-3.15"):
+        pytest.skip("the sources are recorded alike whatever the version")
+    hm, d = odd_heatmap
+    src = recording_format.read(hm.recording)["sources"]
+    later = src[f"{d}/later.py"]
+    assert later["text"].startswith(LATER_LINE.encode()) and later["mark"] == 2, later
+    assert src[f"{d}/changed.py"]["mark"] == 1 and b"No such file" in src[f"{d}/gone.py"]["why"]
+    res = subprocess.run([str(pystrobe), "replay", "--heatmap", "-o", str(tmp_path / "again"),
+                          str(hm.recording)], capture_output=True, timeout=60)
+    assert res.returncode == 0, res.stderr.decode()
+    again = Heatmap(tmp_path / "again")
+    assert again.lines(f"{d}/later.py")[1][2] == LATER_LINE
+    pages = sorted(p.name for p in hm.dir.iterdir())
+    assert pages == sorted(p.name for p in again.dir.iterdir())
+    for name in pages:
+        assert (hm.dir / name).read_bytes() == (again.dir / name).read_bytes(), name
 
 
 def test_unreadable_file_keeps_counts(odd_heatmap):

@@ -241,6 +241,39 @@ def test_attach(strobes, work, tmp_path):  # noqa: F811
         procs.close()
 
 
+# rewritten.py as the test writes it: line 4 is its function's first line.
+REWRITTEN = ("import time\n\n\ndef source_spin(t):\n    x = 0\n"
+             "    while time.monotonic() < t:\n        x += 1\n    return x\n")
+
+
+def test_child_sources_as_sampled(strobes, work, tmp_path):  # noqa: F811
+    """--heatmap: a child's page shows its file as it was at the child's
+    first samples, read through the child's own root (the sid target's
+    files are in its chroot only), not as the file is at the end: the
+    child (family.py's source mode) rewrites rewritten.py after spinning in
+    it for a second."""
+    from test_heatmap import Heatmap, check_consistent
+    notes_host, notes = work.target.stage_dir()
+    (Path(notes_host) / "rewritten.py").write_text(REWRITTEN)
+    time.sleep(0.1)  # (written before the child starts: not marked as changed after)
+    st = strobes(["run", "--subprocesses", "--heatmap", "-o", tmp_path / "hm",
+                  *work.python_run_args(), work.path("family.py"), "source", notes])
+    st.check()
+    child = int((Path(notes_host) / "child_source.pid").read_text())
+    first = table(st)[child][3]
+    assert first is not None and first < 1000, \
+        f"the child was first sampled {first} ms after its start, after the rewrite\n" \
+        f"{st.describe()}"
+    assert "def rewritten_spin(" in (Path(notes_host) / "rewritten.py").read_text()
+    hm = Heatmap(tmp_path / f"hm_{child}")
+    check_consistent(hm)
+    name = f"{notes}/rewritten.py"
+    page = hm.page(name)
+    assert 'id="changed"' in page and "as it was when first sampled" in page, page[:3000]
+    lines = hm.lines(name)
+    assert lines[4][2] == "def source_spin(t):" and lines[6][1] > 0, lines
+
+
 # --- the outputs fed by the sample stream: one per process too -------------
 
 def replayed(pystrobe, rec, tmp_path):

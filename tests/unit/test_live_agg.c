@@ -192,6 +192,7 @@ static void feed_all(struct live_data *d, pys_profile *prof)
                                  s->failed ? PYS_E_CORRUPT : 0,
                                  NULL,
                                  &info,
+                                 prof,
                                  prof};
         if (j == RESET_AT)
             live_data_reset(d);

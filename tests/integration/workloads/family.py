@@ -18,6 +18,9 @@ test knows which profile file is whose. Modes:
   split          a spawned child running split_3_1.py's 3:1 alpha/beta split
   async          (3.14+) the parent's asyncio task spins, then starts a
                  subprocess whose asyncio task (child_async_task) spins
+  source         a subprocess that imports DIR/rewritten.py (the test
+                 writes it first), spins in it for EARLY seconds, rewrites
+                 its first line and spins in the code it loaded LATE more
   timing-METHOD  (METHOD: fork, spawn, subprocess) the child spins in
                  child_early_phase until START + EARLY (1) seconds, START being
                  when the parent started it, then in child_late_phase (LATE, 0.5 s): how
@@ -138,6 +141,19 @@ def parent_async(d):
     asyncio.run(parent_async_main())
 
 
+def child_source(d):
+    note(d, "child_source")
+    sys.path.insert(0, d)
+    import rewritten
+    rewritten.source_spin(time.monotonic() + EARLY)
+    path = os.path.join(d, "rewritten.py")
+    with open(path) as f:
+        text = f.read()
+    with open(path, "w") as f:
+        f.write(text.replace("def source_spin(", "def rewritten_spin(", 1))
+    rewritten.source_spin(time.monotonic() + LATE)
+
+
 def child_early_phase(t):
     spin_until(t)
 
@@ -221,6 +237,8 @@ def start(mode, d):
         parent_after(1.0)
     elif mode == "orphan":
         fork_child(orphan_middle, d)
+    elif mode == "source":
+        subprocess.run(again("child", "child_source", d), check=True)
     elif mode == "split":
         mp_child("spawn", child_split, d)
     elif mode == "async":

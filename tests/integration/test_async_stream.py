@@ -164,6 +164,7 @@ def test_other_formats_have_task_frames(target, split, tmp_path):
     out = tmp_path / "heat"
     attach(p.pid, "--heatmap", "-o", out, "-d", "2")
     hm = Heatmap(out)
+    assert "<task>" not in hm.files, sorted(hm.files)  # a name, not a source file
     name = next(n for n in hm.files if n.endswith("async_split.py"))
     spins = {src.strip(): t for _, t, src, _ in hm.lines(name).values() if "spin(" in src}
     assert spins.get("spin(30000)", 0) > 0, spins

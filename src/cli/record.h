@@ -357,6 +357,16 @@ struct rec_out {
 int rec_out_prepare(struct rec_out *o, const struct rec *r, int pid);
 /* Remove the temporary file (the profile is not going to be written). */
 void rec_out_discard(struct rec_out *o);
+/* A temporary file for path in path's directory, open for writing:
+ * preferably one without a name (O_TMPFILE; *anonymous 1, tmp the name
+ * rec_tmp_name will give it: "PATH.tmp.XXXXXX"), else the new file tmp
+ * (mkstemp). The descriptor, or -1 with errno set and tmp "". */
+int rec_tmp_open(const char *path, char *tmp, size_t size, int *anonymous);
+/* Name the file without a name fd tmp, its XXXXXX replaced by digits no
+ * other file has. 0, or -1 with errno set. */
+int rec_tmp_name(int fd, char *tmp);
+/* The mode a new output file gets: 0666 less the umask. */
+mode_t rec_new_file_mode(void);
 /* record_src.c: the source files of the targets, as each sees them
  * (through its /proc/PID/root and cwd), each read at the first sample that
  * shows it: kept for --heatmap, and written to the recording. */
@@ -424,10 +434,14 @@ int rec_format_is_html(enum format format);
  * started is a warning (said on stderr). */
 void rec_open_browser(const struct rec *r, const char *path);
 
-/* record_bin.c: the recording, a sink. rec_bin_open creates the file
- * (r->record_path, or recording_PID.pysr) or says why not and returns NULL;
- * rec_bin_start writes its start (-1, or an exit status); rec_bin_sample is
- * the sink; rec_bin_finish writes the end and closes it (an exit status). */
+/* record_bin.c: the recording, a sink. rec_bin_open makes its temporary
+ * file beside its path (r->record_path, or recording_PID.pysr) or says why
+ * not and returns NULL, touching no file at the path; rec_bin_start writes
+ * its start (-1, or an exit status); rec_bin_sample is the sink; the file
+ * takes the path's name once a block holding a thread stack is written
+ * (one that records none leaves what was there); rec_bin_finish writes the
+ * end and closes it (an exit status: CLI_NOSAMPLES when nothing was
+ * kept). */
 struct rec_bin;
 struct rec_bin *rec_bin_open(const struct rec *r, int pid);
 int rec_bin_start(struct rec_bin *b, const struct out_rec_meta *m);

@@ -98,6 +98,20 @@ static int add_task(struct rec_async *a, const struct pys_task_list *l, const st
     return 0;
 }
 
+/* Keep the promise of pys_interp.gc_running, that only while it is set
+ * may a stack of the interpreter hold a <GC> frame: the graph, read after
+ * the threads, can see a collection their snapshot did not. Looks through
+ * the stack add_task added last, unless the interpreter's flag is set. */
+static void note_gc(struct rec_async *a)
+{
+    struct pys_interp *in = &a->interps[a->ninterps - 1];
+    if (in->gc_running || a->nthreads <= a->ioff[a->ninterps - 1])
+        return; /* set, or no stack of this interpreter yet */
+    const struct pys_frame *f = a->frames + a->off[a->nthreads - 1];
+    for (size_t i = a->off[a->nthreads - 1]; i < a->nframes && !in->gc_running; i++, f++)
+        in->gc_running = f->kind == PYS_FRAME_GC;
+}
+
 int rec_async_sample(struct rec_async *a, const struct rec *r, pys_session *s,
                      const struct pys_snapshot *threads, const struct pys_snapshot **out)
 {
@@ -146,6 +160,8 @@ int rec_async_sample(struct rec_async *a, const struct rec *r, pys_session *s,
                 continue;
             if ((rc = add_task(a, l, th, task)) < 0)
                 return rc;
+            if (r->gc)
+                note_gc(a);
         }
     }
     /* The arrays stay put now: point into them. */

@@ -5,6 +5,11 @@
  * block reaches the file at most about a second after its first sample and
  * a pystrobe killed at any point leaves a file readable up to its last
  * complete block (docs/format.md).
+ *
+ * The file is written under a temporary name (none where the file system
+ * allows) in its directory, and takes its own name once a block holding a
+ * thread stack is on disk: a run that fails to start, or records no stack,
+ * leaves a file already at the path as it was.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,11 +37,26 @@
 /* Blocks waiting for the writer thread; past this the sampler waits. */
 #define QUEUE 8
 #define ZSTD_LEVEL 9
+/* The writer's error when another recorder put its file at the path
+ * before this one's first stack was on disk. */
+#define ANOTHER_WRITER (-2)
 
 struct rec_bin {
     const struct rec *r;
     char path[4096];
     int fd;
+    /* The temporary file fd writes (its name in tmp, "" while anonymous
+     * has it without one), until placed under path; a path that is not a
+     * regular file (/dev/null, a pipe) is written in place, placed from
+     * the start. */
+    char tmp[4096];
+    int anonymous;
+    int placed;
+    /* The regular file that was at path, locked (flock) until fd's file
+     * replaces it, so that a second recorder to the path is refused; -1
+     * if there was none. */
+    int guard;
+    int pending_stacks; /* the open block holds a thread stack */
     enum out_rec_compression comp;
     out_rec_enc *enc;
     uint64_t block_t; /* the first sample of the open block, 0: none */
@@ -51,10 +71,11 @@ struct rec_bin {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct out_rec_buf q[QUEUE];
-    int qlast[QUEUE]; /* the file's last block */
+    int qlast[QUEUE];   /* the file's last block */
+    int qstacks[QUEUE]; /* the block holds a thread stack */
     size_t qhead, qn;
     int stop;
-    int werr; /* errno of the first write failure, or -1 for out of memory */
+    int werr; /* errno of the first write failure, or ANOTHER_WRITER */
     int told;
     uint64_t bytes; /* written to the file */
 };
@@ -73,6 +94,8 @@ static int write_all(int fd, const uint8_t *p, size_t n)
     return 0;
 }
 
+static int place(struct rec_bin *b);
+
 static void *writer_main(void *arg)
 {
     struct rec_bin *b = arg;
@@ -85,7 +108,7 @@ static void *writer_main(void *arg)
         if (b->qn == 0)
             break;
         struct out_rec_buf raw = b->q[b->qhead];
-        int last = b->qlast[b->qhead];
+        int last = b->qlast[b->qhead], stacks = b->qstacks[b->qhead];
         pthread_mutex_unlock(&b->mu);
         int err = 0;
         if (!k) {
@@ -97,6 +120,8 @@ static void *writer_main(void *arg)
             else if ((err = write_all(b->fd, packed.p, packed.len)) == 0 && fdatasync(b->fd) != 0 &&
                      errno != EINVAL && errno != EROFS)
                 err = errno;
+            if (!err && stacks && !b->placed)
+                err = place(b);
         }
         out_rec_buf_release(&raw);
         pthread_mutex_lock(&b->mu);
@@ -118,6 +143,7 @@ static void *writer_main(void *arg)
  * full). Returns the writer's error (errno), or 0. */
 static int ship(struct rec_bin *b, int last)
 {
+    int stacks = b->pending_stacks;
     struct out_rec_buf raw;
     if (out_rec_enc_take(b->enc, &raw) < 0)
         return ENOMEM;
@@ -126,12 +152,103 @@ static int ship(struct rec_bin *b, int last)
         pthread_cond_wait(&b->cv, &b->mu);
     b->q[(b->qhead + b->qn) % QUEUE] = raw;
     b->qlast[(b->qhead + b->qn) % QUEUE] = last;
+    b->qstacks[(b->qhead + b->qn) % QUEUE] = stacks;
     b->qn++;
     int err = b->werr;
     pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);
     b->block_t = 0;
+    b->pending_stacks = 0;
     return err;
+}
+
+/* Lock the regular file at b->path, if there is one, into b->guard: 0
+ * (b->guard -1 if there is no file), or -1 with errno set (EWOULDBLOCK:
+ * another process records into it). A file replaced while it was locked
+ * is looked at again. */
+static int guard_path(struct rec_bin *b)
+{
+    for (int tries = 0; tries < 16; tries++) {
+        struct stat held, now;
+        int fd = open(b->path, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+            return errno == ENOENT ? 0 : -1;
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            int err = errno;
+            close(fd);
+            errno = err;
+            return -1;
+        }
+        if (fstat(fd, &held) == 0 && stat(b->path, &now) == 0 && held.st_dev == now.st_dev &&
+            held.st_ino == now.st_ino) {
+            b->guard = fd;
+            return 0;
+        }
+        close(fd);
+    }
+    errno = EWOULDBLOCK;
+    return -1;
+}
+
+/* Whether another process records into the file at path (holds its lock). */
+static int path_locked(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int locked = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    close(fd);
+    return locked;
+}
+
+/* Give the temporary file b->path, replacing what is there unless another
+ * recorder has put its file there since (ANOTHER_WRITER). On the writer
+ * thread, once a block holding a stack is on disk. 0, or an errno. */
+static int place(struct rec_bin *b)
+{
+    if (b->guard < 0) {
+        /* No file was there: link it, which fails if one is now. */
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", b->fd);
+        int rc = b->anonymous ? linkat(AT_FDCWD, proc, AT_FDCWD, b->path, AT_SYMLINK_FOLLOW)
+                              : link(b->tmp, b->path);
+        if (rc == 0) {
+            if (!b->anonymous)
+                unlink(b->tmp);
+            goto placed;
+        }
+        if (errno != EEXIST)
+            return errno;
+        if (path_locked(b->path))
+            return ANOTHER_WRITER;
+    }
+    if (b->anonymous) {
+        if (rec_tmp_name(b->fd, b->tmp) != 0)
+            return errno;
+        b->anonymous = 0;
+    }
+    if (rename(b->tmp, b->path) != 0) {
+        int err = errno;
+        unlink(b->tmp);
+        return err;
+    }
+placed:
+    b->placed = 1;
+    b->tmp[0] = '\0';
+    if (b->guard >= 0)
+        close(b->guard);
+    b->guard = -1;
+    return 0;
+}
+
+/* Say why the recording cannot be made: err an errno of opening. */
+static void say_open_error(const struct rec_bin *b, int err)
+{
+    if (err == EWOULDBLOCK)
+        fprintf(stderr, "pystrobe: %s is being written by another process: not recording\n",
+                b->path);
+    else
+        fprintf(stderr, "pystrobe: cannot write to %s: %s\n", b->path, strerror(err));
 }
 
 struct rec_bin *rec_bin_open(const struct rec *r, int pid)
@@ -141,36 +258,43 @@ struct rec_bin *rec_bin_open(const struct rec *r, int pid)
         fprintf(stderr, "pystrobe: out of memory\n");
         return NULL;
     }
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
     b->r = r;
-    b->fd = -1;
+    b->fd = b->guard = -1;
     b->comp = r->compression == REC_COMPRESSION_NONE ? OUT_REC_NONE : OUT_REC_ZSTD;
     if (r->record_path)
         snprintf(b->path, sizeof b->path, "%s", r->record_path);
     else
         snprintf(b->path, sizeof b->path, "recording_%d.pysr", pid);
     /* One writer per file: a second pystrobe recording to the same path
-     * (two attaches to one pid both name theirs recording_PID.pysr) would
-     * write its blocks over the first's at its own offsets, leaving a file
-     * neither wrote whose size neither end line tells. The lock is taken
-     * before the file is emptied, so that the first one's is left whole;
-     * not on a device or pipe (/dev/null), which many may write. */
+     * (two attaches to one pid both name theirs recording_PID.pysr) is
+     * refused, so that the first one's file is left whole: each holds the
+     * lock of the file at the path, the one there before its own and then
+     * its own. Not on a device or pipe (/dev/null), which many may write,
+     * in place. */
     struct stat sb;
-    b->fd = open(b->path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
-    int regular = b->fd >= 0 && fstat(b->fd, &sb) == 0 && S_ISREG(sb.st_mode);
-    if (b->fd < 0 ||
-        (regular && (flock(b->fd, LOCK_EX | LOCK_NB) != 0 || ftruncate(b->fd, 0) != 0))) {
-        if (b->fd >= 0 && errno == EWOULDBLOCK)
-            fprintf(stderr, "pystrobe: %s is being written by another process: not recording\n",
-                    b->path);
-        else
-            fprintf(stderr, "pystrobe: cannot write to %s: %s\n", b->path, strerror(errno));
-        if (b->fd >= 0)
+    if (stat(b->path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        b->fd = open(b->path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+        b->placed = 1;
+    } else if (guard_path(b) == 0) {
+        /* A file it replaces keeps its mode; a new one gets 0666 less the
+         * umask, as the profile's. */
+        mode_t mode = b->guard >= 0 && fstat(b->guard, &sb) == 0 ? sb.st_mode & 07777
+                                                                  : rec_new_file_mode();
+        b->fd = rec_tmp_open(b->path, b->tmp, sizeof b->tmp, &b->anonymous);
+        if (b->fd >= 0 && (flock(b->fd, LOCK_EX | LOCK_NB) != 0 || fchmod(b->fd, mode) != 0)) {
+            int err = errno;
             close(b->fd);
-        free(b);
+            b->fd = -1;
+            errno = err;
+        }
+    }
+    if (b->fd < 0) {
+        say_open_error(b, errno);
+        rec_bin_free(b);
         return NULL;
     }
-    pthread_mutex_init(&b->mu, NULL);
-    pthread_cond_init(&b->cv, NULL);
     return b;
 }
 
@@ -249,7 +373,9 @@ static void stats_of(const struct rec_bin *b, const struct pys_profile_info *inf
 
 static int say_write_error(struct rec_bin *b, int err)
 {
-    if (!b->told)
+    if (!b->told && err == ANOTHER_WRITER)
+        fprintf(stderr, "pystrobe: another process is recording into %s: stopping\n", b->path);
+    else if (!b->told)
         fprintf(stderr, "pystrobe: writing %s failed: %s: stopping\n", b->path, strerror(err));
     b->told = 1;
     return PYS_E_IO;
@@ -307,6 +433,7 @@ int rec_bin_sample(void *ctx, const struct rec_sample *smp)
     size_t n = (size_t)kept;
     if (out_rec_enc_sample(b->enc, smp->t_ns, snap ? 0 : smp->rc, b->th, n) < 0)
         goto nomem;
+    b->pending_stacks |= n > 0;
     if (!b->block_t)
         b->block_t = smp->t_ns ? smp->t_ns : 1;
     if (smp->end_ns - b->block_t >= BLOCK_NS || out_rec_enc_pending(b->enc) >= BLOCK_BYTES) {
@@ -383,6 +510,11 @@ int rec_bin_finish(struct rec_bin *b, const struct pys_profile_info *info)
         status = CLI_ERROR;
     }
     b->fd = -1;
+    if (status == CLI_OK && !b->placed) {
+        /* No stack recorded: the temporary file goes (rec_bin_free). */
+        fprintf(stderr, "pystrobe: no thread stack recorded: %s not written\n", b->path);
+        return CLI_NOSAMPLES;
+    }
     if (status == CLI_OK)
         fprintf(stderr, "Wrote recording to %s (%llu bytes, %.1f bytes per sample)\n", b->path,
                 (unsigned long long)b->bytes,
@@ -403,6 +535,10 @@ void rec_bin_free(struct rec_bin *b)
     }
     if (b->fd >= 0)
         close(b->fd);
+    if (!b->placed && b->tmp[0] && !b->anonymous)
+        unlink(b->tmp);
+    if (b->guard >= 0)
+        close(b->guard);
     out_rec_enc_free(b->enc);
     free(b->th);
     pthread_mutex_destroy(&b->mu);

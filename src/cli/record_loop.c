@@ -288,10 +288,12 @@ static const struct pys_frame *frames_for_lines(struct loop *l, const struct pys
     return l->lines_buf;
 }
 
-/* Add thread t's stack, under its id in pystrobe's /proc (the target's
- * own, marked, when it runs in another PID namespace), with its Python
- * name when it has one (the main interpreter's threads; s, else NULL). */
-static int add_thread(struct loop *l, pys_session *s, const struct pys_thread *t)
+/* Add thread t of interpreter in's stack, under its id in pystrobe's
+ * /proc (the target's own, marked, when it runs in another PID namespace),
+ * with its Python name when it has one (the main interpreter's threads; s,
+ * else NULL). */
+static int add_thread(struct loop *l, pys_session *s, const struct pys_interp *in,
+                      const struct pys_thread *t)
 {
     pys_profile *prof = l->prof;
     uint64_t id = t->host_id ? t->host_id : t->native_id;
@@ -306,9 +308,10 @@ static int add_thread(struct loop *l, pys_session *s, const struct pys_thread *t
     const struct pys_frame *frames = frames_for_lines(l, t, &n);
     if (!frames)
         return PYS_E_NOMEM;
-    /* Its states; the stack is scanned for a <GC> frame only where one can
-     * be (--no-gc off, a 3.15+ target). */
-    size_t scan = l->r->gc && l->info->python_version >= 0x030f0000 ? t->nframes : 0;
+    /* Its states; the stack is looked through for a <GC> frame only where
+     * one can be: while its interpreter ran a collection (gc_running, which
+     * --no-gc and targets before 3.15 never set). */
+    size_t scan = in->gc_running ? t->nframes : 0;
     if (id && pys_profile_count_states(prof, id, t->status, t->frames, scan, 1) < 0)
         return PYS_E_NOMEM;
     return pys_profile_add(prof, id, frames, n, 1);
@@ -336,7 +339,7 @@ static int add_snapshot(struct loop *l, const struct pys_snapshot *snap)
             if (!rec_thread_matches(l->r, t))
                 continue;
             kept++;
-            if (add_thread(l, in->id == 0 ? l->s : NULL, t) < 0)
+            if (add_thread(l, in->id == 0 ? l->s : NULL, in, t) < 0)
                 return PYS_E_NOMEM;
         }
     }

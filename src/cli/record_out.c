@@ -101,8 +101,7 @@ static void write_failed(const char *path, int rc, int err)
                               : "I/O error");
 }
 
-/* The mode a new file gets: 0666 less the umask. */
-static mode_t new_file_mode(void)
+mode_t rec_new_file_mode(void)
 {
     mode_t mask = umask(0);
     umask(mask);
@@ -200,6 +199,56 @@ static int write_heatmap(struct rec_out *o, const pys_profile *p, const char *ti
     return CLI_ERROR;
 }
 
+int rec_tmp_open(const char *path, char *tmp, size_t size, int *anonymous)
+{
+    int n = snprintf(tmp, size, "%s.tmp.XXXXXX", path);
+    *anonymous = 0;
+    if (n < 0 || (size_t)n >= size) {
+        tmp[0] = '\0';
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    /* Preferably a file without a name until the end (O_TMPFILE), so that
+     * nothing is left behind if pystrobe is killed; else a named one. */
+    char *slash = strrchr(tmp, '/');
+    int fd;
+    if (slash) {
+        char keep = slash[1];
+        slash[1] = '\0';
+        fd = open(tmp, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+        slash[1] = keep;
+    } else {
+        fd = open(".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+    }
+    if (fd >= 0) {
+        *anonymous = 1;
+        return fd;
+    }
+    if (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)
+        fd = mkstemp(tmp);
+    if (fd < 0) {
+        int err = errno;
+        tmp[0] = '\0';
+        errno = err;
+    }
+    return fd;
+}
+
+int rec_tmp_name(int fd, char *tmp)
+{
+    char proc[64];
+    size_t len = strlen(tmp);
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    for (unsigned k = 0; k < 100; k++) {
+        snprintf(tmp + len - 6, 7, "%06u", (unsigned)((unsigned)getpid() * 131u + k) % 1000000u);
+        if (linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0)
+            return 0;
+        if (errno != EEXIST)
+            return -1;
+    }
+    return -1;
+}
+
 int rec_out_prepare(struct rec_out *o, const struct rec *r, int pid)
 {
     struct stat sb;
@@ -233,33 +282,9 @@ int rec_out_prepare(struct rec_out *o, const struct rec *r, int pid)
         o->in_place = 1;
         return -1;
     }
-    int n = snprintf(o->tmp, sizeof o->tmp, "%s.tmp.XXXXXX", shown);
-    if (n < 0 || (size_t)n >= sizeof o->tmp) {
-        o->tmp[0] = '\0';
-        fprintf(stderr, "pystrobe: output path too long: %s\n", shown);
-        return CLI_ERROR;
-    }
-    /* Preferably a file without a name until the end (O_TMPFILE), so that
-     * nothing is left behind if pystrobe is killed; else a named one. */
-    char *slash = strrchr(o->tmp, '/');
-    if (slash) {
-        char keep = slash[1];
-        slash[1] = '\0';
-        o->fd = open(o->tmp, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
-        slash[1] = keep;
-    } else {
-        o->fd = open(".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
-    }
-    if (o->fd >= 0) {
-        o->anonymous = 1;
-        return -1;
-    }
-    if (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)
-        o->fd = mkstemp(o->tmp);
+    o->fd = rec_tmp_open(shown, o->tmp, sizeof o->tmp, &o->anonymous);
     if (o->fd < 0) {
-        int err = errno;
-        o->tmp[0] = '\0';
-        fprintf(stderr, "pystrobe: cannot write to %s: %s\n", shown, strerror(err));
+        fprintf(stderr, "pystrobe: cannot write to %s: %s\n", shown, strerror(errno));
         return CLI_ERROR;
     }
     return -1;
@@ -275,25 +300,6 @@ void rec_out_discard(struct rec_out *o)
     o->tmp[0] = '\0';
 }
 
-/* Give the anonymous file a temporary name in its directory (o->tmp, with
- * its XXXXXX replaced). 0, or -1 with errno set. */
-static int name_anonymous(struct rec_out *o)
-{
-    char proc[64];
-    size_t len = strlen(o->tmp);
-    snprintf(proc, sizeof proc, "/proc/self/fd/%d", o->fd);
-    for (unsigned k = 0; k < 100; k++) {
-        snprintf(o->tmp + len - 6, 7, "%06u", (unsigned)((unsigned)getpid() * 131u + k) % 1000000u);
-        if (linkat(AT_FDCWD, proc, AT_FDCWD, o->tmp, AT_SYMLINK_FOLLOW) == 0) {
-            o->anonymous = 0;
-            return 0;
-        }
-        if (errno != EEXIST)
-            return -1;
-    }
-    return -1;
-}
-
 /*
  * Write the profile through the temporary file made by rec_out_prepare and
  * rename it over o->path, so a full disk or a crash never leaves half a file
@@ -305,7 +311,7 @@ static int write_renamed(struct rec_out *o, const struct rec *r, const pys_profi
 {
     struct stat sb;
     mode_t mode =
-        stat(o->path, &sb) == 0 && S_ISREG(sb.st_mode) ? sb.st_mode & 07777 : new_file_mode();
+        stat(o->path, &sb) == 0 && S_ISREG(sb.st_mode) ? sb.st_mode & 07777 : rec_new_file_mode();
     FILE *f = NULL;
     int rc;
 
@@ -320,9 +326,13 @@ static int write_renamed(struct rec_out *o, const struct rec *r, const pys_profi
         return PYS_E_IO;
     }
     rc = write_stream(f, r, p, title, 1, err);
-    if (rc == 0 && o->anonymous && name_anonymous(o) != 0) {
-        rc = PYS_E_IO;
-        *err = errno;
+    if (rc == 0 && o->anonymous) {
+        if (rec_tmp_name(o->fd, o->tmp) != 0) {
+            rc = PYS_E_IO;
+            *err = errno;
+        } else {
+            o->anonymous = 0;
+        }
     }
     close(o->fd);
     o->fd = -1;
@@ -359,7 +369,7 @@ static int write_fallback(const struct rec *r, const pys_profile *p, const char 
         int fd = mkstemps(path, (int)strlen(ext[r->format]));
         if (fd < 0)
             continue;
-        FILE *f = fchmod(fd, new_file_mode()) == 0 ? fdopen(fd, "wb") : NULL;
+        FILE *f = fchmod(fd, rec_new_file_mode()) == 0 ? fdopen(fd, "wb") : NULL;
         if (!f) {
             close(fd);
             unlink(path);

@@ -49,6 +49,11 @@ static long fn_get(struct out_funcs *t, const struct pys_frame *fr)
     return (long)t->n++;
 }
 
+int out_frame_has_source(int32_t kind, const char *filename)
+{
+    return kind == PYS_FRAME_PYTHON && filename && strcmp(filename, PYS_TASK_FRAME_FILENAME) != 0;
+}
+
 int out_funcs_build(struct out_funcs *t, const pys_profile *p)
 {
     memset(t, 0, sizeof *t);

@@ -37,6 +37,15 @@ struct out_funcs {
 int out_funcs_build(struct out_funcs *t, const pys_profile *p);
 void out_funcs_release(struct out_funcs *t);
 
+/* Whether a frame of this kind and filename stands for code in a source
+ * file: a Python frame, but not a synthetic one, which names something
+ * else in a frame's place (markers and process frames, of their own kinds;
+ * the frame naming an asyncio task, of filename PYS_TASK_FRAME_FILENAME).
+ * Synthetic frames keep their filename as a name ("~", "<task>", as the
+ * reference's pstats and collapsed stacks write them), but no writer makes
+ * a source page of it or gives it a file or line. */
+int out_frame_has_source(int32_t kind, const char *filename);
+
 /* Walk the subtree of node top of p depth first, parents before children,
  * siblings in id order. visit is called on entering every node below top
  * with the node's id and depth (1 for top's children); its nonzero return

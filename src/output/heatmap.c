@@ -6,6 +6,7 @@
  * path" counters, as output/pstats.c does for cumulative samples.
  */
 #include "output/heatmap.h"
+#include "output/funcs.h"
 #include "output/markup.h"
 
 #include <errno.h>
@@ -80,7 +81,7 @@ struct heat {
 static const struct pys_frame *py_frame(const pys_profile *p, uint32_t id)
 {
     const struct pys_frame *fr = pys_profile_frame(p, pys_profile_node(p, id)->frame);
-    return fr && fr->kind == PYS_FRAME_PYTHON && fr->filename ? fr : NULL;
+    return fr && out_frame_has_source(fr->kind, fr->filename) ? fr : NULL;
 }
 
 static const pys_profile *g_p; /* qsort has no context argument in C11 */

@@ -47,7 +47,7 @@ static void write_frames(struct out_json *j, const struct out_funcs *fns)
         out_json_begin_object(j);
         out_json_key(j, "name");
         out_json_string(j, fn->qualname);
-        if (fn->kind == PYS_FRAME_PYTHON) {
+        if (out_frame_has_source(fn->kind, fn->filename)) {
             out_json_key(j, "file");
             out_json_string(j, fn->filename);
             if (fn->firstlineno > 0) {

@@ -24,6 +24,7 @@ from test_async import ASYNC_TARGETS, BUILD, SPLIT, sid_root  # noqa: F401 (a fi
 
 THREADS = HERE / "workloads" / "async_threads.py"
 GC_WORK = HERE / "workloads" / "async_gc.py"
+GC_LIB = HERE / "workloads" / "gc_work.py"  # what GC_WORK imports
 PYSTROBE = BUILD / "pystrobe"
 
 
@@ -164,6 +165,7 @@ def test_other_formats_have_task_frames(target, split, tmp_path):
     out = tmp_path / "heat"
     attach(p.pid, "--heatmap", "-o", out, "-d", "2")
     hm = Heatmap(out)
+    assert "<task>" not in hm.files, sorted(hm.files)  # a name, not a source file
     name = next(n for n in hm.files if n.endswith("async_split.py"))
     spins = {src.strip(): t for _, t, src, _ in hm.lines(name).values() if "spin(" in src}
     assert spins.get("spin(30000)", 0) > 0, spins
@@ -239,6 +241,7 @@ def test_gc_frames_in_running_task(target, sid_root, tmp_path):  # noqa: F811
     """running mode: <GC> sits right above the task's frame that started a
     collection, as in thread stacks (3.15 publishes that frame); --no-gc
     leaves it out (the reference refuses --no-gc with --async-aware)."""
+    target.stage(GC_LIB)
     proc = start(target, GC_WORK, 120)
     try:
         runs = {}

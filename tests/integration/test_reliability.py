@@ -24,8 +24,9 @@ from pathlib import Path
 
 import pytest
 
+import recording_format
 from conftest import run_pystrobe, wait_session_empty
-from targets import supported_targets
+from targets import python2_target, supported_targets
 from test_sampling import (REALTIME, assert_wrote, check_flamegraph, load_collapsed, load_pstats,
                            parse_summary, strobes)  # noqa: F401 (strobes is a fixture)
 
@@ -250,8 +251,8 @@ def test_output_directory_removed_meanwhile(strobes, sleeper312, tmp_path):
 def test_sighup_ends_run_and_writes(strobes, looper, tmp_path):
     """SIGHUP to pystrobe: the profile is written, exit 0, the command is
     ended (SIGTERM), nothing is left running."""
-    out = tmp_path / "hup.pstats"
-    s = strobes(["run", *REALTIME, "-o", out, *looper.run_args()])
+    out, rec = tmp_path / "hup.pstats", tmp_path / "hup.pysr"
+    s = strobes(["run", *REALTIME, "-o", out, "--record", rec, *looper.run_args()])
     pid = looper.pid(s)
     # Samples of the loop: work() is about half of its time.
     s.wait_samples(s.wait_samples(s.samples_so_far()) + 100)
@@ -259,6 +260,8 @@ def test_sighup_ends_run_and_writes(strobes, looper, tmp_path):
     summary = s.check(timeout=WAIT)
     assert_wrote(s, summary, out)
     assert any(k[2] == "work" for k in load_pstats(out)), "no work() in the profile"
+    # The recording beside it is finished too.
+    assert recording_format.read(rec)["complete"], s.describe()
     assert wait_gone(pid), f"the command {pid} outlived pystrobe"
     assert not wait_session_empty(s.pid, 5)
 
@@ -339,9 +342,11 @@ def test_mode_matching_nothing_writes_nothing(strobes, looper, tmp_path):
     start-up imports do): exit 9, the reason in plain words, no file (an
     empty pstats file does not load), and a file already at the path is left
     as it was."""
-    out = tmp_path / "e.pstats"
+    out, rec = tmp_path / "e.pstats", tmp_path / "e.pysr"
     out.write_text("before")
-    s = strobes(["attach", "-d", "1", "--mode", "exception", "-o", out, looper.start()])
+    rec.write_text("recording before")
+    s = strobes(["attach", "-d", "1", "--mode", "exception", "-o", out, "--record", rec,
+                 looper.start()])
     s.wait(timeout=WAIT)
     assert s.proc.returncode == EXIT_NO_SAMPLES, s.describe()
     summary = parse_summary(s)
@@ -349,8 +354,53 @@ def test_mode_matching_nothing_writes_nothing(strobes, looper, tmp_path):
     m = re.search(r"^pystrobe: no thread matched --mode exception in (\d+) samples: "
                   r"nothing written$", s.stderr, re.M)
     assert m and 0 < int(m.group(1)) <= summary["samples"], s.describe()
+    assert f"pystrobe: no thread stack recorded: {rec} not written" in s.stderr, s.describe()
     assert out.read_text() == "before"
-    assert sorted(os.listdir(tmp_path)) == ["e.pstats", "logs"], os.listdir(tmp_path)
+    assert rec.read_text() == "recording before"
+    assert sorted(os.listdir(tmp_path)) == ["e.pstats", "e.pysr", "logs"], os.listdir(tmp_path)
+
+
+# Every format's option and the name of its output (a directory for the
+# heatmap): what test_failed_start_destroys_nothing puts there first.
+FORMAT_OUTPUTS = {"pstats": "p.pstats", "collapsed": "c.txt", "flamegraph": "f.html",
+                  "speedscope": "s.json", "pprof": "p.pb.gz", "heatmap": "heat",
+                  "jsonl": "j.jsonl", "gecko": "g.json", "svg": "f.svg",
+                  "chrometrace": "t.json"}
+
+
+def test_failed_start_destroys_nothing(strobes, tmp_path):
+    """`run` whose command never becomes a Python pystrobe samples (no such
+    program, a program that is not Python, Python 2.7): the output of every
+    format, and the recording beside it, are left as they were, and no
+    temporary file is left behind."""
+    commands = [["/no/such/program"], ["/bin/true"]]
+    py2 = python2_target()
+    if py2:
+        commands.append([*py2.argv, "-c", "import time; time.sleep(30)"])
+    for cmd in commands:
+        runs = {}
+        for fmt, name in FORMAT_OUTPUTS.items():
+            d = tmp_path / f"{fmt}-{len(runs)}-{os.path.basename(cmd[0])}"
+            d.mkdir()
+            out, rec = d / name, d / "r.pysr"
+            if fmt == "heatmap":
+                out.mkdir()
+                (out / "index.html").write_text("heatmap before")
+            else:
+                out.write_text(f"{fmt} before")
+            rec.write_text("recording before")
+            runs[fmt] = (d, strobes(["run", f"--{fmt}", "-o", out, "--record", rec, "--", *cmd]))
+        for fmt, (d, s) in runs.items():
+            s.wait(timeout=WAIT)
+            assert s.proc.returncode not in (EXIT_OK, EXIT_NO_SAMPLES), s.describe()
+            out = d / FORMAT_OUTPUTS[fmt]
+            if fmt == "heatmap":
+                assert os.listdir(out) == ["index.html"], os.listdir(out)
+                out = out / "index.html"
+            assert out.read_text().endswith(" before"), (fmt, cmd, s.describe())
+            assert (d / "r.pysr").read_text() == "recording before", (fmt, cmd, s.describe())
+            assert sorted(os.listdir(d)) == sorted([FORMAT_OUTPUTS[fmt], "r.pysr"]), \
+                os.listdir(d)
 
 
 def test_output_file_modes(strobes, sleeper312, tmp_path):

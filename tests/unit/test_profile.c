@@ -583,6 +583,48 @@ static void test_thread_states(void **state)
     pys_profile_free(p);
 }
 
+/* The sampling loop (cli/record_loop.c) looks through a stack for a <GC>
+ * frame only while its interpreter ran a collection (pys_interp.gc_running,
+ * whose promise is that only then may a stack hold one). On snapshots that
+ * keep the promise, with the <GC> frame anywhere on the stack or nowhere,
+ * the states so counted are those of looking through every stack. */
+static void test_states_gated_on_gc_running(void **state)
+{
+    (void)state;
+    pys_profile *all = pys_profile_new(), *gated = pys_profile_new();
+    assert_non_null(all);
+    assert_non_null(gated);
+    struct pys_frame f[MAX_DEPTH];
+    for (int k = 0; k < 3000; k++) {
+        struct pys_interp in = {.gc_running = next_rand() % 4 == 0};
+        size_t n = 1 + next_rand() % MAX_DEPTH;
+        for (size_t i = 0; i < n; i++)
+            f[i] = frame((int)(next_rand() % NAMES), 1 + (int)(next_rand() % 9));
+        /* While a collection runs, one thread in three is the one running
+         * it; its <GC> frame sits above the frame that started it. */
+        if (in.gc_running && next_rand() % 3 == 0)
+            f[next_rand() % n].kind = PYS_FRAME_GC;
+        uint64_t thread = 1 + next_rand() % 4, weight = 1 + next_rand() % 3;
+        uint32_t status = next_rand() & (PYS_THREAD_HAS_GIL | PYS_THREAD_ON_CPU |
+                                         PYS_THREAD_UNKNOWN | PYS_THREAD_GIL_REQUESTED |
+                                         PYS_THREAD_HAS_EXCEPTION);
+        assert_int_equal(pys_profile_count_states(all, thread, status, f, n, weight), 0);
+        assert_int_equal(
+            pys_profile_count_states(gated, thread, status, f, in.gc_running ? n : 0, weight), 0);
+    }
+    uint64_t gc = 0;
+    for (uint64_t thread = 1; thread <= 4; thread++) {
+        struct pys_thread_states a, b;
+        assert_int_equal(pys_profile_thread_states(all, thread, &a), 0);
+        assert_int_equal(pys_profile_thread_states(gated, thread, &b), 0);
+        assert_memory_equal(&a, &b, sizeof a);
+        gc += a.gc;
+    }
+    assert_true(gc > 0); /* the <GC> frames were counted, both ways */
+    pys_profile_free(all);
+    pys_profile_free(gated);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -595,6 +637,7 @@ int main(void)
         cmocka_unit_test(test_folds_into_the_thread_with_no_room),
         cmocka_unit_test(test_opcode_counts),
         cmocka_unit_test(test_thread_states),
+        cmocka_unit_test(test_states_gated_on_gc_running),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

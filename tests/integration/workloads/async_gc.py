@@ -1,21 +1,12 @@
 """async_gc.py SECONDS: an asyncio task "collector" that makes cyclic
-garbage and collects it (gc.collect() from make_garbage), yielding to the
+garbage and collects it (gc_work.py's make_garbage, which calls
+gc.collect(); gc_work.py must be staged beside this file), yielding to the
 loop between rounds; prints "ready" once it runs."""
 import asyncio
-import gc
 import sys
 import time
 
-
-class Node:
-    def __init__(self):
-        self.other = self
-
-
-def make_garbage():
-    for _ in range(20000):
-        Node()
-    gc.collect()
+from gc_work import make_garbage
 
 
 async def collect(end):

@@ -1,6 +1,7 @@
 """gc_work.py SECONDS: makes cyclic garbage and collects it, over and over:
 collections start both in gc.collect() (from make_garbage) and automatically
-(allocating in Node.__init__)."""
+(allocating in Node.__init__). async_gc.py imports make_garbage from it (it
+must be staged beside it)."""
 import gc
 import sys
 import time
@@ -23,4 +24,5 @@ def main(seconds):
         make_garbage()
 
 
-main(float(sys.argv[1]))
+if __name__ == "__main__":
+    main(float(sys.argv[1]))

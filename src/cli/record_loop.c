@@ -393,13 +393,17 @@ static int on_exec(struct loop *l, uint64_t t1, enum end *why)
     return 1;
 }
 
-/* Wait for the next deadline, or a signal. */
+/* Wait for the next deadline or the end of the duration, whichever is
+ * first, or a signal. */
 static void wait_deadline(const struct loop *l)
 {
+    uint64_t until = l->next;
+    if (l->r->duration_ns && l->start + l->r->duration_ns < until)
+        until = l->start + l->r->duration_ns;
     if (l->spin)
-        spin_until(l->next);
+        spin_until(until);
     else
-        sleep_until(l->next);
+        sleep_until(until);
 }
 
 int rec_sinks_add(struct rec_sinks *ks, void *ctx, int (*sample)(void *, const struct rec_sample *))
@@ -596,15 +600,17 @@ static enum end run_loop(struct loop *l, void *ctx,
             break;
         }
         uint64_t t0 = rec_now_ns();
-        if (l->r->duration_ns && t0 - l->start >= l->r->duration_ns) {
-            why = END_DURATION;
-            break;
-        }
         if (t0 < l->next) {
             wait_deadline(l);
             if (rec_stop)
                 continue;
             t0 = rec_now_ns();
+        }
+        /* Checked after the wait: a wake-up late past the end (a loaded
+         * machine) takes no sample outside the duration asked. */
+        if (l->r->duration_ns && t0 - l->start >= l->r->duration_ns) {
+            why = END_DURATION;
+            break;
         }
         if (!tick(l, ctx, t0, &why))
             break;

@@ -15,6 +15,12 @@
 # (splice-3.X-a.img in a2 <- a1, splice-3.X-b.img at spin_b <- b2).
 # "tops" records tests/images/tops.py under 3.11-3.15 (tops-3.X-a.img at
 # spin_a <- a2, tops-3.X-b.img at spin_b <- b2).
+# "start" records start-3.8/3.9/3.10.img: tests/images/start.py stopped by
+# gdb (tools/start_frame.gdb) as a new thread's first frame is entered,
+# before it executes.
+# "heap" records tests/images/heap.py under 3.11-3.15 (heap-3.X-a.img at
+# ga3 <- ga2 <- ga1, generators; heap-3.X-b.img at ca3 <- ca2 <- ca1,
+# coroutines: their frames on the heap, at the same addresses).
 # "enterc" records enterc-3.11/3.12.img: tests/images/enter_c.py stopped by
 # gdb (tools/enter_c.gdb) as a generator is entered from C, before the
 # evaluation loop fills in its _PyCFrame.
@@ -25,8 +31,54 @@ B=${1:?usage: record_images.sh BUILD_DIR [VERSION...]}
 shift
 ROOT=${PYSTROBE_IMAGES_SIDROOT:-.cache/sid-root}
 OUT=tests/images
-[ $# -gt 0 ] || set -- 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15 pos enter grow splice init enterc tops
+[ $# -gt 0 ] || set -- 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15 pos enter grow splice init enterc tops heap start
 for v in "$@"; do
+    if [ "$v" = start ]; then
+        mkdir -p /tmp/pystrobe-images
+        cp $OUT/start.py /tmp/pystrobe-images/start.py
+        for pv in ${PYSTROBE_START_VERSIONS:-3.8.18 3.9.18 3.10.13}; do
+            rc=1
+            for _ in 1 2 3; do # gdb's conditional breakpoint sometimes misses
+                "$(pyenv prefix $pv)/bin/python3" -B /tmp/pystrobe-images/start.py 60 & pid=$!
+                sleep 1
+                rc=0
+                gdb -p $pid -batch -x "$PWD/tools/start_frame.gdb" >/dev/null 2>&1 || rc=$?
+                # The queued SIGSTOP is taken as gdb lets go: wait for it.
+                for _ in 1 2 3 4 5 6 7 8 9 10; do
+                    grep -q '^State:.*T' /proc/$pid/status && break
+                    sleep 0.2
+                done
+                [ $rc -eq 0 ] && { "$B/tests/record_image" $pid "$OUT/start-${pv%.*}.img" || rc=$?; }
+                kill -9 $pid 2>/dev/null || true
+                wait $pid 2>/dev/null || true
+                [ $rc -eq 0 ] && break
+            done
+            [ $rc -eq 0 ] || { echo "record_images: start $pv failed" >&2; exit 1; }
+        done
+        continue
+    fi
+    if [ "$v" = heap ]; then
+        mkdir -p /tmp/pystrobe-images "$ROOT/tmp/pystrobe-images"
+        cp $OUT/heap.py /tmp/pystrobe-images/heap.py
+        cp $OUT/heap.py "$ROOT/tmp/pystrobe-images/heap.py"
+        for hv in ${PYSTROBE_HEAP_VERSIONS:-3.11 3.12 3.13 3.14 3.15}; do
+            case $hv in
+            3.11) run="$(pyenv prefix 3.11.7)/bin/python3" ;;
+            3.12) run="$(pyenv prefix 3.12.1)/bin/python3" ;;
+            3.13) run="$(pyenv prefix 3.13.0)/bin/python3" ;;
+            *) run="chroot $ROOT /usr/bin/python$hv" ;;
+            esac
+            $run -B /tmp/pystrobe-images/heap.py 60 & pid=$!
+            sleep 1
+            rc=0
+            "$B/tests/record_image" $pid -:ga3,ga2,ga1 -:ca3,ca2,ca1 \
+                "$OUT/heap-$hv-a.img:ga3,ga2,ga1" "$OUT/heap-$hv-b.img:ca3,ca2,ca1" || rc=$?
+            kill $pid 2>/dev/null || true
+            wait $pid 2>/dev/null || true
+            [ $rc -eq 0 ] || { echo "record_images: heap $hv failed" >&2; exit 1; }
+        done
+        continue
+    fi
     if [ "$v" = tops ]; then
         mkdir -p /tmp/pystrobe-images "$ROOT/tmp/pystrobe-images"
         cp $OUT/tops.py /tmp/pystrobe-images/tops.py

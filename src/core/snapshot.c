@@ -184,6 +184,13 @@ static int name_frame(struct pys_session *s, const struct cpy_thread *t,
         return 0;
     struct cpy_location loc;
     if ((rc = prof_codecache_locate(&s->codes, &s->off, c, rf, &out->lasti, &loc)) < 0) {
+        /* 3.8-3.13: a cached code object whose memory was freed and taken
+         * by another (a module's code, run once at import) lies about
+         * every frame of the new one. Checked now, so that the thread's
+         * next walk reads it again if so (the end of the snapshot would
+         * find it, but only after every walk of the thread failed). */
+        if (s->codes.validate)
+            (void)prof_codecache_check(&s->codes, &s->mem, &s->off, &rf->code, 1);
         snprintf(err, errlen, "frame at 0x%llx: instruction pointer outside %s",
                  (unsigned long long)rf->addr, c->qualname);
         return rc;
@@ -928,8 +935,12 @@ int pys_session_snapshot(pys_session *s, const struct pys_snapshot **out)
     /* The last snapshot's results stay readable: threads may be taken over. */
     prof_idle_keep_results(s);
     prof_native_begin(s);
+    /* Threads that failed in a try taken again are no failed stacks: only
+     * the try kept counts them. */
+    uint64_t thread_errors = s->thread_errors;
     while ((rc = snapshot_try(s, tries)) > 0) {
         tries += rc == SNAP_AGAIN;
+        s->thread_errors = thread_errors;
         mem_prefetch_end(&s->mem);
     }
     if (rc < 0) {

@@ -572,6 +572,36 @@ static size_t checked_end(const struct cpy_raw_frame *raw, size_t from, size_t n
     return end;
 }
 
+/*
+ * 3.8-3.10: a walk that passed over its thread's only frame (not started,
+ * not executing, without a caller: a stack's bottom frame being entered,
+ * cpython/frames.c) shows an empty stack. One read confirms it, the
+ * thread's current frame word first, then the frame: the frame current,
+ * and a moment later still not started, without a caller: the thread then
+ * was entering its first frame, whatever the walk's own reads saw (a
+ * generator that ran there at the thread state's read and came back as a
+ * new one, not started, looks the same). 1 if confirmed (or nothing was
+ * passed over), 0 if not.
+ */
+static int bottom_confirmed(struct pys_session *s, const struct cpy_thread *t)
+{
+    uint64_t x = s->walker.stack.passed_bottom, cur = 0, prev = 1;
+    const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
+    uint8_t state = s->off.traits.executing;
+    int32_t lasti = 0;
+    if (x == 0)
+        return 1;
+    struct mem_seg segs[4] = {
+        {t->addr + s->off.thread_state.current_frame, &cur, 8},
+        {x + f->previous, &prev, 8},
+        {x + f->executing, &state, 1},
+        {x + f->lasti, &lasti, 4},
+    };
+    if (mem_readv_fresh(&s->mem, segs, 4) < 0)
+        return 0;
+    return cur == x && prev == 0 && state != s->off.traits.executing && lasti == -1;
+}
+
 int prof_torn_walk(struct pys_session *s, const struct prof_walk *w, const struct cpy_interp *in,
                    const struct cpy_thread *t, size_t n, size_t ti, size_t ni)
 {
@@ -583,7 +613,9 @@ int prof_torn_walk(struct pys_session *s, const struct prof_walk *w, const struc
     int one = walk_one_moment(s, w);
     uint64_t last_prev;
     size_t end = checked_end(s->walker.raw, top, n, s->walker.stack.cut, &last_prev);
-    if (n == 0 || (one && !thread_may_move(s, w, t, in->gil_holder)))
+    if (n == 0)
+        return bottom_confirmed(s, t) ? PROF_TORN_ONE : PROF_TORN_MIXED;
+    if (one && !thread_may_move(s, w, t, in->gil_holder))
         return PROF_TORN_ONE;
     /* From the batch's second copies if it has them, else with the other
      * threads' at the snapshot's end if it can, the top frame too: a read

@@ -158,6 +158,10 @@ struct cpy_stack {
      * not executing (3.8-3.10) is one being entered or left, not a torn
      * read, and is passed over as Python itself does. */
     int stopped;
+    /* 3.8-3.10, after a walk of no frame: the thread's current frame it
+     * passed over (not started, no caller: the bottom frame of a stack
+     * being entered), which torn.c confirms by a later read; 0 when none. */
+    uint64_t passed_bottom;
     /* The chunks older than the current one that the last copy of all
      * chunks met, in its order, and their used lengths: where a walk that
      * reads past the prefetch expects the next older chunks to be (most

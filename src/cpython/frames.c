@@ -620,6 +620,7 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
     st->nchunks = 0;
     st->regions = 0;
     st->direct = 0;
+    st->passed_bottom = 0;
     no_window(st);
     for (uint64_t addr = t->current_frame; addr != 0;) {
         uint64_t code, prev;
@@ -648,12 +649,20 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
          * other frame (executing, read again), and a frame read after it
          * returned (freed, its stale caller kept) leads to that caller's
          * stack at its own moment, or to a frame not executing below the
-         * top. On a stopped target the top is passed over even alone. */
+         * top. On a stopped target the top is passed over even alone; on
+         * a running one, a top without a caller that has not started (the
+         * bottom frame of a stack being entered: a thread's first, each
+         * call from C with no Python frame below) too, if a later read
+         * finds it so and current (passed_bottom, core/torn.c). */
         if (CPY_HAS(o, interpreter_frame, executing) &&
             st->frame[f->executing] != o->traits.executing) {
             if (n == 0 && addr == t->current_frame && (st->stopped || prev != 0)) {
                 addr = prev;
                 continue;
+            }
+            if (n == 0 && addr == t->current_frame && prev == 0 && lasti == -1) {
+                st->passed_bottom = addr;
+                return 0;
             }
             return PYS_E_CORRUPT;
         }

@@ -31,30 +31,41 @@ B=${1:?usage: record_images.sh BUILD_DIR [VERSION...]}
 shift
 ROOT=${PYSTROBE_IMAGES_SIDROOT:-.cache/sid-root}
 OUT=tests/images
+# at_gdb_stop NAME SCRIPT GDBFILE SPEC VERSION...: for each pyenv VERSION,
+# run tests/images/SCRIPT, let gdb stop it (tools/GDBFILE), and record it
+# to tests/images/NAME-3.X.img (SPEC: what follows the file name, e.g.
+# ":main,<module>"); three tries, as gdb's conditional breakpoint
+# sometimes misses.
+at_gdb_stop() {
+    name=$1 script=$2 gdbfile=$3 spec=$4
+    shift 4
+    mkdir -p /tmp/pystrobe-images
+    cp "$OUT/$script" "/tmp/pystrobe-images/$script"
+    for pv in "$@"; do
+        rc=1
+        for _ in 1 2 3; do
+            "$(pyenv prefix $pv)/bin/python3" -B "/tmp/pystrobe-images/$script" 60 & pid=$!
+            sleep 1
+            rc=0
+            gdb -p $pid -batch -x "$PWD/tools/$gdbfile" >/dev/null 2>&1 || rc=$?
+            # The queued SIGSTOP is taken as gdb lets go: wait for it.
+            for _ in 1 2 3 4 5 6 7 8 9 10; do
+                grep -q '^State:.*T' /proc/$pid/status && break
+                sleep 0.2
+            done
+            [ $rc -eq 0 ] && { "$B/tests/record_image" $pid "$OUT/$name-${pv%.*}.img$spec" || rc=$?; }
+            kill -9 $pid 2>/dev/null || true
+            wait $pid 2>/dev/null || true
+            [ $rc -eq 0 ] && break
+        done
+        [ $rc -eq 0 ] || { echo "record_images: $name $pv failed" >&2; exit 1; }
+    done
+}
+
 [ $# -gt 0 ] || set -- 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15 pos enter grow splice init enterc tops heap start
 for v in "$@"; do
     if [ "$v" = start ]; then
-        mkdir -p /tmp/pystrobe-images
-        cp $OUT/start.py /tmp/pystrobe-images/start.py
-        for pv in ${PYSTROBE_START_VERSIONS:-3.8.18 3.9.18 3.10.13}; do
-            rc=1
-            for _ in 1 2 3; do # gdb's conditional breakpoint sometimes misses
-                "$(pyenv prefix $pv)/bin/python3" -B /tmp/pystrobe-images/start.py 60 & pid=$!
-                sleep 1
-                rc=0
-                gdb -p $pid -batch -x "$PWD/tools/start_frame.gdb" >/dev/null 2>&1 || rc=$?
-                # The queued SIGSTOP is taken as gdb lets go: wait for it.
-                for _ in 1 2 3 4 5 6 7 8 9 10; do
-                    grep -q '^State:.*T' /proc/$pid/status && break
-                    sleep 0.2
-                done
-                [ $rc -eq 0 ] && { "$B/tests/record_image" $pid "$OUT/start-${pv%.*}.img" || rc=$?; }
-                kill -9 $pid 2>/dev/null || true
-                wait $pid 2>/dev/null || true
-                [ $rc -eq 0 ] && break
-            done
-            [ $rc -eq 0 ] || { echo "record_images: start $pv failed" >&2; exit 1; }
-        done
+        at_gdb_stop start start.py start_frame.gdb "" ${PYSTROBE_START_VERSIONS:-3.8.18 3.9.18 3.10.13}
         continue
     fi
     if [ "$v" = heap ]; then
@@ -117,27 +128,7 @@ for v in "$@"; do
         continue
     fi
     if [ "$v" = enterc ]; then
-        mkdir -p /tmp/pystrobe-images
-        cp $OUT/enter_c.py /tmp/pystrobe-images/enter_c.py
-        for pv in 3.11.7 3.12.1; do
-            rc=1
-            for _ in 1 2 3; do # gdb's conditional breakpoint sometimes misses
-                "$(pyenv prefix $pv)/bin/python3" -B /tmp/pystrobe-images/enter_c.py 60 & pid=$!
-                sleep 1
-                rc=0
-                gdb -p $pid -batch -x "$PWD/tools/enter_c.gdb" >/dev/null 2>&1 || rc=$?
-                # The queued SIGSTOP is taken as gdb lets go: wait for it.
-                for _ in 1 2 3 4 5 6 7 8 9 10; do
-                    grep -q '^State:.*T' /proc/$pid/status && break
-                    sleep 0.2
-                done
-                [ $rc -eq 0 ] && { "$B/tests/record_image" $pid "$OUT/enterc-${pv%.*}.img:main,<module>" || rc=$?; }
-                kill -9 $pid 2>/dev/null || true
-                wait $pid 2>/dev/null || true
-                [ $rc -eq 0 ] && break
-            done
-            [ $rc -eq 0 ] || { echo "record_images: enterc $pv failed" >&2; exit 1; }
-        done
+        at_gdb_stop enterc enter_c.py enter_c.gdb ":main,<module>" 3.11.7 3.12.1
         continue
     fi
     if [ "$v" = init ]; then

@@ -761,6 +761,26 @@ static void test_anchor_position(void **state)
     assert_int_equal(mixes, 0);
 }
 
+/* Image `name`'s path (in $PYSTROBE_IMAGES, else tests/images), and a
+ * session on it with options opt (the test fails if none can be made). */
+static void named_path(char *path, size_t size, const char *name)
+{
+    const char *dir = getenv("PYSTROBE_IMAGES");
+    snprintf(path, size, "%s/%s", dir && *dir ? dir : "tests/images", name);
+}
+
+static pys_session *open_image(const char *name, const struct pys_options *opt)
+{
+    char path[512], err[512];
+    named_path(path, sizeof path, name);
+    pys_session *s = NULL;
+    int rc = pys_session_attach_image(&s, path, opt, err, sizeof err);
+    if (rc != 0)
+        print_message("%s: %s\n", path, err);
+    assert_int_equal(rc, 0);
+    return s;
+}
+
 /*
  * 3.8-3.10: aba.py stopped (tools/record_images.sh, "enter") as a2 calls
  * spin, after spin's frame became the thread's current one and before the
@@ -772,15 +792,10 @@ static void test_entering(void **state)
     (void)state;
     static const char *const old[] = {"3.8", "3.9", "3.10"};
     for (size_t v = 0; v < sizeof old / sizeof *old; v++) {
-        char path[512], err[512];
-        const char *dir = getenv("PYSTROBE_IMAGES");
-        snprintf(path, sizeof path, "%s/enter-%s.img", dir && *dir ? dir : "tests/images", old[v]);
-        pys_session *s = NULL;
+        char name[32];
+        snprintf(name, sizeof name, "enter-%s.img", old[v]);
         struct pys_options opt = {0};
-        int rc = pys_session_attach_image(&s, path, &opt, err, sizeof err);
-        if (rc != 0)
-            print_message("%s: %s\n", path, err);
-        assert_int_equal(rc, 0);
+        pys_session *s = open_image(name, &opt);
         for (int k = 0; k < 2; k++) {
             const struct pys_snapshot *snap = NULL;
             assert_int_equal(pys_session_snapshot(s, &snap), 0);
@@ -792,7 +807,7 @@ static void test_entering(void **state)
                     t->frames[f].lineno != ABA[0][f + 1].lineno)
                     break;
             if (f != 5 || t->nframes != 5) {
-                print_message("%s, snapshot %d:\n", path, k);
+                print_message("%s, snapshot %d:\n", name, k);
                 print_thread(t);
             }
             assert_int_equal(t->error, 0);
@@ -810,14 +825,7 @@ static void test_entering(void **state)
 static void replay_exactly(const char *name, const struct pys_options *opt,
                            const struct want *want, size_t n)
 {
-    char path[512], err[512];
-    const char *dir = getenv("PYSTROBE_IMAGES");
-    snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : "tests/images", name);
-    pys_session *s = NULL;
-    int rc = pys_session_attach_image(&s, path, opt, err, sizeof err);
-    if (rc != 0)
-        print_message("%s: %s\n", path, err);
-    assert_int_equal(rc, 0);
+    pys_session *s = open_image(name, opt);
     for (int k = 0; k < 3; k++) {
         const struct pys_snapshot *snap = NULL;
         assert_int_equal(pys_session_snapshot(s, &snap), 0);
@@ -829,7 +837,7 @@ static void replay_exactly(const char *name, const struct pys_options *opt,
                 t->frames[f].lineno != want[f].lineno)
                 break;
         if (t->error != 0 || f != n || t->nframes != n) {
-            print_message("%s, snapshot %d:\n", path, k);
+            print_message("%s, snapshot %d:\n", name, k);
             print_thread(t);
         }
         assert_int_equal(t->error, 0);
@@ -1625,15 +1633,12 @@ static void test_thread_start(void **state)
     (void)state;
     static const char *const old[] = {"3.8", "3.9", "3.10"};
     for (size_t v = 0; v < sizeof old / sizeof *old; v++) {
-        char path[512], err[512];
-        const char *dir = getenv("PYSTROBE_IMAGES");
-        snprintf(path, sizeof path, "%s/start-%s.img", dir && *dir ? dir : "tests/images", old[v]);
-        pys_session *s = NULL;
+        char name[32];
+        snprintf(name, sizeof name, "start-%s.img", old[v]);
         struct pys_options opt = {0};
-        int rc = pys_session_attach_image(&s, path, &opt, err, sizeof err);
-        if (rc != 0)
-            print_message("%s: %s\n", path, err);
-        assert_int_equal(rc, 0);
+        pys_session *s = open_image(name, &opt);
+        char path[512], err[512];
+        named_path(path, sizeof path, name);
         uint64_t word = 0;
         for (int k = 0; k < 3; k++) {
             const struct pys_snapshot *snap = NULL;
@@ -1643,7 +1648,7 @@ static void test_thread_start(void **state)
             for (size_t i = 0; i < 2; i++) {
                 const struct pys_thread *t = &snap->interps[0].threads[i];
                 if (t->error) {
-                    print_message("%s, snapshot %d:\n", path, k);
+                    print_message("%s, snapshot %d:\n", name, k);
                     print_thread(t);
                 }
                 assert_int_equal(t->error, 0);

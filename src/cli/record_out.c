@@ -591,13 +591,7 @@ int rec_trace_sample(void *ctx, const struct rec_sample *smp)
         const struct pys_interp *in = &smp->snap->interps[i];
         for (size_t k = 0; k < in->nthreads && rc == 0; k++) {
             const struct pys_thread *t = &in->threads[k];
-            if (!rec_thread_matches(r, t))
-                continue;
-            if (t->error) {
-                out_chrometrace_thread_unread(tr, t->host_id ? t->host_id : t->native_id);
-                continue;
-            }
-            if (t->nframes == 0)
+            if (t->error || t->nframes == 0 || !rec_thread_matches(r, t))
                 continue;
             /* Named as the profile names it (record_loop.c's add_thread). */
             const char *name =

@@ -52,9 +52,6 @@ void out_chrometrace_set_pid(struct out_chrometrace *t, int pid);
 void out_chrometrace_sample_begin(struct out_chrometrace *t, uint64_t t_ns);
 int out_chrometrace_thread(struct out_chrometrace *t, uint64_t tid, const char *name,
                            const struct pys_frame *frames, size_t n);
-/* A thread whose stack could not be read in this sample: its frames stay
- * open as they stood (not knowing is no evidence that they returned). */
-void out_chrometrace_thread_unread(struct out_chrometrace *t, uint64_t tid);
 int out_chrometrace_sample_end(struct out_chrometrace *t);
 /* Samples not recorded because the trace reached its memory bound. */
 uint64_t out_chrometrace_dropped(const struct out_chrometrace *t);

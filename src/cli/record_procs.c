@@ -29,6 +29,7 @@
 
 #include "cli/cli.h"
 #include "cli/record.h"
+#include "platform/platform.h"
 
 /* How often the tree is followed: every sample up to 1 kHz; faster
  * sampling does not make a new process's start any less missed. */
@@ -155,24 +156,6 @@ static const char *read_stat(int pid, char *buf, size_t len)
     return strrchr(buf, ')');
 }
 
-/* When pid started (its starttime in /proc/PID/stat: clock ticks since
- * boot, CLOCK_BOOTTIME's origin), in ns; 0 if unknown. */
-static uint64_t started_ns(int pid)
-{
-    char buf[1024];
-    unsigned long long ticks;
-    const char *s = read_stat(pid, buf, sizeof buf);
-    long hz = sysconf(_SC_CLK_TCK);
-    /* Fields from the state (3rd) on; starttime is the 22nd. */
-    if (!s || hz <= 0 ||
-        sscanf(s + 1,
-               " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-               "%*d %*d %*d %llu",
-               &ticks) != 1)
-        return 0;
-    return (uint64_t)ticks * (1000000000ull / (uint64_t)hz);
-}
-
 static struct proc *proc_new(struct rec_procs *p, int pid, uint64_t now)
 {
     if (p->n == MAX_PROCS) {
@@ -190,7 +173,7 @@ static struct proc *proc_new(struct rec_procs *p, int pid, uint64_t now)
     pr->seen_ns = pr->next_probe = now;
     pr->probe_until = now + FOLLOW_NS;
     pr->probe_wait = PROBE_NS;
-    pr->born_ns = started_ns(pid);
+    pr->born_ns = plat_proc_started_ns(pid);
     pr->in_tree = 1;
     read_cmdline(pid, pr->cmd, sizeof pr->cmd);
     p->v[p->n++] = pr;

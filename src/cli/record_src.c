@@ -28,6 +28,7 @@
 #include <linux/openat2.h>
 
 #include "cli/record.h"
+#include "platform/platform.h"
 #include "output/heatmap.h"
 #include "output/recording.h"
 #include "util/array.h"
@@ -94,30 +95,14 @@ struct rec_sources {
  * before it as changed). */
 static uint64_t process_start_ns(int pid)
 {
-    char path[64], buf[1024];
-    unsigned long long start = 0;
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *s = strrchr(buf, ')'); /* the name may hold anything */
-    /* Fields from the state (3rd) on; starttime is the 22nd. */
-    if (!s || sscanf(s + 1,
-                     " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-                     "%*d %*d %*d %llu",
-                     &start) != 1)
-        return 0;
+    uint64_t since_boot = plat_proc_started_ns(pid);
     struct timespec real, boot;
-    long hz = sysconf(_SC_CLK_TCK);
-    if (hz <= 0 || clock_gettime(CLOCK_REALTIME, &real) != 0 ||
+    if (!since_boot || clock_gettime(CLOCK_REALTIME, &real) != 0 ||
         clock_gettime(CLOCK_BOOTTIME, &boot) != 0)
         return 0;
     int64_t booted =
         ((int64_t)real.tv_sec - boot.tv_sec) * 1000000000 + (real.tv_nsec - boot.tv_nsec);
-    return (uint64_t)booted + (uint64_t)start * (1000000000ull / (uint64_t)hz);
+    return (uint64_t)booted + since_boot;
 }
 
 /* Add the view of process pid (pid <= 0: this machine's). 0, or -1 if out

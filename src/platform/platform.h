@@ -75,6 +75,10 @@ int plat_proc_children(pid_t pid, int recursive, pid_t *out, size_t max);
  * PYS_E_NOPROC if it is gone. */
 int plat_proc_shares_parent_vm(pid_t pid);
 
+/* When process pid started, in ns since boot (CLOCK_BOOTTIME's origin:
+ * its starttime in /proc/PID/stat); 0 if unknown. */
+uint64_t plat_proc_started_ns(pid_t pid);
+
 /* errno of a failed open, read or readlink under /proc/PID as a PYS_E_*
  * code (for the platform layer's own files). ENOENT means "no such process"
  * only if /proc/PID itself is gone, else PYS_E_NOTFOUND. */

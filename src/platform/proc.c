@@ -360,3 +360,28 @@ int plat_mem_readv(pid_t pid, const struct plat_seg *segs, size_t n)
         return PYS_E_BADADDR;
     return (int)done;
 }
+
+uint64_t plat_proc_started_ns(pid_t pid)
+{
+    char path[64], buf[1024];
+    unsigned long long ticks;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char *s = strrchr(buf, ')'); /* the name may hold anything */
+    long hz = sysconf(_SC_CLK_TCK);
+    /* Fields from the state (3rd) on; starttime is the 22nd. */
+    if (!s || hz <= 0 ||
+        sscanf(s + 1,
+               " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+               "%*d %*d %*d %llu",
+               &ticks) != 1)
+        return 0;
+    return (uint64_t)ticks * (1000000000ull / (uint64_t)hz);
+}

@@ -19,7 +19,7 @@ test knows which profile file is whose. Modes:
   async          (3.14+) the parent's asyncio task spins, then starts a
                  subprocess whose asyncio task (child_async_task) spins
   source         a subprocess that imports DIR/rewritten.py (the test
-                 writes it first), spins in it for EARLY seconds, rewrites
+                 writes it first), spins in it for SOURCE_EARLY seconds, rewrites
                  its first line and spins in the code it loaded LATE more
   timing-METHOD  (METHOD: fork, spawn, subprocess) the child spins in
                  child_early_phase until START + EARLY (1) seconds, START being
@@ -39,6 +39,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CHILD_SECONDS = 1.0
 EARLY = 1.0
 LATE = 0.5
+# Long enough for a loaded machine's first sample of the child to come
+# before the rewrite.
+SOURCE_EARLY = 3.0
 
 
 def spin_until(t):
@@ -145,7 +148,7 @@ def child_source(d):
     note(d, "child_source")
     sys.path.insert(0, d)
     import rewritten
-    rewritten.source_spin(time.monotonic() + EARLY)
+    rewritten.source_spin(time.monotonic() + SOURCE_EARLY)
     path = os.path.join(d, "rewritten.py")
     with open(path) as f:
         text = f.read()

@@ -31,6 +31,8 @@
  *    pipeline and a coroutine chain, read at rest, torn in every way above,
  *    the batch's order of their copies, and the top frame that needs no
  *    second copy of its own (torn.c's top_settled).
+ * 10. 3.15's frame cache on a generator pipeline (tests/images/gens.py),
+ *    torn in every way above: never a caller shown as the top.
  *
  * The images are looked for in $PYSTROBE_IMAGES, else tests/images (make
  * runs the tests from the top of the tree).
@@ -1773,6 +1775,60 @@ static void test_code_reused(void **state)
     }
 }
 
+/* --- 3.15's frame cache on a generator pipeline ------------------------------ */
+
+/* gens.py's (3.12+): in inner under outer, and in outer, inner suspended. */
+static const struct want GENS[2][6] = {
+    {{"inner", 20}, {"outer", 24}, {"main", 30}, {"<module>", 35}, {NULL, 0}},
+    {{"outer", 25}, {"main", 30}, {"<module>", 35}, {NULL, 0}, {NULL, 0}},
+};
+
+/*
+ * gens.py under 3.15 with the frame cache on, at A (inner under outer under
+ * main) and at B (outer under main, inner suspended): every switch of a
+ * snapshot's reads from one moment to the other (a piece per read, or 64
+ * bytes; and there and back), after one or two snapshots of the first, must
+ * give A's stack, B's, or a failed thread. Anything else is a mix: outer
+ * shown as the top at its `for` line, where it was calling inner (a walk
+ * torn at inner, suspended by the time its frame was copied, started again
+ * from the current frame the thread state's second copy names, on a copy of
+ * outer made at A), is one frame shallower than A. Walks nothing disturbs
+ * still give their moment's stack (sweep), and some switches still do.
+ */
+static void test_gens_frame_cache(void **state)
+{
+    (void)state;
+    use_program(GENS, "gens");
+    struct pair p;
+    pair_load(&p, PROGRAM, "3.15");
+    struct tally once, fine, twice;
+    memset(&once, 0, sizeof once);
+    memset(&fine, 0, sizeof fine);
+    memset(&twice, 0, sizeof twice);
+    struct run r;
+    memset(&r, 0, sizeof r);
+    r.opt.frame_cache = 1;
+    uint64_t mixes = 0;
+    for (r.first = 0; r.first < 2; r.first++)
+        for (r.warm = 1; r.warm <= 2; r.warm++) {
+            r.unit = 0;
+            mixes += sweep(&p, "3.15", &r, 0, &once);
+            if (r.warm == 1)
+                mixes += sweep(&p, "3.15", &r, 1, &twice);
+            r.unit = 64;
+            mixes += sweep(&p, "3.15", &r, 0, &fine);
+        }
+    print_message("gens 3.15, frame_cache=1:\n");
+    tally_print("one switch ", &once);
+    tally_print("A-B-A      ", &twice);
+    tally_print("by 64 bytes", &fine);
+    pair_free(&p);
+    use_program(ABA, "aba");
+    assert_int_equal(mixes, 0);
+    assert_true(once.got[0] > 0 && once.got[1] > 0);
+    assert_true(fine.got[0] > 0 && fine.got[1] > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1797,6 +1853,7 @@ int main(void)
         cmocka_unit_test(test_heap_top_settled),
         cmocka_unit_test(test_thread_start),
         cmocka_unit_test(test_code_reused),
+        cmocka_unit_test(test_gens_frame_cache),
     };
     /* PYSTROBE_TEST_FILTER=test_x: only the tests matching it. */
     if (getenv("PYSTROBE_TEST_FILTER"))

@@ -301,6 +301,10 @@ static int walk_hit(struct pys_session *s, struct prof_walk *w, const struct cpy
     s->walker.stack.note_from = 0;
     if (gen_asked && s->walker.stack.second_len > 0)
         s->gen.after_mark = s->walker.stack.second_mark;
+    /* Generators' frames among those read: the next batch copies them twice,
+     * after the thread state (objframes.c), as for a walk without the cache. */
+    if (k > 0)
+        prof_objframes_note(s, t, s->walker.raw, (size_t)k);
     /* The chain was torn (it ended short of the base frame), or memory the
      * thread state names is gone (a chunk freed as the stack unwound: that
      * state is out of date): no whole walk of the same state can do
@@ -381,6 +385,8 @@ static int walk_whole(struct pys_session *s, struct prof_walk *w, const struct c
     int n = cpy_stack_walk(&s->mem, &s->off, t, &s->walker.stack, s->walker.raw, s->walker.max);
     if (n < 0)
         return n;
+    if (n > 0)
+        prof_objframes_note(s, t, s->walker.raw, (size_t)n);
     /* Checked as a hit's frames are (a second copy, and the anchor), even a
      * chain copied in one read. A cut chain's last frame still has the
      * caller it was cut at. */

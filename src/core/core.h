@@ -201,6 +201,9 @@ struct prof_walk {
     size_t tail_start;
     /* Where the chain was cut: the caller of its last frame; 0: whole. */
     uint64_t cut;
+    /* Walked from the top the batch's second copy of the thread state
+     * names (prof_torn_later_top), on copies made before that copy. */
+    int later_top;
 };
 
 /* What the naming of a walk's frames (snapshot.c) made of each of the

@@ -565,7 +565,7 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
             if (rc < 0)
                 break;
         }
-        w = (struct prof_walk){.mark = mark, .tail_start = SIZE_MAX};
+        w = (struct prof_walk){.mark = mark, .tail_start = SIZE_MAX, .later_top = restarted};
         int fc_walk = fc && prof_fcache_usable(s, &cur);
         if (fc_walk) {
             rc = prof_fcache_walk(s, &w, &cur);

@@ -170,11 +170,14 @@ static int walk_one_moment(const struct pys_session *s, const struct prof_walk *
  * code from the same frame have come back to the same position by the
  * second copy, with the top copied meanwhile from another chain whose
  * frames have the same sizes: only a second copy of the top shows it.
+ * 0 too for a walk from a later top (prof_walk.later_top): the copy of
+ * the thread state that named its top came after the top's copies, which
+ * need not show it as the top (later_top_kept).
  */
 static size_t top_settled(const struct pys_session *s, const struct prof_walk *w,
                           const struct cpy_raw_frame *raw, size_t n)
 {
-    if (n < 2 || mem_batch_paused(&s->mem) || mem_read_since(&s->mem, w->mark))
+    if (n < 2 || w->later_top || mem_batch_paused(&s->mem) || mem_read_since(&s->mem, w->mark))
         return 0;
     size_t fsize = s->off.traits.frames == CPY_FRAMES_OBJECT ? cpy_frame_object_head(&s->off)
                                                              : (size_t)s->off.interpreter_frame.size;
@@ -191,12 +194,12 @@ static size_t top_settled(const struct pys_session *s, const struct prof_walk *w
  * the batch's second copy): a thread without the GIL moves no frame. Before
  * 3.15, only the GIL's holder as the interpreter read said (gil_holder; 0:
  * none, or unknown) may have. And always when the frames came from a read
- * made after the batch.
+ * made after the batch, or the walk is from a later top (the thread moved).
  */
 static int thread_may_move(struct pys_session *s, const struct prof_walk *w,
                            const struct cpy_thread *t, uint64_t gil_holder)
 {
-    if (!walk_with_state(s, w))
+    if (!walk_with_state(s, w) || w->later_top)
         return 1;
     if (t->holds_gil < 0)
         return gil_holder == 0 || t->addr == gil_holder;
@@ -308,6 +311,30 @@ static int second_copy(struct pys_session *s, uint64_t addr, size_t len, uint64_
     if (c)
         memcpy(v, c, len);
     return c != NULL;
+}
+
+/*
+ * Whether the top frame raw[0] of a walk from a later top (prof_torn_later_top)
+ * can be a top of one moment: 1 if the walk is not from one. Its copies
+ * were made before the thread state's copy that named it the top, when it
+ * may still have been calling the frame the first walk started from (a
+ * generator resuming the next stage inline): shown as the top, it would be
+ * a stack one frame shallower than the moment, at the call's line. Kept
+ * only when its position is the same in the batch's second copy (its code
+ * object and caller are checked with its callers', as the top is not
+ * exempt: top_settled), and its frame came from the batch: 0 otherwise,
+ * and the thread is read again.
+ */
+static int later_top_kept(struct pys_session *s, const struct prof_walk *w,
+                          const struct cpy_raw_frame *raw, size_t n)
+{
+    uint64_t po, p;
+    size_t pw = cpy_frame_pos_field(&s->off, &po);
+    if (!w->later_top || n == 0)
+        return 1;
+    if (mem_read_since(&s->mem, w->mark) || !second_copy(s, raw[0].addr + po, pw, &p))
+        return 0;
+    return cpy_frame_pos_value(&s->off, p) == raw[0].instr_ptr;
 }
 
 /*
@@ -494,6 +521,8 @@ int prof_torn_cached(struct pys_session *s, const struct prof_walk *w, const str
     uint64_t seq = t->last_profiled_frame_seq;
     int r = chain_rechecked(s, w, t, s->walker.raw, top, end, anchor, pos_k);
     hint_above(s, t, s->walker.raw, top, end, k, next_anchor);
+    if (!later_top_kept(s, w, s->walker.raw, k))
+        return 0;
     if (r >= 0)
         return r;
     /* Checked by a copy made after the batch: the top too (top_settled). */
@@ -509,6 +538,8 @@ int prof_torn_whole(struct pys_session *s, const struct prof_walk *w, const stru
     int move = thread_may_move(s, w, t, 0);
     int r = chain_rechecked(s, w, t, s->walker.raw, top, move ? n : top, cut, 0);
     hint_above(s, t, s->walker.raw, top, move ? n : top, n, next_anchor);
+    if (!later_top_kept(s, w, s->walker.raw, n))
+        return 0;
     /* Checked by a read after the batch: the top too (top_settled). */
     return !(r == 0 || (r < 0 && move && !chain_unchanged(s, NULL, s->walker.raw, 0, n, cut, 0, 0, 0)));
 }
@@ -622,6 +653,8 @@ int prof_torn_walk(struct pys_session *s, const struct prof_walk *w, const struc
      * after the batch is no second copy that settles it (top_settled). */
     int r = chain_rechecked(s, w, NULL, s->walker.raw, top, end, last_prev, 0);
     chain_hint(s, t, s->walker.raw, top, end, 0);
+    if (!later_top_kept(s, w, s->walker.raw, n))
+        return PROF_TORN_MIXED;
     if (r >= 0)
         return r ? PROF_TORN_ONE : PROF_TORN_MIXED;
     end = checked_end(s->walker.raw, 0, n, s->walker.stack.cut, &last_prev);

@@ -381,7 +381,8 @@ int prof_torn_deferred(struct pys_session *s, const struct prof_put_off **torn);
  * that of its frame) can start again from the frame the thread state's
  * second copy, made last in the same batch, names as current: one read
  * after every frame's first and second copies. Its chain goes through the
- * same checks, against the same second copies. 1 if cur now starts there;
+ * same checks, against the same second copies, its top's position too
+ * (prof_walk.later_top). 1 if cur now starts there;
  * 0 when the top was on the data stack (its thread is read again), a read
  * came after the batch, the batch has no such copy, or it names the same
  * frame.

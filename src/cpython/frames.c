@@ -664,6 +664,8 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
         out[n].shim = code == 0;
         out[n].entry = 0;
         out[n].running = 0;
+        out[n].inferred = 0;
+        out[n].loose = 0;
         n++;
         addr = prev;
     }

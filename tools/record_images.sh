@@ -92,27 +92,6 @@ for v in "$@"; do
         done
         continue
     fi
-    if [ "$v" = gens ]; then
-        mkdir -p /tmp/pystrobe-images "$ROOT/tmp/pystrobe-images"
-        cp $OUT/gens.py /tmp/pystrobe-images/gens.py
-        cp $OUT/gens.py "$ROOT/tmp/pystrobe-images/gens.py"
-        for tv in 3.12 3.13 3.14 3.15; do
-            case $tv in
-            3.12) run="$(pyenv prefix 3.12.1)/bin/python3" ;;
-            3.13) run="$(pyenv prefix 3.13.0)/bin/python3" ;;
-            *) run="chroot $ROOT /usr/bin/python$tv" ;;
-            esac
-            $run -B /tmp/pystrobe-images/gens.py 60 & pid=$!
-            sleep 1
-            rc=0
-            "$B/tests/record_image" $pid -:inner,outer,main -:outer,main \
-                "$OUT/gens-$tv-a.img:inner,outer,main" "$OUT/gens-$tv-b.img:outer,main" || rc=$?
-            kill $pid 2>/dev/null || true
-            wait $pid 2>/dev/null || true
-            [ $rc -eq 0 ] || { echo "record_images: gens $tv failed" >&2; exit 1; }
-        done
-        continue
-    fi
     if [ "$v" = tops ]; then
         mkdir -p /tmp/pystrobe-images "$ROOT/tmp/pystrobe-images"
         cp $OUT/tops.py /tmp/pystrobe-images/tops.py
@@ -132,6 +111,27 @@ for v in "$@"; do
             kill $pid 2>/dev/null || true
             wait $pid 2>/dev/null || true
             [ $rc -eq 0 ] || { echo "record_images: tops $tv failed" >&2; exit 1; }
+        done
+        continue
+    fi
+    if [ "$v" = gens ]; then
+        mkdir -p /tmp/pystrobe-images "$ROOT/tmp/pystrobe-images"
+        cp $OUT/gens.py /tmp/pystrobe-images/gens.py
+        cp $OUT/gens.py "$ROOT/tmp/pystrobe-images/gens.py"
+        for tv in 3.12 3.13 3.14 3.15; do
+            case $tv in
+            3.12) run="$(pyenv prefix 3.12.1)/bin/python3" ;;
+            3.13) run="$(pyenv prefix 3.13.0)/bin/python3" ;;
+            *) run="chroot $ROOT /usr/bin/python$tv" ;;
+            esac
+            $run -B /tmp/pystrobe-images/gens.py 60 & pid=$!
+            sleep 1
+            rc=0
+            "$B/tests/record_image" $pid -:inner,outer,main -:outer,main \
+                "$OUT/gens-$tv-a.img:inner,outer,main" "$OUT/gens-$tv-b.img:outer,main" || rc=$?
+            kill $pid 2>/dev/null || true
+            wait $pid 2>/dev/null || true
+            [ $rc -eq 0 ] || { echo "record_images: gens $tv failed" >&2; exit 1; }
         done
         continue
     fi

@@ -289,6 +289,9 @@ void prof_fcache_release(struct prof_fcache *fc);
 /* --- heap frames, copied twice in each batch (objframes.c) --------------- */
 
 #define PROF_OBJFRAMES 128
+/* Generators' callers remembered (a power of two): a pipeline's stages,
+ * several threads' or tasks' chains. */
+#define PROF_OBJFRAME_CALLERS 256
 
 /* The frames walks met lately, by address, and the snapshot each was last
  * met by (pys_session.snapshots). */
@@ -297,6 +300,12 @@ struct prof_objframes {
     uint32_t level[PROF_OBJFRAMES]; /* its place from the walk's bottom up */
     size_t n;
     uint64_t full; /* the snapshot that found every frame kept met by itself */
+    /* Generators' frames seen linked by walks kept at once, by address
+     * (hashed): their code object, and their caller's address, code object
+     * and position then. */
+    struct {
+        uint64_t frame, code, caller, caller_code, caller_pos;
+    } callers[PROF_OBJFRAME_CALLERS];
 };
 
 struct pys_session;
@@ -308,6 +317,13 @@ void prof_objframes_note(struct pys_session *s, const struct cpy_thread *t,
 /* Have the next batch read the frames met lately, and copy them a second
  * time, innermost (mem_inner_hint): before the snapshot's batch is let go. */
 void prof_objframes_hint(struct pys_session *s);
+/* Note the callers of the generators' frames of raw[0..n), a walk kept at
+ * once (the links its copies showed, not those it inferred). */
+void prof_objframes_learn(struct pys_session *s, const struct cpy_raw_frame *raw, size_t n);
+/* cpy_stack.gen_caller (ctx: the session): the caller generator frame
+ * `frame` running `code` had when last noted. */
+int prof_objframes_caller(void *ctx, uint64_t frame, uint64_t code, uint64_t *caller,
+                          uint64_t want[2]);
 
 /* --- torn walks (torn.c) --------------------------------------------------- */
 
@@ -349,6 +365,7 @@ struct prof_torn {
 #define CHK_WORD 0 /* as read */
 #define CHK_CODE 1 /* a code object reference: tag bits cleared */
 #define CHK_POS 2  /* a position field: cpy_frame_pos_value */
+#define CHK_LINK 3 /* an inferred generator's caller: as read, or 0 */
     size_t nchk, chk_segs_cap, chk_vals_cap;
     struct prof_put_off *chk_walks;
     size_t nchk_walks, chk_walks_cap;
@@ -805,7 +822,7 @@ static inline int prof_torn_frame_fits(struct pys_session *s, const struct cpy_t
         return prof_torn_frame_refused(pc, PROF_TORN_NOT_CALLEE, err, errlen);
     /* A callee called from C (through a shim, or 3.11's entry frame) says
      * nothing of its caller, which runs the C code that called it. */
-    if (raw[i - 1].shim || raw[i - 1].entry)
+    if (raw[i - 1].shim || raw[i - 1].entry || raw[i].loose)
         return 0;
     /* A frame still in its prologue has called no Python function yet (C
      * code it calls, a collection say, may): one that a Python frame names

@@ -29,6 +29,25 @@
  *
  * Bounded: at most PROF_OBJFRAMES frames, each forgotten OBJFRAMES_KEEP
  * snapshots after a walk last met it, the oldest first when full.
+ *
+ * Their callers (3.11+). A generator's frame is linked to its caller only
+ * while it runs: a yield unlinks it. In a pipeline whose stages take turns
+ * every few tens of nanoseconds, far faster than one frame is copied after
+ * another, the thread's current frame names a deep stage that, by the time
+ * its frame is copied, has nearly always yielded; and the deeper the
+ * stage, the less of its time it is linked at all. Walks that ended there
+ * were retried until one found every stage linked, and the samples kept
+ * leaned shallow (bench/MECHANISMS.md). So each walk kept at once teaches
+ * the caller of every generator's frame in it that a Python frame called
+ * inline (prof_objframes_learn: its address, code object and position
+ * then), and a walk that copies such a frame suspended goes on to that
+ * caller (prof_objframes_caller, through cpy_stack.gen_caller) if the
+ * caller still runs the same code; the caller is shown at the call it made
+ * then. The top frame is still the one the thread state named. A generator
+ * resumed from C (next(), send(), a task's step) teaches nothing: what C
+ * code calls it from cannot be told from its frames. The table is
+ * direct-mapped, CALLERS entries by the frame's address: a collision
+ * forgets the older link.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -181,4 +200,39 @@ void prof_objframes_hint(struct pys_session *s)
     }
     of->n = k;
     inner_by_level(s);
+}
+
+/* The table slot of a frame's address (Fibonacci hashing to 8 bits). */
+static size_t caller_slot(uint64_t frame)
+{
+    _Static_assert(PROF_OBJFRAME_CALLERS == 256, "caller_slot hashes to 8 bits");
+    return (size_t)((frame >> 4) * 0x9E3779B97F4A7C15ull >> 56);
+}
+
+void prof_objframes_learn(struct pys_session *s, const struct cpy_raw_frame *raw, size_t n)
+{
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (raw[i].owner != CPY_OWNER_GENERATOR || raw[i].shim || raw[i].inferred ||
+            raw[i + 1].shim || raw[i + 1].entry)
+            continue;
+        size_t k = caller_slot(raw[i].addr);
+        s->objframes.callers[k].frame = raw[i].addr;
+        s->objframes.callers[k].code = raw[i].code;
+        s->objframes.callers[k].caller = raw[i + 1].addr;
+        s->objframes.callers[k].caller_code = raw[i + 1].code;
+        s->objframes.callers[k].caller_pos = raw[i + 1].instr_ptr;
+    }
+}
+
+int prof_objframes_caller(void *ctx, uint64_t frame, uint64_t code, uint64_t *caller,
+                          uint64_t want[2])
+{
+    struct pys_session *s = ctx;
+    size_t k = caller_slot(frame);
+    if (s->objframes.callers[k].frame != frame || s->objframes.callers[k].code != code)
+        return 0;
+    *caller = s->objframes.callers[k].caller;
+    want[0] = s->objframes.callers[k].caller_code;
+    want[1] = s->objframes.callers[k].caller_pos;
+    return 1;
 }

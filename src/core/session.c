@@ -145,6 +145,12 @@ static int session_open(pys_session **out, int pid, struct mem_source *src,
     /* With the frame cache, a walk through older chunks (a miss) is a
      * one-off: the next samples take those frames from the cache. */
     s->walker.stack.older_once = s->use_fcache;
+    /* 3.11+: a generator's frame copied suspended leads to the caller it
+     * had when walks last saw it linked (objframes.c). */
+    if (s->off.traits.frames != CPY_FRAMES_OBJECT) {
+        s->walker.stack.gen_caller = prof_objframes_caller;
+        s->walker.stack.gen_ctx = s;
+    }
     /* Without a code generation counter, a cached code object must be checked
      * to still be there at each use. */
     s->codes.validate = !CPY_HAS(&s->off, interpreter_state, code_object_generation);

@@ -591,6 +591,10 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
                 prof_fcache_resolved(s, &w, nraw, rc >= 0);
             if (rc < 0 && put_off) /* not named: nothing to check at the end */
                 prof_torn_forget_last(s);
+            /* A walk kept at once: its generators' callers, for walks
+             * that find them suspended. */
+            if (rc >= 0 && !put_off && s->walker.stack.gen_caller)
+                prof_objframes_learn(s, w.entry ? w.entry->frames : s->walker.raw, nraw);
         }
         if (fc_walk && attempt == 0 && !restarted && rc != PYS_E_EXITED && rc != PYS_E_NOMEM)
             fcache_outcome(s, rc < 0);

@@ -39,6 +39,11 @@
  * the frame below it) when the two chains' frames have equal sizes: its
  * callee's bytes may be older than the caller's, which no second copy of
  * the caller can show.
+ *
+ * A generator's frame copied suspended, its caller inferred (objframes.c:
+ * cpy_raw_frame.inferred), is the one frame whose caller field may read 0
+ * in a copy; its caller (loose) is shown at the call it made then, so its
+ * position is not compared, nor asked to be a call.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,7 +68,7 @@
  */
 static int pos_checked(const struct cpy_raw_frame *raw, size_t i)
 {
-    return i > 0 && !raw[i].shim;
+    return i > 0 && !raw[i].shim && !raw[i].loose;
 }
 
 /*
@@ -77,7 +82,8 @@ static int frame_unmoved(const struct cpy_offsets *o, const struct cpy_raw_frame
                          size_t k, uint64_t last_prev, uint64_t code, uint64_t prev, uint64_t pos)
 {
     uint64_t caller = i + 1 < k ? raw[i + 1].addr : last_prev;
-    return (code & ~o->stackref_mask) == raw[i].code && prev == caller &&
+    return (code & ~o->stackref_mask) == raw[i].code &&
+           (prev == caller || (raw[i].inferred && prev == 0)) &&
            (!pos_checked(raw, i) || pos == raw[i].instr_ptr);
 }
 
@@ -577,7 +583,7 @@ static int put_off(struct pys_session *s, size_t ti, size_t ni, const struct cpy
         tn->chk_vals[tn->nchk].kind = CHK_CODE;
         tn->chk_vals[tn->nchk++].want = raw[i].code;
         tn->chk_segs[tn->nchk] = (struct mem_seg){raw[i].addr + f->previous, NULL, 8};
-        tn->chk_vals[tn->nchk].kind = CHK_WORD;
+        tn->chk_vals[tn->nchk].kind = raw[i].inferred ? CHK_LINK : CHK_WORD;
         tn->chk_vals[tn->nchk++].want = i + 1 < k ? raw[i + 1].addr : last_prev;
         if (pos_checked(raw, i)) {
             tn->chk_segs[tn->nchk] = (struct mem_seg){raw[i].addr + po, NULL, pw};
@@ -694,7 +700,7 @@ int prof_torn_deferred(struct pys_session *s, const struct prof_put_off **torn_w
                 got &= ~s->off.stackref_mask;
             else if (tn->chk_vals[j].kind == CHK_POS)
                 got = cpy_frame_pos_value(&s->off, got);
-            same = got == tn->chk_vals[j].want;
+            same = got == tn->chk_vals[j].want || (tn->chk_vals[j].kind == CHK_LINK && got == 0);
         }
         if (!same)
             tn->chk_walks[torn++] = *po;

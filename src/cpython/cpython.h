@@ -118,6 +118,10 @@ struct cpy_raw_frame {
     uint8_t entry;      /* 3.11: the first Python frame of a C-level call (C is below it) */
     uint8_t running;    /* 3.12, 3.13: running its own code as copied (stacktop -1), so
                          * calling no Python function inline; 0: calling, or not known */
+    uint8_t inferred;   /* a generator's frame copied suspended: its caller is the one
+                         * cpy_stack.gen_caller gave */
+    uint8_t loose;      /* the caller of an inferred frame: its position is the one it
+                         * had when it was seen calling it */
 };
 
 /* Scratch the walk reuses between calls: copies of the parts of the
@@ -189,6 +193,13 @@ struct cpy_stack {
     uint64_t second_addr;
     size_t second_len;
     struct mem_mark second_mark;
+    /* Set by the caller, or NULL: for a generator's frame copied suspended
+     * (its previous NULL), the caller it had when last seen linked: 1 with
+     * *caller, and that caller's code object and position then in want[0],
+     * want[1]; or 0. */
+    int (*gen_caller)(void *ctx, uint64_t frame, uint64_t code, uint64_t *caller,
+                      uint64_t want[2]);
+    void *gen_ctx;
 };
 void cpy_stack_release(struct cpy_stack *st);
 

@@ -673,6 +673,8 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
         out[n].shim = code == 0;
         out[n].entry = 0;
         out[n].running = 0;
+        out[n].inferred = 0;
+        out[n].loose = 0;
         n++;
         addr = prev;
     }
@@ -697,12 +699,42 @@ static uint64_t parse_frame(const struct cpy_offsets *o, uint64_t addr, const ui
     rf->shim = owner >= o->first_shim_owner || exe == 0;
     rf->entry = CPY_HAS(o, interpreter_frame, is_entry) && fb[f->is_entry] != 0;
     rf->running = 0;
+    rf->inferred = 0;
+    rf->loose = 0;
     if (CPY_HAS(o, interpreter_frame, stacktop)) {
         int32_t top;
         memcpy(&top, fb + f->stacktop, 4);
         rf->running = top == -1;
     }
     return prev;
+}
+
+/* The caller of frame rf, copied with `previous` prev: prev, or for a
+ * generator's frame copied suspended, the one st->gen_caller gives (rf
+ * marked inferred, *want its code). */
+static uint64_t follow(struct cpy_stack *st, struct cpy_raw_frame *rf, uint64_t prev,
+                       uint64_t want[2])
+{
+    uint64_t c;
+    want[0] = 0;
+    if (prev != 0 || !st->gen_caller || rf->owner != CPY_OWNER_GENERATOR || rf->shim ||
+        !st->gen_caller(st->gen_ctx, rf->addr, rf->code, &c, want))
+        return prev;
+    rf->inferred = 1;
+    return c;
+}
+
+/* The caller of an inferred frame, just parsed into rf: its code must be
+ * the one it had then, and its position is the call's then. */
+static int caller_fits(struct cpy_raw_frame *rf, const uint64_t want[2])
+{
+    if (!want[0])
+        return 1;
+    if (rf->code != want[0])
+        return 0;
+    rf->instr_ptr = want[1];
+    rf->loose = 1;
+    return 1;
 }
 
 int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
@@ -737,6 +769,7 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
      * rest of the stack frame by frame. */
     uint64_t chunk = t->datastack_chunk, top = t->datastack_top;
     int in_current = chunk != 0 && stop >= chunk + CHUNK_HEADER && stop < top;
+    uint64_t want[2] = {0, 0};
     for (uint64_t addr = t->current_frame; addr != 0;) {
         const uint8_t *fb = NULL;
         if ((rc = cycle_step(&cy, addr)) < 0)
@@ -758,13 +791,15 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
         if (n == max)
             return PYS_E_TOODEEP;
         uint64_t prev = parse_frame(o, addr, fb, &out[n++]);
+        if (!caller_fits(&out[n - 1], want))
+            return PYS_E_CORRUPT;
         if (in_current && out[n - 1].owner == CPY_OWNER_THREAD && (addr < chunk || addr >= top))
             return PYS_E_NOTFOUND;
         if (addr == stop) {
             *stop_prev = prev;
             return (int)n;
         }
-        addr = prev;
+        addr = follow(st, &out[n - 1], prev, want);
     }
     /* The whole chain, without stop: NOTFOUND. A chain that ends short of
      * the base frame (a suspended generator's, its caller unlinked) was read
@@ -799,6 +834,7 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
     if (o->traits.frames == CPY_FRAMES_CFRAME && addr == 0 && t->datastack_chunk != 0 &&
         t->datastack_top > t->datastack_chunk + CHUNK_HEADER + 8)
         return PYS_E_CORRUPT;
+    uint64_t want[2] = {0, 0};
     size_t per = 4 * (size_t)(o->interpreter_frame.size ? o->interpreter_frame.size : 1);
     size_t budget = max < CPY_MAX_CHUNK_BYTES / 2 / per ? max * per : CPY_MAX_CHUNK_BYTES / 2;
     if ((rc = copy_chunks(m, t, st, 0, budget)) < 0)
@@ -814,8 +850,10 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
         if ((rc = frame_bytes(m, o, t, st, addr, &fb)) < 0)
             return rc;
         uint64_t prev = parse_frame(o, addr, fb, &out[n++]);
+        if (!caller_fits(&out[n - 1], want))
+            return PYS_E_CORRUPT;
         last = addr;
-        addr = prev;
+        addr = follow(st, &out[n - 1], prev, want);
     }
     if (CPY_HAS(o, thread_state, base_frame) && t->base_frame != 0 && last != t->base_frame &&
         t->current_frame != 0)

@@ -88,6 +88,12 @@ static const struct want HEAP[2][6] = {
     {{"ca3", 32}, {"ca2", 36}, {"ca1", 40}, {"drive_c", 49}, {"main", 58}, {"<module>", 61}},
 };
 
+/* gens.py's (3.12+): in inner under outer, and in outer, inner suspended. */
+static const struct want GENS[2][6] = {
+    {{"inner", 20}, {"outer", 24}, {"main", 30}, {"<module>", 35}, {NULL, 0}},
+    {{"outer", 25}, {"main", 30}, {"<module>", 35}, {NULL, 0}, {NULL, 0}},
+};
+
 /* The program under test: its stacks, and its file as the images name it. */
 static const struct want (*STACK)[6] = ABA;
 static const char *FILE_NAME = "/tmp/pystrobe-images/aba.py";
@@ -500,6 +506,7 @@ struct run {
     uint64_t switch_ns, lag_ns;
     int lag_snapshot;
     int capture; /* keep the armed snapshot's batch (run_cap) */
+    int no_infer; /* generators' callers are not inferred (objframes.c) */
 };
 
 /* With run.capture, the pieces of run_once's armed snapshot's batch, in
@@ -567,6 +574,8 @@ static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t 
     if (rc != 0)
         print_message("attach: %s\n", err);
     assert_int_equal(rc, 0);
+    if (r->no_infer)
+        s->walker.stack.gen_caller = NULL;
     const struct pys_snapshot *snap = NULL;
     for (int k = 0; k < r->warm; k++) {
         w.lag = r->lag_snapshot == k + 1 ? r->lag_ns : 0;
@@ -1775,13 +1784,59 @@ static void test_code_reused(void **state)
     }
 }
 
-/* --- 3.15's frame cache on a generator pipeline ------------------------------ */
+/*
+ * gens.py (3.12-3.15) at A, in inner under outer, and at B, in outer with
+ * inner suspended: every switch from A to B after snapshots of A. A walk
+ * whose top frame was named at A and whose copy of inner was made at B
+ * finds inner unlinked (a generator's caller is unlinked as it yields),
+ * though inner ran on top of outer when the top was read: on a target
+ * whose generators take turns faster than a walk reads, a walk whose top is
+ * a deep generator nearly always meets one, and rejected walks make the
+ * kept samples lean shallow. With the caller inner had when walks last saw
+ * it linked (objframes.c), A's stack is read: more switches give A's stack
+ * than without, and every switch still gives A's stack, B's, or a failed
+ * thread, never a mix.
+ */
+static void test_suspended_generator(void **state)
+{
+    (void)state;
+    static const char *const versions[] = {"3.12", "3.13", "3.14", "3.15"};
+    STACK = GENS;
+    FILE_NAME = "/tmp/pystrobe-images/gens.py";
+    PROGRAM = "gens";
+    uint64_t mixes = 0;
+    for (size_t v = 0; v < sizeof versions / sizeof *versions; v++) {
+        struct pair p;
+        pair_load(&p, PROGRAM, versions[v]);
+        for (int fc = 0; fc < 1; fc++) {
+            struct tally t[2];
+            memset(t, 0, sizeof t);
+            for (int inf = 0; inf < 2; inf++) {
+                struct run r;
+                memset(&r, 0, sizeof r);
+                r.opt.frame_cache = fc;
+                r.no_infer = !inf;
+                for (r.warm = 1; r.warm <= 2; r.warm++) {
+                    r.unit = 0;
+                    mixes += sweep(&p, versions[v], &r, 0, &t[inf]);
+                    r.unit = 64;
+                    mixes += sweep(&p, versions[v], &r, 0, &t[inf]);
+                }
+            }
+            print_message("gens %s, frame_cache=%d:\n", versions[v], fc);
+            tally_print("callers unknown ", &t[0]);
+            tally_print("callers inferred", &t[1]);
+            assert_true(t[1].got[0] > t[0].got[0]);
+        }
+        pair_free(&p);
+    }
+    STACK = ABA;
+    FILE_NAME = "/tmp/pystrobe-images/aba.py";
+    PROGRAM = "aba";
+    assert_int_equal(mixes, 0);
+}
 
-/* gens.py's (3.12+): in inner under outer, and in outer, inner suspended. */
-static const struct want GENS[2][6] = {
-    {{"inner", 20}, {"outer", 24}, {"main", 30}, {"<module>", 35}, {NULL, 0}},
-    {{"outer", 25}, {"main", 30}, {"<module>", 35}, {NULL, 0}, {NULL, 0}},
-};
+/* --- 3.15's frame cache on a generator pipeline ------------------------------ */
 
 /* The mixes of gens.py's sweeps from moment `first` under 3.15, with the
  * frame cache on or off: one switch (*one) and there and back (*back). */
@@ -1881,6 +1936,7 @@ int main(void)
         cmocka_unit_test(test_heap_top_settled),
         cmocka_unit_test(test_thread_start),
         cmocka_unit_test(test_code_reused),
+        cmocka_unit_test(test_suspended_generator),
         cmocka_unit_test(test_gens_frame_cache),
     };
     /* PYSTROBE_TEST_FILTER=test_x: only the tests matching it. */

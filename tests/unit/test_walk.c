@@ -685,7 +685,7 @@ static void test_code_checks(void **state)
     (void)state;
     struct image *im = malloc(sizeof *im);
     struct cpy_code c;
-    struct cpy_raw_frame fr = {A_FRAME(0), A_CODE, 0, 0, 0, 0, 0};
+    struct cpy_raw_frame fr = {A_FRAME(0), A_CODE, 0, 0, 0, 0, 0, 0, 0};
     int32_t lasti;
     struct cpy_location loc;
     build(im);

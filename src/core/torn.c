@@ -210,6 +210,30 @@ static int thread_may_move(struct pys_session *s, const struct prof_walk *w,
     return v != 0;
 }
 
+/*
+ * Whether the batch's second copies, all found the same as the first,
+ * show that the walk's frames were one chain across the batch. Not when
+ * the batch was paused midway (mem_batch_paused) and the walk took frames
+ * from pieces of their own (frames on the heap, objframes.c): the batch
+ * copies those after the data stack, a caller before its callee, and
+ * again in the reverse order, so the top frame's two copies are adjacent
+ * pieces and each caller's two copies lie around its callees', the data
+ * stack's around them all. Found the same, a frame's two copies show it
+ * stayed only if it could not leave and come back between them; a pause
+ * leaves time for that: the program can go to another chain whose frames
+ * lie at the same addresses and back (a generator's slot reused by a
+ * coroutine, the same data-stack slot by another function) while the
+ * frames above are copied both times at the other chain. Each frame is
+ * then the same in its two copies and the chain a mix. A read made after
+ * the batch, compared with the first copies, the top frame's too, tells.
+ * A chain copied with the data stack needs no such read: its frames are
+ * one piece, their second copies after it.
+ */
+static int batch_settles(const struct pys_session *s)
+{
+    return !mem_batch_paused(&s->mem) || s->walker.stack.direct == 0;
+}
+
 /* --- second copies in the next batch ---------------------------------- */
 
 /*
@@ -622,7 +646,7 @@ int prof_torn_walk(struct pys_session *s, const struct prof_walk *w, const struc
      * after the batch is no second copy that settles it (top_settled). */
     int r = chain_rechecked(s, w, NULL, s->walker.raw, top, end, last_prev, 0);
     chain_hint(s, t, s->walker.raw, top, end, 0);
-    if (r >= 0)
+    if (r == 0 || (r == 1 && batch_settles(s)))
         return r ? PROF_TORN_ONE : PROF_TORN_MIXED;
     end = checked_end(s->walker.raw, 0, n, s->walker.stack.cut, &last_prev);
     if (s->torn.put_off && put_off(s, ti, ni, s->walker.raw, 0, end, last_prev) == 0)

@@ -1687,6 +1687,76 @@ static void test_thread_start(void **state)
 }
 
 /*
+ * 3.8-3.10: a generator's frame copied as it was resumed. aba.py's moment
+ * A, and the same with a2's frame as a suspended generator's (its caller
+ * word cleared, not executing): every read from the second but one, that
+ * one from A. Where it is the block of a2's frame holding its executing
+ * flag, the walk's copy shows a2 running with no caller, under spin: a
+ * chain cut short, whose every word the later reads of code object,
+ * caller and position agree with. Only a2's flag, read again, tells
+ * (torn.c, bottom_running): the thread must fail, never give that chain.
+ */
+static void test_resumed_midway(void **state)
+{
+    (void)state;
+    static const char *const old[] = {"3.8", "3.9", "3.10"};
+    for (size_t v = 0; v < sizeof old / sizeof *old; v++) {
+        char path[512], err[512];
+        image_path(path, sizeof path, old[v], 0);
+        struct pys_options opt = {0};
+        pys_session *s = NULL;
+        assert_int_equal(pys_session_attach_image(&s, path, &opt, err, sizeof err), 0);
+        const struct pys_snapshot *snap = NULL;
+        assert_int_equal(pys_session_snapshot(s, &snap), 0);
+        assert_int_equal(which_stack(&snap->interps[0].threads[0]), 0);
+        uint64_t a2 = s->walker.raw[1].addr;
+        const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
+        uint64_t flag = a2 + f->executing, caller = a2 + f->previous;
+        /* Not running: 3.8-3.9's f_executing 0, 3.10's f_state
+         * FRAME_SUSPENDED (-1). */
+        uint8_t stopped = s->off.traits.executing ? 0 : 0xff;
+        pys_session_free(s);
+        /* The flag and the caller word in different 64-byte blocks (the
+         * switcher's reads). */
+        assert_true(flag / 64 != caller / 64);
+        struct pair p;
+        for (int c = 0; c < 2; c++) {
+            assert_int_equal(prof_image_load_file(path, &p.im[c], err, sizeof err), 0);
+            if (c == 1) {
+                struct mem_image mi;
+                uint64_t zero = 0;
+                mem_image_init(&mi, p.im[1]->regions, p.im[1]->nregions);
+                assert_int_equal(mi.base.ops->write(&mi.base, caller, &zero, 8), 0);
+                assert_int_equal(mi.base.ops->write(&mi.base, flag, &stopped, 1), 0);
+            }
+            size_t len = p.im[c]->npages * MEM_PAGE_SIZE;
+            p.orig[c] = malloc(len ? len : 1);
+            assert_non_null(p.orig[c]);
+            memcpy(p.orig[c], p.im[c]->bytes, len);
+        }
+        struct run r;
+        memset(&r, 0, sizeof r);
+        r.unit = 64;
+        r.first = 1;
+        uint64_t total = 0, reads;
+        /* All from the second moment: a2 not running below spin. */
+        assert_int_equal(run_once(&p, &r, UINT64_MAX, UINT64_MAX, &total, 0), 2);
+        uint64_t failed = 0;
+        for (uint64_t n = 0; n <= total; n++) {
+            int res = run_once(&p, &r, n, n + 1, &reads, 1);
+            if (res == -1)
+                print_message("%s: a2 running without a caller, read %llu from A\n", old[v],
+                              (unsigned long long)n);
+            assert_int_not_equal(res, -1);
+            failed += res == 2;
+        }
+        print_message("resumed %s: %llu of %llu switches failed the thread\n", old[v],
+                      (unsigned long long)failed, (unsigned long long)total + 1);
+        pair_free(&p);
+    }
+}
+
+/*
  * 3.8-3.10: a cached code object whose memory was freed and taken by
  * another (a module's code object, run once as it is imported: the next
  * module's takes its place). aba.py's moment A, main's code object first
@@ -1784,6 +1854,7 @@ int main(void)
         cmocka_unit_test(test_heap_batch_order),
         cmocka_unit_test(test_heap_top_settled),
         cmocka_unit_test(test_thread_start),
+        cmocka_unit_test(test_resumed_midway),
         cmocka_unit_test(test_code_reused),
     };
     /* PYSTROBE_TEST_FILTER=test_x: only the tests matching it. */

@@ -232,9 +232,10 @@ static int thread_may_move(struct pys_session *s, const struct prof_walk *w,
 /*
  * Whether the batch's second copies, all found the same as the first,
  * show that the walk's frames were one chain across the batch. Not when
- * the batch was paused midway (mem_batch_paused) and the walk took frames
- * from pieces of their own (frames on the heap, objframes.c): the batch
- * copies those after its other spans, a caller before its callee, and
+ * the batch was paused midway (mem_batch_paused) and the walk's frames
+ * raw[0..n) hold frames on the heap (objframes.c), each a piece of its
+ * own: the batch copies those after its other spans, a caller before its
+ * callee, and
  * again in the reverse order, so the top frame's two copies are adjacent
  * pieces and each caller's two copies lie around its callees', the data
  * stack's around them all. Found the same, a frame's two copies show it
@@ -248,9 +249,16 @@ static int thread_may_move(struct pys_session *s, const struct prof_walk *w,
  * A chain copied with the data stack needs no such read: its frames are
  * one piece, their second copies after it.
  */
-static int batch_settles(const struct pys_session *s)
+static int batch_settles(const struct pys_session *s, const struct cpy_raw_frame *raw, size_t n)
 {
-    return !mem_batch_paused(&s->mem) || s->walker.stack.direct == 0;
+    if (!mem_batch_paused(&s->mem))
+        return 1;
+    if (s->off.traits.frames == CPY_FRAMES_OBJECT)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (raw[i].owner == CPY_OWNER_GENERATOR)
+            return 0;
+    return 1;
 }
 
 /* --- second copies in the next batch ---------------------------------- */
@@ -681,7 +689,7 @@ int prof_torn_walk(struct pys_session *s, const struct prof_walk *w, const struc
      * after the batch is no second copy that settles it (top_settled). */
     int r = chain_rechecked(s, w, NULL, s->walker.raw, top, end, last_prev, 0);
     chain_hint(s, t, s->walker.raw, top, end, 0);
-    if (r == 0 || (r == 1 && batch_settles(s)))
+    if (r == 0 || (r == 1 && batch_settles(s, s->walker.raw, n)))
         return r ? PROF_TORN_ONE : PROF_TORN_MIXED;
     end = checked_end(s->walker.raw, 0, n, s->walker.stack.cut, &last_prev);
     if (s->torn.put_off && put_off(s, ti, ni, s->walker.raw, 0, end, last_prev) == 0)

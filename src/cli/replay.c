@@ -97,8 +97,10 @@ static int on_sample(void *ctx, const struct out_rec_sample *s)
         if (t->name && pys_profile_thread_name(x->prof, t->id) != t->name &&
             pys_profile_set_thread_name(x->prof, t->id, t->name) < 0)
             goto nomem;
-        if (t->id &&
-            pys_profile_count_states(x->prof, t->id, t->status, t->frames, t->nframes, 1) < 0)
+        /* The stack is looked through for a <GC> frame only when it holds
+         * one (as live, only while a collection ran). */
+        if (t->id && pys_profile_count_states(x->prof, t->id, t->status, t->frames,
+                                              t->gc ? t->nframes : 0, 1) < 0)
             goto nomem;
         const struct pys_frame *frames = rec_frames_for_lines(
             x->r->line_mode, t->frames, t->nframes, &x->lines_buf, &x->lines_cap);

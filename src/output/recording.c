@@ -795,6 +795,7 @@ struct rthread {
     struct out_rec_thread t; /* id, ns_id, name */
     uint32_t *stack;         /* frame ids, outermost first */
     size_t n, cap;
+    size_t ngc; /* <GC> frames in the stack */
 };
 
 struct reader {
@@ -1159,6 +1160,7 @@ static int read_unread(struct reader *r, struct cur *c, size_t *n)
         r->uthreads[i].status = (uint32_t)status;
         r->uthreads[i].nframes = 0;
         r->uthreads[i].frames = NULL;
+        r->uthreads[i].gc = 0;
     }
     *n = (size_t)k;
     return 0;
@@ -1203,6 +1205,8 @@ static int read_sample(struct reader *r, struct cur *c)
             return -1;
         uint64_t keep = t->n - pop;
         size_t nn = (size_t)(keep + push);
+        for (size_t j = (size_t)keep; j < t->n; j++)
+            t->ngc -= r->frames[t->stack[j]].kind == PYS_FRAME_GC;
         if (nn > t->cap) {
             uint32_t *s = realloc(t->stack, nn * sizeof *s);
             if (!s)
@@ -1215,6 +1219,7 @@ static int read_sample(struct reader *r, struct cur *c)
             if (get_var(c, &fid) < 0 || fid >= r->nframes)
                 return -1;
             t->stack[j] = (uint32_t)fid;
+            t->ngc += r->frames[fid].kind == PYS_FRAME_GC;
         }
         t->n = nn;
         /* The sample's frames, innermost first, one thread after another. */
@@ -1235,6 +1240,7 @@ static int read_sample(struct reader *r, struct cur *c)
         r->sthreads[i] = t->t;
         r->sthreads[i].status = (uint32_t)status;
         r->sthreads[i].nframes = nn;
+        r->sthreads[i].gc = t->ngc > 0;
     }
     for (uint64_t i = 0; i < n; i++)
         r->sthreads[i].frames = r->sframes + r->soff[i];

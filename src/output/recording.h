@@ -78,6 +78,10 @@ struct out_rec_thread {
     uint32_t status;
     size_t nframes;
     const struct pys_frame *frames; /* innermost first */
+    /* Read: the stack holds a <GC> frame (PYS_FRAME_GC), kept up to date
+     * from the frames each sample pops and pushes, so that a reader looks
+     * through a stack for one only then. Ignored by the encoder. */
+    int gc;
 };
 
 /* A sample, as written and as read: threads in recorded order, frames

@@ -3,7 +3,8 @@
  * samples written by the encoder, packed into a block, read back. A thread
  * whose stack could not be read in a sample comes back as unread in that
  * sample (not as absent, not with a stack), with its status and name, and
- * its next stack is read whole against the last one stored.
+ * its next stack is read whole against the last one stored. Also the
+ * reader's <GC> flag of a stack.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -163,11 +164,54 @@ static void test_no_unread_no_record(void **state)
     free(file);
 }
 
+static int on_gc(void *ctx, const struct out_rec_sample *s)
+{
+    char *flags = ctx;
+    size_t n = strlen(flags);
+    assert_int_equal(s->nthreads, 1);
+    int has = 0;
+    for (size_t k = 0; k < s->threads[0].nframes; k++)
+        has |= s->threads[0].frames[k].kind == PYS_FRAME_GC;
+    /* The flag says what the frames hold. */
+    assert_int_equal(s->threads[0].gc, has);
+    flags[n] = has ? 'g' : '-';
+    return 0;
+}
+
+/* out_rec_thread.gc follows the <GC> frame as samples push and pop it
+ * (a <GC> frame above a collection's caller, then gone, then deeper). */
+static void test_gc_flag(void **state)
+{
+    (void)state;
+    struct pys_frame gc = frame("<GC>", -1);
+    gc.kind = PYS_FRAME_GC;
+    struct pys_frame s1[3] = {gc, frame("alloc", 4), frame("<module>", 9)};
+    struct pys_frame s2[2] = {frame("alloc", 5), frame("<module>", 9)};
+    struct pys_frame s3[4] = {gc, frame("leaf", 2), frame("alloc", 5), frame("<module>", 9)};
+    struct out_rec_thread t[4] = {{.id = 3, .nframes = 3, .frames = s1},
+                                  {.id = 3, .nframes = 2, .frames = s2},
+                                  {.id = 3, .nframes = 4, .frames = s3},
+                                  {.id = 3, .nframes = 2, .frames = s3 + 2}};
+    struct out_rec_sample smp[4];
+    for (int i = 0; i < 4; i++)
+        smp[i] = (struct out_rec_sample){
+            .t_ns = 1000000 * (uint64_t)(i + 1), .nthreads = 1, .threads = &t[i]};
+    uint8_t *file;
+    size_t size = write_file(smp, 4, &file);
+    char flags[8] = "";
+    struct out_rec_reader_cb cb = {flags, NULL, NULL, on_gc, 0, NULL};
+    char err[256];
+    assert_int_equal(out_rec_read(file, size, &cb, NULL, err, sizeof err), 0);
+    assert_string_equal(flags, "g-g-");
+    free(file);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unread_round_trip),
         cmocka_unit_test(test_no_unread_no_record),
+        cmocka_unit_test(test_gc_flag),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import recording_format
 from conftest import run_pystrobe
 from test_pprof import go, top  # noqa: F401 (fixture)
 from test_recording import FAST, TARGETS, chains, replay  # noqa: F401 (fixture)
@@ -148,6 +149,11 @@ def test_replay_chrometrace_unread_equals_live(pystrobe, chains, tmp_path, targe
     r, r2, live, again = live_and_replay(pystrobe, chains, tmp_path, target,
                                          ("--chrometrace", "--function"), "t.json",
                                          seconds="1", env={"PYSTROBE_TEST_UNREAD_EVERY": "3"})
+    got = recording_format.read(tmp_path / "rec.pysr")
+    failed = sum(1 for _, rc, _ in got["samples"] if rc)
+    assert len(got["unread"]) * 3 >= len(got["samples"]) - failed - 3, len(got["unread"])
+    # every thread unread in those samples: no stack stored for them
+    assert all(got["samples"][k][2] == [] for k in got["unread"])
     a, b = json.loads(live.read_text()), json.loads(again.read_text())
     for trace in (a, b):
         begun = [e["name"] for e in trace["traceEvents"] if e["ph"] == "B"]

@@ -1166,6 +1166,60 @@ static int read_unread(struct reader *r, struct cur *c, size_t *n)
     return 0;
 }
 
+/* Thread i's stack of a SAMPLE: the thread's new stack from its pop and
+ * push, its frames appended (innermost first) to the sample's at *total
+ * (moved past them), its entry in r->sthreads (frames set by the caller).
+ * 0, -1 (malformed) or PYS_E_NOMEM. */
+static int read_stack(struct reader *r, struct cur *c, size_t i, size_t *total)
+{
+    uint64_t ti, status, pop, push;
+    if (get_var(c, &ti) < 0 || ti >= r->nthreads || get_var(c, &status) < 0 ||
+        status > UINT32_MAX || get_var(c, &pop) < 0 || get_var(c, &push) < 0)
+        return -1;
+    struct rthread *t = &r->threads[ti];
+    if (pop > t->n || push > left(c))
+        return -1;
+    uint64_t keep = t->n - pop;
+    size_t nn = (size_t)(keep + push);
+    for (size_t j = (size_t)keep; j < t->n; j++)
+        t->ngc -= r->frames[t->stack[j]].kind == PYS_FRAME_GC;
+    if (nn > t->cap) {
+        uint32_t *s = realloc(t->stack, nn * sizeof *s);
+        if (!s)
+            return PYS_E_NOMEM;
+        t->stack = s;
+        t->cap = nn;
+    }
+    for (size_t j = (size_t)keep; j < nn; j++) {
+        uint64_t fid;
+        if (get_var(c, &fid) < 0 || fid >= r->nframes)
+            return -1;
+        t->stack[j] = (uint32_t)fid;
+        t->ngc += r->frames[fid].kind == PYS_FRAME_GC;
+    }
+    t->n = nn;
+    /* The sample's frames, innermost first, one thread after another. */
+    if (*total + nn > r->capsframes) {
+        size_t cap = r->capsframes ? r->capsframes : 256;
+        while (cap < *total + nn)
+            cap *= 2;
+        void *p = realloc(r->sframes, cap * sizeof *r->sframes);
+        if (!p)
+            return PYS_E_NOMEM;
+        r->sframes = p;
+        r->capsframes = cap;
+    }
+    for (size_t j = 0; j < nn; j++)
+        r->sframes[*total + j] = r->frames[t->stack[nn - 1 - j]];
+    r->soff[i] = *total;
+    *total += nn;
+    r->sthreads[i] = t->t;
+    r->sthreads[i].status = (uint32_t)status;
+    r->sthreads[i].nframes = nn;
+    r->sthreads[i].gc = t->ngc > 0;
+    return 0;
+}
+
 static int read_sample(struct reader *r, struct cur *c)
 {
     uint64_t dtz, rcz = 0, n;
@@ -1196,51 +1250,9 @@ static int read_sample(struct reader *r, struct cur *c)
     }
     size_t total = 0;
     for (uint64_t i = 0; i < n; i++) {
-        uint64_t ti, status, pop, push;
-        if (get_var(c, &ti) < 0 || ti >= r->nthreads || get_var(c, &status) < 0 ||
-            status > UINT32_MAX || get_var(c, &pop) < 0 || get_var(c, &push) < 0)
-            return -1;
-        struct rthread *t = &r->threads[ti];
-        if (pop > t->n || push > left(c))
-            return -1;
-        uint64_t keep = t->n - pop;
-        size_t nn = (size_t)(keep + push);
-        for (size_t j = (size_t)keep; j < t->n; j++)
-            t->ngc -= r->frames[t->stack[j]].kind == PYS_FRAME_GC;
-        if (nn > t->cap) {
-            uint32_t *s = realloc(t->stack, nn * sizeof *s);
-            if (!s)
-                return PYS_E_NOMEM;
-            t->stack = s;
-            t->cap = nn;
-        }
-        for (size_t j = (size_t)keep; j < nn; j++) {
-            uint64_t fid;
-            if (get_var(c, &fid) < 0 || fid >= r->nframes)
-                return -1;
-            t->stack[j] = (uint32_t)fid;
-            t->ngc += r->frames[fid].kind == PYS_FRAME_GC;
-        }
-        t->n = nn;
-        /* The sample's frames, innermost first, one thread after another. */
-        if (total + nn > r->capsframes) {
-            size_t cap = r->capsframes ? r->capsframes : 256;
-            while (cap < total + nn)
-                cap *= 2;
-            void *p = realloc(r->sframes, cap * sizeof *r->sframes);
-            if (!p)
-                return PYS_E_NOMEM;
-            r->sframes = p;
-            r->capsframes = cap;
-        }
-        for (size_t j = 0; j < nn; j++)
-            r->sframes[total + j] = r->frames[t->stack[nn - 1 - j]];
-        r->soff[i] = total;
-        total += nn;
-        r->sthreads[i] = t->t;
-        r->sthreads[i].status = (uint32_t)status;
-        r->sthreads[i].nframes = nn;
-        r->sthreads[i].gc = t->ngc > 0;
+        int trc = read_stack(r, c, (size_t)i, &total);
+        if (trc)
+            return trc;
     }
     for (uint64_t i = 0; i < n; i++)
         r->sthreads[i].frames = r->sframes + r->soff[i];

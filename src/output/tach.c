@@ -334,7 +334,8 @@ static int tread_deliver(struct tread *r, const struct tthread *t,
     }
     struct out_rec_thread one = {
         .id = t->tid, .status = t->status, .nframes = t->n, .frames = r->sf, .gc = gc};
-    struct out_rec_sample s = {t->last_us * 1000, 0, t->n ? 1 : 0, &one};
+    struct out_rec_sample s = {
+        .t_ns = t->last_us * 1000, .nthreads = t->n ? 1 : 0, .threads = &one};
     info->samples++;
     return cb->sample ? cb->sample(cb->ctx, &s) : 0;
 }

@@ -282,6 +282,10 @@ int main(int argc, char **argv)
         return 2;
     }
     x.pid = atoi(argv[1]);
+    if (x.pid <= 0) { /* kill(0 or -1, ...) would stop every process it can */
+        fprintf(stderr, "record_image: bad PID %s\n", argv[1]);
+        return 2;
+    }
     if (x.stopped && !all_stopped(x.pid)) {
         fprintf(stderr,
                 "record_image: --stopped: process %d is not stopped (did gdb miss its "

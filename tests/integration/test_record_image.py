@@ -15,7 +15,8 @@ from targets import ROOT, feature_targets
 
 BUILD = Path(os.environ.get("PYSTROBE_BUILD", ROOT / "build"))
 RECORDER = BUILD / "tests" / "record_image"
-SPIN = "print('ready', flush=True)\ndef spin():\n    while True: pass\nspin()\n"
+# "ready" from inside spin(): stopped after it, spin is on top.
+SPIN = "def spin():\n    print('ready', flush=True)\n    while True: pass\nspin()\n"
 TARGETS = [t for t in feature_targets() if t.name == "pyenv-3.12.1"]
 
 pytestmark = pytest.mark.skipif(not TARGETS, reason="no CPython 3.12 target")

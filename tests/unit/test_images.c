@@ -1872,7 +1872,11 @@ static void test_suspended_generator(void **state)
                 memset(&r, 0, sizeof r);
                 r.opt.frame_cache = fc;
                 r.no_infer = !inf;
-                for (r.warm = 1; r.warm <= 2; r.warm++) {
+                /* After three snapshots or more, so that the switched
+                 * batch has recent ones to be judged by and is not taken
+                 * as paused (a paused batch's heap frames are read again
+                 * after it, torn.c batch_settles, which then sees B). */
+                for (r.warm = 3; r.warm <= 4; r.warm++) {
                     r.unit = 0;
                     mixes += sweep(&p, versions[v], &r, 0, &t[inf]);
                     r.unit = 64;

@@ -20,20 +20,7 @@
 
 #include "output/recording.h"
 
-static struct pys_frame frame(const char *name, int line)
-{
-    struct pys_frame f;
-    memset(&f, 0, sizeof f);
-    f.filename = "main.py";
-    f.qualname = name;
-    f.firstlineno = 1;
-    f.lineno = line;
-    f.end_lineno = line;
-    f.col = f.end_col = f.lasti = -1;
-    f.opcode = -1;
-    f.kind = PYS_FRAME_PYTHON;
-    return f;
-}
+#include "py_frame.h"
 
 /* What the reader delivered, one line per sample: each thread as
  * "id:frames innermost first" or "id:unread(status,name)". */

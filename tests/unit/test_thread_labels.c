@@ -22,20 +22,7 @@
 #include "output/speedscope.h"
 #include "output/svg.h"
 
-static struct pys_frame frame(const char *name, int line)
-{
-    struct pys_frame f;
-    memset(&f, 0, sizeof f);
-    f.filename = "main.py";
-    f.qualname = name;
-    f.firstlineno = 1;
-    f.lineno = line;
-    f.end_lineno = line;
-    f.col = f.end_col = f.lasti = -1;
-    f.opcode = -1;
-    f.kind = PYS_FRAME_PYTHON;
-    return f;
-}
+#include "py_frame.h"
 
 /* Two threads: 7 named "worker<&>" (first "old"), 9 without a name. */
 static pys_profile *named_profile(void)

@@ -503,7 +503,7 @@ struct run {
      * lag_ns more (a batch paused as on a loaded machine, or cold). */
     uint64_t switch_ns, lag_ns;
     int lag_snapshot;
-    int capture; /* keep the armed snapshot's batch (run_cap) */
+    int capture;  /* keep the armed snapshot's batch (run_cap) */
     int no_infer; /* generators' callers are not inferred (objframes.c) */
 };
 
@@ -827,8 +827,8 @@ static void test_entering(void **state)
  * Replay image `name` (in tests/images) with options opt: each of a few
  * snapshots must give exactly the n frames of want, innermost first.
  */
-static void replay_exactly(const char *name, const struct pys_options *opt,
-                           const struct want *want, size_t n)
+static void replay_exactly(const char *name, const struct pys_options *opt, const struct want *want,
+                           size_t n)
 {
     pys_session *s = open_image(name, opt);
     for (int k = 0; k < 3; k++) {
@@ -1857,42 +1857,35 @@ static void test_suspended_generator(void **state)
 {
     (void)state;
     static const char *const versions[] = {"3.12", "3.13", "3.14", "3.15"};
-    STACK = GENS;
-    FILE_NAME = "/tmp/pystrobe-images/gens.py";
-    PROGRAM = "gens";
+    use_program(GENS, "gens");
     uint64_t mixes = 0;
     for (size_t v = 0; v < sizeof versions / sizeof *versions; v++) {
         struct pair p;
         pair_load(&p, PROGRAM, versions[v]);
-        for (int fc = 0; fc < 1; fc++) {
-            struct tally t[2];
-            memset(t, 0, sizeof t);
-            for (int inf = 0; inf < 2; inf++) {
-                struct run r;
-                memset(&r, 0, sizeof r);
-                r.opt.frame_cache = fc;
-                r.no_infer = !inf;
-                /* After three snapshots or more, so that the switched
-                 * batch has recent ones to be judged by and is not taken
-                 * as paused (a paused batch's heap frames are read again
-                 * after it, torn.c batch_settles, which then sees B). */
-                for (r.warm = 3; r.warm <= 4; r.warm++) {
-                    r.unit = 0;
-                    mixes += sweep(&p, versions[v], &r, 0, &t[inf]);
-                    r.unit = 64;
-                    mixes += sweep(&p, versions[v], &r, 0, &t[inf]);
-                }
+        struct tally t[2];
+        memset(t, 0, sizeof t);
+        for (int inf = 0; inf < 2; inf++) {
+            struct run r;
+            memset(&r, 0, sizeof r);
+            r.no_infer = !inf;
+            /* After three snapshots or more, so that the switched batch
+             * has recent ones to be judged by and is not taken as paused
+             * (a paused batch's heap frames are read again after it,
+             * torn.c batch_settles, which then sees B). */
+            for (r.warm = 3; r.warm <= 4; r.warm++) {
+                r.unit = 0;
+                mixes += sweep(&p, versions[v], &r, 0, &t[inf]);
+                r.unit = 64;
+                mixes += sweep(&p, versions[v], &r, 0, &t[inf]);
             }
-            print_message("gens %s, frame_cache=%d:\n", versions[v], fc);
-            tally_print("callers unknown ", &t[0]);
-            tally_print("callers inferred", &t[1]);
-            assert_true(t[1].got[0] > t[0].got[0]);
         }
+        print_message("gens %s, frame cache off:\n", versions[v]);
+        tally_print("callers unknown ", &t[0]);
+        tally_print("callers inferred", &t[1]);
+        assert_true(t[1].got[0] > t[0].got[0]);
         pair_free(&p);
     }
-    STACK = ABA;
-    FILE_NAME = "/tmp/pystrobe-images/aba.py";
-    PROGRAM = "aba";
+    use_program(ABA, "aba");
     assert_int_equal(mixes, 0);
 }
 

@@ -135,8 +135,12 @@ static void test_chrometrace_unread(void **state)
     assert_non_null(f);
     assert_int_equal(out_chrometrace_write(f, t), 0);
     fclose(f);
-    assert_int_equal(count(buf, "{\"ph\":\"B\",\"name\":\"leaf\",\"cat\":\"python\",\"pid\":1234,\"tid\":7,"), 1);
-    assert_int_equal(count(buf, "{\"ph\":\"B\",\"name\":\"leaf\",\"cat\":\"python\",\"pid\":1234,\"tid\":9,"), 2);
+    assert_int_equal(
+        count(buf, "{\"ph\":\"B\",\"name\":\"leaf\",\"cat\":\"python\",\"pid\":1234,\"tid\":7,"),
+        1);
+    assert_int_equal(
+        count(buf, "{\"ph\":\"B\",\"name\":\"leaf\",\"cat\":\"python\",\"pid\":1234,\"tid\":9,"),
+        2);
     free(buf);
     out_chrometrace_free(t);
 }
@@ -175,10 +179,8 @@ static void test_gecko(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_svg),
-        cmocka_unit_test(test_speedscope),
-        cmocka_unit_test(test_chrometrace),
-        cmocka_unit_test(test_chrometrace_unread),
+        cmocka_unit_test(test_svg),         cmocka_unit_test(test_speedscope),
+        cmocka_unit_test(test_chrometrace), cmocka_unit_test(test_chrometrace_unread),
         cmocka_unit_test(test_gecko),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

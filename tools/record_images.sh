@@ -36,8 +36,10 @@ OUT=tests/images
 # at_gdb_stop NAME SCRIPT GDBFILE SPEC VERSION...: for each pyenv VERSION,
 # run tests/images/SCRIPT, let gdb stop it (tools/GDBFILE), and record it
 # to tests/images/NAME-3.X.img (SPEC: what follows the file name, e.g.
-# ":main,<module>"); three tries, as gdb's conditional breakpoint
-# sometimes misses.
+# ":main,<module>"): that moment or none (record_image --stopped, which
+# never lets the target go on to a later one). Three tries, each with a
+# new process, as gdb's conditional breakpoint sometimes misses; each
+# failed try is said, and the script fails after the third.
 at_gdb_stop() {
     name=$1 script=$2 gdbfile=$3 spec=$4
     shift 4
@@ -45,22 +47,25 @@ at_gdb_stop() {
     cp "$OUT/$script" "/tmp/pystrobe-images/$script"
     for pv in "$@"; do
         rc=1
-        for _ in 1 2 3; do
+        for try in 1 2 3; do
             "$(pyenv prefix $pv)/bin/python3" -B "/tmp/pystrobe-images/$script" 60 & pid=$!
             sleep 1
             rc=0
             gdb -p $pid -batch -x "$PWD/tools/$gdbfile" >/dev/null 2>&1 || rc=$?
-            # The queued SIGSTOP is taken as gdb lets go: wait for it.
+            [ $rc -eq 0 ] || echo "record_images: $name $pv, try $try: gdb failed (status $rc)" >&2
+            # The queued SIGSTOP is taken as gdb lets go: wait for it
+            # (record_image --stopped says if it never came).
             for _ in 1 2 3 4 5 6 7 8 9 10; do
                 grep -q '^State:.*T' /proc/$pid/status && break
                 sleep 0.2
             done
-            [ $rc -eq 0 ] && { "$B/tests/record_image" $pid "$OUT/$name-${pv%.*}.img$spec" || rc=$?; }
+            [ $rc -eq 0 ] && { "$B/tests/record_image" --stopped $pid "$OUT/$name-${pv%.*}.img$spec" || rc=$?; }
             kill -9 $pid 2>/dev/null || true
             wait $pid 2>/dev/null || true
             [ $rc -eq 0 ] && break
+            echo "record_images: $name $pv, try $try failed (said above)" >&2
         done
-        [ $rc -eq 0 ] || { echo "record_images: $name $pv failed" >&2; exit 1; }
+        [ $rc -eq 0 ] || { echo "record_images: $name $pv failed three times: not recorded" >&2; exit 1; }
     done
 }
 
@@ -194,27 +199,7 @@ for v in "$@"; do
         continue
     fi
     if [ "$v" = enter ]; then
-        mkdir -p /tmp/pystrobe-images
-        cp $OUT/aba.py /tmp/pystrobe-images/aba.py
-        for pv in 3.8.18 3.9.18 3.10.13; do
-            rc=1
-            for _ in 1 2 3; do # gdb's conditional breakpoint sometimes misses
-                "$(pyenv prefix $pv)/bin/python3" -B /tmp/pystrobe-images/aba.py 60 & pid=$!
-                sleep 1
-                rc=0
-                gdb -p $pid -batch -x tools/enter_frame.gdb >/dev/null 2>&1 || rc=$?
-                # The queued SIGSTOP is taken as gdb lets go: wait for it.
-                for _ in 1 2 3 4 5 6 7 8 9 10; do
-                    grep -q '^State:.*T' /proc/$pid/status && break
-                    sleep 0.2
-                done
-                [ $rc -eq 0 ] && { "$B/tests/record_image" $pid "$OUT/enter-${pv%.*}.img:a2,a1" || rc=$?; }
-                kill -9 $pid 2>/dev/null || true
-                wait $pid 2>/dev/null || true
-                [ $rc -eq 0 ] && break
-            done
-            [ $rc -eq 0 ] || { echo "record_images: enter $pv failed" >&2; exit 1; }
-        done
+        at_gdb_stop enter aba.py enter_frame.gdb ":a2,a1" 3.8.18 3.9.18 3.10.13
         continue
     fi
     if [ "$v" = pos ]; then

@@ -28,6 +28,7 @@
 #include <pystrobe/pystrobe.h>
 
 #include "output/tach.h"
+#include "platform/platform.h"
 #include "util/hashtab.h"
 
 #include <zstd.h>
@@ -424,22 +425,15 @@ static void wrap_debug(const char *message)
     chain_runtime_error(message);
 }
 
-/* Has process pid gone (no such process, or a zombie)? Reads /proc when it
- * can; without /proc (a chroot without it mounted) only kill(2) can tell. */
+/* Has process pid gone (no such process, or a zombie: the platform's
+ * plat_proc_check)? kill(2) first, which needs no /proc: in a chroot
+ * without it mounted only kill can tell, and the process is taken as
+ * there. */
 static int process_gone(int pid)
 {
     if (kill(pid, 0) < 0 && errno == ESRCH)
         return 1;
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *paren = strrchr(buf, ')');
-    return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+    return plat_proc_check(pid) == PYS_E_EXITED;
 }
 
 /* The exception for a failed attach (construction): what _remote_debugging

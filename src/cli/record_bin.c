@@ -29,6 +29,7 @@
 #include "output/gecko.h"
 #include "output/jsonl.h"
 #include "output/recording.h"
+#include "util/array.h"
 
 /* A block is cut once its first sample is this old, or at this many bytes
  * of records. */
@@ -40,6 +41,12 @@
 /* The writer's error when another recorder put its file at the path
  * before this one's first stack was on disk. */
 #define ANOTHER_WRITER (-2)
+
+/* The threads of a snapshot the outputs keep, as an out_rec_sample's. */
+struct kept {
+    struct out_rec_thread *th;
+    size_t n, cap;
+};
 
 struct rec_bin {
     const struct rec *r;
@@ -62,9 +69,8 @@ struct rec_bin {
     uint64_t block_t; /* the first sample of the open block, 0: none */
     uint64_t start_ns;
     uint64_t unmatched;
-    struct out_rec_thread *th;
-    size_t capth;
-    int failed; /* the encoder ran out of memory */
+    struct kept kept; /* a sample's threads */
+    int failed;       /* the encoder ran out of memory */
     /* The writer thread and its queue. */
     pthread_t thread;
     int thread_started;
@@ -381,44 +387,66 @@ static int say_write_error(struct rec_bin *b, int err)
     return PYS_E_IO;
 }
 
-/* The threads of snap the outputs keep (as the profile does: a stack, no
- * error, rec_thread_matches) into *th (grown as needed), with their Python
- * names as record_loop.c's add_thread gives them (the main interpreter's
- * threads, from session s); -1 if out of memory. *unmatched counts a
- * sample with stacks of which none was kept. */
-static ssize_t kept_threads(const struct rec *r, pys_session *s, const struct pys_snapshot *snap,
-                            struct out_rec_thread **th, size_t *capth, uint64_t *unmatched)
+static int kept_push(struct kept *k, const struct out_rec_thread *t)
 {
-    size_t n = 0, stacks = 0;
-    for (size_t i = 0; snap && i < snap->ninterps; i++) {
+    if (util_array_reserve((void **)&k->th, &k->cap, k->n + 1, sizeof *k->th) < 0)
+        return -1;
+    k->th[k->n++] = *t;
+    return 0;
+}
+
+/* Append to k the threads of snap one pass keeps: with unread 0, those
+ * with a stack (*stacks counts them) that rec_thread_matches keeps, with
+ * their Python names as record_loop.c's add_thread gives them (the main
+ * interpreter's threads, from session s); with unread 1, those it keeps
+ * whose stack could not be read and that have an id. -1 if out of
+ * memory. */
+static int kept_pass(const struct rec *r, pys_session *s, const struct pys_snapshot *snap,
+                     int unread, struct kept *k, size_t *stacks)
+{
+    for (size_t i = 0; i < snap->ninterps; i++) {
         const struct pys_interp *in = &snap->interps[i];
-        for (size_t k = 0; k < in->nthreads; k++) {
-            const struct pys_thread *t = &in->threads[k];
-            if (t->error || t->nframes == 0)
+        for (size_t j = 0; j < in->nthreads; j++) {
+            const struct pys_thread *t = &in->threads[j];
+            uint64_t id = t->host_id ? t->host_id : t->native_id;
+            if (unread ? !t->error || !id : t->error || t->nframes == 0)
                 continue;
-            stacks++;
+            *stacks += !unread;
             if (!rec_thread_matches(r, t))
                 continue;
-            if (n == *capth) {
-                size_t cap = *capth ? *capth * 2 : 16;
-                void *p = realloc(*th, cap * sizeof **th);
-                if (!p)
-                    return -1;
-                *th = p;
-                *capth = cap;
-            }
-            uint64_t id = t->host_id ? t->host_id : t->native_id;
-            const char *name = s && in->id == 0 ? pys_session_thread_name(s, t->thread_id) : NULL;
-            (*th)[n++] = (struct out_rec_thread){.id = id,
-                                                 .ns_id = id != t->native_id ? t->native_id : 0,
-                                                 .name = name,
-                                                 .status = t->status,
-                                                 .nframes = t->nframes,
-                                                 .frames = t->frames};
+            const char *name =
+                s && in->id == 0 && !unread ? pys_session_thread_name(s, t->thread_id) : NULL;
+            struct out_rec_thread e = {.id = id,
+                                       .ns_id = id != t->native_id ? t->native_id : 0,
+                                       .name = name,
+                                       .status = t->status,
+                                       .nframes = t->nframes,
+                                       .frames = t->frames};
+            if (kept_push(k, &e) < 0)
+                return -1;
         }
     }
+    return 0;
+}
+
+/* The threads of snap (NULL: a failed sample) the outputs keep, as the
+ * profile does, then its unread ones (kept_pass), into k (emptied first)
+ * and out's threads and unread, which point into k. -1 if out of memory.
+ * *unmatched counts a sample with stacks of which none was kept. */
+static int kept_threads(const struct rec *r, pys_session *s, const struct pys_snapshot *snap,
+                        struct kept *k, struct out_rec_sample *out, uint64_t *unmatched)
+{
+    size_t stacks = 0, n = 0;
+    k->n = 0;
+    if (snap && (kept_pass(r, s, snap, 0, k, &stacks) < 0 ||
+                 (n = k->n, kept_pass(r, s, snap, 1, k, &stacks)) < 0))
+        return -1;
+    out->nthreads = n;
+    out->threads = k->th;
+    out->nunread = k->n - n;
+    out->unread = k->th ? k->th + n : NULL;
     *unmatched += stacks > 0 && n == 0;
-    return (ssize_t)n;
+    return 0;
 }
 
 int rec_bin_sample(void *ctx, const struct rec_sample *smp)
@@ -427,13 +455,11 @@ int rec_bin_sample(void *ctx, const struct rec_sample *smp)
     if (b->failed)
         return PYS_E_NOMEM;
     const struct pys_snapshot *snap = smp->snap;
-    ssize_t kept = kept_threads(b->r, smp->s, snap, &b->th, &b->capth, &b->unmatched);
-    if (kept < 0)
+    struct out_rec_sample s = {.t_ns = smp->t_ns, .rc = snap ? 0 : smp->rc};
+    if (kept_threads(b->r, smp->s, snap, &b->kept, &s, &b->unmatched) < 0 ||
+        out_rec_enc_sample(b->enc, &s) < 0)
         goto nomem;
-    size_t n = (size_t)kept;
-    if (out_rec_enc_sample(b->enc, smp->t_ns, snap ? 0 : smp->rc, b->th, n) < 0)
-        goto nomem;
-    b->pending_stacks |= n > 0;
+    b->pending_stacks |= s.nthreads > 0;
     if (!b->block_t)
         b->block_t = smp->t_ns ? smp->t_ns : 1;
     if (smp->end_ns - b->block_t >= BLOCK_NS || out_rec_enc_pending(b->enc) >= BLOCK_BYTES) {
@@ -540,7 +566,7 @@ void rec_bin_free(struct rec_bin *b)
     if (b->guard >= 0)
         close(b->guard);
     out_rec_enc_free(b->enc);
-    free(b->th);
+    free(b->kept.th);
     pthread_mutex_destroy(&b->mu);
     pthread_cond_destroy(&b->cv);
     free(b);
@@ -550,8 +576,7 @@ void rec_bin_free(struct rec_bin *b)
 
 struct rec_stream_sink {
     struct rec *r;
-    struct out_rec_thread *th;
-    size_t capth;
+    struct kept kept;
     uint64_t unmatched;
     FILE *spool;
 };
@@ -559,8 +584,8 @@ struct rec_stream_sink {
 static int stream_sample(void *ctx, const struct rec_sample *smp)
 {
     struct rec_stream_sink *k = ctx;
-    ssize_t n = kept_threads(k->r, smp->s, smp->snap, &k->th, &k->capth, &k->unmatched);
-    struct out_rec_sample s = {smp->t_ns, smp->snap ? 0 : smp->rc, n < 0 ? 0 : (size_t)n, k->th};
+    struct out_rec_sample s = {.t_ns = smp->t_ns, .rc = smp->snap ? 0 : smp->rc};
+    int n = kept_threads(k->r, smp->s, smp->snap, &k->kept, &s, &k->unmatched);
     int rc = n < 0         ? PYS_E_NOMEM
              : k->r->gecko ? out_gecko_sample(k->r->gecko, &s)
                            : out_jsonl_sample(k->r->jsonl, &s);
@@ -643,7 +668,7 @@ void rec_stream_free(struct rec *r)
     if (r->stream) {
         if (r->stream->spool)
             fclose(r->stream->spool);
-        free(r->stream->th);
+        free(r->stream->kept.th);
         free(r->stream);
         r->stream = NULL;
     }

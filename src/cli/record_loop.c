@@ -196,6 +196,18 @@ struct timing {
     uint64_t n, sum, min, max, last_print, window_n, window_start;
 };
 
+/* For tests: PYSTROBE_TEST_UNREAD_EVERY=N makes every Nth snapshot taken
+ * one in which no thread's stack could be read (a copy: each thread with
+ * PYS_E_CORRUPT and no frames), so that a test sees deterministically what
+ * the profile, the outputs and the recording make of a failed read. */
+struct unread_hook {
+    unsigned long every, n; /* every: 0, off */
+    struct pys_interp *interps;
+    struct pys_thread *threads;
+    size_t capi, capt;
+    struct pys_snapshot snap;
+};
+
 /* One call of rec_sample_loop: its arguments and where it stands. */
 struct loop {
     const struct rec *r;
@@ -227,6 +239,7 @@ struct loop {
     struct pys_frame *r_frames;
     size_t r_capi, r_capt, r_capf;
     struct pys_snapshot r_snap;
+    struct unread_hook unread;
 };
 
 static void realtime_line(const struct timing *tm, uint64_t samples, uint64_t failed, uint64_t now)
@@ -502,6 +515,37 @@ static void blocking_failed(struct loop *l, int rc, enum end *why)
     *why = END_ERROR;
 }
 
+/* snap as the test hook makes it (struct unread_hook): itself, or at every
+ * Nth call a copy with every thread unread; NULL if out of memory. */
+static const struct pys_snapshot *unread_hook_apply(struct unread_hook *h,
+                                                   const struct pys_snapshot *snap)
+{
+    if (!h->every || ++h->n % h->every != 0)
+        return snap;
+    size_t nt = 0;
+    for (size_t i = 0; i < snap->ninterps; i++)
+        nt += snap->interps[i].nthreads;
+    if (util_array_reserve((void **)&h->interps, &h->capi, snap->ninterps, sizeof *h->interps) <
+            0 ||
+        util_array_reserve((void **)&h->threads, &h->capt, nt, sizeof *h->threads) < 0)
+        return NULL;
+    struct pys_thread *t = h->threads;
+    for (size_t i = 0; i < snap->ninterps; i++) {
+        const struct pys_interp *in = &snap->interps[i];
+        h->interps[i] = *in;
+        h->interps[i].threads = t;
+        for (size_t k = 0; k < in->nthreads; k++, t++) {
+            *t = in->threads[k];
+            t->error = PYS_E_CORRUPT;
+            t->error_text = "unread by PYSTROBE_TEST_UNREAD_EVERY";
+            t->nframes = 0;
+            t->frames = NULL;
+        }
+    }
+    h->snap = (struct pys_snapshot){snap->ninterps, h->interps};
+    return &h->snap;
+}
+
 /* One snapshot of l's program as the options ask: with every thread
  * stopped (--blocking; *pause_rc as cli_blocking_snapshot's, else 0),
  * task stacks for thread stacks (--async-aware, read while the target is
@@ -522,6 +566,8 @@ static int take_snapshot(struct loop *l, const struct pys_snapshot **snap, int *
         rc = rec_async_sample(l->async, l->r, l->s, *snap, snap);
     if (l->r->blocking && async)
         pys_session_resume(l->s);
+    if (rc >= 0 && !(*snap = unread_hook_apply(&l->unread, *snap)))
+        rc = PYS_E_NOMEM;
     return rc;
 }
 
@@ -585,6 +631,8 @@ static void loop_start(struct loop *l)
     l->spin = l->r->interval_ns < 50000 && l->r->interval_ns < 2 * wake_latency_ns();
     l->start = l->next = rec_now_ns();
     l->tm = (struct timing){0, 0, UINT64_MAX, 0, l->start, 0, l->start};
+    const char *every = getenv("PYSTROBE_TEST_UNREAD_EVERY");
+    l->unread.every = every ? strtoul(every, NULL, 10) : 0;
 }
 
 /* Sample at each deadline with tick (1: go on, else 0 with *why) until
@@ -621,6 +669,8 @@ static enum end run_loop(struct loop *l, void *ctx,
     free(l->r_interps);
     free(l->r_threads);
     free(l->r_frames);
+    free(l->unread.interps);
+    free(l->unread.threads);
     return why;
 }
 

@@ -591,13 +591,20 @@ int rec_trace_sample(void *ctx, const struct rec_sample *smp)
         const struct pys_interp *in = &smp->snap->interps[i];
         for (size_t k = 0; k < in->nthreads && rc == 0; k++) {
             const struct pys_thread *t = &in->threads[k];
-            if (t->error || t->nframes == 0 || !rec_thread_matches(r, t))
+            uint64_t id = t->host_id ? t->host_id : t->native_id;
+            if ((!t->error && t->nframes == 0) || !rec_thread_matches(r, t))
                 continue;
+            /* Unread: its frames stay open, as a replay keeps them (the
+             * recording's unread threads: record_bin.c's kept_threads). */
+            if (t->error) {
+                if (id)
+                    out_chrometrace_thread_unread(tr, id);
+                continue;
+            }
             /* Named as the profile names it (record_loop.c's add_thread). */
             const char *name =
                 smp->s && in->id == 0 ? pys_session_thread_name(smp->s, t->thread_id) : NULL;
-            rc = out_chrometrace_thread(tr, t->host_id ? t->host_id : t->native_id, name, t->frames,
-                                        t->nframes);
+            rc = out_chrometrace_thread(tr, id, name, t->frames, t->nframes);
         }
     }
     if (rc == 0)

@@ -593,14 +593,16 @@ static int write_target(struct proc *pr)
     int status = CLI_OK;
     rec_sources_finish(pr->sources);
     if (!r->binary && (!r->live || r->output)) {
+        /* An output that cannot be prepared (said) loses only itself: the
+         * recording below is still finished. */
         struct rec_out o;
         status = rec_out_prepare(&o, r, pr->t.pid);
-        if (status != -1)
-            return status;
-        o.sources = pr->sources;
-        status = rec_write_output(r, &o, pr->t.prof, pr->t.pid, pr->t.unmatched);
-        if (r->browser && status == CLI_OK && o.path)
-            rec_open_browser(r, o.path);
+        if (status == -1) {
+            o.sources = pr->sources;
+            status = rec_write_output(r, &o, pr->t.prof, pr->t.pid, pr->t.unmatched);
+            if (r->browser && status == CLI_OK && o.path)
+                rec_open_browser(r, o.path);
+        }
     }
     if (pr->bin) {
         int st = rec_bin_finish(pr->bin, info);

@@ -82,7 +82,9 @@ static int on_stats(void *ctx, const struct out_rec_stats *s)
 
 /* As record_loop.c's add_thread: each thread under pystrobe's id, its
  * own PID namespace's id beside it, its Python name (the last one given)
- * on it. */
+ * on it. Unread threads are not in the profile (the recording's STATS
+ * count their samples as failed); the Chrome trace keeps their frames
+ * open. */
 static int on_sample(void *ctx, const struct out_rec_sample *s)
 {
     struct replay *x = ctx;
@@ -95,8 +97,10 @@ static int on_sample(void *ctx, const struct out_rec_sample *s)
         if (t->name && pys_profile_thread_name(x->prof, t->id) != t->name &&
             pys_profile_set_thread_name(x->prof, t->id, t->name) < 0)
             goto nomem;
-        if (t->id &&
-            pys_profile_count_states(x->prof, t->id, t->status, t->frames, t->nframes, 1) < 0)
+        /* The stack is looked through for a <GC> frame only when it holds
+         * one (as live, only while a collection ran). */
+        if (t->id && pys_profile_count_states(x->prof, t->id, t->status, t->frames,
+                                              t->gc ? t->nframes : 0, 1) < 0)
             goto nomem;
         const struct pys_frame *frames = rec_frames_for_lines(
             x->r->line_mode, t->frames, t->nframes, &x->lines_buf, &x->lines_cap);
@@ -111,6 +115,8 @@ static int on_sample(void *ctx, const struct out_rec_sample *s)
             if (out_chrometrace_thread(x->r->trace, s->threads[i].id, s->threads[i].name,
                                        s->threads[i].frames, s->threads[i].nframes) < 0)
                 goto nomem;
+        for (size_t i = 0; i < s->nunread; i++) /* their frames stay open */
+            out_chrometrace_thread_unread(x->r->trace, s->unread[i].id);
         if (out_chrometrace_sample_end(x->r->trace) < 0)
             goto nomem;
     }

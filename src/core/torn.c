@@ -24,7 +24,8 @@
  *     second copy of what the last walks need checked (chain_hint,
  *     prof_anchor_hint; mem_recheck_hint), made after every first copy.
  *     A frame whose code object, caller and (a caller's) position are the
- *     same in both was in place across the whole batch (chain_rechecked).
+ *     same in both was in place across the whole batch (chain_rechecked),
+ *     unless a pause left time to leave and come back (batch_settles).
  *  3. A walk's own second copy, when it read past the batch (the frame
  *     cache's walk to the anchor: prof_torn_ask_own_copy, prof_torn_own_copy).
  *  4. A second read: put off to the snapshot's end, where every thread's
@@ -85,6 +86,24 @@ static int frame_unmoved(const struct cpy_offsets *o, const struct cpy_raw_frame
     return (code & ~o->stackref_mask) == raw[i].code &&
            (prev == caller || (raw[i].inferred && prev == 0)) &&
            (!pos_checked(raw, i) || pos == raw[i].instr_ptr);
+}
+
+/*
+ * 3.8-3.10: whether the last of frames raw[..k) of a chain, which ends
+ * there without a caller (last_prev 0), must still be executing in a
+ * second read. A frame object is copied upwards, its caller word (f_back)
+ * before its executing flag, and a generator links its caller before it
+ * runs and unlinks it after it stops: the one copy of a generator's frame
+ * resumed midway shows it running with no caller, a chain cut short that
+ * no code makes (a pipeline's innermost stage alone). Read again, it is
+ * running with its caller (the caller word differs) or stopped again (the
+ * flag differs). A thread's real bottom frame runs on as long as the
+ * thread.
+ */
+static int bottom_running(const struct pys_session *s, size_t from, size_t k, uint64_t last_prev)
+{
+    return s->off.traits.frames == CPY_FRAMES_OBJECT &&
+           CPY_HAS(&s->off, interpreter_frame, executing) && k > from && last_prev == 0;
 }
 
 int prof_torn_copied_after(const struct cpy_stack *st, uint64_t top, uint64_t caller, size_t fsize)
@@ -217,6 +236,38 @@ static int thread_may_move(struct pys_session *s, const struct prof_walk *w,
         return 1;
     memcpy(&v, c, 4);
     return v != 0;
+}
+
+/*
+ * Whether the batch's second copies, all found the same as the first,
+ * show that the walk's frames were one chain across the batch. Not when
+ * the batch was paused midway (mem_batch_paused) and the walk's frames
+ * raw[0..n) hold frames on the heap (objframes.c), each a piece of its
+ * own: the batch copies those after its other spans, a caller before its
+ * callee, and
+ * again in the reverse order, so the top frame's two copies are adjacent
+ * pieces and each caller's two copies lie around its callees', the data
+ * stack's around them all. Found the same, a frame's two copies show it
+ * stayed only if it could not leave and come back between them; a pause
+ * leaves time for that: the program can go to another chain whose frames
+ * lie at the same addresses and back (a generator's slot reused by a
+ * coroutine, the same data-stack slot by another function) while the
+ * frames above are copied both times at the other chain. Each frame is
+ * then the same in its two copies and the chain a mix. A read made after
+ * the batch, compared with the first copies, the top frame's too, tells.
+ * A chain copied with the data stack needs no such read: its frames are
+ * one piece, their second copies after it.
+ */
+static int batch_settles(const struct pys_session *s, const struct cpy_raw_frame *raw, size_t n)
+{
+    if (!mem_batch_paused(&s->mem))
+        return 1;
+    if (s->off.traits.frames == CPY_FRAMES_OBJECT)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (raw[i].owner == CPY_OWNER_GENERATOR)
+            return 0;
+    return 1;
 }
 
 /* --- second copies in the next batch ---------------------------------- */
@@ -393,6 +444,12 @@ static int chain_rechecked(struct pys_session *s, const struct prof_walk *w,
         if (!frame_unmoved(&s->off, raw, i, k, last_prev, a, b, p))
             return 0;
     }
+    if (bottom_running(s, from, k, last_prev)) {
+        if (!second_copy(s, raw[k - 1].addr + f->executing, 1, &a))
+            missing = 1;
+        else if (a != s->off.traits.executing)
+            return 0;
+    }
     return missing ? -1 : 1;
 }
 
@@ -414,7 +471,7 @@ static int chain_unchanged(struct pys_session *s, const struct cpy_thread *t,
     struct prof_torn *tn = &s->torn;
     if (!tn->verify) {
         tn->verify = malloc((s->opt.max_frames + 1) * sizeof *tn->verify);
-        tn->segs = malloc((3 * s->opt.max_frames + 4) * sizeof *tn->segs);
+        tn->segs = malloc((3 * s->opt.max_frames + 5) * sizeof *tn->segs);
         if (!tn->verify || !tn->segs)
             return 0;
     }
@@ -440,6 +497,9 @@ static int chain_unchanged(struct pys_session *s, const struct cpy_thread *t,
         if (pos_checked(raw, i))
             segs[n++] = (struct mem_seg){raw[i].addr + po, &got[i][2], pw};
     }
+    uint8_t running = s->off.traits.executing;
+    if (bottom_running(s, from, k, last_prev))
+        segs[n++] = (struct mem_seg){raw[k - 1].addr + f->executing, &running, 1};
     /* Last, the code object generation: read after every code pointer so
      * far, it spares the snapshot's end a call (generation_moved). */
     int gen = CPY_HAS(&s->off, interpreter_state, code_object_generation) && s->gen.interp[0] != 0;
@@ -451,6 +511,8 @@ static int chain_unchanged(struct pys_session *s, const struct cpy_thread *t,
     if (gen)
         s->gen.after_mark = mem_mark(&s->mem);
     if (t && (now_anchor != anchor || now_seq != seq))
+        return 0;
+    if (running != s->off.traits.executing)
         return 0;
     for (size_t i = from; i < k; i++)
         if (!frame_unmoved(&s->off, raw, i, k, last_prev, got[i][0], got[i][1],
@@ -564,7 +626,7 @@ static int put_off(struct pys_session *s, size_t ti, size_t ni, const struct cpy
     const struct cpy_frame_offsets *f = &s->off.interpreter_frame;
     uint64_t po;
     size_t pw = cpy_frame_pos_field(&s->off, &po);
-    size_t first = tn->nchk, need = tn->nchk + 3 * (k - from);
+    size_t first = tn->nchk, need = tn->nchk + 3 * (k - from) + 1;
     int rc =
         util_array_reserve((void **)&tn->chk_segs, &tn->chk_segs_cap, need, sizeof *tn->chk_segs);
     if (rc == 0)
@@ -590,6 +652,11 @@ static int put_off(struct pys_session *s, size_t ti, size_t ni, const struct cpy
             tn->chk_vals[tn->nchk].kind = CHK_POS;
             tn->chk_vals[tn->nchk++].want = raw[i].instr_ptr;
         }
+    }
+    if (bottom_running(s, from, k, last_prev)) {
+        tn->chk_segs[tn->nchk] = (struct mem_seg){raw[k - 1].addr + f->executing, NULL, 1};
+        tn->chk_vals[tn->nchk].kind = CHK_WORD;
+        tn->chk_vals[tn->nchk++].want = s->off.traits.executing;
     }
     tn->chk_walks[tn->nchk_walks++] = (struct prof_put_off){ti, ni, first, tn->nchk - first};
     return 0;
@@ -661,7 +728,7 @@ int prof_torn_walk(struct pys_session *s, const struct prof_walk *w, const struc
     chain_hint(s, t, s->walker.raw, top, end, 0);
     if (!later_top_kept(s, w, s->walker.raw, n))
         return PROF_TORN_MIXED;
-    if (r >= 0)
+    if (r == 0 || (r == 1 && batch_settles(s, s->walker.raw, n)))
         return r ? PROF_TORN_ONE : PROF_TORN_MIXED;
     end = checked_end(s->walker.raw, 0, n, s->walker.stack.cut, &last_prev);
     if (s->torn.put_off && put_off(s, ti, ni, s->walker.raw, 0, end, last_prev) == 0)

@@ -198,6 +198,15 @@ int out_chrometrace_thread(struct out_chrometrace *t, uint64_t tid, const char *
     return 0;
 }
 
+void out_chrometrace_thread_unread(struct out_chrometrace *t, uint64_t tid)
+{
+    if (t->full)
+        return;
+    for (size_t i = 0; i < t->nthreads; i++)
+        if (t->threads[i].tid == tid)
+            t->threads[i].seen = 1;
+}
+
 int out_chrometrace_sample_end(struct out_chrometrace *t)
 {
     if (t->full) {

@@ -46,12 +46,16 @@ void out_chrometrace_free(struct out_chrometrace *t);
 void out_chrometrace_set_pid(struct out_chrometrace *t, int pid);
 /* A sample at t_ns (any monotonic clock, in nanoseconds): begin it, give
  * each thread's stack (frames innermost first) and Python name (NULL: none;
- * copied, the last one given names the thread), end it. A thread not given
- * in a sample has its frames closed at that sample. 0, or PYS_E_NOMEM (the
+ * copied, the last one given names the thread), or say that its stack
+ * could not be read, end it. A thread not given in a sample has its frames
+ * closed at that sample. 0, or PYS_E_NOMEM (the
  * trace is then kept as it was, closed at the last good sample). */
 void out_chrometrace_sample_begin(struct out_chrometrace *t, uint64_t t_ns);
 int out_chrometrace_thread(struct out_chrometrace *t, uint64_t tid, const char *name,
                            const struct pys_frame *frames, size_t n);
+/* A thread whose stack could not be read in this sample: its frames stay
+ * open as they stood (not knowing is no evidence that they returned). */
+void out_chrometrace_thread_unread(struct out_chrometrace *t, uint64_t tid);
 int out_chrometrace_sample_end(struct out_chrometrace *t);
 /* Samples not recorded because the trace reached its memory bound. */
 uint64_t out_chrometrace_dropped(const struct out_chrometrace *t);

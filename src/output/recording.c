@@ -33,6 +33,7 @@ enum rec_type {
     R_END = 7,
     R_THREAD_NAME = 32, /* minor 1: skipped by minor-0 readers */
     R_SOURCE = 33,      /* format 2.1: skipped by 2.0 readers */
+    R_UNREAD = 34,      /* format 2.2: skipped by 2.1 readers */
 };
 
 /* A SOURCE record's flags: the mark (OUT_REC_SRC_*) in the low two bits,
@@ -140,7 +141,8 @@ struct out_rec_enc {
     /* Their samples' time column (docs/format.md): each time's high bits
      * (a var), and its low byte apart. */
     struct out_rec_buf times_hi, times_lo;
-    struct out_rec_buf part; /* scratch: a sample's thread parts */
+    struct out_rec_buf part;   /* scratch: a sample's thread parts */
+    struct out_rec_buf unread; /* scratch: an UNREAD record's body */
     uint64_t last_us;        /* the time of the last sample, or the start (us) */
     int64_t interval_us;     /* the interval asked (us): times are stored against it */
     struct str_ent *strs;
@@ -204,6 +206,7 @@ void out_rec_enc_free(out_rec_enc *e)
     out_rec_buf_release(&e->times_hi);
     out_rec_buf_release(&e->times_lo);
     out_rec_buf_release(&e->part);
+    out_rec_buf_release(&e->unread);
     for (size_t i = 0; i < e->nstrs; i++)
         free((void *)e->strs[i].s);
     free(e->strs);
@@ -446,16 +449,45 @@ static int enc_thread(out_rec_enc *e, const struct out_rec_thread *t, struct out
     return 0;
 }
 
-int out_rec_enc_sample(out_rec_enc *e, uint64_t t_ns, int rc, const struct out_rec_thread *threads,
-                       size_t n)
+/* The UNREAD record of a sample's n unread threads t, appended to part
+ * (after the sample's stacks); the threads it defines go to e->buf. */
+static int enc_unread(out_rec_enc *e, const struct out_rec_thread *t, size_t n,
+                      struct out_rec_buf *part)
+{
+    struct out_rec_buf *body = &e->unread;
+    body->len = 0;
+    /* A thread index and a status are 32-bit: 5 bytes each at most. */
+    if (n > SIZE_MAX / 16 || buf_reserve(body, 10 + n * 10) < 0)
+        return PYS_E_NOMEM;
+    put_var(body, n);
+    for (size_t i = 0; i < n; i++) {
+        size_t ti;
+        if (intern_thread(e, t[i].id, t[i].ns_id, &ti) < 0)
+            return PYS_E_NOMEM;
+        put_var(body, ti);
+        put_var(body, t[i].status);
+    }
+    if (buf_reserve(part, 1 + 10 + body->len) < 0)
+        return PYS_E_NOMEM;
+    put_u8(part, R_UNREAD);
+    put_var(part, body->len);
+    memcpy(part->p + part->len, body->p, body->len);
+    part->len += body->len;
+    return 0;
+}
+
+int out_rec_enc_sample(out_rec_enc *e, const struct out_rec_sample *s)
 {
     /* Definitions go before the SAMPLE record that names them, so the
      * threads' parts are gathered apart and appended after. */
     struct out_rec_buf *part = &e->part;
+    size_t n = s->nthreads;
     part->len = 0;
     for (size_t i = 0; i < n; i++)
-        if (enc_thread(e, &threads[i], part) < 0)
+        if (enc_thread(e, &s->threads[i], part) < 0)
             return PYS_E_NOMEM;
+    if (s->nunread && enc_unread(e, s->unread, s->nunread, part) < 0)
+        return PYS_E_NOMEM;
     if (buf_reserve(&e->buf, 1 + 4 * 10 + part->len) < 0 || buf_reserve(&e->times_hi, 10) < 0 ||
         buf_reserve(&e->times_lo, 1) < 0 || e->times_lo.len >= UINT32_MAX)
         return PYS_E_NOMEM;
@@ -464,17 +496,19 @@ int out_rec_enc_sample(out_rec_enc *e, uint64_t t_ns, int rc, const struct out_r
      * bytes are noise, which would cut zstd's matches between records and
      * cost entropy-coding tables in every block (the packer stores them
      * apart). */
-    uint64_t t_us = t_ns / 1000;
+    uint64_t t_us = s->t_ns / 1000;
     uint64_t dt = t_us >= e->last_us ? t_us - e->last_us : 0;
     e->last_us += dt;
     put_u8(&e->buf, R_SAMPLE);
     uint64_t tz = zz((int64_t)dt - e->interval_us);
     put_var(&e->times_hi, tz >> 8);
     put_u8(&e->times_lo, (uint8_t)tz);
-    put_var(&e->buf, (uint64_t)n << 1 | (rc != 0));
-    if (rc != 0)
-        put_var(&e->buf, zz(rc));
-    if (part->len) /* (no threads: part->p may be NULL) */
+    put_var(&e->buf, (uint64_t)n << 1 | (s->rc != 0));
+    if (s->rc != 0)
+        put_var(&e->buf, zz(s->rc));
+    /* The stacks, then the UNREAD record if any (no threads: part->p may
+     * be NULL). */
+    if (part->len)
         memcpy(e->buf.p + e->buf.len, part->p, part->len);
     e->buf.len += part->len;
     return 0;
@@ -647,7 +681,7 @@ int out_rec_enc_take(out_rec_enc *e, struct out_rec_buf *out)
 size_t out_rec_enc_memory(const out_rec_enc *e)
 {
     size_t m =
-        sizeof *e + e->buf.cap + e->times_hi.cap + e->times_lo.cap + e->part.cap +
+        sizeof *e + e->buf.cap + e->times_hi.cap + e->times_lo.cap + e->part.cap + e->unread.cap +
         e->capstrs * sizeof *e->strs + e->capframes * sizeof *e->frames +
         e->capthreads * sizeof *e->threads +
         (e->strtab.cap + e->frametab.cap + e->threadtab.cap + e->capfiles) * sizeof(uint32_t);
@@ -761,6 +795,7 @@ struct rthread {
     struct out_rec_thread t; /* id, ns_id, name */
     uint32_t *stack;         /* frame ids, outermost first */
     size_t n, cap;
+    size_t ngc; /* <GC> frames in the stack */
 };
 
 struct reader {
@@ -780,6 +815,8 @@ struct reader {
     size_t capsframes;
     size_t *soff; /* each sample thread's first frame in sframes */
     size_t capsoff;
+    struct out_rec_thread *uthreads; /* a sample's unread threads */
+    size_t caputhreads;
     uint64_t last_us;
     int64_t interval_us;
     /* 2.0+: the block's time column, read as its samples are: the high
@@ -1092,6 +1129,97 @@ static int read_fields(struct reader *r, struct cur *c, int stats, struct out_re
     return 0;
 }
 
+/* The UNREAD record after a SAMPLE (its type byte read): the sample's
+ * unread threads into r->uthreads (*n of them), each with its status, the
+ * name the recording last gave it, and no frames. Bytes after the entries
+ * (a later minor version's) are skipped. 0, -1 (malformed) or
+ * PYS_E_NOMEM. */
+static int read_unread(struct reader *r, struct cur *c, size_t *n)
+{
+    uint64_t len, k;
+    if (get_var(c, &len) < 0 || len > left(c))
+        return -1;
+    struct cur b = {c->p, c->p + len};
+    c->p += len;
+    /* An entry is two bytes at least. */
+    if (get_var(&b, &k) < 0 || k > left(&b) / 2)
+        return -1;
+    if (k > r->caputhreads) {
+        void *p = realloc(r->uthreads, k * sizeof *r->uthreads);
+        if (!p)
+            return PYS_E_NOMEM;
+        r->uthreads = p;
+        r->caputhreads = k;
+    }
+    for (uint64_t i = 0; i < k; i++) {
+        uint64_t ti, status;
+        if (get_var(&b, &ti) < 0 || ti >= r->nthreads || get_var(&b, &status) < 0 ||
+            status > UINT32_MAX)
+            return -1;
+        r->uthreads[i] = r->threads[ti].t;
+        r->uthreads[i].status = (uint32_t)status;
+        r->uthreads[i].nframes = 0;
+        r->uthreads[i].frames = NULL;
+        r->uthreads[i].gc = 0;
+    }
+    *n = (size_t)k;
+    return 0;
+}
+
+/* Thread i's stack of a SAMPLE: the thread's new stack from its pop and
+ * push, its frames appended (innermost first) to the sample's at *total
+ * (moved past them), its entry in r->sthreads (frames set by the caller).
+ * 0, -1 (malformed) or PYS_E_NOMEM. */
+static int read_stack(struct reader *r, struct cur *c, size_t i, size_t *total)
+{
+    uint64_t ti, status, pop, push;
+    if (get_var(c, &ti) < 0 || ti >= r->nthreads || get_var(c, &status) < 0 ||
+        status > UINT32_MAX || get_var(c, &pop) < 0 || get_var(c, &push) < 0)
+        return -1;
+    struct rthread *t = &r->threads[ti];
+    if (pop > t->n || push > left(c))
+        return -1;
+    uint64_t keep = t->n - pop;
+    size_t nn = (size_t)(keep + push);
+    for (size_t j = (size_t)keep; j < t->n; j++)
+        t->ngc -= r->frames[t->stack[j]].kind == PYS_FRAME_GC;
+    if (nn > t->cap) {
+        uint32_t *s = realloc(t->stack, nn * sizeof *s);
+        if (!s)
+            return PYS_E_NOMEM;
+        t->stack = s;
+        t->cap = nn;
+    }
+    for (size_t j = (size_t)keep; j < nn; j++) {
+        uint64_t fid;
+        if (get_var(c, &fid) < 0 || fid >= r->nframes)
+            return -1;
+        t->stack[j] = (uint32_t)fid;
+        t->ngc += r->frames[fid].kind == PYS_FRAME_GC;
+    }
+    t->n = nn;
+    /* The sample's frames, innermost first, one thread after another. */
+    if (*total + nn > r->capsframes) {
+        size_t cap = r->capsframes ? r->capsframes : 256;
+        while (cap < *total + nn)
+            cap *= 2;
+        void *p = realloc(r->sframes, cap * sizeof *r->sframes);
+        if (!p)
+            return PYS_E_NOMEM;
+        r->sframes = p;
+        r->capsframes = cap;
+    }
+    for (size_t j = 0; j < nn; j++)
+        r->sframes[*total + j] = r->frames[t->stack[nn - 1 - j]];
+    r->soff[i] = *total;
+    *total += nn;
+    r->sthreads[i] = t->t;
+    r->sthreads[i].status = (uint32_t)status;
+    r->sthreads[i].nframes = nn;
+    r->sthreads[i].gc = t->ngc > 0;
+    return 0;
+}
+
 static int read_sample(struct reader *r, struct cur *c)
 {
     uint64_t dtz, rcz = 0, n;
@@ -1122,57 +1250,27 @@ static int read_sample(struct reader *r, struct cur *c)
     }
     size_t total = 0;
     for (uint64_t i = 0; i < n; i++) {
-        uint64_t ti, status, pop, push;
-        if (get_var(c, &ti) < 0 || ti >= r->nthreads || get_var(c, &status) < 0 ||
-            status > UINT32_MAX || get_var(c, &pop) < 0 || get_var(c, &push) < 0)
-            return -1;
-        struct rthread *t = &r->threads[ti];
-        if (pop > t->n || push > left(c))
-            return -1;
-        uint64_t keep = t->n - pop;
-        size_t nn = (size_t)(keep + push);
-        if (nn > t->cap) {
-            uint32_t *s = realloc(t->stack, nn * sizeof *s);
-            if (!s)
-                return PYS_E_NOMEM;
-            t->stack = s;
-            t->cap = nn;
-        }
-        for (size_t j = (size_t)keep; j < nn; j++) {
-            uint64_t fid;
-            if (get_var(c, &fid) < 0 || fid >= r->nframes)
-                return -1;
-            t->stack[j] = (uint32_t)fid;
-        }
-        t->n = nn;
-        /* The sample's frames, innermost first, one thread after another. */
-        if (total + nn > r->capsframes) {
-            size_t cap = r->capsframes ? r->capsframes : 256;
-            while (cap < total + nn)
-                cap *= 2;
-            void *p = realloc(r->sframes, cap * sizeof *r->sframes);
-            if (!p)
-                return PYS_E_NOMEM;
-            r->sframes = p;
-            r->capsframes = cap;
-        }
-        for (size_t j = 0; j < nn; j++)
-            r->sframes[total + j] = r->frames[t->stack[nn - 1 - j]];
-        r->soff[i] = total;
-        total += nn;
-        r->sthreads[i] = t->t;
-        r->sthreads[i].status = (uint32_t)status;
-        r->sthreads[i].nframes = nn;
+        int trc = read_stack(r, c, (size_t)i, &total);
+        if (trc)
+            return trc;
     }
     for (uint64_t i = 0; i < n; i++)
         r->sthreads[i].frames = r->sframes + r->soff[i];
+    size_t nunread = 0;
+    if (c->p < c->end && *c->p == R_UNREAD) {
+        c->p++;
+        int urc = read_unread(r, c, &nunread);
+        if (urc)
+            return urc;
+    }
     int64_t d = unzz(dtz);
     if (d < -r->interval_us || d > ((int64_t)1 << 50))
         return -1;
     r->last_us += (uint64_t)(r->interval_us + d);
     if (r->last_us > UINT64_MAX / 1000)
         return -1;
-    struct out_rec_sample smp = {r->last_us * 1000, (int)rc, (size_t)n, r->sthreads};
+    struct out_rec_sample smp = {r->last_us * 1000, (int)rc, (size_t)n, r->sthreads,
+                                 nunread, r->uthreads};
     r->info->samples++;
     if (r->cb->sample) {
         int x = r->cb->sample(r->cb->ctx, &smp);
@@ -1234,6 +1332,9 @@ static int read_records(struct reader *r, const uint8_t *raw, size_t len, uint64
         case R_SOURCE:
             rc = read_source(r, &c);
             break;
+        case R_UNREAD: /* only right after its SAMPLE (read_sample) */
+            rc = -1;
+            break;
         default:
             if (type >= 32) { /* a record a later minor version added: skipped */
                 uint64_t l;
@@ -1247,7 +1348,8 @@ static int read_records(struct reader *r, const uint8_t *raw, size_t len, uint64
         }
         if (rc == -1)
             return fail(r,
-                        (type >= 1 && type <= 7) || type == R_THREAD_NAME || type == R_SOURCE
+                        (type >= 1 && type <= 7) || type == R_THREAD_NAME || type == R_SOURCE ||
+                                type == R_UNREAD
                             ? "malformed record"
                             : "unknown record type",
                         block, off);
@@ -1419,6 +1521,7 @@ int out_rec_read(const uint8_t *data, size_t size, const struct out_rec_reader_c
     ZSTD_freeDCtx(r.dc);
     free(r.sframes);
     free(r.soff);
+    free(r.uthreads);
     return rc;
 }
 

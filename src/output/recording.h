@@ -25,7 +25,7 @@
 #include <pystrobe/pystrobe.h>
 
 #define OUT_REC_MAJOR 2
-#define OUT_REC_MINOR 1
+#define OUT_REC_MINOR 2
 #define OUT_REC_FILE_HEADER 16
 #define OUT_REC_BLOCK_HEADER 20
 /* The largest payload a reader accepts, stored or decompressed. */
@@ -70,13 +70,33 @@ typedef struct out_rec_enc out_rec_enc;
  * /proc), ns_id the target's when it differs (else 0), name its Python
  * name (NULL: none known, or unchanged; the encoder compares it by address,
  * so it must stay valid as the frames' strings do; read: the last name the
- * recording gave the thread so far). */
+ * recording gave the thread so far). An unread thread (out_rec_sample's
+ * unread) has no frames, and its name is neither written nor changed. */
 struct out_rec_thread {
     uint64_t id, ns_id;
     const char *name;
     uint32_t status;
     size_t nframes;
     const struct pys_frame *frames; /* innermost first */
+    /* Read: the stack holds a <GC> frame (PYS_FRAME_GC), kept up to date
+     * from the frames each sample pops and pushes, so that a reader looks
+     * through a stack for one only then. Ignored by the encoder. */
+    int gc;
+};
+
+/* A sample, as written and as read: threads in recorded order, frames
+ * innermost first (read: valid during the callback only); rc the
+ * snapshot's result (nonzero: it failed as a whole, no threads). unread:
+ * the threads whose stacks could not be read in this sample (their status
+ * bits as read, no frames; since format 2.2), which a reader must not take
+ * for threads that were absent: a timeline keeps their frames open. */
+struct out_rec_sample {
+    uint64_t t_ns; /* to the microsecond */
+    int rc;
+    size_t nthreads;
+    const struct out_rec_thread *threads;
+    size_t nunread;
+    const struct out_rec_thread *unread;
 };
 
 /* The file header: OUT_REC_FILE_HEADER bytes into out. */
@@ -89,14 +109,14 @@ void out_rec_enc_free(out_rec_enc *e);
 int out_rec_enc_meta(out_rec_enc *e, const struct out_rec_meta *m);
 /* Append a STATS record. 0 or PYS_E_NOMEM. */
 int out_rec_enc_stats(out_rec_enc *e, const struct out_rec_stats *s);
-/* Append a sample taken at t_ns (CLOCK_MONOTONIC; stored to the
- * microsecond), with the snapshot's result rc and the threads kept. The frames' strings
+/* Append sample s, taken at s->t_ns (CLOCK_MONOTONIC; stored to the
+ * microsecond): the snapshot's result, the threads kept and those kept
+ * that could not be read. The frames' strings
  * must stay valid and unchanged while the encoder lives (a session's
  * interned strings do): the encoder compares them by address. 0 or
  * PYS_E_NOMEM (the encoder is then unusable: its tables may lack what
  * records name). */
-int out_rec_enc_sample(out_rec_enc *e, uint64_t t_ns, int rc, const struct out_rec_thread *threads,
-                       size_t n);
+int out_rec_enc_sample(out_rec_enc *e, const struct out_rec_sample *s);
 /* The mark of a source file (out_rec_enc_source, struct out_rec_source):
  * as read, modified after its process started, modified or removed after
  * it was read. */
@@ -143,15 +163,6 @@ int out_rec_block_pack(out_rec_packer *k, const uint8_t *raw, size_t len, int la
                        struct out_rec_buf *out);
 
 /* --- reading ---------------------------------------------------------------- */
-
-/* A sample as read: threads in recorded order, frames innermost first,
- * valid during the callback only. */
-struct out_rec_sample {
-    uint64_t t_ns; /* to the microsecond */
-    int rc;
-    size_t nthreads;
-    const struct out_rec_thread *threads;
-};
 
 /* A source file as recorded (a SOURCE record): its text read while
  * sampling (len bytes, not NUL-terminated, valid during the callback only),

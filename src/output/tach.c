@@ -327,11 +327,15 @@ static int tread_deliver(struct tread *r, const struct tthread *t,
         r->sf = p;
         r->capsf = t->n;
     }
-    for (size_t j = 0; j < t->n; j++)
+    int gc = 0;
+    for (size_t j = 0; j < t->n; j++) {
         r->sf[j] = r->frames[t->stack[j]];
+        gc |= r->sf[j].kind == PYS_FRAME_GC;
+    }
     struct out_rec_thread one = {
-        .id = t->tid, .status = t->status, .nframes = t->n, .frames = r->sf};
-    struct out_rec_sample s = {t->last_us * 1000, 0, t->n ? 1 : 0, &one};
+        .id = t->tid, .status = t->status, .nframes = t->n, .frames = r->sf, .gc = gc};
+    struct out_rec_sample s = {
+        .t_ns = t->last_us * 1000, .nthreads = t->n ? 1 : 0, .threads = &one};
     info->samples++;
     return cb->sample ? cb->sample(cb->ctx, &s) : 0;
 }

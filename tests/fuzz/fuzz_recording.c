@@ -17,8 +17,10 @@
  * one of several processes (merged.pysr, --merge-processes: every stack under
  * its PYS_FRAME_PROCESS frame), recordings of format 2.1 with SOURCE
  * records (sources_zstd.pysr, sources_stored.pysr: file texts, a file that
- * could not be read, a mark given at the end), and small files of CPython
- * 3.15's own writer.
+ * could not be read, a mark given at the end), one of format 2.2 with
+ * UNREAD records (unread.pysr: every third sample's threads unread, made
+ * with PYSTROBE_TEST_UNREAD_EVERY), and small files of CPython 3.15's own
+ * writer.
  */
 #include "output/recording.h"
 #include "output/tach.h"
@@ -53,6 +55,13 @@ static int on_sample(void *ctx, const struct out_rec_sample *s)
             check(f->kind >= 0 && f->kind <= PYS_FRAME_PROCESS);
             sink_len += strlen(f->filename) + strlen(f->qualname);
         }
+    }
+    /* Unread threads (UNREAD records): no frames, a name readable. */
+    check(s->nunread == 0 || s->unread != NULL);
+    for (size_t i = 0; i < s->nunread; i++) {
+        check(s->unread[i].nframes == 0);
+        if (s->unread[i].name)
+            sink_len += strlen(s->unread[i].name);
     }
     return 0;
 }

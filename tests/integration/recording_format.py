@@ -92,7 +92,9 @@ def read(path):
     status, [(file, qualname, line, end_line, col, end_col, kind, firstlineno,
     opcode) innermost first])])], "names" ({tid: the last THREAD_NAME given},
     "sources" ({file: {"mark": 0-2, "text": bytes or "why": bytes}}: SOURCE
-    records), "complete", "cut", "blocks"}."""
+    records), "unread" ({index in samples: [(tid, ns_id, status)]}: UNREAD
+    records, the threads of that sample whose stacks could not be read),
+    "complete", "cut", "blocks"}."""
     data = open(path, "rb").read()
     major = struct.unpack_from("<H", data, 8)[0]
     cut = False
@@ -102,7 +104,7 @@ def read(path):
         bl, cut = e.args[0], True
     strings, frames, threads, stacks = [], [], [], {}
     res = {"meta": None, "stats": None, "samples": [], "names": {}, "sources": {},
-           "complete": False, "cut": cut, "blocks": len(bl)}
+           "unread": {}, "complete": False, "cut": cut, "blocks": len(bl)}
     t = 0
     for _, _, b in bl:
         i = 0
@@ -112,8 +114,9 @@ def read(path):
             col = b[len(b) - 8 - cl:len(b) - 8]
             hi, lo, ti_, hi_, times = col[:cl - n], col[cl - n:], 0, 0, True
             b = b[:len(b) - 8 - cl]
+        typ = None  # the record type before, within the block
         while i < len(b):
-            typ = b[i]
+            last, typ = typ, b[i]
             i += 1
             if typ == 1:
                 res["meta"], i = _fields(b, i)
@@ -194,7 +197,19 @@ def read(path):
                 elif "mark" not in src:
                     key = "why" if flags & 4 else "text"
                     src.update({"mark": flags & 3, key: data})
-            elif typ > 33:
+            elif typ == 34:
+                assert last == 6, "UNREAD not right after a SAMPLE"
+                n, i = _var(b, i)
+                end = i + n
+                k, j = _var(b, i)
+                unread = []
+                for _ in range(k):
+                    ti, j = _var(b, j)
+                    status, j = _var(b, j)
+                    unread.append((threads[ti][0], threads[ti][1], status))
+                res["unread"][len(res["samples"]) - 1] = unread
+                i = end
+            elif typ > 34:
                 n, i = _var(b, i)
                 i += n
             else:

@@ -671,7 +671,9 @@ def test_live_subprocesses(pane_factory, pystrobe, tmp_path):
     p.keys("s")  # by total: the processes first
     s = p.wait(lambda s: f" process {child} " in s, "the child's process row")
     assert re.search(r"\sprocess \d+ ", s.replace(f"process {child} ", "")), s
-    assert re.search(r"\schild_subprocess\s", s) and re.search(r"\sparent_before\s", s), s
+    # The parent's `start` waits for the child's whole life; its short
+    # parent_before can go unsampled when a loaded machine starts it late.
+    assert re.search(r"\schild_subprocess\s", s) and re.search(r"\sstart\s.*family\.py", s), s
     p.keys("q")
     assert restored(p)[0] == 0
     # Without -o the live view writes no profile, the children's neither.

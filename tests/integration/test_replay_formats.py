@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import recording_format
 from conftest import run_pystrobe
 from test_pprof import go, top  # noqa: F401 (fixture)
 from test_recording import FAST, TARGETS, chains, replay  # noqa: F401 (fixture)
@@ -30,11 +31,12 @@ SAME_BYTES = {
 }
 
 
-def live_and_replay(pystrobe, chains, tmp_path, target, opts, name, seconds="2"):
+def live_and_replay(pystrobe, chains, tmp_path, target, opts, name, seconds="2", env=None):
     """Attach to random_chains.py on target writing opts' output (to name
-    in tmp_path/live, or stdout) and a recording; replay the recording with
-    the same options (to tmp_path/again). Returns (live result, replay
-    result, live path, replayed path)."""
+    in tmp_path/live, or stdout) and a recording (pystrobe's environment
+    with env); replay the recording with the same options (to
+    tmp_path/again). Returns (live result, replay result, live path,
+    replayed path)."""
     p = chains(target)
     rec = tmp_path / "rec.pysr"
     (tmp_path / "live").mkdir()
@@ -42,7 +44,7 @@ def live_and_replay(pystrobe, chains, tmp_path, target, opts, name, seconds="2")
     live = tmp_path / "live" / name if name else None
     again = tmp_path / "again" / name if name else None
     r = run_pystrobe(pystrobe, "attach", "-d", seconds, "-r", "2000", *opts,
-                     *(["-o", live] if live else []), "--record", rec, p.pid)
+                     *(["-o", live] if live else []), "--record", rec, p.pid, env=env)
     assert r.returncode == 0, r.stderr.decode()
     r2 = replay(pystrobe, *opts, *(["-o", again] if again else []), rec)
     assert r2.returncode == 0, r2.stderr.decode()
@@ -115,7 +117,13 @@ def test_replay_chrometrace_equals_live(pystrobe, chains, tmp_path, target):
     microsecond the recording keeps. Every B has its E."""
     r, r2, live, again = live_and_replay(pystrobe, chains, tmp_path, target,
                                          ("--chrometrace", "--function"), "t.json")
-    a, b = json.loads(live.read_text()), json.loads(again.read_text())
+    assert_same_trace(json.loads(live.read_text()), json.loads(again.read_text()))
+
+
+def assert_same_trace(a, b):
+    """Chrome traces a (live) and b (replayed) hold the same events in the
+    same order, times within the microsecond a recording keeps; every B
+    has its E."""
     ea, eb = a["traceEvents"], b["traceEvents"]
     assert len(ea) > 10 and len(ea) == len(eb)
     for x, y in zip(ea, eb):
@@ -129,6 +137,28 @@ def test_replay_chrometrace_equals_live(pystrobe, chains, tmp_path, target):
             depth[e["tid"]] = depth.get(e["tid"], 0) + (1 if e["ph"] == "B" else -1)
             assert depth[e["tid"]] >= 0
     assert set(depth.values()) == {0}
+
+
+@pytest.mark.parametrize("target", FAST[:1], ids=repr)
+def test_replay_chrometrace_unread_equals_live(pystrobe, chains, tmp_path, target):
+    """A thread whose stack could not be read in a sample (every third one
+    here: the test hook PYSTROBE_TEST_UNREAD_EVERY fails their reads) keeps
+    its frames open, in the live trace and in the replay of its recording
+    alike (the recording says which threads were unread): the main
+    thread's <module> and main() begin once, and the traces agree."""
+    r, r2, live, again = live_and_replay(pystrobe, chains, tmp_path, target,
+                                         ("--chrometrace", "--function"), "t.json",
+                                         seconds="1", env={"PYSTROBE_TEST_UNREAD_EVERY": "3"})
+    got = recording_format.read(tmp_path / "rec.pysr")
+    failed = sum(1 for _, rc, _ in got["samples"] if rc)
+    assert len(got["unread"]) * 3 >= len(got["samples"]) - failed - 3, len(got["unread"])
+    # every thread unread in those samples: no stack stored for them
+    assert all(got["samples"][k][2] == [] for k in got["unread"])
+    a, b = json.loads(live.read_text()), json.loads(again.read_text())
+    for trace in (a, b):
+        begun = [e["name"] for e in trace["traceEvents"] if e["ph"] == "B"]
+        assert begun.count("<module>") == 1 and begun.count("main") == 1, begun[:40]
+    assert_same_trace(a, b)
 
 
 def test_replay_help_lists_run_output_options(pystrobe):

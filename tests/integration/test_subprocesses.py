@@ -314,6 +314,28 @@ def test_recording_and_trace_per_process(strobes, pystrobe, work, tmp_path):  # 
     assert {e["pid"] for e in events if "pid" in e} == {child}
 
 
+def test_child_recording_finished_when_its_output_fails(strobes, work, tmp_path):  # noqa: F811
+    """A child's profile that cannot be written at the end (its directory
+    gone: output_gone.py removes it) is said, and the child's recording is
+    finished all the same: placed and complete (END read)."""
+    one_target(work)
+    out, recs = tmp_path / "out", tmp_path / "recs"
+    out.mkdir()
+    recs.mkdir()
+    st = strobes(["run", "--subprocesses", "--collapsed", "-o", out / "prof.txt",
+                  "--record", recs / "rec.pysr", *work.python_run_args(),
+                  work.path("output_gone.py"), out])
+    st.wait()
+    for fallback in re.findall(r"wrote collapsed stacks to (\S+) instead", st.stderr):
+        Path(fallback).unlink()  # the main profile's, with its directory gone
+    assert "cannot write to" in st.stderr, st.describe()
+    children = [p for p in recs.glob("rec_*.pysr")]
+    assert len(children) == 1, (children, st.describe())
+    got = recording_format.read(children[0])
+    assert got["complete"] and not got["cut"], st.describe()
+    assert any(f[1] == "child_spin" for _, _, ths in got["samples"] for th in ths for f in th[3])
+
+
 def test_jsonl_per_process(strobes, work, tmp_path):  # noqa: F811
     """--jsonl: a file per process, the child's holding its function and
     not the parent's, with a run id of its own (made of its pid)."""

@@ -2,7 +2,8 @@
  * Unit tests of how the writers label threads: a thread with a Python name
  * (pys_profile_set_thread_name, or out_rec_thread.name in the sample
  * stream) is labelled with it, the last one given, escaped as each format
- * escapes; a thread without one keeps its id alone.
+ * escapes; a thread without one keeps its id alone. Also the Chrome trace's
+ * rule for a thread missing from a sample or unread in it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,20 +22,7 @@
 #include "output/speedscope.h"
 #include "output/svg.h"
 
-static struct pys_frame frame(const char *name, int line)
-{
-    struct pys_frame f;
-    memset(&f, 0, sizeof f);
-    f.filename = "main.py";
-    f.qualname = name;
-    f.firstlineno = 1;
-    f.lineno = line;
-    f.end_lineno = line;
-    f.col = f.end_col = f.lasti = -1;
-    f.opcode = -1;
-    f.kind = PYS_FRAME_PYTHON;
-    return f;
-}
+#include "py_frame.h"
 
 /* Two threads: 7 named "worker<&>" (first "old"), 9 without a name. */
 static pys_profile *named_profile(void)
@@ -114,6 +102,49 @@ static void test_chrometrace(void **state)
     out_chrometrace_free(t);
 }
 
+static size_t count(const char *hay, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* A thread whose stack could not be read keeps its frames open; one not
+ * given at all has them closed. Thread 7 is unread in sample 1, thread 9
+ * missing: 7's leaf begins once, 9's twice. */
+static void test_chrometrace_unread(void **state)
+{
+    (void)state;
+    struct out_chrometrace *t = out_chrometrace_new(1234, OUT_TRACE_LINE_EXACT, 0);
+    assert_non_null(t);
+    struct pys_frame s[2] = {frame("leaf", 3), frame("<module>", 9)};
+    for (int i = 0; i < 3; i++) {
+        out_chrometrace_sample_begin(t, 1000 * (uint64_t)i);
+        if (i == 1) {
+            out_chrometrace_thread_unread(t, 7);
+        } else {
+            assert_int_equal(out_chrometrace_thread(t, 7, NULL, s, 2), 0);
+            assert_int_equal(out_chrometrace_thread(t, 9, NULL, s, 2), 0);
+        }
+        assert_int_equal(out_chrometrace_sample_end(t), 0);
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    assert_int_equal(out_chrometrace_write(f, t), 0);
+    fclose(f);
+    assert_int_equal(
+        count(buf, "{\"ph\":\"B\",\"name\":\"leaf\",\"cat\":\"python\",\"pid\":1234,\"tid\":7,"),
+        1);
+    assert_int_equal(
+        count(buf, "{\"ph\":\"B\",\"name\":\"leaf\",\"cat\":\"python\",\"pid\":1234,\"tid\":9,"),
+        2);
+    free(buf);
+    out_chrometrace_free(t);
+}
+
 static void test_gecko(void **state)
 {
     (void)state;
@@ -148,9 +179,8 @@ static void test_gecko(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_svg),
-        cmocka_unit_test(test_speedscope),
-        cmocka_unit_test(test_chrometrace),
+        cmocka_unit_test(test_svg),         cmocka_unit_test(test_speedscope),
+        cmocka_unit_test(test_chrometrace), cmocka_unit_test(test_chrometrace_unread),
         cmocka_unit_test(test_gecko),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

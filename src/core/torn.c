@@ -28,8 +28,9 @@
  *     unless a pause left time to leave and come back (batch_settles).
  *  3. A walk's own second copy, when it read past the batch (the frame
  *     cache's walk to the anchor: prof_torn_ask_own_copy, prof_torn_own_copy).
- *  4. A second read: put off to the snapshot's end, where every thread's
- *     is made in one read (put_off, prof_torn_deferred), or made at once
+ *  4. A second read, made twice (one read is no moment: chain_unchanged):
+ *     put off to the snapshot's end, where every thread's is made at once
+ *     (put_off, prof_torn_deferred), or made then and there
  *     (chain_unchanged).
  * Naming the frames adds checks of the chain's shape (prof_torn_frame_*):
  * a returned frame below a live one, callee and caller not adjacent on the
@@ -254,7 +255,7 @@ static int thread_may_move(struct pys_session *s, const struct prof_walk *w,
  * coroutine, the same data-stack slot by another function) while the
  * frames above are copied both times at the other chain. Each frame is
  * then the same in its two copies and the chain a mix. A read made after
- * the batch, compared with the first copies, the top frame's too, tells.
+ * the batch, twice (chain_unchanged), the top frame's too, tells.
  * A chain copied with the data stack needs no such read: its frames are
  * one piece, their second copies after it.
  */
@@ -455,7 +456,7 @@ static int chain_rechecked(struct pys_session *s, const struct prof_walk *w,
 
 /*
  * Re-read the code, caller and position of frames raw[from..k) of a walk
- * in one batch and check that they are what the walk saw (frame_unmoved;
+ * in one read and check that they are what the walk saw (frame_unmoved;
  * the last one's caller: last_prev). A caller's position counts: it stays
  * put while its callee runs, and one copied before it called another frame
  * at the callee's address would show the new callee under the old call's
@@ -463,7 +464,7 @@ static int chain_rechecked(struct pys_session *s, const struct prof_walk *w,
  * still `anchor` and `seq`; with pos_k, raw[k]'s position too. 1 if
  * unchanged.
  */
-static int chain_unchanged(struct pys_session *s, const struct cpy_thread *t,
+static int chain_read_same(struct pys_session *s, const struct cpy_thread *t,
                            const struct cpy_raw_frame *raw, size_t from, size_t k,
                            uint64_t last_prev, int pos_k, uint64_t anchor, uint64_t seq)
 {
@@ -522,6 +523,27 @@ static int chain_unchanged(struct pys_session *s, const struct cpy_thread *t,
         cpy_frame_pos_value(&s->off, got[k][2]) != raw[k].instr_ptr)
         return 0;
     return 1;
+}
+
+/*
+ * Whether frames raw[from..k) of a walk (and the rest chain_read_same
+ * checks) were one chain at some moment after the walk: read twice, one
+ * read after the other, and the same as the walk saw both times. One read
+ * is no moment: its pieces are copied in the chain's order, top first,
+ * as the walk's own reads and a batch's first copies were, so a chain
+ * that changed between the walk's copy of a callee and of its caller
+ * (another chain at the same addresses) and changed back between the
+ * read's pieces of the two shows each piece as the walk saw it. Twice,
+ * every word keeps its value from its first read to its second, across
+ * the moment between the two reads, unless it left and came back within
+ * those few microseconds (as a batch's second copies assume).
+ */
+static int chain_unchanged(struct pys_session *s, const struct cpy_thread *t,
+                           const struct cpy_raw_frame *raw, size_t from, size_t k,
+                           uint64_t last_prev, int pos_k, uint64_t anchor, uint64_t seq)
+{
+    return chain_read_same(s, t, raw, from, k, last_prev, pos_k, anchor, seq) &&
+           chain_read_same(s, t, raw, from, k, last_prev, pos_k, anchor, seq);
 }
 
 int prof_torn_ask_own_copy(struct pys_session *s, const struct cpy_thread *t)
@@ -609,7 +631,8 @@ int prof_torn_whole(struct pys_session *s, const struct prof_walk *w, const stru
     if (!later_top_kept(s, w, s->walker.raw, n))
         return 0;
     /* Checked by a read after the batch: the top too (top_settled). */
-    return !(r == 0 || (r < 0 && move && !chain_unchanged(s, NULL, s->walker.raw, 0, n, cut, 0, 0, 0)));
+    return !(r == 0 ||
+             (r < 0 && move && !chain_unchanged(s, NULL, s->walker.raw, 0, n, cut, 0, 0, 0)));
 }
 
 /* --- verdicts on walks without the cache ------------------------------ */
@@ -658,7 +681,8 @@ static int put_off(struct pys_session *s, size_t ti, size_t ni, const struct cpy
         tn->chk_vals[tn->nchk].kind = CHK_WORD;
         tn->chk_vals[tn->nchk++].want = s->off.traits.executing;
     }
-    tn->chk_walks[tn->nchk_walks++] = (struct prof_put_off){ti, ni, first, tn->nchk - first};
+    tn->chk_walks[tn->nchk_walks++] =
+        (struct prof_put_off){.ti = ti, .ni = ni, .first = first, .n = tn->nchk - first};
     return 0;
 }
 
@@ -734,7 +758,7 @@ int prof_torn_walk(struct pys_session *s, const struct prof_walk *w, const struc
     if (s->torn.put_off && put_off(s, ti, ni, s->walker.raw, 0, end, last_prev) == 0)
         return PROF_TORN_LATER;
     return chain_unchanged(s, NULL, s->walker.raw, 0, end, last_prev, 0, 0, 0) ? PROF_TORN_ONE
-                                                                        : PROF_TORN_MIXED;
+                                                                               : PROF_TORN_MIXED;
 }
 
 void prof_torn_forget_last(struct pys_session *s)
@@ -743,23 +767,13 @@ void prof_torn_forget_last(struct pys_session *s)
     tn->nchk = tn->chk_walks[--tn->nchk_walks].first;
 }
 
-int prof_torn_deferred(struct pys_session *s, const struct prof_put_off **torn_walks)
+/* Mark torn the put-off walks whose words, as the last read of them
+ * (rc: its result) got them, are not what the walk saw. */
+static void deferred_compare(struct pys_session *s, int rc)
 {
     struct prof_torn *tn = &s->torn;
-    tn->put_off = 0;
-    *torn_walks = tn->chk_walks;
-    if (tn->nchk_walks == 0)
-        return 0;
-    for (size_t i = 0; i < tn->nchk; i++) {
-        tn->chk_vals[i].got = 0;
-        tn->chk_segs[i].buf = &tn->chk_vals[i].got;
-    }
-    int rc = mem_readv_fresh(&s->mem, tn->chk_segs, tn->nchk);
-    if (rc == PYS_E_EXITED)
-        return rc;
-    size_t nwalks = tn->nchk_walks, torn = 0;
-    for (size_t w = 0; w < nwalks; w++) {
-        const struct prof_put_off *po = &tn->chk_walks[w];
+    for (size_t w = 0; w < tn->nchk_walks; w++) {
+        struct prof_put_off *po = &tn->chk_walks[w];
         int same = rc == 0;
         for (size_t j = po->first; same && j < po->first + po->n; j++) {
             uint64_t got = tn->chk_vals[j].got;
@@ -769,9 +783,35 @@ int prof_torn_deferred(struct pys_session *s, const struct prof_put_off **torn_w
                 got = cpy_frame_pos_value(&s->off, got);
             same = got == tn->chk_vals[j].want || (tn->chk_vals[j].kind == CHK_LINK && got == 0);
         }
-        if (!same)
-            tn->chk_walks[torn++] = *po;
+        po->torn |= !same;
     }
+}
+
+int prof_torn_deferred(struct pys_session *s, const struct prof_put_off **torn_walks)
+{
+    struct prof_torn *tn = &s->torn;
+    tn->put_off = 0;
+    *torn_walks = tn->chk_walks;
+    if (tn->nchk_walks == 0)
+        return 0;
+    /* Read twice, one read after the other: one read is no moment
+     * (chain_unchanged). A walk is torn if either read differs. */
+    for (size_t w = 0; w < tn->nchk_walks; w++)
+        tn->chk_walks[w].torn = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < tn->nchk; i++) {
+            tn->chk_vals[i].got = 0;
+            tn->chk_segs[i].buf = &tn->chk_vals[i].got;
+        }
+        int rc = mem_readv_fresh(&s->mem, tn->chk_segs, tn->nchk);
+        if (rc == PYS_E_EXITED)
+            return rc;
+        deferred_compare(s, rc);
+    }
+    size_t torn = 0;
+    for (size_t w = 0; w < tn->nchk_walks; w++)
+        if (tn->chk_walks[w].torn)
+            tn->chk_walks[torn++] = tn->chk_walks[w];
     tn->nchk_walks = 0;
     tn->nchk = 0;
     return (int)torn;

@@ -299,10 +299,12 @@ void prof_codecache_clear(struct prof_codecache *cc)
 
 void prof_codecache_release(struct prof_codecache *cc)
 {
+    /* Freed, not cleared first. */
+    free(cc->memo);
+    cc->memo = NULL;
     prof_codecache_clear(cc);
     free(cc->entries);
     util_htab_release(&cc->index);
-    free(cc->memo);
     free(cc->segs);
     free(cc->buf);
     memset(cc, 0, sizeof *cc);

@@ -340,7 +340,6 @@ int prof_objframes_caller(void *ctx, uint64_t frame, uint64_t code, uint64_t *ca
 /* A walk whose second read is put off to the snapshot's end. */
 struct prof_put_off {
     size_t ti, ni, first, n; /* thread, interpreter (by position), its words */
-    int torn;                /* a read of its words differed (prof_torn_deferred) */
 };
 
 /* What torn.c keeps: its scratch, and the second reads put off. */

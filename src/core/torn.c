@@ -28,7 +28,7 @@
  *     unless a pause left time to leave and come back (batch_settles).
  *  3. A walk's own second copy, when it read past the batch (the frame
  *     cache's walk to the anchor: prof_torn_ask_own_copy, prof_torn_own_copy).
- *  4. A second read, made twice (one read is no moment: chain_unchanged):
+ *  4. A second read, made twice over (one read is no moment: chain_unchanged):
  *     put off to the snapshot's end, where every thread's is made at once
  *     (put_off, prof_torn_deferred), or made then and there
  *     (chain_unchanged).
@@ -456,15 +456,24 @@ static int chain_rechecked(struct pys_session *s, const struct prof_walk *w,
 
 /*
  * Re-read the code, caller and position of frames raw[from..k) of a walk
- * in one read and check that they are what the walk saw (frame_unmoved;
- * the last one's caller: last_prev). A caller's position counts: it stays
- * put while its callee runs, and one copied before it called another frame
- * at the callee's address would show the new callee under the old call's
- * line. With t, also that the thread's anchor and sequence number are
- * still `anchor` and `seq`; with pos_k, raw[k]'s position too. 1 if
- * unchanged.
+ * and check that they are what the walk saw (frame_unmoved; the last one's
+ * caller: last_prev). A caller's position counts: it stays put while its
+ * callee runs, and one copied before it called another frame at the
+ * callee's address would show the new callee under the old call's line.
+ * With t, also that the thread's anchor and sequence number are still
+ * `anchor` and `seq`; with pos_k, raw[k]'s position too. 1 if unchanged.
+ *
+ * Read twice over in one call (mem_readv_fresh_twice), and the same both
+ * times: one read is no moment. Its pieces come in the chain's order, top
+ * first, as the walk's own reads and a batch's first copies did, so a
+ * chain that changed between the walk's copies of a callee and of its
+ * caller (another chain's frames at the same addresses) and changed back
+ * between the read's pieces of the two shows each piece as the walk saw
+ * it. Read twice, every word kept its value across the moment between the
+ * two reads, unless it left and came back within that call (as a batch's
+ * second copies assume).
  */
-static int chain_read_same(struct pys_session *s, const struct cpy_thread *t,
+static int chain_unchanged(struct pys_session *s, const struct cpy_thread *t,
                            const struct cpy_raw_frame *raw, size_t from, size_t k,
                            uint64_t last_prev, int pos_k, uint64_t anchor, uint64_t seq)
 {
@@ -507,10 +516,14 @@ static int chain_read_same(struct pys_session *s, const struct cpy_thread *t,
     if (gen)
         segs[n++] = (struct mem_seg){
             s->gen.interp[0] + s->off.interpreter_state.code_object_generation, &s->gen.after, 8};
-    if (mem_readv_fresh(&s->mem, segs, n) < 0)
+    const uint8_t *moved;
+    if (mem_readv_fresh_twice(&s->mem, segs, n, &moved) < 0)
         return 0;
     if (gen)
         s->gen.after_mark = mem_mark(&s->mem);
+    for (size_t i = 0; i < n; i++)
+        if (moved[i])
+            return 0;
     if (t && (now_anchor != anchor || now_seq != seq))
         return 0;
     if (running != s->off.traits.executing)
@@ -523,27 +536,6 @@ static int chain_read_same(struct pys_session *s, const struct cpy_thread *t,
         cpy_frame_pos_value(&s->off, got[k][2]) != raw[k].instr_ptr)
         return 0;
     return 1;
-}
-
-/*
- * Whether frames raw[from..k) of a walk (and the rest chain_read_same
- * checks) were one chain at some moment after the walk: read twice, one
- * read after the other, and the same as the walk saw both times. One read
- * is no moment: its pieces are copied in the chain's order, top first,
- * as the walk's own reads and a batch's first copies were, so a chain
- * that changed between the walk's copy of a callee and of its caller
- * (another chain at the same addresses) and changed back between the
- * read's pieces of the two shows each piece as the walk saw it. Twice,
- * every word keeps its value from its first read to its second, across
- * the moment between the two reads, unless it left and came back within
- * those few microseconds (as a batch's second copies assume).
- */
-static int chain_unchanged(struct pys_session *s, const struct cpy_thread *t,
-                           const struct cpy_raw_frame *raw, size_t from, size_t k,
-                           uint64_t last_prev, int pos_k, uint64_t anchor, uint64_t seq)
-{
-    return chain_read_same(s, t, raw, from, k, last_prev, pos_k, anchor, seq) &&
-           chain_read_same(s, t, raw, from, k, last_prev, pos_k, anchor, seq);
 }
 
 int prof_torn_ask_own_copy(struct pys_session *s, const struct cpy_thread *t)
@@ -681,8 +673,7 @@ static int put_off(struct pys_session *s, size_t ti, size_t ni, const struct cpy
         tn->chk_vals[tn->nchk].kind = CHK_WORD;
         tn->chk_vals[tn->nchk++].want = s->off.traits.executing;
     }
-    tn->chk_walks[tn->nchk_walks++] =
-        (struct prof_put_off){.ti = ti, .ni = ni, .first = first, .n = tn->nchk - first};
+    tn->chk_walks[tn->nchk_walks++] = (struct prof_put_off){ti, ni, first, tn->nchk - first};
     return 0;
 }
 
@@ -767,26 +758,6 @@ void prof_torn_forget_last(struct pys_session *s)
     tn->nchk = tn->chk_walks[--tn->nchk_walks].first;
 }
 
-/* Mark torn the put-off walks whose words, as the last read of them
- * (rc: its result) got them, are not what the walk saw. */
-static void deferred_compare(struct pys_session *s, int rc)
-{
-    struct prof_torn *tn = &s->torn;
-    for (size_t w = 0; w < tn->nchk_walks; w++) {
-        struct prof_put_off *po = &tn->chk_walks[w];
-        int same = rc == 0;
-        for (size_t j = po->first; same && j < po->first + po->n; j++) {
-            uint64_t got = tn->chk_vals[j].got;
-            if (tn->chk_vals[j].kind == CHK_CODE)
-                got &= ~s->off.stackref_mask;
-            else if (tn->chk_vals[j].kind == CHK_POS)
-                got = cpy_frame_pos_value(&s->off, got);
-            same = got == tn->chk_vals[j].want || (tn->chk_vals[j].kind == CHK_LINK && got == 0);
-        }
-        po->torn |= !same;
-    }
-}
-
 int prof_torn_deferred(struct pys_session *s, const struct prof_put_off **torn_walks)
 {
     struct prof_torn *tn = &s->torn;
@@ -794,24 +765,31 @@ int prof_torn_deferred(struct pys_session *s, const struct prof_put_off **torn_w
     *torn_walks = tn->chk_walks;
     if (tn->nchk_walks == 0)
         return 0;
-    /* Read twice, one read after the other: one read is no moment
-     * (chain_unchanged). A walk is torn if either read differs. */
-    for (size_t w = 0; w < tn->nchk_walks; w++)
-        tn->chk_walks[w].torn = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        for (size_t i = 0; i < tn->nchk; i++) {
-            tn->chk_vals[i].got = 0;
-            tn->chk_segs[i].buf = &tn->chk_vals[i].got;
-        }
-        int rc = mem_readv_fresh(&s->mem, tn->chk_segs, tn->nchk);
-        if (rc == PYS_E_EXITED)
-            return rc;
-        deferred_compare(s, rc);
+    for (size_t i = 0; i < tn->nchk; i++) {
+        tn->chk_vals[i].got = 0;
+        tn->chk_segs[i].buf = &tn->chk_vals[i].got;
     }
-    size_t torn = 0;
-    for (size_t w = 0; w < tn->nchk_walks; w++)
-        if (tn->chk_walks[w].torn)
-            tn->chk_walks[torn++] = tn->chk_walks[w];
+    /* Read twice over: one read is no moment (chain_unchanged). */
+    const uint8_t *moved = NULL;
+    int rc = mem_readv_fresh_twice(&s->mem, tn->chk_segs, tn->nchk, &moved);
+    if (rc == PYS_E_EXITED)
+        return rc;
+    size_t nwalks = tn->nchk_walks, torn = 0;
+    for (size_t w = 0; w < nwalks; w++) {
+        const struct prof_put_off *po = &tn->chk_walks[w];
+        int same = rc == 0;
+        for (size_t j = po->first; same && j < po->first + po->n; j++) {
+            uint64_t got = tn->chk_vals[j].got;
+            if (tn->chk_vals[j].kind == CHK_CODE)
+                got &= ~s->off.stackref_mask;
+            else if (tn->chk_vals[j].kind == CHK_POS)
+                got = cpy_frame_pos_value(&s->off, got);
+            same = !moved[j] &&
+                   (got == tn->chk_vals[j].want || (tn->chk_vals[j].kind == CHK_LINK && got == 0));
+        }
+        if (!same)
+            tn->chk_walks[torn++] = *po;
+    }
     tn->nchk_walks = 0;
     tn->nchk = 0;
     return (int)torn;

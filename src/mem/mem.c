@@ -117,9 +117,11 @@ void mem_release(struct mem *m)
     m->rccap = m->nrc = m->nrc_prev = m->nrc_cur = 0;
     free(m->hull);
     free(m->hullbuf);
+    free(m->moved);
     m->hull = NULL;
     m->hullbuf = NULL;
-    m->caphull = m->caphullbuf = 0;
+    m->moved = NULL;
+    m->caphull = m->caphullbuf = m->capmoved = 0;
     m->log = m->pf = m->plan = m->planlog = NULL;
     m->pfbuf = NULL;
     m->nlog = m->caplog = m->npf = m->cappf = m->pfcap = 0;
@@ -1002,6 +1004,57 @@ static int grow_hulls(struct mem *m, size_t n, size_t bytes)
     return mem_grow_buffer(&m->hullbuf, &m->caphullbuf, bytes);
 }
 
+/* The extent of the hull that starts at segs[i] (of n): *lo, *hi, and the
+ * segment after it. */
+static size_t hull_at(const struct mem_seg *segs, size_t n, size_t i, uint64_t *lo, uint64_t *hi)
+{
+    *lo = segs[i].addr;
+    *hi = segs[i].addr + segs[i].len;
+    size_t j = i + 1;
+    for (; j < n; j++) {
+        uint64_t a = segs[j].addr, b = segs[j].addr + segs[j].len;
+        uint64_t nlo = a < *lo ? a : *lo, nhi = b > *hi ? b : *hi;
+        if (b < a || a > *hi + COALESCE_GAP || b + COALESCE_GAP < *lo ||
+            nhi - nlo > COALESCE_MAX_HULL)
+            break;
+        *lo = nlo;
+        *hi = nhi;
+    }
+    return j;
+}
+
+/*
+ * Plan the hulls of segs (n >= 1, none wrapping around) into m->hull, their
+ * bytes in m->hullbuf, `copies` times over (1, or 2: the same hulls again
+ * after the first ones, into bytes of their own). The hulls of one copy,
+ * or 0 when they are not worth it (as many as the segments) and worth is
+ * asked, or cannot be had (too many bytes, no memory).
+ */
+static size_t plan_hulls(struct mem *m, const struct mem_seg *segs, size_t n, int copies,
+                         int worth)
+{
+    size_t nh = 0, bytes = 0;
+    uint64_t lo, hi;
+    for (size_t i = 0; i < n; nh++) {
+        if (segs[i].addr + segs[i].len < segs[i].addr)
+            return 0;
+        i = hull_at(segs, n, i, &lo, &hi);
+        bytes += (size_t)(hi - lo);
+    }
+    if ((worth && nh == n) || bytes > COALESCE_MAX_BYTES / 2 ||
+        grow_hulls(m, (size_t)copies * nh, (size_t)copies * bytes) < 0)
+        return 0;
+    size_t off = 0, h = 0;
+    for (size_t i = 0; i < n; h++) {
+        i = hull_at(segs, n, i, &lo, &hi);
+        for (int c = 0; c < copies; c++)
+            m->hull[h + (size_t)c * nh] =
+                (struct mem_seg){lo, m->hullbuf + off + (size_t)c * bytes, (size_t)(hi - lo)};
+        off += (size_t)(hi - lo);
+    }
+    return nh;
+}
+
 /*
  * Read many small segments, most of them a few bytes apart (fields of
  * consecutive frames), as a few spans: the kernel pins and looks up each
@@ -1013,46 +1066,9 @@ static int grow_hulls(struct mem *m, size_t n, size_t bytes)
  */
 int mem_readv_fresh(struct mem *m, const struct mem_seg *segs, size_t n)
 {
-    if (n < 2)
+    size_t nh = n < 2 ? 0 : plan_hulls(m, segs, n, 1, 1);
+    if (nh == 0)
         return readv_now(m, segs, n);
-    size_t nh = 0, bytes = 0;
-    /* First pass: the hulls' extents, to size the scratch. */
-    for (size_t i = 0; i < n; nh++) {
-        uint64_t lo = segs[i].addr, hi = segs[i].addr + segs[i].len;
-        if (hi < lo)
-            return readv_now(m, segs, n);
-        size_t j = i + 1;
-        for (; j < n; j++) {
-            uint64_t a = segs[j].addr, b = segs[j].addr + segs[j].len;
-            uint64_t nlo = a < lo ? a : lo, nhi = b > hi ? b : hi;
-            if (b < a || a > hi + COALESCE_GAP || b + COALESCE_GAP < lo ||
-                nhi - nlo > COALESCE_MAX_HULL)
-                break;
-            lo = nlo;
-            hi = nhi;
-        }
-        bytes += (size_t)(hi - lo);
-        i = j;
-    }
-    if (nh == n || bytes > COALESCE_MAX_BYTES || grow_hulls(m, nh, bytes) < 0)
-        return readv_now(m, segs, n);
-    /* Second pass: the same hulls, now with room for their bytes. */
-    size_t off = 0, h = 0;
-    for (size_t i = 0; i < n; h++) {
-        uint64_t lo = segs[i].addr, hi = segs[i].addr + segs[i].len;
-        size_t j = i + 1;
-        for (; j < n; j++) {
-            uint64_t a = segs[j].addr, b = segs[j].addr + segs[j].len;
-            uint64_t nlo = a < lo ? a : lo, nhi = b > hi ? b : hi;
-            if (a > hi + COALESCE_GAP || b + COALESCE_GAP < lo || nhi - nlo > COALESCE_MAX_HULL)
-                break;
-            lo = nlo;
-            hi = nhi;
-        }
-        m->hull[h] = (struct mem_seg){lo, m->hullbuf + off, (size_t)(hi - lo)};
-        off += (size_t)(hi - lo);
-        i = j;
-    }
     /* A hull is covered by its segments and gaps of under a page: it can
      * only fail where one of its segments would, with the same error. (The
      * segments read one by one would cost a piece each, and a chain that
@@ -1066,6 +1082,29 @@ int mem_readv_fresh(struct mem *m, const struct mem_seg *segs, size_t n)
              i++)
             memcpy(segs[i].buf, (uint8_t *)hl->buf + (segs[i].addr - hl->addr), segs[i].len);
     }
+    return 0;
+}
+
+int mem_readv_fresh_twice(struct mem *m, const struct mem_seg *segs, size_t n,
+                          const uint8_t **moved)
+{
+    size_t nh = n ? plan_hulls(m, segs, n, 2, 0) : 0;
+    if (n && (nh == 0 || mem_grow_buffer(&m->moved, &m->capmoved, n) < 0))
+        return PYS_E_NOMEM;
+    int rc = n ? readv_now(m, m->hull, 2 * nh) : 0;
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0, k = 0; k < nh; k++) {
+        const struct mem_seg *hl = &m->hull[k], *again = &m->hull[nh + k];
+        for (; i < n && segs[i].addr >= hl->addr && segs[i].addr + segs[i].len <= hl->addr + hl->len;
+             i++) {
+            size_t off = (size_t)(segs[i].addr - hl->addr);
+            memcpy(segs[i].buf, (uint8_t *)hl->buf + off, segs[i].len);
+            m->moved[i] = memcmp((uint8_t *)hl->buf + off, (uint8_t *)again->buf + off,
+                                 segs[i].len) != 0;
+        }
+    }
+    *moved = m->moved;
     return 0;
 }
 

@@ -205,6 +205,9 @@ struct mem {
     size_t caphull;
     uint8_t *hullbuf;
     size_t caphullbuf;
+    /* mem_readv_fresh_twice's: which segments' two reads differed. */
+    uint8_t *moved;
+    size_t capmoved;
 };
 
 /*
@@ -351,6 +354,13 @@ int mem_grow_buffer(uint8_t **buf, size_t *cap, size_t need);
  * given, as one span. */
 int mem_read_fresh(struct mem *m, uint64_t addr, void *buf, size_t len);
 int mem_readv_fresh(struct mem *m, const struct mem_seg *segs, size_t n);
+/* The same, then all of it again after, in one system call: segs' bufs
+ * get the first read, and (*moved)[i] (m's, until its next read) says
+ * whether segs[i]'s second read differed. A moment between the two reads
+ * saw every segment as both did, unless one left and came back. 0, or an
+ * error (PYS_E_NOMEM: more than one read coalesced can take). */
+int mem_readv_fresh_twice(struct mem *m, const struct mem_seg *segs, size_t n,
+                          const uint8_t **moved);
 /* Read segments from the target in one system call (at most 1024 of them),
  * as they are (not coalesced), for reads that may run into memory no longer
  * mapped: the number of leading segments read whole (0 if not even the

@@ -29,8 +29,9 @@
  *    first frame (start-3.X.img).
  * 9. Frames on the heap (tests/images/heap.py, 3.11-3.15): a generator
  *    pipeline and a coroutine chain, read at rest, torn in every way above,
- *    the batch's order of their copies, and the top frame that needs no
- *    second copy of its own (torn.c's top_settled).
+ *    switched back during the read after a paused batch, the batch's
+ *    order of their copies, and the top frame that needs no second copy
+ *    of its own (torn.c's top_settled).
  * 10. 3.15's frame cache on a generator pipeline (tests/images/gens.py),
  *    torn in every way above: never a caller shown as the top.
  *

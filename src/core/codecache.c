@@ -286,6 +286,13 @@ int prof_codecache_opcode(struct prof_codecache *cc, struct mem *m, const struct
     return cpy_code_opcode(m, o, &e->code, idx, op);
 }
 
+int prof_codecache_resumes(struct prof_codecache *cc, struct mem *m, const struct cpy_offsets *o,
+                           const struct prof_code *pc, uint64_t idx)
+{
+    struct prof_code *e = &cc->entries[pc - cc->entries];
+    return cpy_code_resumes_at(m, o, &e->code, idx);
+}
+
 void prof_codecache_clear(struct prof_codecache *cc)
 {
     if (cc->memo)

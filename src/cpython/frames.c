@@ -681,6 +681,11 @@ static int walk_objects(struct mem *m, const struct cpy_offsets *o, const struct
     return (int)n;
 }
 
+/* The largest frame owner any version uses (3.14's FRAME_OWNED_BY_CSTACK):
+ * a frame whose owner byte is beyond it is memory read while it was
+ * reused. */
+#define OWNER_MAX 4
+
 /* Parse the _PyInterpreterFrame bytes fb at addr into *rf; its previous. */
 static uint64_t parse_frame(const struct cpy_offsets *o, uint64_t addr, const uint8_t *fb,
                             struct cpy_raw_frame *rf)
@@ -791,7 +796,7 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
         if (n == max)
             return PYS_E_TOODEEP;
         uint64_t prev = parse_frame(o, addr, fb, &out[n++]);
-        if (!caller_fits(&out[n - 1], want))
+        if (out[n - 1].owner > OWNER_MAX || !caller_fits(&out[n - 1], want))
             return PYS_E_CORRUPT;
         if (in_current && out[n - 1].owner == CPY_OWNER_THREAD && (addr < chunk || addr >= top))
             return PYS_E_NOTFOUND;
@@ -850,7 +855,7 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
         if ((rc = frame_bytes(m, o, t, st, addr, &fb)) < 0)
             return rc;
         uint64_t prev = parse_frame(o, addr, fb, &out[n++]);
-        if (!caller_fits(&out[n - 1], want))
+        if (out[n - 1].owner > OWNER_MAX || !caller_fits(&out[n - 1], want))
             return PYS_E_CORRUPT;
         last = addr;
         addr = follow(st, &out[n - 1], prev, want);
@@ -866,6 +871,13 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
         const struct cpy_raw_frame *bottom = &out[n - 1];
         int whole = CPY_HAS(o, interpreter_frame, is_entry) ? bottom->entry : bottom->shim;
         if (!whole)
+            return PYS_E_CORRUPT;
+        /* Every entry frame has code (a trampoline's, or None), the base
+         * frame aside: one with none is memory read while it was reused.
+         * Taken for an entry frame, it would show the thread with no
+         * Python frame at all: a sample lost silently, neither kept nor
+         * failed. */
+        if (bottom->code == 0 && bottom->addr != t->base_frame)
             return PYS_E_CORRUPT;
         /* 3.11: a generator keeps is_entry from its last resume from C, and
          * is marked running a moment before its caller is linked: a

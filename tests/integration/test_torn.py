@@ -49,11 +49,15 @@ def test_stack_at_rest_needs_no_second_read(pystrobe, spawn, target, tmp_path):
     per_sample, _, stats, stacks = steady_costs(pystrobe, p.pid, tmp_path)
     # A batch taken as paused midway (its thread preempted, as on a loaded
     # machine) has its walks' top frames read again: one more call each,
-    # which the bound allows on top of the one a sample.
+    # which the bound allows on top of the one a sample. On 3.8-3.10 such a
+    # walk (frame objects) is checked by a read after the batch, and its
+    # code objects then by one more, as the batch's second copies no longer
+    # cover them: two calls more a paused batch, and a retry at times.
     batches = [tuple(map(int, m)) for m in
                re.findall(r"batched reads: +(\d+), (\d+) of them paused", stats)]
     assert len(batches) == 2, stats
     (b0, p0), (b1, p1) = batches
     paused = (p1 - p0) / max(b1 - b0, 1)
-    assert per_sample < 1.5 + paused, (per_sample, paused, stats)
+    per_paused = 3 if target.version < (3, 11) else 1
+    assert per_sample < 1.5 + per_paused * paused, (per_sample, paused, stats)
     assert "hold" in stacks

@@ -304,6 +304,45 @@ static void test_walk_base_frame(void **state)
     free(im);
 }
 
+/* The thread's current frame is memory being reused (torn): its owner byte
+ * is none CPython uses. */
+static void test_walk_owner_out_of_range(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    struct cpy_raw_frame f[16];
+    build(im);
+    *at(im, A_FRAME(0) + im->o.interpreter_frame.owner) = 186;
+    assert_int_equal(walk(im, f, 16), PYS_E_CORRUPT);
+    *at(im, A_FRAME(0) + im->o.interpreter_frame.owner) = 4; /* 3.14's CSTACK */
+    assert_int_equal(walk(im, f, 16), 4);
+    mem_release(&im->mem);
+    free(im);
+}
+
+/* Without a base frame (3.11-3.14), a chain of one frame with no code and
+ * no caller (memory being reused, read as the current frame) is torn, not
+ * an entry frame with no Python frame above it: the thread must not be
+ * shown with an empty stack. An entry frame with code still reads. */
+static void test_walk_codeless_bottom(void **state)
+{
+    (void)state;
+    struct image *im = malloc(sizeof *im);
+    struct cpy_raw_frame f[16];
+    build(im);
+    im->o.thread_state.base_frame = CPY_ABSENT;
+    put64(im, A_FRAME(0) + im->o.interpreter_frame.previous, 0);
+    *at(im, A_FRAME(0) + im->o.interpreter_frame.owner) = 3;
+    assert_int_equal(walk(im, f, 16), 1);
+    assert_int_equal(f[0].shim, 1);
+    put64(im, A_FRAME(0) + im->o.interpreter_frame.executable, 0);
+    assert_int_equal(walk(im, f, 16), PYS_E_CORRUPT);
+    *at(im, A_FRAME(0) + im->o.interpreter_frame.owner) = 0;
+    assert_int_equal(walk(im, f, 16), PYS_E_CORRUPT);
+    mem_release(&im->mem);
+    free(im);
+}
+
 static void test_walk_marks_shims(void **state)
 {
     (void)state;
@@ -1024,6 +1063,8 @@ int main(void)
         cmocka_unit_test(test_walk_cut_long),    cmocka_unit_test(test_walk_cut_cycle),
         cmocka_unit_test(test_walk_unmapped),
         cmocka_unit_test(test_walk_base_frame),  cmocka_unit_test(test_walk_marks_shims),
+        cmocka_unit_test(test_walk_owner_out_of_range),
+        cmocka_unit_test(test_walk_codeless_bottom),
         cmocka_unit_test(test_walk_in_chunk),    cmocka_unit_test(test_walk_window),
         cmocka_unit_test(test_walk_to_older_chunk),
         cmocka_unit_test(test_walk_reads_ahead), cmocka_unit_test(test_walk_guesses_older),

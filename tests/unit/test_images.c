@@ -31,6 +31,9 @@
  *    pipeline and a coroutine chain, read at rest, torn in every way above,
  *    the batch's order of their copies, and the top frame that needs no
  *    second copy of its own (torn.c's top_settled).
+ * 10. A coroutine's frame where a freed one's lay (tests/images/awaits.py,
+ *    3.12-3.15), its callee copied before: never a plain frame over a
+ *    coroutine at its await (torn.c's prof_torn_resuming).
  *
  * The images are looked for in $PYSTROBE_IMAGES, else tests/images (make
  * runs the tests from the top of the tree).

@@ -739,3 +739,27 @@ def test_recording_options_misused(pystrobe, args, message):
     starts: the reference accepts --compression silently without --binary."""
     r = run_pystrobe(pystrobe, "attach", *args, "1")
     assert r.returncode == 2 and message in r.stderr, r.stderr.decode()
+
+
+# Where walks once took a torn frame for an entry frame: on an idle machine
+# 1% (3.11) and 2-4% (3.14) of samples showed the main thread with no frame
+# (fewer under load, when the profiler reads less often).
+EMPTY_TARGETS = [t for t in supported_targets() if t.name in ("pyenv-3.11.7", "sid-3.14")]
+
+
+@pytest.mark.parametrize("target", EMPTY_TARGETS, ids=repr)
+def test_busy_thread_never_shown_without_frames(pystrobe, chains, tmp_path, target):
+    """A thread that runs Python code at every moment (random_chains.py's
+    main thread) is, in each sample, read with its frames or recorded
+    unread: never as a thread with no Python frame, which every output
+    takes for a thread that left Python (a sample lost silently, neither
+    kept nor failed)."""
+    p = chains(target)
+    rec = tmp_path / "rec.pysr"
+    r = run_pystrobe(pystrobe, "attach", "-d", "1.5", "-r", "2000", "--collapsed",
+                     "-o", tmp_path / "c.txt", "--record", rec, p.pid)
+    assert r.returncode == 0, r.stderr.decode()
+    got = recording_format.read(rec)
+    kept = [k for k, (_, rc, _) in enumerate(got["samples"]) if rc == 0]
+    empty = [k for k in kept if not got["samples"][k][2] and k not in got["unread"]]
+    assert len(kept) > 300 and not empty, (len(kept), empty[:10])

@@ -149,7 +149,7 @@ ASAN_MAKE = $(MAKE) --no-print-directory B=build-asan CC=clang \
 .PHONY: test-root test-build test-build-asan test-fuzz test-units
 test:
 	$(MAKE) -j$$(($(JOBS) + 2)) -O --no-print-directory test-root test-fuzz test-units
-	$(ASAN_MAKE) -j$(JOBS) test-integration
+	+$(ASAN_MAKE) -j$(JOBS) test-integration
 	$(MAKE) -j$(JOBS) --no-print-directory test-integration
 test-root: deps
 	scripts/sidroot.sh ensure
@@ -158,11 +158,11 @@ test-root: deps
 test-build: deps
 	$(MAKE) --no-print-directory all module $(FUZZ_BIN)
 test-build-asan: deps
-	$(ASAN_MAKE) all module
+	+$(ASAN_MAKE) all module
 test-fuzz: test-build
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS) FUZZ_SEED=$(TEST_FUZZ_SEED)
 test-units: test-build test-build-asan
-	$(ASAN_MAKE) test-unit
+	+$(ASAN_MAKE) test-unit
 	$(MAKE) --no-print-directory test-unit
 
 # Each fuzzer for FUZZ_SECONDS (libFuzzer, clang); `make test` runs each briefly.

@@ -304,9 +304,12 @@ void prof_codecache_clear(struct prof_codecache *cc)
     cc->count = 0;
 }
 
+/* Frees without clearing: zeroing the memo and the index only to free
+ * them touches every page of both. */
 void prof_codecache_release(struct prof_codecache *cc)
 {
-    prof_codecache_clear(cc);
+    for (size_t id = 1; id <= cc->count; id++)
+        cpy_code_release(&cc->entries[id].code);
     free(cc->entries);
     util_htab_release(&cc->index);
     free(cc->memo);

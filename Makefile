@@ -128,19 +128,42 @@ sidroot: deps
 # --- tests ------------------------------------------------------------------
 
 # Unit tests and the integration suite against one build directory.
+UNIT_RUN = @set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
+INTEGRATION_RUN = PYSTROBE_BUILD=$(abspath $(B)) PYSTROBE_SANITIZED=$(if $(SAN),1,) \
+    $(PYTHON) -m pytest -q -p no:cacheprovider --durations=20 tests/integration
 test-one: all module
-	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
-	PYSTROBE_BUILD=$(abspath $(B)) PYSTROBE_SANITIZED=$(if $(SAN),1,) \
-	    $(PYTHON) -m pytest -q -p no:cacheprovider --durations=20 tests/integration
+	$(UNIT_RUN)
+	$(INTEGRATION_RUN)
+test-unit: all
+	$(UNIT_RUN)
+test-integration: all module
+	$(INTEGRATION_RUN)
 
-# Builds run JOBS-wide (the tests themselves run one at a time).
+# Builds run JOBS-wide (the tests themselves run one at a time). The steps
+# that need no sid root (the builds, the fuzzers, the unit tests) run beside
+# its debootstrap, and the fuzzers (one core each, for a fixed time) beside
+# the unit tests; only the integration suites run alone, one after the other.
 JOBS ?= $(shell nproc)
-test: sidroot
-	$(MAKE) -j$(JOBS) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS) \
-	    FUZZ_SEED=$(TEST_FUZZ_SEED)
-	$(MAKE) -j$(JOBS) --no-print-directory test-one B=build-asan CC=clang \
-	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
-	$(MAKE) -j$(JOBS) --no-print-directory test-one B=build
+ASAN_MAKE = $(MAKE) --no-print-directory B=build-asan CC=clang \
+    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
+.PHONY: test-root test-build test-build-asan test-fuzz test-units
+test:
+	$(MAKE) -j$$(($(JOBS) + 2)) -O --no-print-directory test-root test-fuzz test-units
+	+$(ASAN_MAKE) -j$(JOBS) test-integration
+	$(MAKE) -j$(JOBS) --no-print-directory test-integration
+test-root: deps
+	scripts/sidroot.sh ensure
+# The fuzzers' objects include build/gen, so they are built after the
+# normal build, in the same make.
+test-build: deps
+	$(MAKE) --no-print-directory all module $(FUZZ_BIN)
+test-build-asan: deps
+	+$(ASAN_MAKE) all module
+test-fuzz: test-build
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS) FUZZ_SEED=$(TEST_FUZZ_SEED)
+test-units: test-build test-build-asan
+	+$(ASAN_MAKE) test-unit
+	$(MAKE) --no-print-directory test-unit
 
 # Each fuzzer for FUZZ_SECONDS (libFuzzer, clang); `make test` runs each briefly.
 # The library is compiled once for all fuzzers (coverage-instrumented, ASan +

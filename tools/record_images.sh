@@ -26,6 +26,8 @@
 # evaluation loop fills in its _PyCFrame.
 # "gens" records tests/images/gens.py under 3.12-3.15 (gens-3.X-a.img at
 # inner <- outer <- main, gens-3.X-b.img at outer <- main, inner suspended).
+# "awaits" records tests/images/awaits.py under 3.12-3.15 (awaits-3.X-a.img
+# at take <- getter <- stage, awaits-3.X-b.img at c2 <- c1 <- stage).
 # "init" records tests/images/init.py under 3.13-3.15 (init-3.X.img at
 # spin <- __init__ <- make: an __init__ called through CPython's shim).
 set -eu
@@ -69,7 +71,7 @@ at_gdb_stop() {
     done
 }
 
-[ $# -gt 0 ] || set -- 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15 pos enter grow splice init enterc tops heap start gens
+[ $# -gt 0 ] || set -- 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15 pos enter grow splice init enterc tops heap start gens awaits
 for v in "$@"; do
     if [ "$v" = start ]; then
         at_gdb_stop start start.py start_frame.gdb "" ${PYSTROBE_START_VERSIONS:-3.8.18 3.9.18 3.10.13}
@@ -116,6 +118,27 @@ for v in "$@"; do
             kill $pid 2>/dev/null || true
             wait $pid 2>/dev/null || true
             [ $rc -eq 0 ] || { echo "record_images: tops $tv failed" >&2; exit 1; }
+        done
+        continue
+    fi
+    if [ "$v" = awaits ]; then
+        mkdir -p /tmp/pystrobe-images "$ROOT/tmp/pystrobe-images"
+        cp $OUT/awaits.py /tmp/pystrobe-images/awaits.py
+        cp $OUT/awaits.py "$ROOT/tmp/pystrobe-images/awaits.py"
+        for tv in ${PYSTROBE_AWAITS_VERSIONS:-3.12 3.13 3.14 3.15}; do
+            case $tv in
+            3.12) run="$(pyenv prefix 3.12.1)/bin/python3" ;;
+            3.13) run="$(pyenv prefix 3.13.0)/bin/python3" ;;
+            *) run="chroot $ROOT /usr/bin/python$tv" ;;
+            esac
+            $run -B /tmp/pystrobe-images/awaits.py 60 & pid=$!
+            sleep 1
+            rc=0
+            "$B/tests/record_image" $pid -:take,getter,stage -:c2,c1,stage \
+                "$OUT/awaits-$tv-a.img:take,getter,stage" "$OUT/awaits-$tv-b.img:c2,c1,stage" || rc=$?
+            kill $pid 2>/dev/null || true
+            wait $pid 2>/dev/null || true
+            [ $rc -eq 0 ] || { echo "record_images: awaits $tv failed" >&2; exit 1; }
         done
         continue
     fi

@@ -286,6 +286,13 @@ int prof_codecache_opcode(struct prof_codecache *cc, struct mem *m, const struct
     return cpy_code_opcode(m, o, &e->code, idx, op);
 }
 
+int prof_codecache_resumes(struct prof_codecache *cc, struct mem *m, const struct cpy_offsets *o,
+                           const struct prof_code *pc, uint64_t idx)
+{
+    struct prof_code *e = &cc->entries[pc - cc->entries];
+    return cpy_code_resumes_at(m, o, &e->code, idx);
+}
+
 void prof_codecache_clear(struct prof_codecache *cc)
 {
     if (cc->memo)
@@ -297,14 +304,15 @@ void prof_codecache_clear(struct prof_codecache *cc)
     cc->count = 0;
 }
 
+/* Frees without clearing: zeroing the memo and the index only to free
+ * them touches every page of both. */
 void prof_codecache_release(struct prof_codecache *cc)
 {
-    /* Freed, not cleared first. */
-    free(cc->memo);
-    cc->memo = NULL;
-    prof_codecache_clear(cc);
+    for (size_t id = 1; id <= cc->count; id++)
+        cpy_code_release(&cc->entries[id].code);
     free(cc->entries);
     util_htab_release(&cc->index);
+    free(cc->memo);
     free(cc->segs);
     free(cc->buf);
     memset(cc, 0, sizeof *cc);

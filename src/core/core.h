@@ -155,6 +155,11 @@ int prof_codecache_instr_start(struct prof_codecache *cc, struct mem *m,
  * bytecode, as cpy_code_opcode (PYS_E_NOTFOUND: not held, read it live). */
 int prof_codecache_opcode(struct prof_codecache *cc, struct mem *m, const struct cpy_offsets *o,
                           const struct prof_code *pc, uint64_t idx, uint8_t *op);
+/* Whether code unit idx of pc lies in an instruction that resumes a
+ * generator, as cpy_code_resumes_at (which reads pc's code once and keeps
+ * what it found). */
+int prof_codecache_resumes(struct prof_codecache *cc, struct mem *m, const struct cpy_offsets *o,
+                           const struct prof_code *pc, uint64_t idx);
 int prof_codecache_locate(struct prof_codecache *cc, const struct cpy_offsets *o,
                           const struct prof_code *pc, const struct cpy_raw_frame *f,
                           int32_t *lasti, struct cpy_location *loc);
@@ -477,6 +482,7 @@ static inline int prof_torn_frame_fits(struct pys_session *s, const struct cpy_t
 #define PROF_TORN_NOT_STARTED 0 /* a caller in its prologue */
 #define PROF_TORN_NOT_CALLEE 1  /* callee and caller not adjacent */
 #define PROF_TORN_NOT_CALLING 2 /* a caller running its own code */
+#define PROF_TORN_NOT_RESUMED 3 /* a caller resuming a generator, under another frame */
 int prof_torn_frame_refused(const struct prof_code *pc, int kind, char *err, size_t errlen);
 /* 3.11 (a position that points at the last code unit executed): was caller
  * (code pc) calling a Python function inline, its position in that call's
@@ -484,6 +490,10 @@ int prof_torn_frame_refused(const struct prof_code *pc, int kind, char *err, siz
  * if not, or when its code cannot be decoded. */
 int prof_torn_in_call(struct pys_session *s, const struct cpy_raw_frame *caller,
                       const struct prof_code *pc);
+/* 3.11+: is caller (code pc) at an instruction that resumes a generator
+ * (SEND, FOR_ITER)? 1 if so; 0 if not, or not known. */
+int prof_torn_resuming(struct pys_session *s, const struct cpy_raw_frame *caller,
+                       const struct prof_code *pc);
 static inline int prof_torn_adjacent(const struct pys_session *s, const struct cpy_thread *t,
                                      const struct cpy_raw_frame *callee,
                                      const struct cpy_raw_frame *caller,
@@ -833,6 +843,17 @@ static inline int prof_torn_frame_fits(struct pys_session *s, const struct cpy_t
         return prof_torn_frame_refused(pc, PROF_TORN_NOT_STARTED, err, errlen);
     if (!prof_torn_calling(s, &raw[i], pc))
         return prof_torn_frame_refused(pc, PROF_TORN_NOT_CALLING, err, errlen);
+    /* A generator's frame at an instruction that resumes a generator
+     * (await, yield from, a for loop over one) calls that generator's
+     * frame, or C code that resumes it (a shim, 3.11's entry frame: above):
+     * a plain frame above it was copied at another moment. Most often a
+     * frame called by another coroutine whose object was freed since, and
+     * its memory reused by this one; the callee's copy still names the
+     * address, and the same turn of a loop, made again, makes both copies
+     * of each frame agree. */
+    if (raw[i].owner == CPY_OWNER_GENERATOR && raw[i - 1].owner != CPY_OWNER_GENERATOR &&
+        prof_torn_resuming(s, &raw[i], pc))
+        return prof_torn_frame_refused(pc, PROF_TORN_NOT_RESUMED, err, errlen);
     return 0;
 }
 

@@ -35,12 +35,18 @@
  * Naming the frames adds checks of the chain's shape (prof_torn_frame_*):
  * a returned frame below a live one, callee and caller not adjacent on the
  * data stack, a caller still in its prologue, a caller of an inline call
- * that was running its own code when copied (prof_torn_calling). The last
- * is what tells a top frame copied from above the stack's top (a frame
- * that returned, or another chain's, with a caller field that still names
- * the frame below it) when the two chains' frames have equal sizes: its
+ * that was running its own code when copied (prof_torn_calling), a
+ * generator's or coroutine's frame that resumes a generator (an await, a
+ * yield from, a for loop) under a plain frame (prof_torn_resuming). The
+ * calling check is what tells a top frame copied from above the stack's
+ * top (a frame that returned, or another chain's, with a caller field that
+ * still names the frame below it) when the two chains' frames have equal sizes: its
  * callee's bytes may be older than the caller's, which no second copy of
- * the caller can show.
+ * the caller can show. The resuming check tells a callee copied before a
+ * coroutine's object was freed and its memory taken by another's, whose
+ * frame then lies where its caller's lay: a loop that goes round the same
+ * turns (asyncio's queues, then a task's chain of coroutines) brings both
+ * copies of every frame back to what the first showed, one moment each.
  *
  * A generator's frame copied suspended, its caller inferred (objframes.c:
  * cpy_raw_frame.inferred), is the one frame whose caller field may read 0
@@ -821,6 +827,10 @@ int prof_torn_frame_refused(const struct prof_code *pc, int kind, char *err, siz
     else if (kind == PROF_TORN_NOT_CALLING)
         snprintf(err, errlen, "torn stack: %s, below the top, was running, not calling",
                  pc->qualname);
+    else if (kind == PROF_TORN_NOT_RESUMED)
+        snprintf(err, errlen,
+                 "torn stack: %s, below the top, resumes a generator, not the frame above it",
+                 pc->qualname);
     else
         snprintf(err, errlen, "torn stack: %s, below the top, has not started", pc->qualname);
     return PYS_E_CORRUPT;
@@ -841,6 +851,19 @@ int prof_torn_in_call(struct pys_session *s, const struct cpy_raw_frame *caller,
         prof_codecache_instr_start(&s->codes, &s->mem, &s->off, pc, idx, &start) != 0)
         return 1;
     return start != idx;
+}
+
+int prof_torn_resuming(struct pys_session *s, const struct cpy_raw_frame *caller,
+                       const struct prof_code *pc)
+{
+    uint64_t base = pc->code.code_bytes;
+    if (s->off.traits.frames == CPY_FRAMES_OBJECT || caller->instr_ptr < base ||
+        (caller->instr_ptr - base) % 2 != 0)
+        return 0;
+    uint64_t idx = (caller->instr_ptr - base) / 2;
+    if (idx >= pc->code.ncodeunits)
+        return 0;
+    return prof_codecache_resumes(&s->codes, &s->mem, &s->off, pc, idx) == 1;
 }
 
 void prof_torn_release(struct prof_torn *tn)

@@ -157,6 +157,7 @@ void cpy_code_release(struct cpy_code *c)
     free(c->linetable);
     free(c->starts);
     free(c->bytecode);
+    free(c->resumes);
     memset(c, 0, sizeof *c);
 }
 

@@ -294,6 +294,12 @@ struct cpy_code {
      * (cpy_code_opcode), NULL until then. */
     uint8_t *bytecode;
     uint64_t bytecode_units;
+    /* 3.11+: a bit per code unit, set on every unit (its first and its
+     * inline caches) of an instruction that resumes a generator's frame
+     * (SEND, FOR_ITER, in every form), for units below resumes_units; made
+     * on first need (cpy_code_resumes_at), NULL until then. */
+    uint8_t *resumes;
+    uint64_t resumes_units;
 };
 
 /* The key of a code object from a copy of its head and of the 16 bytes at
@@ -400,6 +406,24 @@ static inline int cpy_code_starts_at(const struct cpy_code *c, uint64_t idx)
     return (c->starts[idx / 8] >> (idx % 8)) & 1;
 }
 #define CPY_OPCODE_MAX_UNITS (1u << 20)
+/* 3.11+: whether a position at code unit idx of c lies in an instruction
+ * that resumes a generator's frame (await and yield from: SEND; a for
+ * loop: FOR_ITER), from one copy of c's bytecode made on first need:
+ * specialization and instrumentation change an instruction's form, never
+ * which instruction it is. 1 or 0; negative where not known (a version
+ * without the tables, past an instruction they do not know, unreadable
+ * code). */
+int cpy_code_resumes_slow(struct mem *m, const struct cpy_offsets *o, struct cpy_code *c,
+                          uint64_t idx);
+static inline int cpy_code_resumes_at(struct mem *m, const struct cpy_offsets *o,
+                                      struct cpy_code *c, uint64_t idx)
+{
+    if (!c->resumes)
+        return cpy_code_resumes_slow(m, o, c, idx);
+    if (idx >= c->resumes_units)
+        return -1;
+    return (c->resumes[idx / 8] >> (idx % 8)) & 1;
+}
 /* The first byte of code unit idx of c from a copy of c's bytecode, kept
  * where the bytecode never changes (co_code, 3.8-3.10: read once, at most
  * CPY_OPCODE_MAX_UNITS units). PYS_E_NOTFOUND where it may change (3.11+'s

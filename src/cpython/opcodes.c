@@ -8,6 +8,7 @@
  */
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <pystrobe/pystrobe.h>
 
@@ -122,4 +123,50 @@ int cpy_code_opcode(struct mem *m, const struct cpy_offsets *o, struct cpy_code 
         return PYS_E_NOTFOUND;
     *op = c->bytecode[2 * idx];
     return 0;
+}
+
+/* Whether op, in any of its forms, is SEND or FOR_ITER: the instructions
+ * that resume a generator's frame, inline (SEND_GEN, FOR_ITER_GEN, from
+ * 3.12) or through C. */
+static int resumes_op(const struct cpy_opcode_table *t, uint8_t op)
+{
+    const char *name = t->names[t->bases ? t->bases[op] : op];
+    if (!name)
+        name = t->names[op];
+    return name && (strcmp(name, "SEND") == 0 || strcmp(name, "FOR_ITER") == 0 ||
+                    strncmp(name, "SEND_", 5) == 0 || strncmp(name, "FOR_ITER_", 9) == 0 ||
+                    strcmp(name, "INSTRUMENTED_FOR_ITER") == 0);
+}
+
+int cpy_code_resumes_slow(struct mem *m, const struct cpy_offsets *o, struct cpy_code *c,
+                          uint64_t idx)
+{
+    const struct cpy_opcode_table *t = table_of(o);
+    if (!t || !t->caches || !CPY_HAS(o, code_object, co_code_adaptive))
+        return PYS_E_NOTFOUND;
+    uint64_t n = c->ncodeunits < CPY_OPCODE_MAX_UNITS ? c->ncodeunits : CPY_OPCODE_MAX_UNITS;
+    uint8_t *code = malloc(n ? 2 * n : 1);
+    uint8_t *bits = calloc(n / 8 + 1, 1);
+    if (!code || !bits) {
+        free(code);
+        free(bits);
+        return PYS_E_NOMEM;
+    }
+    uint64_t i = 0;
+    /* Unreadable code: nothing known of it, and not read again. */
+    if (n && mem_read(m, c->code_bytes, code, 2 * n) < 0)
+        n = 0;
+    while (i < n) {
+        uint8_t op = code[2 * i], caches = t->caches[op];
+        if (caches == 255 || !t->names[op])
+            break; /* where the next instruction starts is not known */
+        if (resumes_op(t, op))
+            for (uint64_t k = i; k <= i + caches && k < n; k++)
+                bits[k / 8] |= (uint8_t)(1u << (k % 8));
+        i += 1 + (uint64_t)caches;
+    }
+    c->resumes = bits;
+    c->resumes_units = i < n ? i : n;
+    free(code);
+    return idx < c->resumes_units ? (c->resumes[idx / 8] >> (idx % 8)) & 1 : -1;
 }

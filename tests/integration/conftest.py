@@ -258,11 +258,21 @@ def consumer_only_once():
         pytest.skip("a real consumer's test: run once, in the normal pass")
 
 
+# The Python module is compiled without the sanitizers in both passes (a
+# sanitized extension cannot load into an ordinary interpreter: Makefile), so
+# its tests run the same code in both; they run once, in the normal pass.
+MODULE_FILES = ("test_module.py", "test_module_")
+
+
 def pytest_collection_modifyitems(config, items):
     if not os.environ.get("PYSTROBE_SANITIZED"):
         return
     skip = pytest.mark.skip(reason="a real consumer's test: run once, in the normal pass")
+    unsanitized = pytest.mark.skip(reason="the module is not sanitized: run once, in the "
+                                   "normal pass")
     for item in items:
-        if (Path(str(item.fspath)).name in CONSUMER_FILES
-                or item.name.startswith(CONSUMER_TESTS)):
+        name = Path(str(item.fspath)).name
+        if name in CONSUMER_FILES or item.name.startswith(CONSUMER_TESTS):
             item.add_marker(skip)
+        elif name.startswith(MODULE_FILES):
+            item.add_marker(unsanitized)

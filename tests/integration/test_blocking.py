@@ -104,17 +104,24 @@ def test_other_tracer_is_an_error(pystrobe, spawn):
     target = TARGETS[0] if TARGETS else pytest.skip("no target")
     p = start(spawn, target, "churn.py")
     holder = spawn([sys.executable, "-c", HOLD, str(p.pid)], stdout=subprocess.PIPE)
-    assert wait_ready(holder) == "holding"
-    for args in (["attach", p.pid, "-d", "1", "--blocking", "--collapsed", "-o", "/dev/null"],
-                 ["dump", "--blocking", p.pid]):
-        res = run_pystrobe(pystrobe, *args)
-        err = res.stderr.decode()
-        assert res.returncode == EXIT_PERM, (args, err)
-        assert f"thread {p.pid} of process {p.pid} cannot be stopped: process {holder.pid} " \
-               "traces it already" in err, err
-    # without --blocking nothing is stopped: the same target samples fine
-    res = run_pystrobe(pystrobe, "attach", p.pid, "-d", "0.5", "--collapsed", "-o", "/dev/null")
-    assert res.returncode == 0, res.stderr.decode()
+    try:
+        assert wait_ready(holder) == "holding"
+        for args in (["attach", p.pid, "-d", "1", "--blocking", "--collapsed", "-o", "/dev/null"],
+                     ["dump", "--blocking", p.pid]):
+            res = run_pystrobe(pystrobe, *args)
+            err = res.stderr.decode()
+            assert res.returncode == EXIT_PERM, (args, err)
+            assert f"thread {p.pid} of process {p.pid} cannot be stopped: process " \
+                   f"{holder.pid} traces it already" in err, err
+        # without --blocking nothing is stopped: the same target samples fine
+        res = run_pystrobe(pystrobe, "attach", p.pid, "-d", "0.5", "--collapsed", "-o",
+                           "/dev/null")
+        assert res.returncode == 0, res.stderr.decode()
+    finally:
+        # The tracer goes first: a killed tracee is reaped by its parent
+        # only once its tracer has waited for it or is gone.
+        holder.kill()
+        holder.wait()
 
 
 @pytest.mark.skipif(bool(os.environ.get("PYSTROBE_SANITIZED")),

@@ -32,7 +32,10 @@
  *    switched back during the read after a paused batch, the batch's
  *    order of their copies, and the top frame that needs no second copy
  *    of its own (torn.c's top_settled).
- * 10. 3.15's frame cache on a generator pipeline (tests/images/gens.py),
+ * 10. A coroutine's frame where a freed one's lay (tests/images/awaits.py,
+ *    3.12-3.15), its callee copied before: never a plain frame over a
+ *    coroutine at its await (torn.c's prof_torn_resuming).
+ * 11. 3.15's frame cache on a generator pipeline (tests/images/gens.py),
  *    torn in every way above: never a caller shown as the top.
  *
  * The images are looked for in $PYSTROBE_IMAGES, else tests/images (make
@@ -93,6 +96,13 @@ static const struct want HEAP[2][6] = {
 static const struct want GENS[2][6] = {
     {{"inner", 20}, {"outer", 24}, {"main", 30}, {"<module>", 35}, {NULL, 0}},
     {{"outer", 25}, {"main", 30}, {"<module>", 35}, {NULL, 0}, {NULL, 0}},
+};
+
+/* awaits.py's (3.12+): take called by the coroutine getter, and c2 awaited
+ * by c1, both under stage (c1's frame where getter's was). */
+static const struct want AWAITS[2][6] = {
+    {{"take", 20}, {"getter", 24}, {"stage", 36}, {"drive", 42}, {"main", 50}, {"<module>", 53}},
+    {{"c2", 28}, {"c1", 32}, {"stage", 37}, {"drive", 42}, {"main", 50}, {"<module>", 53}},
 };
 
 /* The program under test: its stacks, and its file as the images name it. */
@@ -346,6 +356,9 @@ struct switcher {
     /* tick: the clock also moves this much each time it is read; the
      * longest it moved between two reads of the armed snapshot. */
     uint64_t tick, last_read, max_gap;
+    /* Pieces that read some of [split_lo, split_hi) come from the other
+     * image, at every read (a target caught the same way at each). */
+    uint64_t split_lo, split_hi;
     /* With capture, the pieces of the call with the most, in order, and
      * the reads served before it (cap_base: the first piece's number). */
     int capture;
@@ -361,6 +374,8 @@ static int trace;
 static int sw_pick(struct switcher *w, int advance, uint64_t addr, size_t len)
 {
     int which = w->first;
+    if (addr < w->split_hi && addr + len > w->split_lo)
+        return 1 - w->first;
     if (w->armed) {
         uint64_t c = advance ? w->count++ : w->count;
         which = c >= w->at1 && c < w->at2 ? 1 - w->first : w->first;
@@ -612,6 +627,7 @@ static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t 
     w.switch_ns = r->switch_ns ? r->switch_ns : 1000000;
     w.capture = 0;
     w.ncap = 0;
+    w.split_lo = w.split_hi = 0;
     pys_session *s = NULL;
     char err[512];
     /* Stacks of a few frames: a session's buffers sized for them, not for
@@ -2074,6 +2090,104 @@ static void test_gens_frame_cache(void **state)
     assert_true(a_one + a_back + b_one + b_back <= off_mixes);
 }
 
+/* The address of frame i of image `name`'s walk (in tests/images), and
+ * the bytes of a frame. */
+static uint64_t walk_frame(const char *version, int chain, size_t i, size_t *fsize)
+{
+    char path[512], err[512];
+    image_path(path, sizeof path, version, chain);
+    struct pys_options opt = {0};
+    pys_session *s = NULL;
+    assert_int_equal(pys_session_attach_image(&s, path, &opt, err, sizeof err), 0);
+    const struct pys_snapshot *snap = NULL;
+    assert_int_equal(pys_session_snapshot(s, &snap), 0);
+    assert_int_equal(which_stack(&snap->interps[0].threads[0]), chain);
+    uint64_t a = s->walker.raw[i].addr;
+    *fsize = (size_t)s->off.interpreter_frame.size;
+    pys_session_free(s);
+    return a;
+}
+
+/*
+ * awaits.py (3.12-3.15): a coroutine (getter) calls a plain function
+ * (take, on the data stack, naming getter's frame as its caller); getter
+ * returns, its object is freed, and the next coroutine of the same shape
+ * (c1) takes its memory: c1's frame lies where getter's lay, awaiting c2.
+ * Caught the same way at each read (take's frame copied before the
+ * switch, the heap frame after it: a target that goes round one turn of a
+ * loop while a walk is read, and round the next while the walk is read
+ * again), every copy of each frame agrees with the other: only the chain's
+ * shape tells. A frame at an instruction that resumes a generator (c1 at
+ * its await) with a plain frame above it is refused (torn.c,
+ * prof_torn_resuming): the thread shows A, B, or fails, never take under
+ * c1 (the coroutines workload's `s3_1;put_nowait`). Each image alone
+ * reads exactly.
+ */
+static void test_await_splice(void **state)
+{
+    (void)state;
+    static const char *const versions[] = {"3.12", "3.13", "3.14", "3.15"};
+    use_program(AWAITS, "awaits");
+    uint64_t mixes = 0;
+    for (size_t v = 0; v < sizeof versions / sizeof *versions; v++) {
+        int fcs = strcmp(versions[v], "3.15") == 0 ? 2 : 1;
+        for (int c = 0; c < 2; c++)
+            for (int fc = 0; fc < fcs; fc++) {
+                char name[64];
+                snprintf(name, sizeof name, "awaits-%s-%c.img", versions[v], "ab"[c]);
+                struct pys_options opt = {0};
+                opt.frame_cache = fc;
+                replay_exactly(name, &opt, AWAITS[c], 6);
+            }
+        /* What makes the mix possible: getter's frame where c1's is. */
+        size_t fsize;
+        uint64_t getter = walk_frame(versions[v], 0, 1, &fsize);
+        assert_int_equal(getter, walk_frame(versions[v], 1, 1, &fsize));
+        struct pair p;
+        pair_load(&p, PROGRAM, versions[v]);
+        for (int fc = 0; fc < fcs; fc++) {
+            struct switcher w;
+            memset(&w, 0, sizeof w);
+            for (int i = 0; i < 2; i++) {
+                memcpy(p.im[i]->bytes, p.orig[i], p.im[i]->npages * MEM_PAGE_SIZE);
+                mem_image_init(&w.im[i], p.im[i]->regions, p.im[i]->nregions);
+            }
+            w.base.ops = &SW_OPS;
+            w.split_lo = getter;
+            w.split_hi = getter + fsize;
+            pys_session *s = NULL;
+            char err[512];
+            struct pys_options opt = {0};
+            opt.max_frames = RUN_MAX_FRAMES;
+            opt.frame_cache = fc;
+            assert_int_equal(
+                prof_session_open(&s, 0, &w.base, &p.im[0]->facts, &opt, err, sizeof err), 0);
+            uint64_t got[3] = {0, 0, 0};
+            for (int k = 0; k < 6; k++) {
+                const struct pys_snapshot *snap = NULL;
+                assert_int_equal(pys_session_snapshot(s, &snap), 0);
+                const struct pys_thread *t = &snap->interps[0].threads[0];
+                int res = t->error ? 2 : which_stack(t);
+                if (res < 0) {
+                    print_message("awaits %s, frame_cache=%d, snapshot %d: a mix\n", versions[v],
+                                  fc, k);
+                    print_thread(t);
+                    mixes++;
+                } else {
+                    got[res]++;
+                }
+            }
+            print_message("awaits %s, frame_cache=%d: %llu A, %llu B, %llu failed\n", versions[v],
+                          fc, (unsigned long long)got[0], (unsigned long long)got[1],
+                          (unsigned long long)got[2]);
+            pys_session_free(s);
+        }
+        pair_free(&p);
+    }
+    use_program(ABA, "aba");
+    assert_int_equal(mixes, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2102,6 +2216,7 @@ int main(void)
         cmocka_unit_test(test_code_reused),
         cmocka_unit_test(test_suspended_generator),
         cmocka_unit_test(test_gens_frame_cache),
+        cmocka_unit_test(test_await_splice),
     };
     /* PYSTROBE_TEST_FILTER=test_x: only the tests matching it. */
     if (getenv("PYSTROBE_TEST_FILTER"))

@@ -5,6 +5,8 @@
 # the pages both moments read (tests/tools/record_image.c). Needs root,
 # the pyenv builds and the sid root (scripts/sidroot.sh ensure).
 #   tools/record_images.sh BUILD_DIR [VERSION...]   (e.g. 3.12 3.15)
+# PYSTROBE_IMAGES_OUT: where the images go (default tests/images; the
+# programs are read from there too).
 # "pos" as a version records tests/images/pos.py under 3.15 instead
 # (pos-3.15-a.img at spin <- a2, pos-3.15-b.img at spin2 <- a2).
 # "enter" records enter-3.8/3.9/3.10.img: aba.py stopped by gdb
@@ -34,7 +36,7 @@ set -eu
 B=${1:?usage: record_images.sh BUILD_DIR [VERSION...]}
 shift
 ROOT=${PYSTROBE_IMAGES_SIDROOT:-.cache/sid-root}
-OUT=tests/images
+OUT=${PYSTROBE_IMAGES_OUT:-tests/images}
 # at_gdb_stop NAME SCRIPT GDBFILE SPEC VERSION...: for each pyenv VERSION,
 # run tests/images/SCRIPT, let gdb stop it (tools/GDBFILE), and record it
 # to tests/images/NAME-3.X.img (SPEC: what follows the file name, e.g.
@@ -71,6 +73,38 @@ at_gdb_stop() {
     done
 }
 
+# interp_for 3.X: the command that runs CPython 3.X here (a pyenv build for
+# 3.11-3.13, else the sid root's).
+interp_for() {
+    case $1 in
+    3.11) echo "$(pyenv prefix 3.11.7)/bin/python3" ;;
+    3.12) echo "$(pyenv prefix 3.12.1)/bin/python3" ;;
+    3.13) echo "$(pyenv prefix 3.13.0)/bin/python3" ;;
+    *) echo "chroot $ROOT /usr/bin/python$1" ;;
+    esac
+}
+# two_moments NAME A_FUNCS B_FUNCS VERSION...: for each VERSION (3.X), run
+# tests/images/NAME.py and record NAME-3.X-a.img at the moment its stack is
+# A_FUNCS (innermost first, comma-separated) and NAME-3.X-b.img at B_FUNCS,
+# each holding the pages both moments read.
+two_moments() {
+    name=$1 a=$2 b=$3
+    shift 3
+    mkdir -p /tmp/pystrobe-images "$ROOT/tmp/pystrobe-images"
+    cp $OUT/$name.py /tmp/pystrobe-images/$name.py
+    cp $OUT/$name.py "$ROOT/tmp/pystrobe-images/$name.py"
+    for tv in "$@"; do
+        $(interp_for $tv) -B /tmp/pystrobe-images/$name.py 60 & pid=$!
+        sleep 1
+        rc=0
+        "$B/tests/record_image" $pid -:$a -:$b \
+            "$OUT/$name-$tv-a.img:$a" "$OUT/$name-$tv-b.img:$b" || rc=$?
+        kill $pid 2>/dev/null || true
+        wait $pid 2>/dev/null || true
+        [ $rc -eq 0 ] || { echo "record_images: $name $tv failed" >&2; exit 1; }
+    done
+}
+
 [ $# -gt 0 ] || set -- 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15 pos enter grow splice init enterc tops heap start gens awaits
 for v in "$@"; do
     if [ "$v" = start ]; then
@@ -78,104 +112,23 @@ for v in "$@"; do
         continue
     fi
     if [ "$v" = heap ]; then
-        mkdir -p /tmp/pystrobe-images "$ROOT/tmp/pystrobe-images"
-        cp $OUT/heap.py /tmp/pystrobe-images/heap.py
-        cp $OUT/heap.py "$ROOT/tmp/pystrobe-images/heap.py"
-        for hv in ${PYSTROBE_HEAP_VERSIONS:-3.11 3.12 3.13 3.14 3.15}; do
-            case $hv in
-            3.11) run="$(pyenv prefix 3.11.7)/bin/python3" ;;
-            3.12) run="$(pyenv prefix 3.12.1)/bin/python3" ;;
-            3.13) run="$(pyenv prefix 3.13.0)/bin/python3" ;;
-            *) run="chroot $ROOT /usr/bin/python$hv" ;;
-            esac
-            $run -B /tmp/pystrobe-images/heap.py 60 & pid=$!
-            sleep 1
-            rc=0
-            "$B/tests/record_image" $pid -:ga3,ga2,ga1 -:ca3,ca2,ca1 \
-                "$OUT/heap-$hv-a.img:ga3,ga2,ga1" "$OUT/heap-$hv-b.img:ca3,ca2,ca1" || rc=$?
-            kill $pid 2>/dev/null || true
-            wait $pid 2>/dev/null || true
-            [ $rc -eq 0 ] || { echo "record_images: heap $hv failed" >&2; exit 1; }
-        done
+        two_moments heap ga3,ga2,ga1 ca3,ca2,ca1 ${PYSTROBE_HEAP_VERSIONS:-3.11 3.12 3.13 3.14 3.15}
         continue
     fi
     if [ "$v" = tops ]; then
-        mkdir -p /tmp/pystrobe-images "$ROOT/tmp/pystrobe-images"
-        cp $OUT/tops.py /tmp/pystrobe-images/tops.py
-        cp $OUT/tops.py "$ROOT/tmp/pystrobe-images/tops.py"
-        for tv in 3.11 3.12 3.13 3.14 3.15; do
-            case $tv in
-            3.11) run="$(pyenv prefix 3.11.7)/bin/python3" ;;
-            3.12) run="$(pyenv prefix 3.12.1)/bin/python3" ;;
-            3.13) run="$(pyenv prefix 3.13.0)/bin/python3" ;;
-            *) run="chroot $ROOT /usr/bin/python$tv" ;;
-            esac
-            $run -B /tmp/pystrobe-images/tops.py 60 & pid=$!
-            sleep 1
-            rc=0
-            "$B/tests/record_image" $pid -:spin_a,a2 -:spin_b,b2 \
-                "$OUT/tops-$tv-a.img:spin_a,a2" "$OUT/tops-$tv-b.img:spin_b,b2" || rc=$?
-            kill $pid 2>/dev/null || true
-            wait $pid 2>/dev/null || true
-            [ $rc -eq 0 ] || { echo "record_images: tops $tv failed" >&2; exit 1; }
-        done
+        two_moments tops spin_a,a2 spin_b,b2 3.11 3.12 3.13 3.14 3.15
         continue
     fi
     if [ "$v" = awaits ]; then
-        mkdir -p /tmp/pystrobe-images "$ROOT/tmp/pystrobe-images"
-        cp $OUT/awaits.py /tmp/pystrobe-images/awaits.py
-        cp $OUT/awaits.py "$ROOT/tmp/pystrobe-images/awaits.py"
-        for tv in ${PYSTROBE_AWAITS_VERSIONS:-3.12 3.13 3.14 3.15}; do
-            case $tv in
-            3.12) run="$(pyenv prefix 3.12.1)/bin/python3" ;;
-            3.13) run="$(pyenv prefix 3.13.0)/bin/python3" ;;
-            *) run="chroot $ROOT /usr/bin/python$tv" ;;
-            esac
-            $run -B /tmp/pystrobe-images/awaits.py 60 & pid=$!
-            sleep 1
-            rc=0
-            "$B/tests/record_image" $pid -:take,getter,stage -:c2,c1,stage \
-                "$OUT/awaits-$tv-a.img:take,getter,stage" "$OUT/awaits-$tv-b.img:c2,c1,stage" || rc=$?
-            kill $pid 2>/dev/null || true
-            wait $pid 2>/dev/null || true
-            [ $rc -eq 0 ] || { echo "record_images: awaits $tv failed" >&2; exit 1; }
-        done
+        two_moments awaits take,getter,stage c2,c1,stage ${PYSTROBE_AWAITS_VERSIONS:-3.12 3.13 3.14 3.15}
         continue
     fi
     if [ "$v" = gens ]; then
-        mkdir -p /tmp/pystrobe-images "$ROOT/tmp/pystrobe-images"
-        cp $OUT/gens.py /tmp/pystrobe-images/gens.py
-        cp $OUT/gens.py "$ROOT/tmp/pystrobe-images/gens.py"
-        for tv in 3.12 3.13 3.14 3.15; do
-            case $tv in
-            3.12) run="$(pyenv prefix 3.12.1)/bin/python3" ;;
-            3.13) run="$(pyenv prefix 3.13.0)/bin/python3" ;;
-            *) run="chroot $ROOT /usr/bin/python$tv" ;;
-            esac
-            $run -B /tmp/pystrobe-images/gens.py 60 & pid=$!
-            sleep 1
-            rc=0
-            "$B/tests/record_image" $pid -:inner,outer,main -:outer,main \
-                "$OUT/gens-$tv-a.img:inner,outer,main" "$OUT/gens-$tv-b.img:outer,main" || rc=$?
-            kill $pid 2>/dev/null || true
-            wait $pid 2>/dev/null || true
-            [ $rc -eq 0 ] || { echo "record_images: gens $tv failed" >&2; exit 1; }
-        done
+        two_moments gens inner,outer,main outer,main 3.12 3.13 3.14 3.15
         continue
     fi
     if [ "$v" = splice ]; then
-        mkdir -p /tmp/pystrobe-images
-        cp $OUT/splice.py /tmp/pystrobe-images/splice.py
-        for pv in 3.11.7 3.12.1 3.13.0; do
-            "$(pyenv prefix $pv)/bin/python3" -B /tmp/pystrobe-images/splice.py 60 & pid=$!
-            sleep 1
-            rc=0
-            "$B/tests/record_image" $pid -:a2,a1 -:spin_b,b2 \
-                "$OUT/splice-${pv%.*}-a.img:a2,a1" "$OUT/splice-${pv%.*}-b.img:spin_b,b2" || rc=$?
-            kill $pid 2>/dev/null || true
-            wait $pid 2>/dev/null || true
-            [ $rc -eq 0 ] || { echo "record_images: splice $pv failed" >&2; exit 1; }
-        done
+        two_moments splice a2,a1 spin_b,b2 3.11 3.12 3.13
         continue
     fi
     if [ "$v" = enterc ]; then

@@ -140,6 +140,21 @@ static int which_stack(const struct pys_thread *t)
     return -1;
 }
 
+/* A session on the image of `version` at moment `chain`, its one snapshot
+ * taken and found to be that moment's stack (its walk in s->walker.raw). */
+static pys_session *chain_session(const char *version, int chain)
+{
+    char path[512], err[512];
+    image_path(path, sizeof path, version, chain);
+    struct pys_options opt = {0};
+    pys_session *s = NULL;
+    assert_int_equal(pys_session_attach_image(&s, path, &opt, err, sizeof err), 0);
+    const struct pys_snapshot *snap = NULL;
+    assert_int_equal(pys_session_snapshot(s, &snap), 0);
+    assert_int_equal(which_stack(&snap->interps[0].threads[0]), chain);
+    return s;
+}
+
 /*
  * splice.py: 0 or 1 when the thread shows the bottom frames of that stack
  * only, its callers as they are at that moment (a moment on the way to it
@@ -1404,19 +1419,12 @@ static void use_program(const struct want (*stack)[6], const char *program)
 static void heap_frames(const char *version, int chain, uint64_t *addr, size_t n,
                         uint64_t *cur_word, uint64_t *prev_off)
 {
-    char path[512], err[512];
-    image_path(path, sizeof path, version, chain);
-    struct pys_options opt = {0};
-    pys_session *s = NULL;
-    assert_int_equal(pys_session_attach_image(&s, path, &opt, err, sizeof err), 0);
-    const struct pys_snapshot *snap = NULL;
-    assert_int_equal(pys_session_snapshot(s, &snap), 0);
-    assert_int_equal(which_stack(&snap->interps[0].threads[0]), chain);
+    pys_session *s = chain_session(version, chain);
     for (size_t i = 0; i < n; i++) {
         assert_int_equal(s->walker.raw[i].owner, CPY_OWNER_GENERATOR);
         addr[i] = s->walker.raw[i].addr;
     }
-    uint64_t ts = snap->interps[0].threads[0].tstate;
+    uint64_t ts = s->res.threads[0].tstate; /* the snapshot's one thread */
     if (s->off.traits.frames == CPY_FRAMES_CFRAME) {
         uint64_t cf;
         assert_int_equal(mem_read_u64(&s->mem, ts + s->off.thread_state.cframe, &cf), 0);
@@ -2080,9 +2088,8 @@ static void test_gens_frame_cache(void **state)
     tally_print("no cache      ", &off);
     print_message("  mixes with the cache: from A %llu + %llu there and back, from B %llu + "
                   "%llu; without it %llu\n",
-                  (unsigned long long)a_one, (unsigned long long)a_back,
-                  (unsigned long long)b_one, (unsigned long long)b_back,
-                  (unsigned long long)off_mixes);
+                  (unsigned long long)a_one, (unsigned long long)a_back, (unsigned long long)b_one,
+                  (unsigned long long)b_back, (unsigned long long)off_mixes);
     pair_free(&p);
     use_program(ABA, "aba");
     assert_int_equal(a_one, 0);
@@ -2094,14 +2101,7 @@ static void test_gens_frame_cache(void **state)
  * the bytes of a frame. */
 static uint64_t walk_frame(const char *version, int chain, size_t i, size_t *fsize)
 {
-    char path[512], err[512];
-    image_path(path, sizeof path, version, chain);
-    struct pys_options opt = {0};
-    pys_session *s = NULL;
-    assert_int_equal(pys_session_attach_image(&s, path, &opt, err, sizeof err), 0);
-    const struct pys_snapshot *snap = NULL;
-    assert_int_equal(pys_session_snapshot(s, &snap), 0);
-    assert_int_equal(which_stack(&snap->interps[0].threads[0]), chain);
+    pys_session *s = chain_session(version, chain);
     uint64_t a = s->walker.raw[i].addr;
     *fsize = (size_t)s->off.interpreter_frame.size;
     pys_session_free(s);

@@ -74,6 +74,18 @@ static void test_speedscope(void **state)
     pys_profile_free(p);
 }
 
+/* The trace t writes, as text (the caller frees it). */
+static char *trace_text(struct out_chrometrace *t)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    assert_int_equal(out_chrometrace_write(f, t), 0);
+    fclose(f);
+    return buf;
+}
+
 static void test_chrometrace(void **state)
 {
     (void)state;
@@ -90,12 +102,7 @@ static void test_chrometrace(void **state)
         assert_int_equal(out_chrometrace_sample_end(t), 0);
     }
     strcpy(name, "gone");
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    assert_non_null(f);
-    assert_int_equal(out_chrometrace_write(f, t), 0);
-    fclose(f);
+    char *buf = trace_text(t);
     assert_non_null(strstr(buf, "\"tid\":7,\"args\":{\"name\":\"tid:7 (new\\\"2)\"}}"));
     assert_non_null(strstr(buf, "\"tid\":9,\"args\":{\"name\":\"tid:9\"}}"));
     free(buf);
@@ -129,12 +136,7 @@ static void test_chrometrace_unread(void **state)
         }
         assert_int_equal(out_chrometrace_sample_end(t), 0);
     }
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    assert_non_null(f);
-    assert_int_equal(out_chrometrace_write(f, t), 0);
-    fclose(f);
+    char *buf = trace_text(t);
     assert_int_equal(
         count(buf, "{\"ph\":\"B\",\"name\":\"leaf\",\"cat\":\"python\",\"pid\":1234,\"tid\":7,"),
         1);

@@ -187,10 +187,11 @@ static int walk_one_moment(const struct pys_session *s, const struct prof_walk *
 
 /*
  * How many of the walk's top frames raw[0..n) need no second read: 1 when
- * the top frame was copied after its caller (the same chunk copy, or both
- * from the batch, the top's piece after the caller's: frames on the heap
- * are read in chain order, objframes.c), and the caller is checked against
- * the same batch's second copy. Its
+ * the top frame is on the heap (a generator's, or 3.8-3.10's frame object)
+ * and was copied after its caller (the same copy, or both from the batch,
+ * the top's piece after the caller's: frames on the heap are read in chain
+ * order, objframes.c), and the caller is checked against the same batch's
+ * second copy. Its
  * bytes then show the top at the moment they were read, and its caller was
  * in place from before that moment until its second copy, a moment later:
  * the two were a stack at that moment, however the top has moved on since.
@@ -210,6 +211,19 @@ static size_t top_settled(const struct pys_session *s, const struct prof_walk *w
                           const struct cpy_raw_frame *raw, size_t n)
 {
     if (n < 2 || w->later_top || mem_batch_paused(&s->mem) || mem_read_since(&s->mem, w->mark))
+        return 0;
+    /* A top on the data stack always has its own second copy checked: a
+     * batch of many pieces is slow as a matter of course (tens of
+     * microseconds on an idle machine, not judged paused), time enough for
+     * the program to leave the caller and call it again at the same
+     * position while the top is copied from another chain whose frames
+     * have the same sizes. A top that has only returned since still
+     * passes on 3.11-3.13 (its bytes stay); on 3.14+ (cleared) its thread
+     * is read again. Kept for the frames on
+     * the heap (generators', 3.8-3.10's frame objects), whose tops change
+     * every few tens of nanoseconds: their second copies would fail most
+     * walks, and only a pause shows such a mix there (batch_settles). */
+    if (s->off.traits.frames != CPY_FRAMES_OBJECT && raw[0].owner != CPY_OWNER_GENERATOR)
         return 0;
     size_t fsize = s->off.traits.frames == CPY_FRAMES_OBJECT ? cpy_frame_object_head(&s->off)
                                                              : (size_t)s->off.interpreter_frame.size;

@@ -19,7 +19,8 @@
  *    equal-size frames, one a call deeper: never one chain under the other.
  *    On tests/images/tops.py (3.11-3.15), chains with leaves of their own:
  *    never one's leaf on the other's callers, copied in one piece paused
- *    between them and checked by a later read at the first moment again.
+ *    between them and checked by a later read at the first moment again,
+ *    or in a batch as slow as every other (not judged paused).
  * 7. A stack a frame deeper than the sample before is read and checked
  *    within the batch (test_grow_near; test_grow for one many frames
  *    deeper, whose second copies must reach it).
@@ -586,6 +587,7 @@ struct run {
      * lag_ns more (a batch paused as on a loaded machine, or cold). */
     uint64_t switch_ns, lag_ns;
     int lag_snapshot;
+    int lag_all;  /* every snapshot's reads take lag_ns more, the armed one's too */
     int capture;  /* keep the armed snapshot's batch (run_cap) */
     int no_infer; /* generators' callers are not inferred (objframes.c) */
 };
@@ -659,12 +661,12 @@ static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t 
         s->walker.stack.gen_caller = NULL;
     const struct pys_snapshot *snap = NULL;
     for (int k = 0; k < r->warm; k++) {
-        w.lag = r->lag_snapshot == k + 1 ? r->lag_ns : 0;
+        w.lag = r->lag_all || r->lag_snapshot == k + 1 ? r->lag_ns : 0;
         assert_int_equal(pys_session_snapshot(s, &snap), 0);
         assert_int_equal(which_stack(&snap->interps[0].threads[0]), r->first);
     }
     trace = verbose && getenv("PYSTROBE_IMAGES_TRACE") != NULL;
-    w.lag = 0;
+    w.lag = r->lag_all ? r->lag_ns : 0;
     w.armed = 1;
     w.capture = r->capture;
     w.at1 = at1;
@@ -1349,7 +1351,8 @@ static uint64_t sweep_near(struct pair *p, const char *version, const struct run
  * between them (mem_batch_paused), also when it is the first batch (no
  * batch before it to judge it by), and when it follows a batch paused far
  * longer (a pause judged against the mean of recent batches would go
- * unseen).
+ * unseen); and when every batch is as slow (many pieces, each slow), the
+ * switch there and back costing no more, so that no pause is seen at all.
  */
 static void test_splice_top(void **state)
 {
@@ -1388,6 +1391,20 @@ static void test_splice_top(void **state)
             for (r.first = 0; r.first < 2; r.first++)
                 mixes += sweep_near(&p, versions[v], &r, &loaded);
             tally_print("after a slow batch", &loaded);
+            /* Every batch slow alike (each read 2 us: a batch of many
+             * pieces), the switch there and back costing no more: the
+             * armed batch is judged as usual, not paused, and the caller's
+             * second copy, at A again, matches its first. */
+            struct tally slow;
+            memset(&slow, 0, sizeof slow);
+            r.warm = 2;
+            r.lag_snapshot = 0;
+            r.lag_all = 1;
+            r.lag_ns = 2000;
+            r.switch_ns = 1;
+            for (r.first = 0; r.first < 2; r.first++)
+                mixes += sweep_near(&p, versions[v], &r, &slow);
+            tally_print("slow batches alike", &slow);
         }
         pair_free(&p);
     }

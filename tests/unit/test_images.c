@@ -1335,6 +1335,20 @@ static uint64_t sweep_near(struct pair *p, const char *version, const struct run
     return bad;
 }
 
+/* sweep_near from either image first (r->first set here), tallied under
+ * label: the mixes, counted. */
+static uint64_t sweep_near_both(struct pair *p, const char *version, struct run *r,
+                                const char *label)
+{
+    struct tally t;
+    memset(&t, 0, sizeof t);
+    uint64_t mixes = 0;
+    for (r->first = 0; r->first < 2; r->first++)
+        mixes += sweep_near(p, version, r, &t);
+    tally_print(label, &t);
+    return mixes;
+}
+
 /*
  * tops.py (3.11-3.15) at two moments, in spin_a under a2 and in spin_b
  * under b2: chains of equal-size frames with leaves of their own. A copy
@@ -1382,29 +1396,21 @@ static void test_splice_top(void **state)
             /* After a first batch paused long (10 us a read) and a fast
              * one, a pause of 40 us: far less than the first, far more
              * than the fast one. */
-            struct tally loaded;
-            memset(&loaded, 0, sizeof loaded);
             r.warm = 3;
             r.lag_snapshot = 2;
             r.lag_ns = 10000;
             r.switch_ns = 20000;
-            for (r.first = 0; r.first < 2; r.first++)
-                mixes += sweep_near(&p, versions[v], &r, &loaded);
-            tally_print("after a slow batch", &loaded);
+            mixes += sweep_near_both(&p, versions[v], &r, "after a slow batch");
             /* Every batch slow alike (each read 2 us: a batch of many
              * pieces), the switch there and back costing no more: the
              * armed batch is judged as usual, not paused, and the caller's
              * second copy, at A again, matches its first. */
-            struct tally slow;
-            memset(&slow, 0, sizeof slow);
             r.warm = 2;
             r.lag_snapshot = 0;
             r.lag_all = 1;
             r.lag_ns = 2000;
             r.switch_ns = 1;
-            for (r.first = 0; r.first < 2; r.first++)
-                mixes += sweep_near(&p, versions[v], &r, &slow);
-            tally_print("slow batches alike", &slow);
+            mixes += sweep_near_both(&p, versions[v], &r, "slow batches alike");
         }
         pair_free(&p);
     }

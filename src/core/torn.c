@@ -490,8 +490,13 @@ static int chain_rechecked(struct pys_session *s, const struct prof_walk *w,
  * caller (another chain's frames at the same addresses) and changed back
  * between the read's pieces of the two shows each piece as the walk saw
  * it. Read twice, every word kept its value across the moment between the
- * two reads, unless it left and came back within that call (as a batch's
- * second copies assume).
+ * two reads, unless it left and came back between its two copies (as a
+ * batch's second copies assume). The first read goes bottom first, the
+ * second top first (segs in the chain's order), as a batch's copies nest:
+ * the top frame, which moves on soonest, has its two copies adjacent, and
+ * a walk checked a moment before it moves on is not failed for its move
+ * between two copies far apart; each caller's copies lie around its
+ * callees', which it outlives.
  */
 static int chain_unchanged(struct pys_session *s, const struct cpy_thread *t,
                            const struct cpy_raw_frame *raw, size_t from, size_t k,
@@ -789,7 +794,7 @@ int prof_torn_deferred(struct pys_session *s, const struct prof_put_off **torn_w
         tn->chk_vals[i].got = 0;
         tn->chk_segs[i].buf = &tn->chk_vals[i].got;
     }
-    /* Read twice over: one read is no moment (chain_unchanged). */
+    /* Read twice over, nested: one read is no moment (chain_unchanged). */
     const uint8_t *moved = NULL;
     int rc = mem_readv_fresh_twice(&s->mem, tn->chk_segs, tn->nchk, &moved);
     if (rc == PYS_E_EXITED)

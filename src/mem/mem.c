@@ -1026,9 +1026,11 @@ static size_t hull_at(const struct mem_seg *segs, size_t n, size_t i, uint64_t *
 /*
  * Plan the hulls of segs (n >= 1, none wrapping around) into m->hull, their
  * bytes in m->hullbuf, `copies` times over (1, or 2: the same hulls again
- * after the first ones, into bytes of their own). The hulls of one copy,
- * or 0 when they are not worth it (as many as the segments) and worth is
- * asked, or cannot be had (too many bytes, no memory).
+ * after the first ones, into bytes of their own, the first ones in the
+ * reverse order: hull h's first copy at m->hull[nh - 1 - h], its second at
+ * m->hull[nh + h]). The hulls of one copy, or 0 when they are not worth it
+ * (as many as the segments) and worth is asked, or cannot be had (too many
+ * bytes, no memory).
  */
 static size_t plan_hulls(struct mem *m, const struct mem_seg *segs, size_t n, int copies,
                          int worth)
@@ -1048,7 +1050,7 @@ static size_t plan_hulls(struct mem *m, const struct mem_seg *segs, size_t n, in
     for (size_t i = 0; i < n; h++) {
         i = hull_at(segs, n, i, &lo, &hi);
         for (int c = 0; c < copies; c++)
-            m->hull[h + (size_t)c * nh] =
+            m->hull[copies == 2 && c == 0 ? nh - 1 - h : h + (size_t)c * nh] =
                 (struct mem_seg){lo, m->hullbuf + off + (size_t)c * bytes, (size_t)(hi - lo)};
         off += (size_t)(hi - lo);
     }
@@ -1095,12 +1097,12 @@ int mem_readv_fresh_twice(struct mem *m, const struct mem_seg *segs, size_t n,
     if (rc < 0)
         return rc;
     for (size_t i = 0, k = 0; k < nh; k++) {
-        const struct mem_seg *hl = &m->hull[k], *again = &m->hull[nh + k];
+        const struct mem_seg *first = &m->hull[nh - 1 - k], *hl = &m->hull[nh + k];
         for (; i < n && segs[i].addr >= hl->addr && segs[i].addr + segs[i].len <= hl->addr + hl->len;
              i++) {
             size_t off = (size_t)(segs[i].addr - hl->addr);
             memcpy(segs[i].buf, (uint8_t *)hl->buf + off, segs[i].len);
-            m->moved[i] = memcmp((uint8_t *)hl->buf + off, (uint8_t *)again->buf + off,
+            m->moved[i] = memcmp((uint8_t *)first->buf + off, (uint8_t *)hl->buf + off,
                                  segs[i].len) != 0;
         }
     }

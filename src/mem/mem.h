@@ -354,11 +354,15 @@ int mem_grow_buffer(uint8_t **buf, size_t *cap, size_t need);
  * given, as one span. */
 int mem_read_fresh(struct mem *m, uint64_t addr, void *buf, size_t len);
 int mem_readv_fresh(struct mem *m, const struct mem_seg *segs, size_t n);
-/* The same, then all of it again after, in one system call: segs' bufs
- * get the first read, and (*moved)[i] (m's, until its next read) says
- * whether segs[i]'s second read differed. A moment between the two reads
- * saw every segment as both did, unless one left and came back. 0, or an
- * error (PYS_E_NOMEM: more than one read coalesced can take). */
+/* The same twice over in one system call, the first time in the reverse
+ * order (the last segment's span first), the second in the given order:
+ * segs' bufs get the second read, and (*moved)[i] (m's, until its next
+ * read) says whether segs[i]'s two reads differed. A moment between the
+ * two reads saw every segment as both did, unless one left and came back
+ * between its two copies; those of segs[i] lie around those of every
+ * segment after it, segs[0]'s are adjacent pieces: put first what moves
+ * most (a chain's top). 0, or an error (PYS_E_NOMEM: more than one read
+ * coalesced can take). */
 int mem_readv_fresh_twice(struct mem *m, const struct mem_seg *segs, size_t n,
                           const uint8_t **moved);
 /* Read segments from the target in one system call (at most 1024 of them),

@@ -485,6 +485,113 @@ static void test_mem_readv_self(void **state)
     munmap(page, ps);
 }
 
+/* A source that reads this process through `inner`, notes the address of
+ * every piece in the order given, and before piece number `at` (counted
+ * over its life) stores `to` into each of `words`, as a target writing
+ * between the pieces of one system call would. */
+struct order_src {
+    struct mem_source base;
+    struct mem_proc inner;
+    uint64_t seen[16];
+    size_t nseen, at;
+    uint64_t *words[3];
+    size_t nwords;
+    uint64_t to;
+};
+
+static int order_readv(struct mem_source *src, const struct mem_seg *segs, size_t n)
+{
+    struct order_src *o = (struct order_src *)(void *)src;
+    for (size_t i = 0; i < n; i++) {
+        if (o->nseen == o->at)
+            for (size_t w = 0; w < o->nwords; w++)
+                *(volatile uint64_t *)o->words[w] = o->to;
+        if (o->nseen < 16)
+            o->seen[o->nseen] = segs[i].addr;
+        o->nseen++;
+        int rc = o->inner.base.ops->readv(&o->inner.base, &segs[i], 1);
+        if (rc != 1)
+            return rc < 0 ? rc : (int)i;
+    }
+    return (int)n;
+}
+
+static struct mem_source_ops order_ops;
+
+/* One mem_readv_fresh_twice of three words far apart, words[] switched
+ * from 1 to 2 before piece `at` (SIZE_MAX: never): which moved (bit i
+ * for segs[i]), the values got in got[]. */
+static unsigned twice_switched(uint64_t *far, size_t at, uint64_t **words, size_t nwords,
+                               uint64_t got[3], uint64_t seen[6])
+{
+    struct order_src o;
+    struct mem m;
+    memset(&o, 0, sizeof o);
+    mem_proc_init(&o.inner, getpid());
+    order_ops = *o.inner.base.ops;
+    order_ops.readv = order_readv;
+    o.base.ops = &order_ops;
+    o.at = at;
+    o.to = 2;
+    o.nwords = nwords;
+    for (size_t w = 0; w < nwords; w++)
+        o.words[w] = words[w];
+    for (int i = 0; i < 3; i++)
+        far[i * 1024] = 1;
+    mem_init(&m, &o.base);
+    struct mem_seg segs[3];
+    for (int i = 0; i < 3; i++)
+        segs[i] = (struct mem_seg){(uint64_t)(uintptr_t)&far[i * 1024], &got[i], 8};
+    const uint8_t *moved = NULL;
+    assert_int_equal(mem_readv_fresh_twice(&m, segs, 3, &moved), 0);
+    assert_int_equal(o.nseen, 6);
+    unsigned bits = 0;
+    for (int i = 0; i < 3; i++)
+        bits |= moved[i] ? 1u << i : 0;
+    memcpy(seen, o.seen, 6 * sizeof *seen);
+    mem_release(&m);
+    return bits;
+}
+
+/*
+ * mem_readv_fresh_twice reads its segments (a chain's words, top first)
+ * twice in one call, the first time in the reverse order: each segment's
+ * two copies lie around those of the segments after it, segs[0]'s two
+ * adjacent. A switch of every word at any piece leaves the words not
+ * moved all from one side of it; a switch of segs[0] alone (a top frame
+ * that moves on) shows as moved only when it falls between its two
+ * adjacent copies, one piece in five, not three (the same order twice).
+ */
+static void test_mem_readv_fresh_twice_nests(void **state)
+{
+    uint64_t *far = calloc(3 * 1024, sizeof *far), got[3], seen[6];
+    (void)state;
+    assert_non_null(far);
+    uint64_t *all[3] = {&far[0], &far[1024], &far[2048]};
+    assert_int_equal(twice_switched(far, SIZE_MAX, all, 3, got, seen), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(got[i], 1);
+        /* Bottom first, then top first. */
+        assert_int_equal(seen[2 - i], (uint64_t)(uintptr_t)all[i]);
+        assert_int_equal(seen[3 + i], (uint64_t)(uintptr_t)all[i]);
+    }
+    int top_moved = 0;
+    for (size_t at = 1; at < 6; at++) {
+        unsigned bits = twice_switched(far, at, all, 3, got, seen);
+        uint64_t side = 0;
+        for (int i = 0; i < 3; i++) {
+            if (bits & (1u << i))
+                continue;
+            if (side == 0)
+                side = got[i];
+            assert_int_equal(got[i], side);
+        }
+        top_moved += twice_switched(far, at, all, 1, got, seen) & 1;
+    }
+    assert_int_equal(top_moved, 1);
+    free(far);
+}
+
 /* mem_readv_fresh reads segments a few bytes apart (the fields of
  * consecutive frames, walked downwards) as one span, with the same results
  * as reading them one by one. */
@@ -1462,6 +1569,7 @@ int main(void)
         cmocka_unit_test(test_mem_recheck_merges_near_spans),
         cmocka_unit_test(test_mem_readv_many),
         cmocka_unit_test(test_mem_readv_fresh_coalesces),
+        cmocka_unit_test(test_mem_readv_fresh_twice_nests),
         cmocka_unit_test(test_mem_prefetch_late_in_span),
         cmocka_unit_test(test_mem_prefetch_keeps_small_spans),
         cmocka_unit_test(test_mem_prefetch_drops_unmapped_span),

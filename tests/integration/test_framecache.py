@@ -379,12 +379,40 @@ u = _remote_debugging.RemoteUnwinder(int(sys.argv[1]), all_threads=True, cache_f
 u.get_stack_trace()
 print("ready", flush=True)
 end = time.time() + float(sys.argv[2])
+n, shown = 0, time.time()
 while time.time() < end:
     try:
         u.get_stack_trace()
+        n += 1
     except Exception:
         pass
+    if time.time() - shown > 0.2:
+        print(n, flush=True)
+        shown = time.time()
 """
+
+
+class ReadCount:
+    """How many stacks an UNWINDER_LOOP process has read so far: the last
+    count it printed (its lines are taken as they come, so that its pipe
+    never fills)."""
+
+    def __init__(self, proc):
+        self.proc, self.buf, self.n = proc, b"", 0
+
+    def __call__(self):
+        import select
+        fd = self.proc.stdout.fileno()
+        while select.select([fd], [], [], 0)[0]:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            self.buf += chunk
+        *lines, self.buf = self.buf.split(b"\n")
+        for line in lines:
+            if line.strip().isdigit():
+                self.n = int(line)
+        return self.n
 
 
 @pytest.mark.parametrize("writer", ["alone", "unwinder", "profiler"])
@@ -401,16 +429,19 @@ def test_beside_another_profiler(spawn, reference_profiler, writer):
     # Both run until the test kills them (the profiler's start, imports and
     # attach, can take a loaded machine longer than one run).
     p = start(spawn, target, "leaf", 600, 2000)
+    reads_done = lambda: 0
     if writer == "unwinder":
         w = spawn(target.argv + ["-c", UNWINDER_LOOP, str(p.pid), "600"],
                   stdout=subprocess.PIPE)
         wait_ready(w)
+        reads_done = ReadCount(w)
     elif writer == "profiler":
         w = spawn(target.argv + ["-m", "profiling.sampling", "attach", "-r", "10khz",
                                  "-d", "600", "--collapsed", "-o", "/dev/null",
                                  str(p.pid)], stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
+    deadline, last = time.monotonic() + 60, time.monotonic() + 240
     samples = []
+    before = reads_done()
     while True:
         more, stats = stream_run(p.pid, seconds)
         samples += more
@@ -418,10 +449,16 @@ def test_beside_another_profiler(spawn, reference_profiler, writer):
         assert m, stats
         others, walks = map(int, m.groups())
         # A run before the other writer was at work (or while a loaded
-        # machine gave it no CPU) is one with no other writer.
-        if writer == "alone" or others or time.monotonic() > deadline:
+        # machine gave it no CPU) is one with no other writer: the
+        # unwinder must have read (and so written) a hundred times.
+        now = time.monotonic()
+        written = writer != "unwinder" or reads_done() - before >= 100
+        if writer == "alone" or others or (now > deadline and written) or now > last:
             break
         assert w.poll() is None, f"the {writer} ended"
+    if not others and writer == "unwinder" and reads_done() - before < 100:
+        pytest.skip(f"the unwinder read the target {reads_done() - before} times in "
+                    "240 s (no CPU for it, or its reads failed)")
     src = WORKLOAD.read_text().splitlines()
     leaf_line = {t: 1 + next(i for i, l in enumerate(src) if f"LEAF-{t.upper()}" in l)
                  for t in "cd"}

@@ -5,6 +5,7 @@ counters show the cache at work. Samples come in time order from
 tests/tools/sample_stream, which drives the library directly."""
 import os
 import re
+import select
 import subprocess
 import time
 from pathlib import Path
@@ -401,7 +402,6 @@ class ReadCount:
         self.proc, self.buf, self.n = proc, b"", 0
 
     def __call__(self):
-        import select
         fd = self.proc.stdout.fileno()
         while select.select([fd], [], [], 0)[0]:
             chunk = os.read(fd, 65536)

@@ -865,7 +865,10 @@ def test_run_duration_ends_child(work, strobes, tmp_path):
     left = wait_session_empty(s.pid, 5)
     assert not left, f"processes left after run -d: {left}"
     assert_wrote(s, summary, out)
-    pstats_by_name(load_pstats(out), "spin")
+    # The program's own frames are in it; not necessarily spin(): on a
+    # loaded machine the child may spend the whole second importing.
+    funcs = load_pstats(out)
+    assert any(Path(k[0]).name == "modes.py" for k in funcs), sorted(funcs)
 
 
 def test_run_python3_from_path(pystrobe, strobes, tmp_path):

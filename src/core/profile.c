@@ -3,10 +3,16 @@
  * below them, frames from the outermost call inward.
  *
  * Frames are stored once, in a frame table keyed by their identity (the
- * strings' addresses, lineno, firstlineno, kind: the session interns every
+ * strings' addresses, lineno, firstlineno, kind: a session interns every
  * name, so equal names have equal addresses), and a node names its frame by
- * id: a node is its parent, its frame id, its two child links and its two
- * counts, 32 bytes. A child is found by a hash on (parent id, frame id), so
+ * id. Frames may come from several sessions (a program and the one it
+ * exec'd), each with its own addresses for the same names: a frame met under
+ * new addresses is looked up by its names' text (the first address met with
+ * a text stands for it), and its addresses are remembered as an alias of the
+ * frame found, so that the profile holds one frame, one node, per identity
+ * whatever its feeders; its frames carry those first addresses only. A
+ * node is its parent, its frame id, its two child links and its two counts,
+ * 32 bytes. A child is found by a hash on (parent id, frame id), so
  * adding a stack of depth d costs d lookups and allocates only for stacks
  * never seen before.
  *
@@ -78,6 +84,12 @@ struct thread_entry {
     uint64_t thread;
 };
 
+/* A frame met under other addresses of its names than the frame table's. */
+struct alias {
+    struct pys_frame f;
+    uint32_t id; /* the frame it is */
+};
+
 struct pys_profile {
     struct pys_profile_node *nodes;
     size_t n, cap;
@@ -87,6 +99,12 @@ struct pys_profile {
     size_t n_frames, cap_frames;
     struct util_htab frame_index; /* frame ids 1..n_frames-1 by identity */
     uint32_t fold_frame;          /* the PYS_FRAME_FOLDED marker's id */
+    const char **names;           /* names[1..n_names-1]: the first address of each text */
+    size_t n_names, cap_names;
+    struct util_htab name_index; /* their ids, by text */
+    struct alias *aliases;       /* aliases[1..n_aliases-1] */
+    size_t n_aliases, cap_aliases;
+    struct util_htab alias_index; /* their ids, by identity */
 
     struct thread_entry *threads; /* in node order */
     size_t n_threads, cap_threads;
@@ -235,18 +253,83 @@ static uint64_t frame_hash_at(const void *ctx, uint32_t id)
     return frame_hash(&p->frames[id]);
 }
 
-/* The id of frame f in the table, added if new (as room allows). 0 and the
- * id, 1 if there is no room, or PYS_E_NOMEM. */
-static int frame_id(pys_profile *p, const struct pys_frame *f, enum room room, uint32_t *out)
+/* The id of frame f in the table by its names' addresses, or 0. */
+static uint32_t frame_find(const pys_profile *p, const struct pys_frame *f, uint64_t h)
 {
-    uint64_t h = frame_hash(f);
     uint32_t id;
     for (size_t j = util_htab_first(&p->frame_index, h); (id = p->frame_index.slot[j]);
          j = util_htab_next(&p->frame_index, j))
-        if (same_frame(&p->frames[id], f)) {
-            *out = id;
-            return 0;
-        }
+        if (same_frame(&p->frames[id], f))
+            return id;
+    return 0;
+}
+
+/* The id of the frame f is an alias of, or 0. */
+static uint32_t alias_find(const pys_profile *p, const struct pys_frame *f, uint64_t h)
+{
+    uint32_t id;
+    if (!p->alias_index.cap)
+        return 0;
+    for (size_t j = util_htab_first(&p->alias_index, h); (id = p->alias_index.slot[j]);
+         j = util_htab_next(&p->alias_index, j))
+        if (same_frame(&p->aliases[id].f, f))
+            return p->aliases[id].id;
+    return 0;
+}
+
+static uint64_t name_hash_at(const void *ctx, uint32_t id)
+{
+    const char *s = ((const pys_profile *)ctx)->names[id];
+    return util_hash_bytes(s, strlen(s));
+}
+
+static uint64_t alias_hash_at(const void *ctx, uint32_t id)
+{
+    return frame_hash(&((const pys_profile *)ctx)->aliases[id].f);
+}
+
+/* Make room for one more entry of an array of *cap elements holding ids
+ * 1..n-1, and in its index: 0, or nonzero if the bound (or memory) has none. */
+static int table_room(pys_profile *p, void **v, size_t *cap, size_t n, size_t elem,
+                      struct util_htab *index, util_htab_hash_fn hash_at, enum room room)
+{
+    if (n >= *cap) {
+        size_t ncap = grown_cap(p, *cap, elem, room);
+        if (!ncap || resize(p, v, *cap, ncap, elem) < 0)
+            return 1;
+        *cap = ncap;
+    }
+    return index_room(p, index, n, room, hash_at);
+}
+
+/* The address that stands for name's text in the profile: the first met with
+ * it. A name met for the first time is recorded, as room allows (past the
+ * bound a new text stands for itself). */
+static const char *name_of(pys_profile *p, const char *name, enum room room)
+{
+    if (!name)
+        return NULL;
+    uint64_t h = util_hash_bytes(name, strlen(name));
+    uint32_t id;
+    if (p->name_index.cap)
+        for (size_t j = util_htab_first(&p->name_index, h); (id = p->name_index.slot[j]);
+             j = util_htab_next(&p->name_index, j))
+            if (p->names[id] == name || strcmp(p->names[id], name) == 0)
+                return p->names[id];
+    if (table_room(p, (void **)&p->names, &p->cap_names, p->n_names, sizeof *p->names,
+                   &p->name_index, name_hash_at, room))
+        return name;
+    id = (uint32_t)p->n_names++;
+    p->names[id] = name;
+    util_htab_set(&p->name_index, util_htab_free_slot(&p->name_index, h), id);
+    return name;
+}
+
+/* Add frame f (hash h) to the table: 0 and its id, 1 if there is no room,
+ * or PYS_E_NOMEM. */
+static int frame_add(pys_profile *p, const struct pys_frame *f, uint64_t h, enum room room,
+                     uint32_t *out)
+{
     if (p->n_frames >= PROFILE_MAX_FRAMES || !fits(p, 0, room))
         return 1;
     if (p->n_frames == p->cap_frames) {
@@ -261,10 +344,39 @@ static int frame_id(pys_profile *p, const struct pys_frame *f, enum room room, u
     int rc = index_room(p, &p->frame_index, p->n_frames, room, frame_hash_at);
     if (rc)
         return rc;
-    id = (uint32_t)p->n_frames++;
+    uint32_t id = (uint32_t)p->n_frames++;
     p->frames[id] = *f;
     util_htab_set(&p->frame_index, util_htab_free_slot(&p->frame_index, h), id);
     *out = id;
+    return 0;
+}
+
+/* The id of frame f in the table, added if new (as room allows). 0 and the
+ * id, 1 if there is no room, or PYS_E_NOMEM. */
+static int frame_id(pys_profile *p, const struct pys_frame *f, enum room room, uint32_t *out)
+{
+    uint64_t h = frame_hash(f);
+    if ((*out = frame_find(p, f, h)) || (*out = alias_find(p, f, h)))
+        return 0;
+    /* Not met under these addresses: the frame of the same names' first
+     * addresses, if there is one, is this frame. */
+    struct pys_frame c = *f;
+    c.filename = name_of(p, f->filename, room);
+    c.qualname = name_of(p, f->qualname, room);
+    if (c.filename == f->filename && c.qualname == f->qualname)
+        return frame_add(p, f, h, room, out);
+    uint64_t hc = frame_hash(&c);
+    int rc = 0;
+    if (!(*out = frame_find(p, &c, hc)) && (rc = frame_add(p, &c, hc, room, out)) != 0)
+        return rc;
+    /* Remembered so that the next lookup of f is one probe; without room it
+     * takes this way again, to the same frame. */
+    if (table_room(p, (void **)&p->aliases, &p->cap_aliases, p->n_aliases, sizeof *p->aliases,
+                   &p->alias_index, alias_hash_at, room) == 0) {
+        uint32_t a = (uint32_t)p->n_aliases++;
+        p->aliases[a] = (struct alias){*f, *out};
+        util_htab_set(&p->alias_index, util_htab_free_slot(&p->alias_index, h), a);
+    }
     return 0;
 }
 
@@ -323,6 +435,8 @@ pys_profile *pys_profile_new(void)
     p->bytes += p->cap * sizeof *p->nodes + p->cap_frames * sizeof *p->frames;
     p->n = 1;
     p->n_frames = 1;
+    p->n_names = 1;
+    p->n_aliases = 1;
     if (index_room(p, &p->index, p->n, ROOM_ALWAYS, node_hash_at) < 0 ||
         index_room(p, &p->frame_index, p->n_frames, ROOM_ALWAYS, frame_hash_at) < 0 ||
         frame_id(p, &FOLD_FRAME, ROOM_ALWAYS, &id) != 0)
@@ -344,6 +458,10 @@ void pys_profile_free(pys_profile *p)
     util_htab_release(&p->index);
     free(p->frames);
     util_htab_release(&p->frame_index);
+    free(p->names);
+    util_htab_release(&p->name_index);
+    free(p->aliases);
+    util_htab_release(&p->alias_index);
     free(p->threads);
     for (size_t i = 1; i <= p->n_last; i++) {
         free(p->last[i].fids);

@@ -310,6 +310,67 @@ static void test_frames_are_interned_once(void **state)
     pys_profile_free(p);
 }
 
+/* The same frames with their names at other addresses (another session's:
+ * a program and the one it exec'd feed one profile) are the same frames and
+ * nodes, which carry the names' first addresses; a new frame met first
+ * under the other addresses takes the first addresses too. */
+static void test_frames_of_another_feeder(void **state)
+{
+    (void)state;
+    pys_profile *p = pys_profile_new();
+    assert_non_null(p);
+    struct pys_frame a[3] = {frame(3, 1), frame(2, 1), frame(0, 1)};
+    struct pys_frame b[3], c[3];
+    char *copies[6];
+    for (int i = 0; i < 3; i++) {
+        b[i] = a[i];
+        b[i].filename = copies[2 * i] = strdup(a[i].filename);
+        b[i].qualname = copies[2 * i + 1] = strdup(a[i].qualname);
+        assert_non_null(copies[2 * i]);
+        assert_non_null(copies[2 * i + 1]);
+        c[i] = b[i];
+    }
+    c[0].lineno = 2; /* leaf:2, met under the copies' addresses only */
+    assert_int_equal(pys_profile_add(p, 1, a, 3, 1), 0);
+    assert_int_equal(pys_profile_add(p, 1, b, 3, 2), 0);
+    assert_int_equal(pys_profile_add(p, 1, b, 3, 4), 0); /* the copies known now */
+    assert_int_equal(pys_profile_add(p, 2, b, 3, 8), 0); /* a thread that met only them */
+    assert_int_equal(pys_profile_add(p, 1, c, 3, 16), 0);
+    assert_int_equal(pys_profile_add(p, 1, a, 3, 32), 0);
+
+    uint32_t ids[4] = {0};
+    size_t frame_nodes = 0, distinct = 0;
+    uint64_t leaf1_self = 0;
+    for (uint32_t id = 1; id < pys_profile_nodes(p); id++) {
+        const struct pys_profile_node *nd = pys_profile_node(p, id);
+        if (pys_profile_is_thread(p, id))
+            continue;
+        const struct pys_frame *fr = pys_profile_frame(p, nd->frame);
+        assert_non_null(fr);
+        frame_nodes++;
+        int name = fr->firstlineno - 1;
+        assert_ptr_equal(fr->qualname, funcs[name]);
+        assert_ptr_equal(fr->filename, files[name]);
+        size_t k;
+        for (k = 0; k < distinct && ids[k] != nd->frame; k++)
+            ;
+        if (k == distinct) {
+            assert_true(distinct < 4);
+            ids[distinct++] = nd->frame;
+        }
+        if (name == 3 && fr->lineno == 1 && pys_profile_thread(p, id) == 1)
+            leaf1_self = nd->self;
+    }
+    /* main:1, work:1, leaf:1, leaf:2; thread 1's three nodes and leaf:2's,
+     * thread 2's three. */
+    assert_int_equal(distinct, 4);
+    assert_int_equal(frame_nodes, 3 + 1 + 3);
+    assert_int_equal(leaf1_self, 1 + 2 + 4 + 32);
+    pys_profile_free(p);
+    for (int i = 0; i < 6; i++)
+        free(copies[i]);
+}
+
 /* Per node, the trie of many distinct stacks costs its node and a share of
  * the lookup table, not a frame. */
 static void test_memory_per_node(void **state)
@@ -632,6 +693,7 @@ int main(void)
         cmocka_unit_test(test_peek_between_additions),
         cmocka_unit_test(test_repeats_and_interleaving),
         cmocka_unit_test(test_frames_are_interned_once),
+        cmocka_unit_test(test_frames_of_another_feeder),
         cmocka_unit_test(test_memory_per_node),
         cmocka_unit_test(test_folds_past_a_tiny_bound),
         cmocka_unit_test(test_folds_into_the_thread_with_no_room),

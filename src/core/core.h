@@ -725,6 +725,11 @@ int prof_thread_stopped(struct pys_session *s, const struct pys_thread *pt);
  * (failed; at most once a millisecond) and at least every 100 ms: 0, or
  * PYS_E_EXEC (from then on always) or PYS_E_EXITED, the detail in s->err. */
 int prof_exec_check(struct pys_session *s, int failed);
+/* Did the process exec after prof_process_open, before the attach found
+ * its runtime (a program started through chroot, a shell or a launcher)?
+ * The attach is then of the new program, while the program's handle is of
+ * the old one: prof_exec_check would take it for an exec later. */
+int prof_exec_during_attach(struct pys_session *s);
 
 /* Find and validate the runtime of s->pid; fills off, sym, runtime,
  * image_path. Detail of a failure in s->err. */

@@ -77,6 +77,11 @@ int prof_thread_stopped(struct pys_session *s, const struct pys_thread *pt)
     return state == 'T' || state == 't';
 }
 
+int prof_exec_during_attach(struct pys_session *s)
+{
+    return s->have_program && plat_program_same(&s->program, s->runtime) == 0;
+}
+
 int prof_exec_check(struct pys_session *s, int failed)
 {
     if (s->exec_seen)

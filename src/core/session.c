@@ -19,10 +19,22 @@ int prof_fail(struct pys_session *s, int code, const char *fmt, ...)
     return code;
 }
 
+/* Attaches made when the process exec'd during one, before giving up on
+ * telling its exec from later ones. */
+#define ATTACH_TRIES 3
+
 int pys_session_attach(pys_session **out, int pid, const struct pys_options *opt, char *errtext,
                        size_t errlen)
 {
-    return prof_session_open(out, pid, NULL, NULL, opt, errtext, errlen);
+    for (int tries = 1;; tries++) {
+        int rc = prof_session_open(out, pid, NULL, NULL, opt, errtext, errlen);
+        if (rc != 0 || tries == ATTACH_TRIES || !prof_exec_during_attach(*out))
+            return rc;
+        /* The new program, attached with the old one's handle: again, with
+         * a handle taken before its runtime is looked for. */
+        pys_session_free(*out);
+        *out = NULL;
+    }
 }
 
 int pys_session_attach_image(pys_session **out, const char *path, const struct pys_options *opt,

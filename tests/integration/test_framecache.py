@@ -304,15 +304,17 @@ def test_unwinding_stack_seldom_fails(pystrobe, spawn, target15, tmp_path):
     m = re.search(r"Failed samples: (\d+) \(([\d.]+)%\)", stats)
     m2 = re.search(r"frame cache: +(\d+) full hits, (\d+) partial hits", stats)
     assert m and m2, stats
-    # At 10 kHz the anchor is mostly where the last sample left it and the
-    # cache is used throughout; a build that samples slower (the sanitizers,
-    # a loaded machine) sees it move between samples, and the cache may rest
-    # (snapshot.c, fcache_on): its walks are then the plain ones.
-    # A share of the samples, not a count: the sanitizers on a loaded
-    # machine take a few thousand samples in the run, not twenty thousand.
+    # The cache serves most walks, as full hits (the anchor where the last
+    # sample left it, or caught returning to it) or partial ones (it moved):
+    # how many of each depends on how far the target ran between samples,
+    # which load and the sanitizers change. A build that samples slowly may
+    # see the cache rest (snapshot.c, fcache_on): its walks are then the
+    # plain ones. A share of the samples, not a count: the sanitizers on a
+    # loaded machine take a few thousand samples in the run.
     n = re.search(r"Captured (\d+) samples", stats)
     assert n, stats
-    assert int(m2.group(2)) > int(n.group(1)) // 10 or "frame cache rests" in stats, stats
+    hits = int(m2.group(1)) + int(m2.group(2))
+    assert hits > int(n.group(1)) // 2 or "frame cache rests" in stats, stats
     assert float(m.group(2)) < 1.0, stats
 
 

@@ -402,19 +402,12 @@ int prof_torn_deferred(struct pys_session *s, const struct prof_put_off **torn);
  * stack (a generator that yielded between the copy of the thread state and
  * that of its frame) can start again from the frame the thread state's
  * second copy, made last in the same batch, names as current: one read
- * after every frame's first and second copies (objframes.c asks for it).
- * Its chain goes through the same checks, against the same second copies,
- * its top's position too (prof_walk.later_top). 1 if cur now starts there;
+ * after every frame's first and second copies. Its chain goes through the
+ * same checks, against the same second copies, its top's position too
+ * (prof_walk.later_top). 1 if cur now starts there;
  * 0 when the top was on the data stack (its thread is read again), a read
  * came after the batch, the batch has no such copy, or it names the same
- * frame. From 3.13 only. 3.11-3.12's current frame word lies in a
- * _PyCFrame on the C stack, which each return from a C-level call of the
- * evaluation loop pops and the next call pushes at the same address: a
- * later copy of it can be a dead one's, naming a frame that was not then
- * the top. 3.8-3.10 read a torn thread again after a random wait
- * (snapshot.c, retry_spread), a moment drawn afresh; a restart is kept
- * mostly where the top sits in a call (later_top_kept), and in a run of
- * coroutines that made their profile lean (bench/MECHANISMS.md).
+ * frame.
  */
 int prof_torn_later_top(struct pys_session *s, const struct prof_walk *w, struct cpy_thread *cur);
 

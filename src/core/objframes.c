@@ -20,10 +20,7 @@
  * The batch reads them, with the thread states' current frames, after its
  * other spans and copies them again before its other second copies
  * (mem_inner_hint): the two copies of a walk's frames are then the fewest
- * microseconds apart, which is what a walk checked by them must last. From
- * 3.13 the current frame word is copied again after the frames' second
- * copies: a walk whose top moved on meanwhile starts again from the top it
- * names then.
+ * microseconds apart, which is what a walk checked by them must last.
  *
  * From 3.11 a pipeline of generators is such a stack: each resume is a
  * call, and its frames are read one by one, outside the data stack. The
@@ -129,16 +126,8 @@ void prof_objframes_note(struct pys_session *s, const struct cpy_thread *t,
         any = kept(s, &raw[i]);
     if (!any)
         return;
-    if (s->off.traits.frames != CPY_FRAMES_CFRAME) {
-        uint64_t word = t->addr + s->off.thread_state.current_frame;
-        mem_inner_hint(&s->mem, word);
-        /* 3.13+: and copied again after the frames' second copies: a walk
-         * whose top moved on while the batch was read starts again from
-         * the top that copy names, on the same copies
-         * (prof_torn_later_top), instead of being read again. */
-        if (s->off.traits.frames == CPY_FRAMES_DIRECT)
-            mem_recheck_hint(&s->mem, word, 8);
-    }
+    if (s->off.traits.frames != CPY_FRAMES_CFRAME)
+        mem_inner_hint(&s->mem, t->addr + s->off.thread_state.current_frame);
     /* Once every frame kept was met by this snapshot, the others it meets
      * (a deep stack's lower frames, many threads') are left to the batch's
      * plain replay: at most PROF_OBJFRAMES looks for the oldest each. */

@@ -1758,15 +1758,17 @@ static void test_heap_top_settled(void **state)
  * suspended, its caller unlinked (and not inferred: no_infer), and starts
  * again from the top the batch's second copy of that word names, B's, on
  * the same copies: B's stack (the bottom part of A's) with no read of its
- * own (without that second copy, before 3.15's frame cache asked for it,
- * the thread was read again). Every switch gives A's stack, B's, or fails.
+ * own where the batch has that copy (3.15 with its frame cache); else the
+ * thread is read again (the reads printed; 3.13, 3.14 and 3.15 without the
+ * cache: bench/MECHANISMS.md, 2026-11-29, heap33). Every switch gives A's
+ * stack, B's, or fails.
  */
 static void test_later_top(void **state)
 {
     (void)state;
     static const char *const versions[] = {"3.13", "3.14", "3.15"};
     use_program(HEAP, "heap");
-    uint64_t mixes = 0, reread = 0;
+    uint64_t mixes = 0, not_b = 0;
     for (size_t v = 0; v < sizeof versions / sizeof *versions; v++) {
         uint64_t fr[2], cur, prev;
         struct pair p;
@@ -1786,7 +1788,7 @@ static void test_later_top(void **state)
         print_message("heap %s, switched after the current frame's first copy: %d, %llu reads "
                       "of %llu\n",
                       versions[v], res, (unsigned long long)reads, (unsigned long long)total);
-        reread += res != -3 || reads != total;
+        not_b += res != -3;
         struct tally t;
         memset(&t, 0, sizeof t);
         for (uint64_t n1 = 0; n1 <= total; n1++) {
@@ -1802,7 +1804,7 @@ static void test_later_top(void **state)
     }
     use_program(ABA, "aba");
     assert_int_equal(mixes, 0);
-    assert_int_equal(reread, 0);
+    assert_int_equal(not_b, 0);
 }
 
 /*

@@ -348,16 +348,19 @@ _NUM = r"([\d,]+(?:\.\d+)?)"
 
 
 def parse_summary(text, which="pystrobe"):
-    """{samples, failed_pct} from a profiler's end summary (None if absent)."""
+    """{samples, failed_pct, reread_pct} from a profiler's end summary (None
+    if absent; reread_pct: pystrobe's stacks read again, changed while read)."""
     def num(pattern):
         m = re.search(pattern, text)
         return float(m.group(1).replace(",", "")) if m else None
     samples = num(r"Captured " + _NUM + r" samples?")
+    reread = None
     if which == "pystrobe":
         failed = num(r"Failed samples: [\d,]+ \(" + _NUM + r"%\)")
+        reread = num(r"Re-read stacks: [\d,]+ of [\d,]+ \(" + _NUM + r"%\)")
     else:
         failed = num(r"Error rate: " + _NUM)
-    return {"samples": samples, "failed_pct": failed}
+    return {"samples": samples, "failed_pct": failed, "reread_pct": reread}
 
 
 def profile_pystrobe(pystrobe, pid, seconds, out, rate="1000", extra=()):

@@ -116,9 +116,12 @@ def run_one(args, target, workload, pystrobe, use_ref, tmp):
         prof = halves[0][0] + halves[1][0]
         samples = [h[1].get("samples") or 0 for h in halves]
         failed = [h[1].get("failed_pct") for h in halves]
+        reread = [h[1].get("reread_pct") for h in halves]
         summ = {"samples": sum(samples),
                 "failed_pct": None if None in failed else
-                sum(f * n for f, n in zip(failed, samples)) / max(1, sum(samples))}
+                sum(f * n for f, n in zip(failed, samples)) / max(1, sum(samples)),
+                "reread_pct": None if None in reread else
+                sum(f * n for f, n in zip(reread, samples)) / max(1, sum(samples))}
         c = oracle.compare(list(truth.items()), list(oracle.counter_items(prof)), validator)
         c["summary"] = summ
         a, _, na, _ = oracle.distributions(oracle.counter_items(halves[0][0]), validator)

@@ -1662,6 +1662,35 @@ static void test_heap_batch_order(void **state)
 }
 
 /*
+ * heap.py's pair of moments for a top that yields, for `version`: A, its
+ * generator pipeline; B, the moment its top generator has just yielded
+ * (the thread's current frame is the caller, the top's caller word
+ * cleared, the caller not yet run on: image A so doctored). fr: the
+ * addresses of A's top frame and its caller; *cur, of the word naming
+ * the thread's current frame; *prev, the caller word's offset in a frame.
+ */
+static void pair_load_yielded(struct pair *p, const char *version, uint64_t fr[2], uint64_t *cur,
+                              uint64_t *prev)
+{
+    uint64_t zero = 0;
+    heap_frames(version, 0, fr, 2, cur, prev);
+    pair_load(p, PROGRAM, version);
+    char path[512], err[512];
+    image_path(path, sizeof path, version, 0);
+    prof_image_free(p->im[1]);
+    free(p->orig[1]);
+    assert_int_equal(prof_image_load_file(path, &p->im[1], err, sizeof err), 0);
+    struct mem_image mi;
+    mem_image_init(&mi, p->im[1]->regions, p->im[1]->nregions);
+    assert_int_equal(mi.base.ops->write(&mi.base, fr[0] + *prev, &zero, 8), 0);
+    assert_int_equal(mi.base.ops->write(&mi.base, *cur, &fr[1], 8), 0);
+    size_t len = p->im[1]->npages * MEM_PAGE_SIZE;
+    p->orig[1] = malloc(len ? len : 1);
+    assert_non_null(p->orig[1]);
+    memcpy(p->orig[1], p->im[1]->bytes, len);
+}
+
+/*
  * The top frame's exemption (torn.c, top_settled): heap.py's generator
  * pipeline (A), and the moment its top generator has just yielded (B: the
  * thread's current frame is the caller, the top's caller word cleared,
@@ -1679,24 +1708,9 @@ static void test_heap_top_settled(void **state)
     use_program(HEAP, "heap");
     uint64_t mixes = 0, late = 0;
     for (size_t v = 0; v < NHEAP; v++) {
-        uint64_t fr[2], cur, prev, zero = 0;
-        heap_frames(HEAP_VERSIONS[v], 0, fr, 2, &cur, &prev);
+        uint64_t fr[2], cur, prev;
         struct pair p;
-        pair_load(&p, PROGRAM, HEAP_VERSIONS[v]);
-        /* B: A doctored. */
-        char path[512], err[512];
-        image_path(path, sizeof path, HEAP_VERSIONS[v], 0);
-        prof_image_free(p.im[1]);
-        free(p.orig[1]);
-        assert_int_equal(prof_image_load_file(path, &p.im[1], err, sizeof err), 0);
-        struct mem_image mi;
-        mem_image_init(&mi, p.im[1]->regions, p.im[1]->nregions);
-        assert_int_equal(mi.base.ops->write(&mi.base, fr[0] + prev, &zero, 8), 0);
-        assert_int_equal(mi.base.ops->write(&mi.base, cur, &fr[1], 8), 0);
-        size_t len = p.im[1]->npages * MEM_PAGE_SIZE;
-        p.orig[1] = malloc(len ? len : 1);
-        assert_non_null(p.orig[1]);
-        memcpy(p.orig[1], p.im[1]->bytes, len);
+        pair_load_yielded(&p, HEAP_VERSIONS[v], fr, &cur, &prev);
         struct run r;
         memset(&r, 0, sizeof r);
         r.warm = 2;
@@ -1733,6 +1747,64 @@ static void test_heap_top_settled(void **state)
     use_program(ABA, "aba");
     assert_int_equal(mixes, 0);
     assert_int_equal(late, 0);
+}
+
+/*
+ * A top that moved on while the batch was read (torn.c,
+ * prof_torn_later_top), 3.13+ (the thread state names its current frame
+ * itself): heap.py's pipeline at A and just after its top yielded (B,
+ * pair_load_yielded), the batch's reads from just after its first copy
+ * of the current frame word served at B. The walk from A's top finds it
+ * suspended, its caller unlinked (and not inferred: no_infer), and starts
+ * again from the top the batch's second copy of that word names, B's, on
+ * the same copies: B's stack (the bottom part of A's) with no read of its
+ * own where the batch has that copy (3.15 with its frame cache); else the
+ * thread is read again (the reads printed; 3.13, 3.14 and 3.15 without the
+ * cache: bench/MECHANISMS.md, 2026-11-29, heap33). Every switch gives A's
+ * stack, B's, or fails.
+ */
+static void test_later_top(void **state)
+{
+    (void)state;
+    static const char *const versions[] = {"3.13", "3.14", "3.15"};
+    use_program(HEAP, "heap");
+    uint64_t mixes = 0, not_b = 0;
+    for (size_t v = 0; v < sizeof versions / sizeof *versions; v++) {
+        uint64_t fr[2], cur, prev;
+        struct pair p;
+        pair_load_yielded(&p, versions[v], fr, &cur, &prev);
+        struct run r;
+        memset(&r, 0, sizeof r);
+        r.warm = 2;
+        r.capture = 1;
+        r.no_infer = 1;
+        uint64_t total, reads;
+        assert_int_equal(run_once(&p, &r, UINT64_MAX, UINT64_MAX, &total, 0), 0);
+        uint64_t pos = cap_pos(cur, 0), top = cap_pos(fr[0] + prev, 0);
+        assert_true(pos != UINT64_MAX && top != UINT64_MAX && pos < top);
+        uint64_t after = run_cap_base + (pos >> 32) + 1;
+        r.capture = 0;
+        int res = run_once(&p, &r, after, UINT64_MAX, &reads, 0);
+        print_message("heap %s, switched after the current frame's first copy: %d, %llu reads "
+                      "of %llu\n",
+                      versions[v], res, (unsigned long long)reads, (unsigned long long)total);
+        not_b += res != -3;
+        struct tally t;
+        memset(&t, 0, sizeof t);
+        for (uint64_t n1 = 0; n1 <= total; n1++) {
+            res = run_once(&p, &r, n1, UINT64_MAX, &reads, 0);
+            tally_add(&t, res, reads, total);
+            if (res == -1) {
+                report_mix(versions[v], &r, 0, n1, UINT64_MAX, total, &p);
+                mixes++;
+            }
+        }
+        tally_print("one switch ", &t);
+        pair_free(&p);
+    }
+    use_program(ABA, "aba");
+    assert_int_equal(mixes, 0);
+    assert_int_equal(not_b, 0);
 }
 
 /*
@@ -2234,6 +2306,7 @@ int main(void)
         cmocka_unit_test(test_heap_reread),
         cmocka_unit_test(test_heap_batch_order),
         cmocka_unit_test(test_heap_top_settled),
+        cmocka_unit_test(test_later_top),
         cmocka_unit_test(test_thread_start),
         cmocka_unit_test(test_resumed_midway),
         cmocka_unit_test(test_code_reused),

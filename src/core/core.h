@@ -345,6 +345,7 @@ int prof_objframes_caller(void *ctx, uint64_t frame, uint64_t code, uint64_t *ca
 /* A walk whose second read is put off to the snapshot's end. */
 struct prof_put_off {
     size_t ti, ni, first, n; /* thread, interpreter (by position), its words */
+    size_t log_at;           /* where its reads start in mem's log (mem_log_marked) */
 };
 
 /* What torn.c keeps: its scratch, and the second reads put off. */

@@ -684,7 +684,8 @@ static int put_off(struct pys_session *s, size_t ti, size_t ni, const struct cpy
         tn->chk_vals[tn->nchk].kind = CHK_WORD;
         tn->chk_vals[tn->nchk++].want = s->off.traits.executing;
     }
-    tn->chk_walks[tn->nchk_walks++] = (struct prof_put_off){ti, ni, first, tn->nchk - first};
+    tn->chk_walks[tn->nchk_walks++] =
+        (struct prof_put_off){ti, ni, first, tn->nchk - first, mem_log_marked(&s->mem)};
     return 0;
 }
 

@@ -345,6 +345,7 @@ int prof_objframes_caller(void *ctx, uint64_t frame, uint64_t code, uint64_t *ca
 /* A walk whose second read is put off to the snapshot's end. */
 struct prof_put_off {
     size_t ti, ni, first, n; /* thread, interpreter (by position), its words */
+    size_t log_at;           /* where its reads start in mem's log (mem_log_marked) */
 };
 
 /* What torn.c keeps: its scratch, and the second reads put off. */
@@ -433,10 +434,6 @@ int prof_torn_whole(struct pys_session *s, const struct prof_walk *w, const stru
  */
 int prof_torn_ask_own_copy(struct pys_session *s, const struct cpy_thread *t);
 
-/* Did the last walk take the frame at top (fsize bytes) from the same copy
- * as the one at caller, below it? A copy is made upwards (a chunk is one
- * piece of one read), so top's bytes were read last. */
-int prof_torn_copied_after(const struct cpy_stack *st, uint64_t top, uint64_t caller, size_t fsize);
 /*
  * Check frames raw[from..k) of the last cpy_stack_walk_to against the second
  * copy it made (cpy_stack.after): each frame's code object, caller and

@@ -428,13 +428,15 @@ static int put_off_checks(struct pys_session *s)
         const struct prof_put_off *po = &torn[w];
         struct pys_thread *pt = &s->res.threads[po->ti];
         struct cpy_thread t;
-        /* 3.8-3.10: from a new batch (what the last thread read, the
-         * frames met lately, their second copies), not frame by frame,
-         * which takes the longer the deeper the stack. */
-        if (s->off.traits.frames == CPY_FRAMES_OBJECT) {
-            retry_spread(s);
-            mem_prefetch_retry(&s->mem);
-        }
+        /* From a new batch, as read_thread's retries: what the thread
+         * read (from its mark on), the frames met lately, their second
+         * copies, in one system call. Not frame by frame: a system call
+         * for each frame on the heap (generators', 3.8-3.10's frame
+         * objects), the more the deeper the stack. */
+        retry_spread(s);
+        mem_log_mark_at(&s->mem, po->log_at);
+        mem_prefetch_retry(&s->mem);
+        retry_generation(s);
         mem_log_mark(&s->mem);
         struct mem_mark mark = mem_mark(&s->mem);
         /* Its walk was counted as a read: it is one that needed more. */

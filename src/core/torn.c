@@ -113,17 +113,6 @@ static int bottom_running(const struct pys_session *s, size_t from, size_t k, ui
            CPY_HAS(&s->off, interpreter_frame, executing) && k > from && last_prev == 0;
 }
 
-int prof_torn_copied_after(const struct cpy_stack *st, uint64_t top, uint64_t caller, size_t fsize)
-{
-    for (size_t i = 0; i < st->nchunks; i++) {
-        uint64_t a = st->chunks[i].addr;
-        size_t len = st->chunks[i].len;
-        if (caller >= a && caller < top && top - a <= len && fsize <= len - (top - a))
-            return 1;
-    }
-    return 0;
-}
-
 int prof_torn_own_copy(const struct cpy_offsets *o, const struct cpy_stack *st,
                        const struct cpy_raw_frame *raw, size_t from, size_t k, uint64_t last_prev,
                        int pos_k)
@@ -188,10 +177,10 @@ static int walk_one_moment(const struct pys_session *s, const struct prof_walk *
 /*
  * How many of the walk's top frames raw[0..n) need no second read: 1 when
  * the top frame is on the heap (a generator's, or 3.8-3.10's frame object)
- * and was copied after its caller (the same copy, or both from the batch,
- * the top's piece after the caller's: frames on the heap are read in chain
- * order, objframes.c), and the caller is checked against the same batch's
- * second copy. Its
+ * and was copied after its caller (both from the batch, the top's piece
+ * after the caller's: frames on the heap are read in chain order,
+ * objframes.c), and the caller is checked against the same batch's second
+ * copy. Its
  * bytes then show the top at the moment they were read, and its caller was
  * in place from before that moment until its second copy, a moment later:
  * the two were a stack at that moment, however the top has moved on since.
@@ -227,10 +216,7 @@ static size_t top_settled(const struct pys_session *s, const struct prof_walk *w
         return 0;
     size_t fsize = s->off.traits.frames == CPY_FRAMES_OBJECT ? cpy_frame_object_head(&s->off)
                                                              : (size_t)s->off.interpreter_frame.size;
-    return prof_torn_copied_after(&s->walker.stack, raw[0].addr, raw[1].addr, fsize) ||
-                   mem_batch_copied_after(&s->mem, raw[0].addr, fsize, raw[1].addr, fsize)
-               ? 1
-               : 0;
+    return mem_batch_copied_after(&s->mem, raw[0].addr, fsize, raw[1].addr, fsize) ? 1 : 0;
 }
 
 /*
@@ -698,7 +684,8 @@ static int put_off(struct pys_session *s, size_t ti, size_t ni, const struct cpy
         tn->chk_vals[tn->nchk].kind = CHK_WORD;
         tn->chk_vals[tn->nchk++].want = s->off.traits.executing;
     }
-    tn->chk_walks[tn->nchk_walks++] = (struct prof_put_off){ti, ni, first, tn->nchk - first};
+    tn->chk_walks[tn->nchk_walks++] =
+        (struct prof_put_off){ti, ni, first, tn->nchk - first, mem_log_marked(&s->mem)};
     return 0;
 }
 

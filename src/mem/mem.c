@@ -733,6 +733,16 @@ void mem_log_mark(struct mem *m)
     m->log_mark = m->nlog;
 }
 
+size_t mem_log_marked(const struct mem *m)
+{
+    return m->log_mark;
+}
+
+void mem_log_mark_at(struct mem *m, size_t at)
+{
+    m->log_mark = at < m->nlog ? at : m->nlog;
+}
+
 void mem_prefetch_hint(struct mem *m, uint64_t addr, size_t len)
 {
     int logging = m->logging;

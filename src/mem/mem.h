@@ -292,6 +292,11 @@ void mem_prefetch_retry(struct mem *m);
 /* Mark the start of a unit of reads (one thread's) that a retry may have
  * to make again; mem_prefetch_begin clears it. */
 void mem_log_mark(struct mem *m);
+/* Where the mark stands, and set it back there (within the same snapshot):
+ * a retry of a unit read before others then reads that unit's spans
+ * (and the later ones'), not only the last unit's. */
+size_t mem_log_marked(const struct mem *m);
+void mem_log_mark_at(struct mem *m, size_t at);
 
 /* Have the next mem_prefetch_begin read [addr, addr + len) too, as if the
  * last snapshot had read it. */

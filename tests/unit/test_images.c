@@ -601,6 +601,8 @@ static uint64_t run_cap_base;
 /* The longest the source's clock moved between two reads of run_once's
  * armed snapshot. */
 static uint64_t run_gap;
+/* The system calls run_once's armed snapshot made. */
+static uint64_t run_calls;
 
 struct tally {
     uint64_t got[2]; /* A's stack, B's */
@@ -671,7 +673,11 @@ static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t 
     w.capture = r->capture;
     w.at1 = at1;
     w.at2 = at2;
+    struct pys_stats st0, st1;
+    pys_session_stats(s, &st0);
     rc = pys_session_snapshot(s, &snap);
+    pys_session_stats(s, &st1);
+    run_calls = st1.mem_reads - st0.mem_reads;
     int res = 2;
     if (rc == 0 && snap->ninterps == 1 && snap->interps[0].nthreads == 1) {
         const struct pys_thread *t = &snap->interps[0].threads[0];
@@ -1603,6 +1609,54 @@ static void test_heap_reread(void **state)
     assert_int_equal(mixes, 0);
 }
 
+/*
+ * heap.py (3.11-3.15, the frame cache off), the program moving on to B at
+ * any read after the batch of a snapshot whose walks' checks are put off
+ * to its end (the batch taken as paused: the first of its kind). A thread
+ * whose walk is rejected there is read again from one new batch, as a
+ * retry is (snapshot.c, put_off_checks), not frame by frame, a system call
+ * for each heap frame: B's stack, in at most two system calls more (that
+ * batch, and a second read of the walk it gives) than a snapshot that
+ * reads B from its start makes (B's code objects are new to the session
+ * either way).
+ */
+static void test_heap_put_off_reread(void **state)
+{
+    (void)state;
+    use_program(HEAP, "heap");
+    for (size_t v = 0; v < NHEAP; v++) {
+        struct pair p;
+        pair_load(&p, PROGRAM, HEAP_VERSIONS[v]);
+        struct run r;
+        memset(&r, 0, sizeof r);
+        r.warm = 1;
+        r.timed = 1;
+        uint64_t total, reads, calls_b, most = 0, rejected = 0;
+        assert_int_equal(run_once(&p, &r, 0, UINT64_MAX, &reads, 0), 1);
+        calls_b = run_calls;
+        r.capture = 1;
+        assert_int_equal(run_once(&p, &r, UINT64_MAX, UINT64_MAX, &total, 0), 0);
+        r.capture = 0;
+        /* From the first read after the batch (its call the one of most
+         * pieces) on. */
+        for (uint64_t n1 = run_cap_base + run_ncap; n1 < total; n1++) {
+            if (run_once(&p, &r, n1, UINT64_MAX, &reads, 0) != 1 || reads <= total)
+                continue;
+            rejected++;
+            if (run_calls > most)
+                most = run_calls;
+        }
+        print_message("heap %s: %llu switches read B after a rejected walk, in at most %llu "
+                      "system calls (B from the start: %llu)\n",
+                      HEAP_VERSIONS[v], (unsigned long long)rejected, (unsigned long long)most,
+                      (unsigned long long)calls_b);
+        assert_true(rejected > 0);
+        assert_true(most <= calls_b + 2);
+        pair_free(&p);
+    }
+    use_program(ABA, "aba");
+}
+
 /* Where the batch (run_cap) copies the 8 bytes at addr the k-th time
  * (k = 0, 1): its piece and offset in one number, UINT64_MAX if not. */
 static uint64_t cap_pos(uint64_t addr, int k)
@@ -2304,6 +2358,7 @@ int main(void)
         cmocka_unit_test(test_heap_replay),
         cmocka_unit_test(test_heap_switch),
         cmocka_unit_test(test_heap_reread),
+        cmocka_unit_test(test_heap_put_off_reread),
         cmocka_unit_test(test_heap_batch_order),
         cmocka_unit_test(test_heap_top_settled),
         cmocka_unit_test(test_later_top),

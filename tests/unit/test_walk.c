@@ -436,37 +436,6 @@ static void test_walk_copy_budget(void **state)
     free(im);
 }
 
-/* The top frame counts as copied after its caller only when both come from
- * one chunk copy, the top above: not when the caller was read elsewhere. */
-static void test_walk_copied_after(void **state)
-{
-    (void)state;
-    struct image *im = malloc(sizeof *im);
-    struct cpy_raw_frame f[16];
-    uint8_t ts[4096];
-    struct cpy_thread t;
-    struct cpy_stack st;
-    build(im);
-    size_t fs = (size_t)im->o.interpreter_frame.size;
-    uint64_t lo = CHUNK + 24, hi = lo + 88;
-    put64(im, CHUNK + 8, CHUNK_SIZE);
-    put_frame(im, hi, lo, 5, 0);
-    put_frame(im, lo, A_FRAME(1), 4, 0);
-    put_current(im, CHUNK, hi);
-    memset(&st, 0, sizeof st);
-    assert_int_equal(cpy_thread_read(&im->mem, &im->o, &im->sym, A_TSTATE, ts, &t), 0);
-    assert_int_equal(cpy_stack_walk(&im->mem, &im->o, &t, &st, f, 16), 5);
-    assert_true(prof_torn_copied_after(&st, f[0].addr, f[1].addr, fs));
-    /* Below the copy, or the pair the other way round: no. */
-    assert_false(prof_torn_copied_after(&st, f[1].addr, f[2].addr, fs));
-    assert_false(prof_torn_copied_after(&st, f[1].addr, f[0].addr, fs));
-    /* A top frame that runs past the copy's end was read on its own. */
-    assert_false(prof_torn_copied_after(&st, f[0].addr, f[1].addr, fs + 8));
-    cpy_stack_release(&st);
-    mem_release(&im->mem);
-    free(im);
-}
-
 /* A walk to a stop in an older chunk copies the chunks down to that one
  * and no further: an even older chunk that cannot be read is never seen. */
 static void test_walk_to_older_chunk(void **state)
@@ -1068,7 +1037,7 @@ int main(void)
         cmocka_unit_test(test_walk_in_chunk),    cmocka_unit_test(test_walk_window),
         cmocka_unit_test(test_walk_to_older_chunk),
         cmocka_unit_test(test_walk_reads_ahead), cmocka_unit_test(test_walk_guesses_older),
-        cmocka_unit_test(test_walk_copied_after), cmocka_unit_test(test_walk_copy_budget),
+        cmocka_unit_test(test_walk_copy_budget),
         cmocka_unit_test(test_walk_to_second_copy),
         cmocka_unit_test(test_code_checks),
         cmocka_unit_test(test_code_rechecked),

@@ -30,6 +30,9 @@
 # inner <- outer <- main, gens-3.X-b.img at outer <- main, inner suspended).
 # "awaits" records tests/images/awaits.py under 3.12-3.15 (awaits-3.X-a.img
 # at take <- getter <- stage, awaits-3.X-b.img at c2 <- c1 <- stage).
+# "yield" records yield-3.12.img: tests/images/yield.py stopped at random
+# moments until gdb (tools/yield_frame.gdb) finds it inside inner's yield,
+# inner's frame unlinked from its caller and still the thread's current one.
 # "init" records tests/images/init.py under 3.13-3.15 (init-3.X.img at
 # spin <- __init__ <- make: an __init__ called through CPython's shim).
 set -eu
@@ -105,7 +108,7 @@ two_moments() {
     done
 }
 
-[ $# -gt 0 ] || set -- 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15 pos enter grow splice init enterc tops heap start gens awaits
+[ $# -gt 0 ] || set -- 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15 pos enter grow splice init enterc yield tops heap start gens awaits
 for v in "$@"; do
     if [ "$v" = start ]; then
         at_gdb_stop start start.py start_frame.gdb "" ${PYSTROBE_START_VERSIONS:-3.8.18 3.9.18 3.10.13}
@@ -129,6 +132,28 @@ for v in "$@"; do
     fi
     if [ "$v" = splice ]; then
         two_moments splice a2,a1 spin_b,b2 3.11 3.12 3.13
+        continue
+    fi
+    if [ "$v" = yield ]; then
+        mkdir -p /tmp/pystrobe-images
+        cp $OUT/yield.py /tmp/pystrobe-images/yield.py
+        "$(pyenv prefix 3.12.1)/bin/python3" -B /tmp/pystrobe-images/yield.py 600 & pid=$!
+        sleep 1
+        rc=1
+        for _ in $(seq 1000); do
+            kill -STOP $pid
+            until grep -q '^State:.*T' /proc/$pid/status; do sleep 0.01; done
+            if gdb -p $pid -batch -nx -x "$PWD/tools/yield_frame.gdb" >/dev/null 2>&1; then
+                rc=0
+                "$B/tests/record_image" --stopped $pid "$OUT/yield-3.12.img" || rc=$?
+                break
+            fi
+            kill -CONT $pid
+            sleep 0.0$((RANDOM % 10))
+        done
+        kill -9 $pid 2>/dev/null || true
+        wait $pid 2>/dev/null || true
+        [ $rc -eq 0 ] || { echo "record_images: yield 3.12 not recorded" >&2; exit 1; }
         continue
     fi
     if [ "$v" = enterc ]; then

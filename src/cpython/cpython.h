@@ -121,7 +121,8 @@ struct cpy_raw_frame {
     uint8_t inferred;   /* a generator's frame copied suspended: its caller is the one
                          * cpy_stack.gen_caller gave */
     uint8_t loose;      /* the caller of an inferred frame: its position is the one it
-                         * had when it was seen calling it */
+                         * had when it was seen calling it (or, for a link_caller, its
+                         * own, perhaps resumed already): not checked as a call */
 };
 
 /* Scratch the walk reuses between calls: copies of the parts of the
@@ -200,6 +201,10 @@ struct cpy_stack {
     int (*gen_caller)(void *ctx, uint64_t frame, uint64_t code, uint64_t *caller,
                       uint64_t want[2]);
     void *gen_ctx;
+    /* Set by the caller for one walk, or 0: frame link_frame, copied with
+     * no caller, has caller link_caller (cpy_stack_yield_caller). Asked
+     * before gen_caller. */
+    uint64_t link_frame, link_caller;
 };
 void cpy_stack_release(struct cpy_stack *st);
 
@@ -247,6 +252,24 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
 int cpy_stack_entering_root(struct mem *m, const struct cpy_offsets *o,
                             const struct cpy_symbols *sym, const struct cpy_thread *t,
                             uint64_t *root);
+
+/*
+ * 3.11, 3.12 (PYS_E_INVAL elsewhere): the frame a stopped thread t returns
+ * to when its current frame is `frame`, a generator's frame linked to no
+ * caller. A yield unlinks the generator's frame and makes its caller the
+ * thread's current frame in two stores the compiler may order either way
+ * (the types differ, so they cannot alias): a thread stopped between them
+ * names a frame already unlinked. Its caller is the innermost frame that
+ * runs other than it: the innermost running generator linked to its caller
+ * (from the exception states, the yielding one passed over if its own is
+ * still pushed) or the data stack's innermost started frame, whichever is
+ * the other's callee. 0 with *caller set; PYS_E_NOTFOUND if `frame` is
+ * not a generator's or has a caller; PYS_E_CORRUPT or a read error. Only
+ * for a thread that cannot move.
+ */
+int cpy_stack_yield_caller(struct mem *m, const struct cpy_offsets *o,
+                           const struct cpy_symbols *sym, const struct cpy_thread *t,
+                           uint64_t frame, uint64_t *caller);
 
 /* 3.8-3.10: how many bytes of each frame object (from its start) a walk
  * reads: up to the last field it uses, well short of the object's size. */

@@ -715,13 +715,18 @@ static uint64_t parse_frame(const struct cpy_offsets *o, uint64_t addr, const ui
 }
 
 /* The caller of frame rf, copied with `previous` prev: prev, or for a
- * generator's frame copied suspended, the one st->gen_caller gives (rf
- * marked inferred, *want its code). */
+ * generator's frame copied suspended, st->link_caller if it is
+ * st->link_frame, else the one st->gen_caller gives (rf marked inferred,
+ * *want its code, or 0 for a link_caller: its position is its own). */
 static uint64_t follow(struct cpy_stack *st, struct cpy_raw_frame *rf, uint64_t prev,
                        uint64_t want[2])
 {
     uint64_t c;
     want[0] = 0;
+    if (prev == 0 && st->link_frame != 0 && rf->addr == st->link_frame && !rf->shim) {
+        rf->inferred = 1;
+        return st->link_caller;
+    }
     if (prev != 0 || !st->gen_caller || rf->owner != CPY_OWNER_GENERATOR || rf->shim ||
         !st->gen_caller(st->gen_ctx, rf->addr, rf->code, &c, want))
         return prev;
@@ -857,6 +862,10 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
         uint64_t prev = parse_frame(o, addr, fb, &out[n++]);
         if (out[n - 1].owner > OWNER_MAX || !caller_fits(&out[n - 1], want))
             return PYS_E_CORRUPT;
+        /* The frame a link_frame yields to has resumed, or is about to:
+         * running, its position its own. */
+        if (n > 1 && out[n - 2].inferred && out[n - 2].addr == st->link_frame)
+            out[n - 1].loose = 1;
         last = addr;
         addr = follow(st, &out[n - 1], prev, want);
     }
@@ -907,10 +916,12 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
  * own (tstate->exc_info) before it runs and pops it as it yields or
  * returns, so the chain lists the running generators, innermost first. With
  * `entering`, the innermost is the one being entered, not linked to its
- * caller yet: the next is taken. 0 in *out: none.
+ * caller yet: the next is taken. A generator whose frame is `leaving` (0:
+ * none) is passed over wherever it is. 0 in *out: none.
  */
 static int running_generator(struct mem *m, const struct cpy_offsets *o,
-                             const struct cpy_thread *t, int entering, uint64_t *out)
+                             const struct cpy_thread *t, int entering, uint64_t leaving,
+                             uint64_t *out)
 {
     const struct cpy_frame_offsets *f = &o->interpreter_frame;
     uint64_t item, tend = t->addr + o->thread_state.size;
@@ -927,7 +938,7 @@ static int running_generator(struct mem *m, const struct cpy_offsets *o,
             return rc;
         if (owner != CPY_OWNER_GENERATOR)
             return PYS_E_CORRUPT;
-        if (i > 0 || !entering) {
+        if ((i > 0 || !entering) && frame != leaving) {
             *out = frame;
             return prev != 0 ? 0 : PYS_E_CORRUPT; /* running: linked */
         }
@@ -1031,6 +1042,24 @@ static int on_chain(struct mem *m, const struct cpy_offsets *o, uint64_t from, u
     return 0;
 }
 
+/* Of frames gen (a running generator's) and top (the data stack's), either
+ * 0, the innermost: the one whose chain passes through the other. */
+static int inner_of(struct mem *m, const struct cpy_offsets *o, uint64_t gen, uint64_t top,
+                    uint64_t *root)
+{
+    if (gen == 0 || top == 0) {
+        *root = gen ? gen : top;
+        return *root ? 0 : PYS_E_NOTFOUND;
+    }
+    int gen_inner = on_chain(m, o, gen, top);
+    if (gen_inner < 0)
+        return gen_inner;
+    if (!gen_inner && on_chain(m, o, top, gen) != 1)
+        return PYS_E_CORRUPT;
+    *root = gen_inner ? gen : top;
+    return 0;
+}
+
 int cpy_stack_entering_root(struct mem *m, const struct cpy_offsets *o,
                             const struct cpy_symbols *sym, const struct cpy_thread *t,
                             uint64_t *root)
@@ -1044,19 +1073,29 @@ int cpy_stack_entering_root(struct mem *m, const struct cpy_offsets *o,
      * started yet (a function called from C), else the innermost running
      * generator (one resumed from C). */
     if ((rc = top_started_frame(m, o, sym, t, &top, &unstarted)) < 0 ||
-        (rc = running_generator(m, o, t, !unstarted, &gen)) < 0)
+        (rc = running_generator(m, o, t, !unstarted, 0, &gen)) < 0)
         return rc;
-    if (gen == 0 || top == 0) {
-        *root = gen ? gen : top;
-        return *root ? 0 : PYS_E_NOTFOUND;
-    }
-    /* The innermost of the two: the generator if the data stack's frame is
-     * among its callers, else that frame, if the generator is among its. */
-    int gen_inner = on_chain(m, o, gen, top);
-    if (gen_inner < 0)
-        return gen_inner;
-    if (!gen_inner && on_chain(m, o, top, gen) != 1)
-        return PYS_E_CORRUPT;
-    *root = gen_inner ? gen : top;
-    return 0;
+    return inner_of(m, o, gen, top, root);
+}
+
+int cpy_stack_yield_caller(struct mem *m, const struct cpy_offsets *o,
+                           const struct cpy_symbols *sym, const struct cpy_thread *t,
+                           uint64_t frame, uint64_t *caller)
+{
+    uint64_t gen, top;
+    int rc, unstarted;
+    if (o->traits.frames != CPY_FRAMES_CFRAME || !t->copy || !frame_words_known(o) ||
+        frame == 0)
+        return PYS_E_INVAL;
+    uint64_t prev;
+    uint8_t owner;
+    if ((rc = mem_read_fresh(m, frame + o->interpreter_frame.owner, &owner, 1)) < 0 ||
+        (rc = mem_read_fresh(m, frame + o->interpreter_frame.previous, &prev, 8)) < 0)
+        return rc;
+    if (owner != CPY_OWNER_GENERATOR || prev != 0)
+        return PYS_E_NOTFOUND;
+    if ((rc = top_started_frame(m, o, sym, t, &top, &unstarted)) < 0 ||
+        (rc = running_generator(m, o, t, 0, frame, &gen)) < 0)
+        return rc;
+    return inner_of(m, o, gen, top, caller);
 }

@@ -26,8 +26,9 @@
  *    deeper, whose second copies must reach it).
  * 8. Stopped moments that checks once refused: 3.13+'s __init__ shim
  *    (init-3.X.img); 3.11 and 3.12 entering the evaluation loop
- *    from C (enterc-3.11/3.12.img); 3.8-3.10 entering a new thread's
- *    first frame (start-3.X.img).
+ *    from C (enterc-3.11/3.12.img); 3.12 inside a yield, the
+ *    generator's frame unlinked and still current (yield-3.12.img);
+ *    3.8-3.10 entering a new thread's first frame (start-3.X.img).
  * 9. Frames on the heap (tests/images/heap.py, 3.11-3.15): a generator
  *    pipeline and a coroutine chain, read at rest, torn in every way above,
  *    switched back during the read after a paused batch, the batch's
@@ -991,6 +992,23 @@ static void test_entering_from_c(void **state)
         struct pys_options opt = {0};
         replay_exactly(images[i], &opt, ENTER, sizeof ENTER / sizeof *ENTER);
     }
+}
+
+/*
+ * 3.12: yield.py stopped (tools/record_images.sh, "yield") inside inner's
+ * yield, its frame unlinked from outer's already and still the thread's
+ * current frame (GCC ordered the two stores so). A fresh session, with no
+ * generator's caller learned, links it to the frame it returns to, as a
+ * session that learned it does (objframes.c): not to main's, two frames
+ * down, as the thread caught entering a call from C would be read.
+ */
+static void test_stopped_in_yield(void **state)
+{
+    (void)state;
+    static const struct want YIELD[] = {
+        {"inner", 17}, {"outer", 21}, {"main", 28}, {"<module>", 31}};
+    struct pys_options opt = {0};
+    replay_exactly("yield-3.12.img", &opt, YIELD, sizeof YIELD / sizeof *YIELD);
 }
 
 /*
@@ -2351,6 +2369,7 @@ int main(void)
         cmocka_unit_test(test_splice),
         cmocka_unit_test(test_init_shim),
         cmocka_unit_test(test_entering_from_c),
+        cmocka_unit_test(test_stopped_in_yield),
         cmocka_unit_test(test_splice_top),
         cmocka_unit_test(test_objframes),
         cmocka_unit_test(test_retry_spread),

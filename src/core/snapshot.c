@@ -495,25 +495,31 @@ static void fcache_outcome(struct pys_session *s, int torn)
 }
 
 /*
- * 3.11, 3.12: a thread that cannot move, whose every walk failed, may be
+ * 3.11, 3.12: the last two walks of a thread that cannot move, whose every
+ * other walk failed. The one before the last (`last` 0): on 3.12, it may be
  * caught in a yield, its current frame unlinked already
- * (cpy_stack_yield_caller): the last walk links it to the frame it returns
- * to, as a walk that knows the generator's caller (objframes.c) shows it.
- * Or it is caught entering a C-level call of the evaluation loop, its
- * cframe not yet filled in: the last walk starts from the frames linked
- * then (cpy_stack_entering_root). Asked only after every other walk
- * failed, the kernel's word on the thread costs nothing to the walks that
+ * (cpy_stack_yield_caller): the walk links it to the frame it returns to,
+ * as a walk that knows the generator's caller (objframes.c) shows it. The
+ * last: it may be caught entering a C-level call of the evaluation loop,
+ * its cframe not yet filled in, holding what an earlier use of that C
+ * stack left (on 3.11 a generator's frame as often as not, which is why a
+ * yield is not looked for there): the walk starts from the frames linked
+ * then (cpy_stack_entering_root). Asked only after the other walks failed,
+ * the kernel's word on the thread costs nothing to the walks that
  * succeed. The caller clears walker.stack.link_frame after the walk.
  */
-static void last_walk_of_stopped_thread(struct pys_session *s, const struct pys_thread *pt,
-                                    struct cpy_thread *cur)
+static void late_walk_of_stopped_thread(struct pys_session *s, const struct pys_thread *pt,
+                                        struct cpy_thread *cur, int last)
 {
     uint64_t root;
     if (s->off.traits.frames != CPY_FRAMES_CFRAME || !prof_thread_stopped(s, pt))
         return;
-    if (cpy_stack_yield_caller(&s->mem, &s->off, &s->sym, cur, cur->current_frame, &root) == 0) {
-        s->walker.stack.link_frame = cur->current_frame;
-        s->walker.stack.link_caller = root;
+    if (!last) {
+        if (cpy_stack_yield_caller(&s->mem, &s->off, &s->sym, cur, cur->current_frame, &root) ==
+            0) {
+            s->walker.stack.link_frame = cur->current_frame;
+            s->walker.stack.link_caller = root;
+        }
     } else if (cpy_stack_entering_root(&s->mem, &s->off, &s->sym, cur, &root) == 0) {
         cur->current_frame = root;
     }
@@ -581,8 +587,8 @@ static int read_thread(struct pys_session *s, const struct cpy_interp *in,
         if (fc_walk) {
             rc = prof_fcache_walk(s, &w, &cur);
         } else {
-            if (attempt == WALK_TRIES - 1)
-                last_walk_of_stopped_thread(s, pt, &cur);
+            if (attempt >= WALK_TRIES - 2)
+                late_walk_of_stopped_thread(s, pt, &cur, attempt == WALK_TRIES - 1);
             rc = cpy_stack_walk(&s->mem, &s->off, &cur, &s->walker.stack, s->walker.raw,
                                 s->walker.max);
             s->walker.stack.link_frame = s->walker.stack.link_caller = 0;

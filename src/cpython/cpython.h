@@ -254,9 +254,11 @@ int cpy_stack_entering_root(struct mem *m, const struct cpy_offsets *o,
                             uint64_t *root);
 
 /*
- * 3.11, 3.12 (PYS_E_INVAL elsewhere): the frame a stopped thread t returns
- * to when its current frame is `frame`, a generator's frame linked to no
- * caller. A yield unlinks the generator's frame and makes its caller the
+ * 3.12 (PYS_E_INVAL elsewhere: 3.11 leaves a generator's frame as the
+ * current frame of a cframe it returns from, so that a cframe being filled
+ * in names one as often as a yield does): the frame a stopped thread t
+ * returns to when its current frame is `frame`, a generator's frame linked
+ * to no caller. A yield unlinks the generator's frame and makes its caller the
  * thread's current frame in two stores the compiler may order either way
  * (the types differ, so they cannot alias): a thread stopped between them
  * names a frame already unlinked. Its caller is the innermost frame that

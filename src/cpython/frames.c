@@ -1084,8 +1084,8 @@ int cpy_stack_yield_caller(struct mem *m, const struct cpy_offsets *o,
 {
     uint64_t gen, top;
     int rc, unstarted;
-    if (o->traits.frames != CPY_FRAMES_CFRAME || !t->copy || !frame_words_known(o) ||
-        frame == 0)
+    if (o->traits.frames != CPY_FRAMES_CFRAME || CPY_HAS(o, interpreter_frame, is_entry) ||
+        !t->copy || !frame_words_known(o) || frame == 0)
         return PYS_E_INVAL;
     uint64_t prev;
     uint8_t owner;

@@ -28,6 +28,9 @@
 # evaluation loop fills in its _PyCFrame.
 # "gens" records tests/images/gens.py under 3.12-3.15 (gens-3.X-a.img at
 # inner <- outer <- main, gens-3.X-b.img at outer <- main, inner suspended).
+# "cgens" records tests/images/cgens.py under 3.12-3.15 (cgens-3.X-a.img
+# at outer <- main, pulled by next(), cgens-3.X-b.img at spin <- main, pulled
+# the same way, outer suspended).
 # "awaits" records tests/images/awaits.py under 3.12-3.15 (awaits-3.X-a.img
 # at take <- getter <- stage, awaits-3.X-b.img at c2 <- c1 <- stage).
 # "yield" records yield-3.12.img: tests/images/yield.py stopped at random
@@ -108,7 +111,7 @@ two_moments() {
     done
 }
 
-[ $# -gt 0 ] || set -- 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15 pos enter grow splice init enterc yield tops heap start gens awaits
+[ $# -gt 0 ] || set -- 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15 pos enter grow splice init enterc yield tops heap start gens cgens awaits
 for v in "$@"; do
     if [ "$v" = start ]; then
         at_gdb_stop start start.py start_frame.gdb "" ${PYSTROBE_START_VERSIONS:-3.8.18 3.9.18 3.10.13}
@@ -128,6 +131,10 @@ for v in "$@"; do
     fi
     if [ "$v" = gens ]; then
         two_moments gens inner,outer,main outer,main 3.12 3.13 3.14 3.15
+        continue
+    fi
+    if [ "$v" = cgens ]; then
+        two_moments cgens outer,main spin,main 3.12 3.13 3.14 3.15
         continue
     fi
     if [ "$v" = splice ]; then

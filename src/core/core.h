@@ -294,9 +294,12 @@ void prof_fcache_release(struct prof_fcache *fc);
 /* --- heap frames, copied twice in each batch (objframes.c) --------------- */
 
 #define PROF_OBJFRAMES 128
-/* Generators' callers remembered (a power of two): a pipeline's stages,
- * several threads' or tasks' chains. */
-#define PROF_OBJFRAME_CALLERS 256
+/* Generators' callers remembered: PROF_OBJFRAME_SETS sets (a power of two)
+ * of PROF_OBJFRAME_WAYS links each, a link's set picked by its frame's
+ * address and code object: a pipeline's stages, several threads' or tasks'
+ * chains, and the same frames of the pipelines a program builds in turn. */
+#define PROF_OBJFRAME_SETS 64
+#define PROF_OBJFRAME_WAYS 4
 
 /* The frames walks met lately, by address, and the snapshot each was last
  * met by (pys_session.snapshots). */
@@ -305,12 +308,13 @@ struct prof_objframes {
     uint32_t level[PROF_OBJFRAMES]; /* its place from the walk's bottom up */
     size_t n;
     uint64_t full; /* the snapshot that found every frame kept met by itself */
-    /* Generators' frames seen linked by walks kept at once, by address
-     * (hashed): their code object, and their caller's address, code object
-     * and position then. */
-    struct {
-        uint64_t frame, code, caller, caller_code, caller_pos;
-    } callers[PROF_OBJFRAME_CALLERS];
+    /* Generators' frames seen linked by walks kept at once, by address and
+     * code object: their caller's address, code object and position then,
+     * and when it was learned (pys_session.snapshots + 1; 0: an empty way).
+     */
+    struct prof_objframe_link {
+        uint64_t frame, code, caller, caller_code, caller_pos, seen;
+    } callers[PROF_OBJFRAME_SETS][PROF_OBJFRAME_WAYS];
 };
 
 struct pys_session;
@@ -325,9 +329,10 @@ void prof_objframes_hint(struct pys_session *s);
 /* Note the callers of the generators' frames of raw[0..n), a walk kept at
  * once (the links its copies showed, not those it inferred). */
 void prof_objframes_learn(struct pys_session *s, const struct cpy_raw_frame *raw, size_t n);
-/* cpy_stack.gen_caller (ctx: the session): the caller generator frame
- * `frame` running `code` had when last noted. */
-int prof_objframes_caller(void *ctx, uint64_t frame, uint64_t code, uint64_t *caller,
+/* cpy_stack.gen_caller (ctx: the session): the k-th of the callers
+ * generator frame `frame` running `code` had when noted, the last noted
+ * first. */
+int prof_objframes_caller(void *ctx, uint64_t frame, uint64_t code, size_t k, uint64_t *caller,
                           uint64_t want[2]);
 
 /* --- torn walks (torn.c) --------------------------------------------------- */

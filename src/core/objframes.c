@@ -44,15 +44,23 @@
  * caller (prof_objframes_caller, through cpy_stack.gen_caller) if the
  * caller still runs the same code; the caller is shown at the call it made
  * then. The top frame is still the one the thread state named. A generator
- * resumed from C (next(), send(), a task's step) teaches nothing: what C
- * code calls it from cannot be told from its frames. The table is
- * direct-mapped, CALLERS entries by the frame's address: a collision
- * forgets the older link.
+ * resumed from C (next(), sum(), a task's step) has the entry frame that C
+ * code's call pushed on the C stack for its caller (3.12+): at the same
+ * address at every step of one loop in C, and naming the same Python frame
+ * below it; it is learned and checked as a Python caller is (its code
+ * object; it has no position to show). The table is set-associative, by
+ * the frame's address and code object: a program that builds a pipeline
+ * again and again gets its generators' objects back from the allocator at
+ * the same few addresses, but not each at the one it had, and keeps links
+ * for each such layout, a frame's callers in all of them: the walk takes
+ * the one whose frame runs the code it ran then. The link learned longest
+ * ago goes first.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
+#include "util/hashtab.h"
 
 struct leveled {
     uint64_t addr;
@@ -202,37 +210,79 @@ void prof_objframes_hint(struct pys_session *s)
     inner_by_level(s);
 }
 
-/* The table slot of a frame's address (Fibonacci hashing to 8 bits). */
-static size_t caller_slot(uint64_t frame)
+/* The set of the link of frame `frame` running `code`. */
+static struct prof_objframe_link *link_set(struct prof_objframes *of, uint64_t frame,
+                                           uint64_t code)
 {
-    _Static_assert(PROF_OBJFRAME_CALLERS == 256, "caller_slot hashes to 8 bits");
-    return (size_t)((frame >> 4) * 0x9E3779B97F4A7C15ull >> 56);
+    _Static_assert((PROF_OBJFRAME_SETS & (PROF_OBJFRAME_SETS - 1)) == 0,
+                   "PROF_OBJFRAME_SETS is a power of two");
+    uint64_t h = util_hash_u64(util_hash_add(util_hash_add(0, frame), code));
+    return of->callers[h & (PROF_OBJFRAME_SETS - 1)];
+}
+
+/* Whether frame raw[i], a generator's frame of a walk kept at once, shows a
+ * caller to learn: one linked, not inferred; a Python frame that called it
+ * inline, or (3.12+) the entry frame on the C stack of the C code that
+ * resumed it (next(), send(), a task's step), with a caller of its own.
+ * (3.11 marks the generator's own frame as entered from C instead, and
+ * links it to the Python frame below the C code: a plain caller.) */
+static int link_to_learn(const struct cpy_raw_frame *raw, size_t i, size_t n)
+{
+    if (raw[i].owner != CPY_OWNER_GENERATOR || raw[i].shim || raw[i].inferred || i + 1 >= n ||
+        raw[i + 1].entry)
+        return 0;
+    return !raw[i + 1].shim || (i + 2 < n && raw[i + 1].code != 0 && !raw[i + 2].shim);
 }
 
 void prof_objframes_learn(struct pys_session *s, const struct cpy_raw_frame *raw, size_t n)
 {
     for (size_t i = 0; i + 1 < n; i++) {
-        if (raw[i].owner != CPY_OWNER_GENERATOR || raw[i].shim || raw[i].inferred ||
-            raw[i + 1].shim || raw[i + 1].entry)
+        if (!link_to_learn(raw, i, n))
             continue;
-        size_t k = caller_slot(raw[i].addr);
-        s->objframes.callers[k].frame = raw[i].addr;
-        s->objframes.callers[k].code = raw[i].code;
-        s->objframes.callers[k].caller = raw[i + 1].addr;
-        s->objframes.callers[k].caller_code = raw[i + 1].code;
-        s->objframes.callers[k].caller_pos = raw[i + 1].instr_ptr;
+        struct prof_objframe_link *set = link_set(&s->objframes, raw[i].addr, raw[i].code), *l;
+        size_t w = 0;
+        /* Its own way, else an empty one, else the one learned longest
+         * ago. A frame may have several callers, one in each layout. */
+        for (size_t j = 0; j < PROF_OBJFRAME_WAYS; j++) {
+            if (set[j].frame == raw[i].addr && set[j].code == raw[i].code &&
+                set[j].caller == raw[i + 1].addr) {
+                w = j;
+                break;
+            }
+            if (set[j].seen < set[w].seen)
+                w = j;
+        }
+        l = &set[w];
+        l->frame = raw[i].addr;
+        l->code = raw[i].code;
+        l->caller = raw[i + 1].addr;
+        l->caller_code = raw[i + 1].code;
+        l->caller_pos = raw[i + 1].instr_ptr;
+        l->seen = s->snapshots + 1;
     }
 }
 
-int prof_objframes_caller(void *ctx, uint64_t frame, uint64_t code, uint64_t *caller,
+int prof_objframes_caller(void *ctx, uint64_t frame, uint64_t code, size_t k, uint64_t *caller,
                           uint64_t want[2])
 {
     struct pys_session *s = ctx;
-    size_t k = caller_slot(frame);
-    if (s->objframes.callers[k].frame != frame || s->objframes.callers[k].code != code)
+    const struct prof_objframe_link *set = link_set(&s->objframes, frame, code), *v[PROF_OBJFRAME_WAYS];
+    size_t nv = 0;
+    for (size_t j = 0; j < PROF_OBJFRAME_WAYS; j++) {
+        if (set[j].seen == 0 || set[j].frame != frame || set[j].code != code)
+            continue;
+        /* The last learned first: by insertion, the set is that small. */
+        size_t at = nv++;
+        while (at > 0 && v[at - 1]->seen < set[j].seen) {
+            v[at] = v[at - 1];
+            at--;
+        }
+        v[at] = &set[j];
+    }
+    if (k >= nv)
         return 0;
-    *caller = s->objframes.callers[k].caller;
-    want[0] = s->objframes.callers[k].caller_code;
-    want[1] = s->objframes.callers[k].caller_pos;
+    *caller = v[k]->caller;
+    want[0] = v[k]->caller_code;
+    want[1] = v[k]->caller_pos;
     return 1;
 }

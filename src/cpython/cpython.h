@@ -195,10 +195,11 @@ struct cpy_stack {
     size_t second_len;
     struct mem_mark second_mark;
     /* Set by the caller, or NULL: for a generator's frame copied suspended
-     * (its previous NULL), the caller it had when last seen linked: 1 with
-     * *caller, and that caller's code object and position then in want[0],
-     * want[1]; or 0. */
-    int (*gen_caller)(void *ctx, uint64_t frame, uint64_t code, uint64_t *caller,
+     * (its previous NULL), the callers it had when last seen linked, the
+     * k-th (0, 1, ...): 1 with *caller, and that caller's code object and
+     * position then in want[0], want[1]; or 0, none left. The walk takes
+     * the first whose frame runs that code object. */
+    int (*gen_caller)(void *ctx, uint64_t frame, uint64_t code, size_t k, uint64_t *caller,
                       uint64_t want[2]);
     void *gen_ctx;
     /* Set by the caller for one walk, or 0: frame link_frame, copied with

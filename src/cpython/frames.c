@@ -716,22 +716,40 @@ static uint64_t parse_frame(const struct cpy_offsets *o, uint64_t addr, const ui
 
 /* The caller of frame rf, copied with `previous` prev: prev, or for a
  * generator's frame copied suspended, st->link_caller if it is
- * st->link_frame, else the one st->gen_caller gives (rf marked inferred,
- * *want its code, or 0 for a link_caller: its position is its own). */
-static uint64_t follow(struct cpy_stack *st, struct cpy_raw_frame *rf, uint64_t prev,
-                       uint64_t want[2])
+ * st->link_frame, else the first of those st->gen_caller gives whose frame
+ * runs the code object it ran then (rf marked inferred, *want its code, or
+ * 0 for a link_caller: its position is its own). */
+static int follow(struct mem *m, const struct cpy_offsets *o, const struct cpy_thread *t,
+                  struct cpy_stack *st, struct cpy_raw_frame *rf, uint64_t prev, uint64_t want[2],
+                  uint64_t *next)
 {
     uint64_t c;
     want[0] = 0;
+    *next = prev;
     if (prev == 0 && st->link_frame != 0 && rf->addr == st->link_frame && !rf->shim) {
         rf->inferred = 1;
-        return st->link_caller;
+        *next = st->link_caller;
+        return 0;
     }
-    if (prev != 0 || !st->gen_caller || rf->owner != CPY_OWNER_GENERATOR || rf->shim ||
-        !st->gen_caller(st->gen_ctx, rf->addr, rf->code, &c, want))
-        return prev;
-    rf->inferred = 1;
-    return c;
+    if (prev != 0 || !st->gen_caller || rf->owner != CPY_OWNER_GENERATOR || rf->shim)
+        return 0;
+    for (size_t k = 0; st->gen_caller(st->gen_ctx, rf->addr, rf->code, k, &c, want); k++) {
+        const uint8_t *fb;
+        uint64_t exe;
+        int rc;
+        if (c == 0 || c % 8 != 0)
+            continue;
+        if ((rc = frame_bytes(m, o, t, st, c, &fb)) < 0)
+            return rc;
+        memcpy(&exe, fb + o->interpreter_frame.executable, 8);
+        if ((exe & ~o->stackref_mask) != want[0])
+            continue;
+        rf->inferred = 1;
+        *next = c;
+        return 0;
+    }
+    want[0] = 0;
+    return 0;
 }
 
 /* The caller of an inferred frame, just parsed into rf: its code must be
@@ -809,7 +827,8 @@ int cpy_stack_walk_to(struct mem *m, const struct cpy_offsets *o, const struct c
             *stop_prev = prev;
             return (int)n;
         }
-        addr = follow(st, &out[n - 1], prev, want);
+        if ((rc = follow(m, o, t, st, &out[n - 1], prev, want, &addr)) < 0)
+            return rc;
     }
     /* The whole chain, without stop: NOTFOUND. A chain that ends short of
      * the base frame (a suspended generator's, its caller unlinked) was read
@@ -867,7 +886,8 @@ int cpy_stack_walk(struct mem *m, const struct cpy_offsets *o, const struct cpy_
         if (n > 1 && out[n - 2].inferred && out[n - 2].addr == st->link_frame)
             out[n - 1].loose = 1;
         last = addr;
-        addr = follow(st, &out[n - 1], prev, want);
+        if ((rc = follow(m, o, t, st, &out[n - 1], prev, want, &addr)) < 0)
+            return rc;
     }
     if (CPY_HAS(o, thread_state, base_frame) && t->base_frame != 0 && last != t->base_frame &&
         t->current_frame != 0)

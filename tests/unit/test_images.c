@@ -100,6 +100,13 @@ static const struct want GENS[2][6] = {
     {{"outer", 25}, {"main", 30}, {"<module>", 35}, {NULL, 0}, {NULL, 0}},
 };
 
+/* cgens.py's (3.12+): in outer, pulled by next() from main, and in spin,
+ * pulled by the same call, outer suspended. */
+static const struct want CGENS[2][6] = {
+    {{"outer", 22}, {"main", 35}, {"<module>", 39}, {NULL, 0}},
+    {{"spin", 27}, {"main", 35}, {"<module>", 39}, {NULL, 0}},
+};
+
 /* awaits.py's (3.12+): take called by the coroutine getter, and c2 awaited
  * by c1, both under stage (c1's frame where getter's was). */
 static const struct want AWAITS[2][6] = {
@@ -684,7 +691,7 @@ static int run_once(struct pair *p, const struct run *r, uint64_t at1, uint64_t 
         const struct pys_thread *t = &snap->interps[0].threads[0];
         if (t->error == 0) {
             res = which_stack(t);
-            if (res < 0 && (STACK == SPLICE || STACK == TOPS || STACK == HEAP) &&
+            if (res < 0 && (STACK == SPLICE || STACK == TOPS || STACK == HEAP || STACK == CGENS) &&
                 stack_part(t) >= 0)
                 res = -3;
             if (res < 0 && verbose)
@@ -2153,11 +2160,10 @@ static void test_code_reused(void **state)
  * than without, and every switch still gives A's stack, B's, or a failed
  * thread, never a mix.
  */
-static void test_suspended_generator(void **state)
+static void suspended_sweeps(const struct want (*stack)[6], const char *program)
 {
-    (void)state;
     static const char *const versions[] = {"3.12", "3.13", "3.14", "3.15"};
-    use_program(GENS, "gens");
+    use_program(stack, program);
     uint64_t mixes = 0;
     for (size_t v = 0; v < sizeof versions / sizeof *versions; v++) {
         struct pair p;
@@ -2179,7 +2185,7 @@ static void test_suspended_generator(void **state)
                 mixes += sweep(&p, versions[v], &r, 0, &t[inf]);
             }
         }
-        print_message("gens %s, frame cache off:\n", versions[v]);
+        print_message("%s %s, frame cache off:\n", program, versions[v]);
         tally_print("callers unknown ", &t[0]);
         tally_print("callers inferred", &t[1]);
         assert_true(t[1].got[0] > t[0].got[0]);
@@ -2187,6 +2193,84 @@ static void test_suspended_generator(void **state)
     }
     use_program(ABA, "aba");
     assert_int_equal(mixes, 0);
+}
+
+static void test_suspended_generator(void **state)
+{
+    (void)state;
+    suspended_sweeps(GENS, "gens");
+}
+
+/*
+ * The generators' callers learned (objframes.c), on frames made up: a
+ * pipeline of five generators built again and again, whose objects the
+ * allocator hands back at the same five addresses in the other order each
+ * time (each stage's frame where another's was). Walks of both layouts
+ * kept, the links of both are known, each frame's by its code object; a
+ * generator resumed from C (3.12+: an entry frame, on the C stack, between
+ * it and its caller) has that entry frame for its caller; a frame that
+ * ends a walk has none.
+ */
+static void test_caller_layouts(void **state)
+{
+    (void)state;
+    struct pys_session *s = calloc(1, sizeof *s);
+    assert_non_null(s);
+    enum { STAGES = 5 };
+    const uint64_t code[STAGES] = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000};
+    const uint64_t entry = 0x7ffc0000, entry_code = 0x9000, main_frame = 0x6000;
+    struct cpy_raw_frame raw[2][STAGES + 3];
+    memset(raw, 0, sizeof raw);
+    for (int l = 0; l < 2; l++) {
+        /* Innermost first: stage 5 (called by 4, ...), stage 1 resumed by
+         * C, its entry frame, main, the thread's base entry frame. */
+        for (int k = 0; k < STAGES; k++) {
+            int at = l ? STAGES - 1 - k : k;
+            raw[l][k] = (struct cpy_raw_frame){.addr = 0x7f0000001000 + 0x200 * (uint64_t)at,
+                                               .code = code[STAGES - 1 - k],
+                                               .instr_ptr = code[STAGES - 1 - k] + 0x40,
+                                               .owner = CPY_OWNER_GENERATOR};
+        }
+        raw[l][STAGES] = (struct cpy_raw_frame){.addr = entry, .code = entry_code, .owner = 3,
+                                                .shim = 1};
+        raw[l][STAGES + 1] = (struct cpy_raw_frame){.addr = main_frame, .code = 0x8000};
+        raw[l][STAGES + 2] = (struct cpy_raw_frame){.addr = 0x7ffc1000, .owner = 3, .shim = 1};
+        s->snapshots++;
+        prof_objframes_learn(s, raw[l], STAGES + 3);
+    }
+    uint64_t caller, want[2];
+    for (int l = 0; l < 2; l++)
+        for (int k = 0; k < STAGES; k++) {
+            /* Among its callers (the middle stage has one in each layout,
+             * at one address). */
+            size_t c = 0, found = 0;
+            for (; prof_objframes_caller(s, raw[l][k].addr, raw[l][k].code, c, &caller, want);
+                 c++)
+                if (caller == raw[l][k + 1].addr) {
+                    found++;
+                    assert_int_equal(want[0], raw[l][k + 1].code);
+                    assert_int_equal(want[1], raw[l][k + 1].instr_ptr);
+                }
+            assert_int_equal(found, 1);
+            assert_int_equal(c, k == STAGES / 2 ? 2 : 1);
+        }
+    /* A frame at a known address running other code, and the entry frame
+     * (not a generator's): no link. */
+    assert_int_equal(prof_objframes_caller(s, raw[0][0].addr, 0x4242, 0, &caller, want), 0);
+    assert_int_equal(prof_objframes_caller(s, entry, entry_code, 0, &caller, want), 0);
+    free(s);
+}
+
+/*
+ * cgens.py (3.12-3.15), the same with outer pulled by next() (C), and at B
+ * spin, pulled by the same call: outer's caller is the entry frame next()'s call into the
+ * interpreter put on the C stack, which names main's frame; it is learned
+ * as an inline caller is (objframes.c).
+ */
+static void test_c_resumed_generator(void **state)
+{
+    (void)state;
+    suspended_sweeps(CGENS, "cgens");
 }
 
 /* --- 3.15's frame cache on a generator pipeline ------------------------------ */
@@ -2385,6 +2469,8 @@ int main(void)
         cmocka_unit_test(test_resumed_midway),
         cmocka_unit_test(test_code_reused),
         cmocka_unit_test(test_suspended_generator),
+        cmocka_unit_test(test_caller_layouts),
+        cmocka_unit_test(test_c_resumed_generator),
         cmocka_unit_test(test_gens_frame_cache),
         cmocka_unit_test(test_await_splice),
     };

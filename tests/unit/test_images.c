@@ -1781,21 +1781,33 @@ static void pair_load_yielded(struct pair *p, const char *version, uint64_t fr[2
  * suspended. Every other switch gives A's stack, B's (the bottom part of
  * A's), or fails.
  */
+/*
+ * heap.py's pair at A and just after its top yielded (pair_load_yielded)
+ * into *p, and a run of it (r: two snapshots of A first, no_infer as
+ * given) whose undisturbed snapshot's batch is captured (run_cap): its
+ * reads in *total.
+ */
+static void yielded_captured(struct pair *p, const char *version, int no_infer, struct run *r,
+                             uint64_t fr[2], uint64_t *cur, uint64_t *prev, uint64_t *total)
+{
+    pair_load_yielded(p, version, fr, cur, prev);
+    memset(r, 0, sizeof *r);
+    r->warm = 2;
+    r->capture = 1;
+    r->no_infer = no_infer;
+    assert_int_equal(run_once(p, r, UINT64_MAX, UINT64_MAX, total, 0), 0);
+}
+
 static void test_heap_top_settled(void **state)
 {
     (void)state;
     use_program(HEAP, "heap");
     uint64_t mixes = 0, late = 0;
     for (size_t v = 0; v < NHEAP; v++) {
-        uint64_t fr[2], cur, prev;
+        uint64_t fr[2], cur, prev, total, reads;
         struct pair p;
-        pair_load_yielded(&p, HEAP_VERSIONS[v], fr, &cur, &prev);
         struct run r;
-        memset(&r, 0, sizeof r);
-        r.warm = 2;
-        r.capture = 1;
-        uint64_t total, reads;
-        assert_int_equal(run_once(&p, &r, UINT64_MAX, UINT64_MAX, &total, 0), 0);
+        yielded_captured(&p, HEAP_VERSIONS[v], 0, &r, fr, &cur, &prev, &total);
         uint64_t pos = cap_pos(fr[0] + prev, 0);
         assert_true(pos != UINT64_MAX);
         uint64_t after = run_cap_base + (pos >> 32) + 1;
@@ -1849,16 +1861,10 @@ static void test_later_top(void **state)
     use_program(HEAP, "heap");
     uint64_t mixes = 0, not_b = 0;
     for (size_t v = 0; v < sizeof versions / sizeof *versions; v++) {
-        uint64_t fr[2], cur, prev;
+        uint64_t fr[2], cur, prev, total, reads;
         struct pair p;
-        pair_load_yielded(&p, versions[v], fr, &cur, &prev);
         struct run r;
-        memset(&r, 0, sizeof r);
-        r.warm = 2;
-        r.capture = 1;
-        r.no_infer = 1;
-        uint64_t total, reads;
-        assert_int_equal(run_once(&p, &r, UINT64_MAX, UINT64_MAX, &total, 0), 0);
+        yielded_captured(&p, versions[v], 1, &r, fr, &cur, &prev, &total);
         uint64_t pos = cap_pos(cur, 0), top = cap_pos(fr[0] + prev, 0);
         assert_true(pos != UINT64_MAX && top != UINT64_MAX && pos < top);
         uint64_t after = run_cap_base + (pos >> 32) + 1;

@@ -222,9 +222,8 @@ def write_md(args, results, meta):
         "- **share 31-40**: share of thread stacks 31 to 40 calls deep.",
         "",
         f"Run {started} UTC, {elapsed / 60:.0f} minutes, on {platform.node()} "
-        f"({os.cpu_count()} cores): **the machine was shared with other engineers' builds",
-        f"and tests throughout** (load average {load}), so the profilers ran below their",
-        "rate and the figures are those of a busy machine.",
+        f"({os.cpu_count()} cores), load average {load} (the workloads' threads and the",
+        "profilers count in it; the notes below say what else ran, if anything).",
         "",
         md_table(rows),
         "",

@@ -266,7 +266,8 @@ int prof_objframes_caller(void *ctx, uint64_t frame, uint64_t code, size_t k, ui
                           uint64_t want[2])
 {
     struct pys_session *s = ctx;
-    const struct prof_objframe_link *set = link_set(&s->objframes, frame, code), *v[PROF_OBJFRAME_WAYS];
+    const struct prof_objframe_link *set = link_set(&s->objframes, frame, code);
+    const struct prof_objframe_link *v[PROF_OBJFRAME_WAYS];
     size_t nv = 0;
     for (size_t j = 0; j < PROF_OBJFRAME_WAYS; j++) {
         if (set[j].seen == 0 || set[j].frame != frame || set[j].code != code)

@@ -270,6 +270,31 @@ static uint64_t grown_end(const struct cpy_thread *t)
 }
 
 /*
+ * The current chunk at addr, len bytes, into st->buf at `at`, and in the
+ * same call the older chunks the walk is expected to go on into (unless the
+ * prefetch holds this one), kept as read ahead (keep_ahead). 0 or an error.
+ */
+static int read_current_and_older(struct mem *m, struct cpy_stack *st, uint64_t addr,
+                                  uint64_t stop, size_t at, uint64_t len, struct ahead *ahead,
+                                  size_t *nahead, size_t *ahead_end)
+{
+    struct mem_seg more[AHEAD_MAX];
+    size_t bytes = 0, off = at + len;
+    size_t n = older_after(st, addr, stop, more, AHEAD_MAX, CPY_MAX_CHUNK_BYTES - off, &bytes);
+    int rc;
+    if ((rc = grow(&st->buf, &st->cap, off + bytes)) < 0)
+        return rc;
+    for (size_t k = 0; k < n; k++) {
+        more[k].buf = st->buf + off;
+        off += more[k].len;
+    }
+    if ((rc = mem_read_then(m, addr, st->buf + at, len, more, n)) < 0)
+        return rc;
+    keep_ahead(more, (size_t)rc, at + len, ahead, nahead, ahead_end);
+    return 0;
+}
+
+/*
  * Copy the used part of the thread's data stack chunks into st: the current
  * chunk up to the thread's datastack_top (one read, header included), each
  * older one up to its own top (read_older, then the rest if it is longer).
@@ -333,21 +358,9 @@ static int copy_chunks(struct mem *m, const struct cpy_thread *t, struct cpy_sta
         if ((rc = grow(&st->buf, &st->cap, at + len)) < 0)
             return rc;
         if (current && st->older_once && !(stop >= addr && stop < addr + len)) {
-            /* The walk goes on into older chunks: unless the prefetch holds
-             * this one, read those expected in the same call. */
-            struct mem_seg more[AHEAD_MAX];
-            size_t bytes = 0, off = at + len;
-            size_t n = older_after(st, addr, stop, more, AHEAD_MAX,
-                                   CPY_MAX_CHUNK_BYTES - off, &bytes);
-            if ((rc = grow(&st->buf, &st->cap, off + bytes)) < 0)
+            if ((rc = read_current_and_older(m, st, addr, stop, at, len, ahead, &nahead,
+                                             &ahead_end)) < 0)
                 return rc;
-            for (size_t k = 0; k < n; k++) {
-                more[k].buf = st->buf + off;
-                off += more[k].len;
-            }
-            if ((rc = mem_read_then(m, addr, st->buf + at, len, more, n)) < 0)
-                return rc;
-            keep_ahead(more, (size_t)rc, at + len, ahead, &nahead, &ahead_end);
             have = len;
         }
         if (current && have == 0) {

@@ -4,7 +4,8 @@
 # which the pystrobe Python module needs when python3.15 there imports it.
 #
 #   sidroot.sh ensure    build it unless it is there and complete
-#   sidroot.sh mount     mount /proc and /dev inside it (for tools that need them)
+#   sidroot.sh mount     mount /proc and a /dev of its own inside it (for tools that
+#                        need them)
 #   sidroot.sh umount    undo mount
 #   sidroot.sh austin    unpack Debian's austin into the root (for make bench-austin;
 #                        its package cannot be installed in sid, only unpacked)
@@ -41,7 +42,19 @@ ensure)
     ;;
 mount)
     mountpoint -q "$ROOT/proc" || mount -t proc proc "$ROOT/proc"
-    mountpoint -q "$ROOT/dev" || mount --bind /dev "$ROOT/dev"
+    # /dev: a tmpfs holding copies of the root's own device nodes (those
+    # debootstrap made), not the host's /dev bound there: a run killed
+    # while it is mounted leaves it behind, and removing the tree then
+    # (rm -rf) would delete the host's device nodes through a bind mount.
+    if ! mountpoint -q "$ROOT/dev"; then
+        nodes=$(mktemp -d)
+        cp -a "$ROOT/dev/." "$nodes/"
+        mount -t tmpfs -o mode=755,nosuid,size=1m pystrobe-dev "$ROOT/dev"
+        cp -a "$nodes/." "$ROOT/dev/"
+        rm -rf "$nodes"
+        mkdir -p "$ROOT/dev/shm" "$ROOT/dev/pts"
+        chmod 1777 "$ROOT/dev/shm"
+    fi
     ;;
 umount)
     for m in dev proc; do

@@ -428,3 +428,27 @@ def test_unknown_option(pystrobe, args):
     opt = args[1].split("=")[0]
     assert res.returncode == EXIT_USAGE, err
     assert err.splitlines()[0] == f"pystrobe: unknown option '{opt}'", err
+
+
+def test_sidroot_mount_keeps_host_dev():
+    """scripts/sidroot.sh mount gives the sid root a /dev of its own, with its
+    device nodes: a run killed while it is mounted leaves it behind, and
+    removing the tree then (rm -rf) must not delete the host's device nodes
+    through it, as it did through a bind mount of /dev."""
+    from targets import ROOT, SIDROOT
+    if not (SIDROOT / "usr" / "bin" / "python3.15").exists():
+        pytest.fail("the sid root is missing (make sidroot)", pytrace=False)
+    sidroot_sh = ROOT / "scripts" / "sidroot.sh"
+    mounted_here = not os.path.ismount(SIDROOT / "dev")
+    if mounted_here:
+        subprocess.run([str(sidroot_sh), "mount"], check=True)
+    marker = SIDROOT / "dev" / f"pystrobe-test-{os.getpid()}"
+    try:
+        assert os.path.ismount(SIDROOT / "dev")
+        assert stat.S_ISCHR(os.stat(SIDROOT / "dev" / "null").st_mode)
+        marker.write_text("x")
+        assert not (Path("/dev") / marker.name).exists()
+    finally:
+        marker.unlink(missing_ok=True)
+        if mounted_here:
+            subprocess.run([str(sidroot_sh), "umount"])

@@ -148,7 +148,7 @@ void prof_codecache_hint(struct prof_codecache *cc, struct mem *m, const struct 
         size_t len[3];
         key_pieces(o, pc, at, len);
         for (int j = 0; j < 3; j++)
-            mem_recheck_hint(m, at[j], len[j]);
+            mem_recheck_hint_last(m, at[j], len[j]);
     }
 }
 

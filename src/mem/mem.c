@@ -29,8 +29,9 @@
  * most COALESCE_MAX_HULL bytes, COALESCE_MAX_BYTES in all. */
 #define COALESCE_GAP 512
 /* A batch is taken as paused when it took this much more than twice the
- * usual time of recent batches of its kind: well past the noise of a quiet
- * machine (a few microseconds), well short of a preemption (milliseconds).
+ * usual time of recent batches of its kind for what it read (judge_batch):
+ * well past the noise of a quiet machine (a few microseconds), well short
+ * of a preemption (milliseconds).
  * Its second copies are then dropped, and the walks read again: against
  * the fastest batch, a loaded machine's common short preemptions would
  * have every stack at rest read twice. */
@@ -43,6 +44,8 @@
  * themselves (a loaded machine's, a cold first batch's), and a pause
  * shorter than what they add to it would go unseen. */
 #define BATCH_PAUSE_NS 1000u
+/* What one system call costs beyond its pieces, in pages (batch_cost). */
+#define BATCH_CALL_UNITS 3u
 /* Second copies (mem_recheck_hint) closer than this are read as one. */
 #define RECHECK_MERGE_GAP 2048
 /* ... into spans of at most this many bytes. */
@@ -541,7 +544,7 @@ static size_t plain_index(size_t p, size_t last, size_t n)
 /* The order of the second copies, into rord: those holding an address of
  * m->inner first, in the reverse of the order those were hinted (so that
  * a caller's two copies bracket its callee's), then the others by address
- * downwards. */
+ * downwards, those hinted to come last (mem_recheck_hint_last) after all. */
 static void recheck_order(const struct mem *m, size_t *rord)
 {
     uint8_t placed[2 * MEM_RECHECK_MAX] = {0};
@@ -553,9 +556,10 @@ static void recheck_order(const struct mem *m, size_t *rord)
         placed[i - 1] = 1;
         rord[k++] = i - 1;
     }
-    for (size_t j = m->nrc; j-- > 0;)
-        if (!placed[j])
-            rord[k++] = j;
+    for (uint8_t last = 0; last < 2; last++)
+        for (size_t j = m->nrc; j-- > 0;)
+            if (!placed[j] && m->rc_last_kind[j] == last)
+                rord[k++] = j;
 }
 
 /* Record plan span idx, read into pfbuf at off, in pf (issue order). */
@@ -577,7 +581,8 @@ static void plan_read(struct mem *m, const struct mem_span *plan, size_t idx, si
  * that span is read last in its stead (one piece fewer); else the word is
  * one more piece at the end.
  */
-static void judge_batch(struct mem *m, int retry, uint64_t took);
+static void judge_batch(struct mem *m, int retry, uint64_t took, uint64_t cost);
+static uint64_t batch_cost(const struct mem_seg *seg, size_t n);
 
 static void read_plan(struct mem *m, const struct mem_span *plan, size_t n, int retry)
 {
@@ -594,7 +599,7 @@ static void read_plan(struct mem *m, const struct mem_span *plan, size_t n, int 
     size_t rord[2 * MEM_RECHECK_MAX];
     recheck_order(m, rord);
 #define ISSUE(p) (ordered ? m->ord[p] : plain_index(p, last, n))
-    uint64_t start = m->src->ops->clock_ns(m->src);
+    uint64_t start = m->src->ops->clock_ns(m->src), cost = 0;
     /* The spans in issue order (ISSUE) but the last one: `plain`. */
     size_t plain = last < n ? n - 1 : n, i = 0, off = 0;
     int rc_left = m->nrc > 0, tail_left = last < n || m->late_addr != 0, rc_read = 0;
@@ -620,6 +625,7 @@ static void read_plan(struct mem *m, const struct mem_span *plan, size_t n, int 
         m->stats.reads++;
         m->epoch++;
         m->stats.pieces += total;
+        cost += batch_cost(seg, total);
         int rc = m->src->ops->readv(m->src, seg, total);
         size_t got = rc < 0 ? 0 : (size_t)rc;
         for (size_t j = 0; j < k && j < got; j++) {
@@ -673,42 +679,63 @@ static void read_plan(struct mem *m, const struct mem_span *plan, size_t n, int 
      * go back to their places. */
     if (ordered && m->ninner > 0)
         sort_spans(m->pf, m->npf);
-    judge_batch(m, retry, m->src->ops->clock_ns(m->src) - start);
+    judge_batch(m, retry, m->src->ops->clock_ns(m->src) - start, cost);
     if (!rc_read)
         m->nrc = 0;
 }
 
 /*
- * A batch that took `took` ns, a retry's or a snapshot's. One far slower
- * than the recent batches of its kind was paused (its thread
- * preempted, the VM's CPU taken away) while the target ran on: long
- * enough, maybe, for a chain that changed under the first copy to have
- * come back to what it was by the second. Its second copies are not used:
- * the walks that needed them are read again. Paused at all (past the
- * fastest one's time and its jitter, BATCH_PAUSE_NS), or the first of its kind
- * (nothing to tell a pause by), its walks check their top frames too
- * (core/torn.c).
+ * A batch that took `took` ns for `cost` units of work (batch_cost), a
+ * retry's or a snapshot's. Its time is judged per unit against the recent
+ * batches of its kind: plans differ from batch to batch (a deeper stack,
+ * a retry's fewer spans), and the kernel's time grows with their pieces.
+ * One far slower than those was paused (its thread preempted, the VM's CPU
+ * taken away) while the target ran on: long enough, maybe, for a chain
+ * that changed under the first copy to have come back to what it was by
+ * the second. Its second copies are not used: the walks that needed them
+ * are read again. Paused at all (past the fastest one's time for its cost
+ * and its jitter, BATCH_PAUSE_NS), or the first of its kind (nothing to
+ * tell a pause by), its walks check their top frames too (core/torn.c).
  */
-static void judge_batch(struct mem *m, int retry, uint64_t took)
+static void judge_batch(struct mem *m, int retry, uint64_t took, uint64_t cost)
 {
     uint64_t *recent = m->recent_ns[retry], fast = UINT64_MAX, sum = 0;
     size_t n = m->recent_n[retry];
+    if (cost == 0)
+        cost = 1;
     for (size_t i = 0; i < n; i++)
         if (recent[i] < fast)
             fast = recent[i];
-    /* Their usual time: the mean, each counted at most four times the
-     * fastest (a preempted batch among them says nothing of the others). */
+    /* Their usual time a unit: the mean, each counted at most four times
+     * the fastest (a preempted batch among them says nothing of the
+     * others). Kept in 1/16 ns. */
     for (size_t i = 0; i < n; i++)
         sum += recent[i] < 4 * fast ? recent[i] : 4 * fast;
-    m->paused = n == 0 || took > fast + fast / 4 + BATCH_PAUSE_NS;
-    if (n > 0 && took > 2 * (sum / n) + BATCH_SLOW_NS)
+    uint64_t expect = n ? fast * cost / 16 : 0, usual = n ? sum / n * cost / 16 : 0;
+    m->paused = n == 0 || took > expect + expect / 4 + BATCH_PAUSE_NS;
+    if (n > 0 && took > 2 * usual + BATCH_SLOW_NS)
         m->nrc = 0;
-    recent[m->recent_at[retry]] = took;
+    recent[m->recent_at[retry]] = took * 16 / cost;
     m->recent_at[retry] = (m->recent_at[retry] + 1) % MEM_BATCH_RECENT;
     if (m->recent_n[retry] < MEM_BATCH_RECENT)
         m->recent_n[retry]++;
     m->stats.batches++;
     m->stats.paused += (uint64_t)m->paused;
+}
+
+/*
+ * What n segments of one call cost the kernel, in units of the time it
+ * takes to pin and copy one page: each segment is pinned and looked up
+ * page by page, however few bytes it takes of each, and the call itself
+ * costs about BATCH_CALL_UNITS pages (timings: bench/MECHANISMS.md).
+ */
+static uint64_t batch_cost(const struct mem_seg *seg, size_t n)
+{
+    uint64_t units = BATCH_CALL_UNITS;
+    for (size_t i = 0; i < n; i++)
+        if (seg[i].len > 0)
+            units += (seg[i].addr + seg[i].len - 1) / MEM_PAGE_SIZE - seg[i].addr / MEM_PAGE_SIZE + 1;
+    return units;
 }
 
 static void prefetch(struct mem *m, int retry);
@@ -756,13 +783,17 @@ void mem_prefetch_retry(struct mem *m)
     prefetch(m, 1);
 }
 
-void mem_recheck_hint(struct mem *m, uint64_t addr, size_t len)
+/* A second copy hinted: `last` (RC_LAST) for one read after all the
+ * others. Kept in the span's off until plan_recheck. */
+#define RC_LAST 1u
+
+static void recheck_hint(struct mem *m, uint64_t addr, size_t len, size_t last)
 {
     if (!m->src || addr == 0 || len == 0 || len > MEM_RECHECK_SPAN)
         return;
-    /* Next to the span hinted last (a walk's frames, one after another):
-     * one span the longer. */
-    if (m->nrc_cur > 0) {
+    /* Next to the span hinted last (a walk's frames, one after another),
+     * and of its kind: one span the longer. */
+    if (m->nrc_cur > 0 && m->rc_cur[m->nrc_cur - 1].off == last) {
         struct mem_span *l = &m->rc_cur[m->nrc_cur - 1];
         uint64_t lo = addr < l->addr ? addr : l->addr;
         uint64_t hi = addr + len > l->addr + l->len ? addr + len : l->addr + l->len;
@@ -774,7 +805,17 @@ void mem_recheck_hint(struct mem *m, uint64_t addr, size_t len)
     }
     if (m->nrc_cur == MEM_RECHECK_MAX)
         return;
-    m->rc_cur[m->nrc_cur++] = (struct mem_span){addr, len, 0};
+    m->rc_cur[m->nrc_cur++] = (struct mem_span){addr, len, last};
+}
+
+void mem_recheck_hint(struct mem *m, uint64_t addr, size_t len)
+{
+    recheck_hint(m, addr, len, 0);
+}
+
+void mem_recheck_hint_last(struct mem *m, uint64_t addr, size_t len)
+{
+    recheck_hint(m, addr, len, RC_LAST);
 }
 
 void mem_inner_hint(struct mem *m, uint64_t addr)
@@ -841,7 +882,10 @@ static int plan_recheck(struct mem *m, int retry)
             uint64_t e = m->rc[i].addr + m->rc[i].len;
             if (e > end)
                 last->len = (size_t)(e - last->addr);
+            /* Read last only if all it holds may be. */
+            m->rc_last_kind[merged - 1] &= (uint8_t)(m->rc[i].off == RC_LAST);
         } else {
+            m->rc_last_kind[merged] = m->rc[i].off == RC_LAST;
             m->rc[merged++] = m->rc[i];
         }
     }

@@ -182,6 +182,7 @@ struct mem {
      * rc: those the last batch read again (off into rcbuf). */
     struct mem_span rc_prev[MEM_RECHECK_MAX], rc_cur[MEM_RECHECK_MAX], rc[2 * MEM_RECHECK_MAX];
     size_t nrc_prev, nrc_cur, nrc, rc_last;
+    uint8_t rc_last_kind[2 * MEM_RECHECK_MAX]; /* rc[i] is read after the others */
     /* How long the last MEM_BATCH_RECENT batches of each kind took (ns;
      * [0]: a snapshot's batch, [1]: a retry's, which reads less), the
      * newest at recent_at[k] - 1, recent_n[k] of them known: one that took
@@ -329,6 +330,11 @@ int mem_prefetch_late_value(const struct mem *m, uint64_t *out);
  * it were changing while the batch was read.
  */
 void mem_recheck_hint(struct mem *m, uint64_t addr, size_t len);
+/* The same for a second copy that only has to come after the first copies
+ * of what it vouches for (a cached code object a frame names), not close
+ * to them: read after every other second copy, it leaves the stretch
+ * between the frames' two copies as short as they can make it. */
+void mem_recheck_hint_last(struct mem *m, uint64_t addr, size_t len);
 const uint8_t *mem_recheck_view(struct mem *m, uint64_t addr, size_t len);
 
 /*

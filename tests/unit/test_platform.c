@@ -1098,6 +1098,151 @@ static void test_mem_recheck_merges_near_spans(void **state)
     mem_release(&m);
 }
 
+/*
+ * A source over this process whose clock the test sets: each batch (readv)
+ * is logged, piece by piece, and moves the clock by what the kernel would
+ * take for it (per_call, and per_page for each page of each piece), plus
+ * `extra` once (a pause).
+ */
+static struct {
+    struct mem_proc proc;
+    struct mem_source_ops ops;
+    const struct mem_source_ops *orig;
+    uint64_t now, per_call, per_page, extra;
+    struct mem_seg log[64];
+    size_t nlog;
+} timed;
+
+static int timed_readv(struct mem_source *src, const struct mem_seg *segs, size_t n)
+{
+    timed.now += timed.per_call + timed.extra;
+    timed.extra = 0;
+    timed.nlog = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (segs[i].len > 0)
+            timed.now += timed.per_page * (((segs[i].addr + segs[i].len - 1) >> 12) -
+                                           (segs[i].addr >> 12) + 1);
+        if (timed.nlog < 64)
+            timed.log[timed.nlog++] = segs[i];
+    }
+    return timed.orig->readv(src, segs, n);
+}
+
+static uint64_t timed_clock(struct mem_source *src)
+{
+    (void)src;
+    return timed.now;
+}
+
+static void timed_init(struct mem *m)
+{
+    memset(&timed, 0, sizeof timed);
+    mem_proc_init(&timed.proc, getpid());
+    timed.orig = timed.proc.base.ops;
+    timed.ops = *timed.orig;
+    timed.ops.readv = timed_readv;
+    timed.ops.clock_ns = timed_clock;
+    timed.proc.base.ops = &timed.ops;
+    mem_init(m, &timed.proc.base);
+}
+
+/* Where in the last batch the piece covering [addr, addr + 8) was read:
+ * its k-th such piece, or -1. */
+static int timed_piece(uint64_t addr, int k)
+{
+    for (size_t i = 0; i < timed.nlog; i++)
+        if (addr >= timed.log[i].addr && addr + 8 <= timed.log[i].addr + timed.log[i].len &&
+            k-- == 0)
+            return (int)i;
+    return -1;
+}
+
+/*
+ * mem_recheck_hint_last: a second copy that only vouches for what was read
+ * before it (a cached code object) is read after every other second copy,
+ * wherever its address falls among them: the frames' two copies stay as
+ * close as they can be. One that merges with a span hinted the usual way
+ * (a few bytes apart) is read where that one is.
+ */
+static void test_mem_recheck_last(void **state)
+{
+    static uint8_t buf[6 * 4096];
+    struct mem m;
+    (void)state;
+    uint64_t base = ((uint64_t)(uintptr_t)buf + 4095) & ~(uint64_t)4095;
+    uint64_t lo = base, code = base + 4096, hi = base + 2 * 4096, near = hi + 64, v;
+    timed_init(&m);
+    mem_prefetch_begin(&m);
+    assert_int_equal(mem_read_u64(&m, lo, &v), 0);
+    assert_int_equal(mem_read_u64(&m, hi, &v), 0);
+    mem_recheck_hint(&m, lo, 8);
+    mem_recheck_hint_last(&m, code, 8);
+    mem_recheck_hint(&m, hi, 8);
+    mem_prefetch_end(&m);
+    mem_prefetch_begin(&m);
+    /* The plan's span(s), then second copies: by address downwards, but
+     * the code object's last. */
+    int a = timed_piece(lo, 1), c = timed_piece(code, 0), h = timed_piece(hi, 1);
+    assert_true(a >= 0 && c >= 0 && h >= 0);
+    assert_true(h < a);
+    assert_true(a < c);
+    assert_int_equal(c, (int)timed.nlog - 1);
+    assert_non_null(mem_recheck_view(&m, code, 8));
+    assert_int_equal(mem_read_u64(&m, lo, &v), 0);
+    assert_int_equal(mem_read_u64(&m, hi, &v), 0);
+    mem_recheck_hint(&m, lo, 8);
+    mem_recheck_hint(&m, hi, 8);
+    mem_recheck_hint_last(&m, near, 8); /* one span with hi's */
+    mem_recheck_hint_last(&m, code, 8);
+    mem_prefetch_end(&m);
+    mem_prefetch_begin(&m);
+    int n = timed_piece(near, 0);
+    a = timed_piece(lo, 1);
+    c = timed_piece(code, 0);
+    assert_true(n >= 0 && n == timed_piece(hi, 1));
+    assert_true(n < a && a < c);
+    mem_prefetch_end(&m);
+    mem_release(&m);
+}
+
+/*
+ * A batch is judged paused by its time for what it read (the pages of its
+ * pieces, its system calls) against the fastest of the recent batches for
+ * theirs. A plan twice as long is no pause: judged by its time alone, as
+ * it was, a stack grown deeper had its batches taken as paused, its walks'
+ * top frames checked, and most walks of a fast-changing stack thrown away.
+ * The same plan slowed by a pause is one.
+ */
+static void test_mem_batch_judged_per_page(void **state)
+{
+    static uint8_t buf[40 * 4096];
+    struct mem m;
+    (void)state;
+    uint64_t base = ((uint64_t)(uintptr_t)buf + 4095) & ~(uint64_t)4095, v;
+    timed_init(&m);
+    timed.per_call = 1500;
+    timed.per_page = 500;
+    /* Round r's batch replays round r - 1's reads: `pages` pieces, two
+     * pages apart; 8 from round 12 on, so round 13's batch is the first
+     * of 8. Round 14's is paused for 3 us. */
+    for (int round = 0; round < 16; round++) {
+        size_t pages = round < 12 ? 4 : 8;
+        if (round == 14)
+            timed.extra = 3000;
+        mem_prefetch_begin(&m);
+        if (round >= 2) {
+            if (mem_batch_paused(&m) != (round == 14))
+                print_message("round %d: judged %spaused\n", round,
+                              mem_batch_paused(&m) ? "" : "not ");
+            assert_int_equal(mem_batch_paused(&m), round == 14);
+        }
+        for (size_t i = 0; i < pages; i++)
+            assert_int_equal(mem_read_u64(&m, base + i * 2 * 4096, &v), 0);
+        mem_prefetch_end(&m);
+    }
+    mem_release(&m);
+}
+
 static void test_mem_readv_many(void **state)
 {
     /* More segments than one process_vm_readv takes. */
@@ -1567,6 +1712,8 @@ int main(void)
         cmocka_unit_test(test_mem_readv_self),
         cmocka_unit_test(test_mem_recheck_after_batch),
         cmocka_unit_test(test_mem_recheck_merges_near_spans),
+        cmocka_unit_test(test_mem_recheck_last),
+        cmocka_unit_test(test_mem_batch_judged_per_page),
         cmocka_unit_test(test_mem_readv_many),
         cmocka_unit_test(test_mem_readv_fresh_coalesces),
         cmocka_unit_test(test_mem_readv_fresh_twice_nests),

@@ -79,11 +79,22 @@ def test_threads_started_while_stopping(pystrobe, spawn, tmp_path):
 def test_dump_blocking(pystrobe, spawn):
     target = TARGETS[-1] if TARGETS else pytest.skip("no target")
     p = start(spawn, target, "generators.py")
-    for _ in range(20):
+
+    def dump():
         res = run_pystrobe(pystrobe, "dump", "--blocking", "--no-source", p.pid)
         text = res.stdout.decode()
         assert res.returncode == 0, res.stderr.decode()
-        assert "stack unreadable" not in text and " in main " in text, text
+        assert "stack unreadable" not in text, text
+        return text
+
+    # "ready" comes just before main() is called: a stop before its frame
+    # is pushed shows <module> alone, as it is. From main on, every stop.
+    deadline = time.monotonic() + 30
+    while " in main " not in dump():
+        assert time.monotonic() < deadline, "main never entered"
+    for _ in range(20):
+        text = dump()
+        assert " in main " in text, text
 
 
 HOLD = r"""

@@ -183,10 +183,12 @@ struct mem {
     struct mem_span rc_prev[MEM_RECHECK_MAX], rc_cur[MEM_RECHECK_MAX], rc[2 * MEM_RECHECK_MAX];
     size_t nrc_prev, nrc_cur, nrc, rc_last;
     uint8_t rc_last_kind[2 * MEM_RECHECK_MAX]; /* rc[i] is read after the others */
-    /* How long the last MEM_BATCH_RECENT batches of each kind took (ns;
+    /* How long the last MEM_BATCH_RECENT batches of each kind took for
+     * each unit of what they read (mem.c: batch_cost; in 1/16 ns;
      * [0]: a snapshot's batch, [1]: a retry's, which reads less), the
      * newest at recent_at[k] - 1, recent_n[k] of them known: one that took
-     * far longer than the fastest of them was paused (mem.c: judge_batch). */
+     * far longer than the fastest of them for its own was paused (mem.c:
+     * judge_batch). */
     uint64_t recent_ns[2][MEM_BATCH_RECENT];
     size_t recent_at[2], recent_n[2];
     /* The last batch was paused midway (mem_batch_paused). */
